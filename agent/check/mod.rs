@@ -1,0 +1,344 @@
+//! Checks: pure functions `(profile, snapshot) -> findings`. Each check id of DESIGN section 5
+//! yields at least one [`Finding`] on every run (`skip` with the reason when it does not apply or
+//! its files are missing), so a report always covers every id.
+//!
+//! Log lines are classified once ([`LogIndex`]) by errno and status code, and the profile's
+//! `[[signature]]` substrings are matched there too; a check raises its finding from log evidence
+//! even when the workload is not running now.
+
+mod board;
+mod cma;
+mod hailo;
+mod limits;
+mod memory;
+pub use memory::buddy_summary;
+mod rknpu;
+
+use crate::parse::logline::{classify, LogEvent};
+use crate::probe::{LogClass, Snapshot};
+use crate::profile::{Profile, Signature};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Every check id this agent reports (DESIGN section 5), in report order.
+pub const CHECK_IDS: &[&str] = &[
+    "board.identity",
+    "hailo.pci_device",
+    "hailo.driver_binding",
+    "hailo.stale_driver",
+    "hailo.package_generation",
+    "hailo.version_mismatch",
+    "hailo.runtime_library",
+    "hailo.firmware",
+    "hailo.firmware_mismatch",
+    "hailo.pcie_link",
+    "hailo.device_degraded",
+    "rknpu.driver_version",
+    "rknpu.device_node",
+    "limits.nofile",
+    "limits.memlock",
+    "cma.pool_size",
+    "cma.free",
+    "cma.boot_param",
+    "reboot.pending",
+    "memory.fragmentation",
+    "memory.compaction",
+    "memory.oom",
+];
+
+/// A finding's status. Severity order: `pass` = `skip` < `info` < `error` < `warn` < `fail`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Checked and fine.
+    Pass,
+    /// Not applicable here, or its inputs are missing (the summary says which).
+    Skip,
+    /// Worth knowing; nothing to fix.
+    Info,
+    /// A problem that does not stop the NPU now.
+    Warn,
+    /// The NPU stack or its memory is broken, or will be.
+    Fail,
+    /// The check could not run (unreadable or malformed input).
+    Error,
+}
+
+impl Status {
+    /// Rank for "most severe wins": pass/skip 0, info 1, error 2, warn 3, fail 4.
+    pub fn severity(self) -> u8 {
+        match self {
+            Status::Pass | Status::Skip => 0,
+            Status::Info => 1,
+            Status::Error => 2,
+            Status::Warn => 3,
+            Status::Fail => 4,
+        }
+    }
+
+    /// A check "fires" when its finding is `info`, `warn` or `fail`.
+    pub fn fires(self) -> bool {
+        matches!(self, Status::Info | Status::Warn | Status::Fail)
+    }
+
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Skip => "skip",
+            Status::Info => "info",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::Error => "error",
+        }
+    }
+}
+
+/// Where a finding's evidence comes from: a board file, a line number and the line's text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Board path (`/var/log/rkllm/llm_demo.log`).
+    pub file: String,
+    /// 1-based line, when the evidence is one line.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub line: Option<usize>,
+    /// The line or value as read (cut to 300 characters).
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub text: String,
+}
+
+/// One check's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Check id (`cma.pool_size`).
+    pub id: String,
+    /// Verdict.
+    pub status: Status,
+    /// One line a person reads first.
+    pub summary: String,
+    /// What was found, units in the key (`cma_total_bytes`).
+    #[serde(default)]
+    pub observed: BTreeMap<String, Value>,
+    /// What the profile expects, same keys where they compare.
+    #[serde(default)]
+    pub expected: BTreeMap<String, Value>,
+    /// Commands or edits a person can paste; empty when there is nothing to do.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub remedy: String,
+    /// Files and lines the verdict rests on.
+    #[serde(default)]
+    pub evidence: Vec<Evidence>,
+}
+
+impl Finding {
+    /// A finding with no observations yet.
+    pub fn new(id: &str, status: Status, summary: impl Into<String>) -> Self {
+        Finding {
+            id: id.to_string(),
+            status,
+            summary: summary.into(),
+            observed: BTreeMap::new(),
+            expected: BTreeMap::new(),
+            remedy: String::new(),
+            evidence: Vec::new(),
+        }
+    }
+
+    /// A `skip` with the reason.
+    pub fn skip(id: &str, why: impl Into<String>) -> Self {
+        Finding::new(id, Status::Skip, why)
+    }
+
+    /// Adds an observed value.
+    pub fn observed(mut self, key: &str, v: impl Into<Value>) -> Self {
+        self.observed.insert(key.to_string(), v.into());
+        self
+    }
+
+    /// Adds an expected value.
+    pub fn expected(mut self, key: &str, v: impl Into<Value>) -> Self {
+        self.expected.insert(key.to_string(), v.into());
+        self
+    }
+
+    /// Sets the remedy.
+    pub fn remedy(mut self, r: impl Into<String>) -> Self {
+        self.remedy = r.into();
+        self
+    }
+
+    /// Adds evidence.
+    pub fn evidence(mut self, file: &str, line: Option<usize>, text: &str) -> Self {
+        self.push_evidence(file, line, text);
+        self
+    }
+
+    /// Adds evidence in place (at most 8 items are kept).
+    pub fn push_evidence(&mut self, file: &str, line: Option<usize>, text: &str) {
+        if self.evidence.len() >= 8 || self.evidence.iter().any(|e| e.file == file && e.line == line) {
+            return;
+        }
+        self.evidence.push(Evidence {
+            file: file.to_string(),
+            line,
+            text: text.chars().take(300).collect(),
+        });
+    }
+
+    /// Adds log hits as evidence.
+    pub fn with_hits<'a>(mut self, hits: impl IntoIterator<Item = &'a LogHit>) -> Self {
+        for h in hits {
+            self.push_evidence(&h.file, Some(h.line), &h.text);
+        }
+        self
+    }
+
+    /// Raises the status to `s` if `s` is more severe.
+    pub fn raise(&mut self, s: Status) {
+        if s.severity() > self.status.severity() {
+            self.status = s;
+        }
+    }
+}
+
+/// One classified log line.
+#[derive(Debug, Clone)]
+pub struct LogHit {
+    /// Board path of the log.
+    pub file: String,
+    /// 1-based line in the part read.
+    pub line: usize,
+    /// The line.
+    pub text: String,
+    /// Which side wrote it.
+    pub class: LogClass,
+    /// Its events.
+    pub events: Vec<LogEvent>,
+}
+
+/// Classified lines of every log, and the profile signatures they matched.
+#[derive(Debug, Clone, Default)]
+pub struct LogIndex {
+    /// Lines with at least one event.
+    pub hits: Vec<LogHit>,
+    /// (signature index in the profile, the line).
+    pub signatures: Vec<(usize, LogHit)>,
+}
+
+impl LogIndex {
+    /// Classifies every line of the snapshot's logs.
+    pub fn build(snap: &Snapshot, signatures: &[Signature]) -> Self {
+        let mut idx = LogIndex::default();
+        for log in &snap.logs {
+            for (i, line) in log.lines.iter().enumerate() {
+                let events = classify(line);
+                let hit = || LogHit {
+                    file: log.path.clone(),
+                    line: i + 1,
+                    text: line.clone(),
+                    class: log.class,
+                    events: events.clone(),
+                };
+                for (si, sig) in signatures.iter().enumerate() {
+                    if line.contains(&sig.contains) {
+                        idx.signatures.push((si, hit()));
+                    }
+                }
+                if !events.is_empty() {
+                    idx.hits.push(hit());
+                }
+            }
+        }
+        idx
+    }
+
+    /// Hits from logs of `class` (any class when `None`) with an event satisfying `pred`.
+    pub fn find(&self, class: Option<LogClass>, pred: impl Fn(&LogEvent) -> bool) -> std::vec::IntoIter<(&LogHit, &LogEvent)> {
+        let mut out = Vec::new();
+        for h in self.hits.iter().filter(|h| class.is_none_or(|c| h.class == c)) {
+            for e in h.events.iter().filter(|e| pred(e)) {
+                out.push((h, e));
+            }
+        }
+        out.into_iter()
+    }
+
+    /// Host-side (kernel and workload) hits with an event satisfying `pred`.
+    pub fn host(&self, pred: impl Fn(&LogEvent) -> bool) -> std::vec::IntoIter<(&LogHit, &LogEvent)> {
+        let mut out = Vec::new();
+        for h in self.hits.iter().filter(|h| h.class != LogClass::Device) {
+            for e in h.events.iter().filter(|e| pred(e)) {
+                out.push((h, e));
+            }
+        }
+        out.into_iter()
+    }
+}
+
+/// Everything a check may read.
+pub struct Ctx<'a> {
+    /// The profile in force.
+    pub profile: &'a Profile,
+    /// The board's files.
+    pub snap: &'a Snapshot,
+    /// Classified logs.
+    pub logs: LogIndex,
+    /// Why this profile was chosen.
+    pub reason: &'a str,
+    /// True when no board profile matched (generic fallback).
+    pub fallback: bool,
+}
+
+/// Runs every check and folds in the profile's log signatures. The result holds at least one
+/// finding for every id in [`CHECK_IDS`], in that order.
+pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool) -> Vec<Finding> {
+    let ctx = Ctx {
+        profile,
+        snap,
+        logs: LogIndex::build(snap, &profile.signature),
+        reason,
+        fallback,
+    };
+    let mut findings = vec![board::identity(&ctx)];
+    findings.extend(hailo::all(&ctx));
+    findings.extend(rknpu::all(&ctx));
+    findings.extend(limits::all(&ctx));
+    findings.extend(cma::all(&ctx));
+    findings.extend(memory::all(&ctx));
+    apply_signatures(&ctx, &mut findings);
+    findings.sort_by_key(|f| CHECK_IDS.iter().position(|id| *id == f.id).unwrap_or(usize::MAX));
+    findings
+}
+
+fn apply_signatures(ctx: &Ctx<'_>, findings: &mut [Finding]) {
+    for (si, hit) in &ctx.logs.signatures {
+        let sig = &ctx.profile.signature[*si];
+        let Some(f) = findings.iter_mut().find(|f| f.id == sig.check) else {
+            continue;
+        };
+        if sig.status.severity() > f.status.severity() {
+            f.status = sig.status;
+            f.summary = sig.diagnosis.clone();
+            f.remedy = sig.remedy.clone();
+        }
+        f.push_evidence(&hit.file, Some(hit.line), &hit.text);
+    }
+}
+
+/// The most severe status per check id.
+pub fn worst_by_id(findings: &[Finding]) -> BTreeMap<String, Status> {
+    let mut out: BTreeMap<String, Status> = BTreeMap::new();
+    for f in findings {
+        let e = out.entry(f.id.clone()).or_insert(f.status);
+        if f.status.severity() > e.severity() {
+            *e = f.status;
+        }
+    }
+    out
+}
+
+/// Formats bytes for summaries.
+pub(crate) fn mib(bytes: u64) -> String {
+    crate::parse::size::human_bytes(bytes)
+}

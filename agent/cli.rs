@@ -1,0 +1,205 @@
+//! The command line (DESIGN section 3). `main.rs` only calls [`run`].
+
+use crate::diagnose::{diagnose, DiagnoseError, ProfileChoice};
+use crate::profile;
+use crate::report::{render_text, Style};
+use crate::root::SysRoot;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+/// Exit code: healthy / done.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: a finding at or above `--fail-on`.
+pub const EXIT_FINDINGS: i32 = 1;
+/// Exit code: usage or configuration error.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Keeps edge AI boards (Raspberry Pi 5 + Hailo, RK3588 + rknpu) healthy.
+#[derive(Debug, Parser)]
+#[command(name = "npu-agent", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Diagnose this machine, or a captured board tree under --root.
+    Check(CheckArgs),
+    /// List or show the board profiles (built in and in /etc/npu-agent/profiles.d).
+    Profiles {
+        /// list or show.
+        #[command(subcommand)]
+        action: ProfilesAction,
+    },
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A table for people.
+    Text,
+    /// The report object (the same JSON the MQTT status carries).
+    Json,
+}
+
+/// Lowest status that makes `check` exit 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// warn, error or fail.
+    Warn,
+    /// fail only.
+    Fail,
+}
+
+/// `check` options.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Read every file under DIR instead of / (a captured board tree).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// Profile id, profile file, or auto.
+    #[arg(long, value_name = "ID|FILE", default_value = "auto")]
+    pub profile: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Exit 1 when a finding is at or above this status.
+    #[arg(long, value_enum, default_value = "fail")]
+    pub fail_on: FailOn,
+    /// Text format: also show evidence of passing checks.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// `profiles` actions.
+#[derive(Debug, Subcommand)]
+pub enum ProfilesAction {
+    /// One line per profile: id, name, where it comes from.
+    List {
+        /// Read /etc/npu-agent/profiles.d under DIR.
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+    },
+    /// A profile's full TOML-equivalent content.
+    Show {
+        /// Profile id.
+        id: String,
+        /// Read /etc/npu-agent/profiles.d under DIR.
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+    },
+}
+
+/// Parses `args` and runs the command, writing to `out`/`err`. Returns the exit code.
+pub fn run(args: impl IntoIterator<Item = String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let text = e.render().to_string();
+            let _ = if code == EXIT_OK { write!(out, "{text}") } else { write!(err, "{text}") };
+            return code;
+        }
+    };
+    match cli.command {
+        Command::Check(a) => check(a, out, err),
+        Command::Profiles { action } => profiles(action, out, err),
+    }
+}
+
+fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    if !a.root.is_dir() {
+        let _ = writeln!(err, "npu-agent: --root {}: not a directory", a.root.display());
+        return EXIT_USAGE;
+    }
+    let root = SysRoot::new(&a.root);
+    let d = match diagnose(&root, &ProfileChoice::parse(&a.profile)) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return match e {
+                DiagnoseError::Profile(_) | DiagnoseError::UnknownProfile { .. } | DiagnoseError::ProfileFile { .. } => EXIT_USAGE,
+            };
+        }
+    };
+    let r = &d.report;
+    match a.format {
+        Format::Json => match serde_json::to_string_pretty(r) {
+            Ok(s) => {
+                let _ = writeln!(out, "{s}");
+            }
+            Err(e) => {
+                let _ = writeln!(err, "npu-agent: cannot encode the report: {e}");
+                return EXIT_USAGE;
+            }
+        },
+        Format::Text => {
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            let _ = write!(out, "{}", render_text(r, Style { color, verbose: a.verbose }));
+        }
+    }
+    let worst = r.worst();
+    let threshold = match a.fail_on {
+        FailOn::Fail => 4,
+        FailOn::Warn => 2,
+    };
+    if worst.severity() >= threshold {
+        EXIT_FINDINGS
+    } else {
+        EXIT_OK
+    }
+}
+
+fn profiles(action: ProfilesAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let root_dir = match &action {
+        ProfilesAction::List { root } | ProfilesAction::Show { root, .. } => root.clone(),
+    };
+    let root = SysRoot::new(&root_dir);
+    let (all, errors) = profile::load_all(&root);
+    for e in &errors {
+        let _ = writeln!(err, "npu-agent: {e}");
+    }
+    match action {
+        ProfilesAction::List { .. } => {
+            for p in &all {
+                let source = if profile::BUILTIN.iter().any(|(n, _)| *n == format!("{}.toml", p.id))
+                    && !root.exists(&format!("{}/{}.toml", profile::PROFILES_DIR, p.id))
+                {
+                    "built-in".to_string()
+                } else {
+                    profile::PROFILES_DIR.to_string()
+                };
+                let _ = writeln!(out, "{:<16} {:<48} {}", p.id, p.name, source);
+            }
+            if errors.is_empty() {
+                EXIT_OK
+            } else {
+                EXIT_USAGE
+            }
+        }
+        ProfilesAction::Show { id, .. } => match all.iter().find(|p| p.id == id) {
+            Some(p) => match toml::to_string(p) {
+                Ok(s) => {
+                    let _ = write!(out, "{s}");
+                    EXIT_OK
+                }
+                Err(e) => {
+                    let _ = writeln!(err, "npu-agent: cannot show {id}: {e}");
+                    EXIT_USAGE
+                }
+            },
+            None => {
+                let _ = writeln!(
+                    err,
+                    "npu-agent: no profile with id {id:?} (available: {})",
+                    all.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")
+                );
+                EXIT_USAGE
+            }
+        },
+    }
+}

@@ -1,0 +1,241 @@
+//! One diagnosis: detect the board, load its profile, probe, run every check, build the report.
+
+use crate::check::{self, Finding};
+use crate::probe::{self, Snapshot};
+use crate::profile::{self, DetectInput, Profile, ProfileError};
+use crate::report::{Health, Report};
+use crate::root::SysRoot;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// How the profile is chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileChoice {
+    /// Detect from the board's files.
+    Auto,
+    /// A profile id (built-in or from `/etc/npu-agent/profiles.d`).
+    Id(String),
+    /// A profile file on the host filesystem (not under the root).
+    File(std::path::PathBuf),
+}
+
+impl ProfileChoice {
+    /// `auto`, a path (contains `/` or ends in `.toml`), or an id.
+    pub fn parse(s: &str) -> ProfileChoice {
+        if s == "auto" {
+            ProfileChoice::Auto
+        } else if s.contains('/') || s.ends_with(".toml") {
+            ProfileChoice::File(s.into())
+        } else {
+            ProfileChoice::Id(s.to_string())
+        }
+    }
+}
+
+/// Why a diagnosis could not start (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum DiagnoseError {
+    /// The profile file given with `--profile` is invalid.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// No profile with that id.
+    #[error("no profile with id {id:?} (available: {available})")]
+    UnknownProfile {
+        /// The id asked for.
+        id: String,
+        /// Ids that exist.
+        available: String,
+    },
+    /// The profile file could not be read.
+    #[error("cannot read profile file {path}: {source}")]
+    ProfileFile {
+        /// Path given.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// The result of one diagnosis: the report, plus the snapshot and profile behind it.
+pub struct Diagnosis {
+    /// What to print or publish.
+    pub report: Report,
+    /// The files read.
+    pub snapshot: Snapshot,
+    /// The profile in force.
+    pub profile: Profile,
+}
+
+/// Sanitises a board id to `[a-z0-9_-]` (other characters become `-`), at most 64 characters.
+pub fn sanitize_board_id(raw: &str) -> String {
+    let s: String = raw
+        .trim()
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' })
+        .take(64)
+        .collect();
+    if s.is_empty() {
+        "unknown".into()
+    } else {
+        s
+    }
+}
+
+/// Board id: device-tree serial number, else `/etc/machine-id`, else `unknown`.
+pub fn auto_board_id(root: &SysRoot, snap_serial: Option<&str>) -> String {
+    if let Some(s) = snap_serial {
+        return sanitize_board_id(s);
+    }
+    root.read_string("/etc/machine-id")
+        .ok()
+        .map(|s| sanitize_board_id(&s))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Runs one diagnosis of the board under `root`.
+pub fn diagnose(root: &SysRoot, choice: &ProfileChoice) -> Result<Diagnosis, DiagnoseError> {
+    let (profiles, profile_errors) = profile::load_all(root);
+    let identity = probe::probe_identity(root);
+    let pci = probe::probe_pci(root);
+    let dpkg = probe::probe_dpkg(root);
+    let (profile, reason, fallback) = match choice {
+        ProfileChoice::Auto => {
+            let compatible = identity.compatible.clone().unwrap_or_default();
+            let pci_ids: Vec<(u16, u16)> = pci.as_ref().map(|d| d.iter().map(|d| (d.vendor, d.device)).collect()).unwrap_or_default();
+            let installed: Vec<String> = dpkg
+                .as_ref()
+                .map(|p| p.iter().filter(|p| p.is_installed()).map(|p| p.name.clone()).collect())
+                .unwrap_or_default();
+            let det = profile::detect(
+                &profiles,
+                &DetectInput {
+                    compatible: &compatible,
+                    model: identity.model.as_ref().ok().map(|s| s.as_str()),
+                    pci_ids: &pci_ids,
+                    installed: &installed,
+                },
+            )
+            .ok_or_else(|| DiagnoseError::UnknownProfile {
+                id: "generic".into(),
+                available: ids(&profiles),
+            })?;
+            (det.profile, det.reason, det.fallback)
+        }
+        ProfileChoice::Id(id) => {
+            let p = profiles.iter().find(|p| &p.id == id).cloned().ok_or_else(|| DiagnoseError::UnknownProfile {
+                id: id.clone(),
+                available: ids(&profiles),
+            })?;
+            (p, format!("chosen with --profile {id}"), id == "generic")
+        }
+        ProfileChoice::File(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| DiagnoseError::ProfileFile {
+                path: path.display().to_string(),
+                source,
+            })?;
+            let p = profile::parse_profile(&path.display().to_string(), &text)?;
+            let reason = format!("chosen with --profile {}", path.display());
+            (p, reason, false)
+        }
+    };
+    let serial = identity.serial.clone();
+    let snapshot = probe::probe(root, &profile, identity, pci, dpkg);
+    let findings = check::run_all(&profile, &snapshot, &reason, fallback);
+    let report = build_report(root, &profile, &reason, &snapshot, findings, serial.as_deref(), profile_errors);
+    Ok(Diagnosis { report, snapshot, profile })
+}
+
+fn ids(profiles: &[Profile]) -> String {
+    profiles.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// Dashboard figures from the snapshot.
+pub fn metrics(snap: &Snapshot, profile: &Profile) -> BTreeMap<String, Value> {
+    let mut m = BTreeMap::new();
+    if let Ok(mi) = &snap.meminfo {
+        m.insert("mem_total_bytes".into(), mi.mem_total_bytes.into());
+        if let Some(v) = mi.mem_available_bytes {
+            m.insert("mem_available_bytes".into(), v.into());
+        }
+        if let Some(v) = mi.cma_total_bytes {
+            m.insert("cma_total_bytes".into(), v.into());
+        }
+        if let Some(v) = mi.cma_free_bytes {
+            m.insert("cma_free_bytes".into(), v.into());
+        }
+    }
+    if let Ok(z) = &snap.buddyinfo {
+        let (_, high, largest) = crate::check::buddy_summary(z, profile.memory.fragmentation_order);
+        m.insert("largest_free_block_bytes".into(), largest.into());
+        m.insert("free_high_order_bytes".into(), high.into());
+    }
+    if let Ok(v) = &snap.vmstat {
+        for k in ["compact_stall", "compact_fail", "compact_success", "cma_alloc_success", "cma_alloc_fail"] {
+            if let Some(x) = v.get(k) {
+                m.insert(k.into(), (*x).into());
+            }
+        }
+    }
+    m
+}
+
+fn build_report(
+    root: &SysRoot,
+    profile: &Profile,
+    reason: &str,
+    snap: &Snapshot,
+    findings: Vec<Finding>,
+    serial: Option<&str>,
+    profile_errors: Vec<ProfileError>,
+) -> Report {
+    let model = snap
+        .identity
+        .model
+        .as_ref()
+        .ok()
+        .cloned()
+        .or_else(|| snap.identity.arch.clone().map(|a| format!("{a} machine (no device tree)")))
+        .unwrap_or_else(|| "unknown board".into());
+    let time = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let reboot_required = findings.iter().any(|f| f.id == "reboot.pending" && f.status.fires());
+    Report {
+        schema: 1,
+        board_id: auto_board_id(root, serial),
+        profile: profile.id.clone(),
+        profile_reason: reason.to_string(),
+        model,
+        agent_version: env!("CARGO_PKG_VERSION").to_string(),
+        time,
+        boot_id: snap.boot_id.as_ref().ok().cloned().unwrap_or_default(),
+        uptime_s: snap.uptime_s.as_ref().ok().map(|u| *u as u64),
+        session: 0,
+        health: Health::of(&findings),
+        metrics: metrics(snap, profile),
+        findings,
+        reboot_required,
+        last_action: None,
+        profile_errors: profile_errors.iter().map(|e| e.to_string()).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn board_ids_are_sanitised() {
+        assert_eq!(sanitize_board_id("10000000ABCDEF01\n"), "10000000abcdef01");
+        assert_eq!(sanitize_board_id("a b/c"), "a-b-c");
+        assert_eq!(sanitize_board_id(""), "unknown");
+    }
+
+    #[test]
+    fn profile_choice_parsing() {
+        assert_eq!(ProfileChoice::parse("auto"), ProfileChoice::Auto);
+        assert_eq!(ProfileChoice::parse("rk3588-rknpu"), ProfileChoice::Id("rk3588-rknpu".into()));
+        assert_eq!(ProfileChoice::parse("./x.toml"), ProfileChoice::File("./x.toml".into()));
+    }
+}

@@ -1,0 +1,26 @@
+//! npu-agent keeps edge AI boards healthy: Raspberry Pi 5 with a Hailo NPU and Rockchip RK3588
+//! boards with rknpu.
+//!
+//! Data flow (one direction):
+//!
+//! ```text
+//! profile (TOML) --> probes (read files under a root; no decisions) --> snapshot
+//! snapshot + profile --> checks (pure) --> findings --> report --> stdout | MQTT status
+//! ```
+//!
+//! Modules: [`root`] (the only place that joins board paths under `--root`), [`parse`] (pure
+//! parsers), [`probe`] (file reading into a [`probe::Snapshot`]), [`profile`] (board profiles and
+//! detection), [`check`] (the checks of DESIGN section 5), [`report`] (the status object and its
+//! text form), [`diagnose`] (the whole pipeline), [`cli`] (the command line).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod check;
+pub mod cli;
+pub mod diagnose;
+pub mod parse;
+pub mod probe;
+pub mod profile;
+pub mod report;
+pub mod root;

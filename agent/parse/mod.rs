@@ -1,0 +1,16 @@
+//! Pure parsers: text in, typed values out. None of them opens a file, and none panics on any
+//! input (a property test feeds each of them arbitrary bytes). Probes call them on file contents
+//! read through [`crate::root::SysRoot`].
+
+pub mod bootfile;
+pub mod buddyinfo;
+pub mod cmdline;
+pub mod devicetree;
+pub mod dpkg;
+pub mod kv;
+pub mod limits;
+pub mod logline;
+pub mod meminfo;
+pub mod size;
+pub mod version;
+pub mod vmstat;

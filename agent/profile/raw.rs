@@ -1,0 +1,318 @@
+//! The profile schema as serde types. Every table denies unknown keys; every field not marked
+//! required has a default, so a profile states only what differs.
+
+use crate::parse::bootfile::BootFileKind;
+use serde::{Deserialize, Serialize};
+
+/// One board profile (`schema = 1`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Schema version; must be 1.
+    pub schema: u32,
+    /// Stable id (`rpi5-hailo10h`), lowercase letters, digits and `-`.
+    pub id: String,
+    /// Human name.
+    pub name: String,
+    /// One paragraph on what the profile is for.
+    #[serde(default)]
+    pub description: String,
+    /// How the board is recognised.
+    #[serde(default, rename = "match")]
+    pub r#match: MatchRules,
+    /// The NPU this board family carries.
+    #[serde(default)]
+    pub npu: NpuSpec,
+    /// Package generations, decided by version.
+    #[serde(default)]
+    pub packages: PackageSpec,
+    /// Workload processes and units whose limits matter.
+    #[serde(default)]
+    pub limits: LimitsSpec,
+    /// CMA thresholds and the boot files that carry `cma=`.
+    #[serde(default)]
+    pub cma: CmaSpec,
+    /// Fragmentation thresholds.
+    #[serde(default)]
+    pub memory: MemorySpec,
+    /// Which log files to read.
+    #[serde(default)]
+    pub logs: LogSpec,
+    /// Known fault lines: a substring raises a check with a diagnosis and remedy.
+    #[serde(default)]
+    pub signature: Vec<Signature>,
+}
+
+/// Detection rules; a profile with none of them matches only when chosen by id.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatchRules {
+    /// `/proc/device-tree/compatible` entries, any of; a trailing `*` matches a prefix.
+    #[serde(default)]
+    pub compatible: Vec<String>,
+    /// Substrings of `/proc/device-tree/model`, any of.
+    #[serde(default)]
+    pub model: Vec<String>,
+    /// PCI `vendor:device` ids (hex), any of; the strongest evidence.
+    #[serde(default)]
+    pub pci_ids: Vec<String>,
+    /// Installed packages that hint at this profile, any of.
+    #[serde(default)]
+    pub packages: Vec<String>,
+}
+
+impl MatchRules {
+    /// True when the profile declares no rule (e.g. `generic`).
+    pub fn is_empty(&self) -> bool {
+        self.compatible.is_empty() && self.model.is_empty() && self.pci_ids.is_empty() && self.packages.is_empty()
+    }
+}
+
+/// Which NPU family the profile expects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NpuKind {
+    /// No NPU checks (generic boards).
+    #[default]
+    None,
+    /// Hailo on PCIe (Hailo-8/8L/10H).
+    Hailo,
+    /// Rockchip rknpu (RK3588/RK3588S).
+    Rknpu,
+}
+
+/// What the NPU should look like.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NpuSpec {
+    /// NPU family.
+    #[serde(default)]
+    pub kind: NpuKind,
+    /// Chip name for messages (`Hailo-10H`).
+    #[serde(default)]
+    pub chip: String,
+    /// PCI ids of the expected chip (Hailo).
+    #[serde(default)]
+    pub pci_ids: Vec<String>,
+    /// PCI driver names that are right for the chip (`hailo1x`).
+    #[serde(default)]
+    pub drivers: Vec<String>,
+    /// PCI driver names of the other generation (`hailo`).
+    #[serde(default)]
+    pub wrong_drivers: Vec<String>,
+    /// Kernel modules that are right (`hailo1x_pci`); versions from `/sys/module/<m>/version`.
+    #[serde(default)]
+    pub modules: Vec<String>,
+    /// Kernel modules of the other generation (`hailo_pci`).
+    #[serde(default)]
+    pub wrong_modules: Vec<String>,
+    /// HailoRT generation (major version) the chip needs: 5 for Hailo-10H, 4 for Hailo-8/8L.
+    #[serde(default)]
+    pub generation: Option<u32>,
+    /// Firmware directory or file prefix (`/lib/firmware/hailo/hailo10h`).
+    #[serde(default)]
+    pub firmware_dir: String,
+    /// Files that must be in `firmware_dir` (a trailing `*` matches a prefix).
+    #[serde(default)]
+    pub firmware_files: Vec<String>,
+    /// Expected negotiated PCIe speed as sysfs prints it without the " PCIe" suffix (`8.0 GT/s`).
+    #[serde(default)]
+    pub pcie_link_speed: String,
+    /// Expected negotiated PCIe width.
+    #[serde(default)]
+    pub pcie_link_width: Option<u32>,
+    /// Binaries whose ELF `NEEDED` libhailort must exist (`/usr/bin/hailo-ollama`).
+    #[serde(default)]
+    pub runtime_binaries: Vec<String>,
+    /// Minimum driver version (rknpu: 0.9.8 for RKLLM).
+    #[serde(default)]
+    pub min_driver_version: Option<String>,
+}
+
+/// Package generations for the Hailo stack.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageSpec {
+    /// Metapackages whose *name* fixes the generation (their version is a packaging number):
+    /// `{ "hailo-all" = 4, "hailo-h10-all" = 5 }`.
+    #[serde(default)]
+    pub metapackages: std::collections::BTreeMap<String, u32>,
+    /// Packages whose *version major* is the HailoRT generation.
+    #[serde(default)]
+    pub versioned: Vec<String>,
+    /// Packages whose version is the libhailort version (for the driver == library rule).
+    #[serde(default)]
+    pub library: Vec<String>,
+    /// Packages that own the firmware files (their upgrade after boot leaves old firmware running).
+    #[serde(default)]
+    pub firmware: Vec<String>,
+    /// Packages whose `Depends: hailort` can pull the wrong runtime (GenAI: `hailo-gen-ai-model-zoo`).
+    #[serde(default)]
+    pub genai: Vec<String>,
+}
+
+/// Workloads whose limits matter, and thresholds.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// Process names (`/proc/<pid>/comm`, or argv[0]'s basename) of the NPU workloads.
+    #[serde(default)]
+    pub workloads: Vec<String>,
+    /// systemd units that run them (their `LimitNOFILE=`/`LimitMEMLOCK=` lines are read).
+    #[serde(default)]
+    pub units: Vec<String>,
+    /// Soft `Max open files` below this is a warning (RKNN turns every buffer into an fd).
+    #[serde(default = "default_min_nofile")]
+    pub min_nofile: u64,
+    /// Soft `Max locked memory` below this (bytes) is a warning; 0 = information only.
+    #[serde(default)]
+    pub min_memlock_bytes: u64,
+}
+
+fn default_min_nofile() -> u64 {
+    4096
+}
+
+impl Default for LimitsSpec {
+    fn default() -> Self {
+        LimitsSpec {
+            workloads: Vec::new(),
+            units: Vec::new(),
+            min_nofile: default_min_nofile(),
+            min_memlock_bytes: 0,
+        }
+    }
+}
+
+/// What a `cma=` on the kernel command line means on this board.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CmdlineCma {
+    /// The usual way to size the pool.
+    #[default]
+    Ok,
+    /// Harmful: it replaces a device-tree pool that firmware depends on (Pi 5).
+    Harmful,
+}
+
+/// A boot file candidate.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BootFileSpec {
+    /// Absolute path on the board.
+    pub path: String,
+    /// How to read it.
+    pub kind: BootFileKind,
+}
+
+/// CMA thresholds (bytes) and boot files.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CmaSpec {
+    /// `CmaTotal` below this fails `cma.pool_size`.
+    #[serde(default)]
+    pub min_total_bytes: Option<u64>,
+    /// `CmaTotal` below this is `info` (a workload may need more).
+    #[serde(default)]
+    pub recommended_total_bytes: Option<u64>,
+    /// `CmaFree` below this percentage of `CmaTotal` is a warning.
+    #[serde(default = "default_min_free_percent")]
+    pub min_free_percent: u64,
+    /// Boot files that may carry `cma=`, in order of preference (the first present one is used).
+    #[serde(default)]
+    pub boot_files: Vec<BootFileSpec>,
+    /// What a command-line `cma=` means here.
+    #[serde(default)]
+    pub cmdline_cma: CmdlineCma,
+    /// The size to suggest in remedies (`256M`).
+    #[serde(default)]
+    pub suggested_size: String,
+    /// True when the NPU allocates through an IOMMU (RK3588), so a small pool rarely limits it.
+    #[serde(default)]
+    pub npu_behind_iommu: bool,
+}
+
+fn default_min_free_percent() -> u64 {
+    10
+}
+
+impl Default for CmaSpec {
+    fn default() -> Self {
+        CmaSpec {
+            min_total_bytes: None,
+            recommended_total_bytes: None,
+            min_free_percent: default_min_free_percent(),
+            boot_files: Vec::new(),
+            cmdline_cma: CmdlineCma::Ok,
+            suggested_size: String::new(),
+            npu_behind_iommu: false,
+        }
+    }
+}
+
+/// Fragmentation thresholds.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySpec {
+    /// Buddy order that counts as "large" (9 = 2 MiB blocks on 4 KiB pages).
+    #[serde(default = "default_order")]
+    pub fragmentation_order: usize,
+    /// Free memory in blocks of at least that order below this (bytes) is a warning.
+    #[serde(default = "default_min_high_order")]
+    pub min_free_high_order_bytes: u64,
+}
+
+fn default_order() -> usize {
+    9
+}
+fn default_min_high_order() -> u64 {
+    32 << 20
+}
+
+impl Default for MemorySpec {
+    fn default() -> Self {
+        MemorySpec {
+            fragmentation_order: default_order(),
+            min_free_high_order_bytes: default_min_high_order(),
+        }
+    }
+}
+
+/// Log files to read (absolute paths; `*` allowed in the last component).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSpec {
+    /// The host kernel log (or a journal export of it).
+    #[serde(default)]
+    pub kernel: Vec<String>,
+    /// Workload logs (`/var/log/rkllm/*.log`, `hailort.log`, app logs).
+    #[serde(default)]
+    pub workload: Vec<String>,
+    /// Logs written by the accelerator's own OS (Hailo-10H device side): their CMA lines are not
+    /// host CMA.
+    #[serde(default)]
+    pub device: Vec<String>,
+}
+
+impl LogSpec {
+    /// Every path, kernel first.
+    pub fn all(&self) -> impl Iterator<Item = &String> {
+        self.kernel.iter().chain(self.workload.iter()).chain(self.device.iter())
+    }
+}
+
+/// A known fault line.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Signature {
+    /// Check id it raises.
+    pub check: String,
+    /// Substring to look for.
+    pub contains: String,
+    /// Status it raises (`info`, `warn`, `fail`).
+    pub status: crate::check::Status,
+    /// What it means.
+    pub diagnosis: String,
+    /// What to do.
+    pub remedy: String,
+}

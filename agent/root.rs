@@ -1,0 +1,323 @@
+//! `SysRoot`: the one place that turns a board path (`/proc/meminfo`) into a host path under
+//! `--root DIR`, and reads it with a size cap and a classified error.
+//!
+//! Every probe reads through this type, so a captured board tree under `DIR` is read exactly as
+//! the live system under `/` would be, and no path (a `..` component, or a symlink inside a
+//! captured tree) can make a read leave `DIR`.
+
+use std::fmt;
+use std::fs;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Component, Path, PathBuf};
+
+/// Most bytes read from one file (16 MiB). Larger files are refused with
+/// [`ReadErrorKind::TooLarge`]; logs are read from their tail with [`SysRoot::read_tail`].
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Why a file under the root could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadErrorKind {
+    /// The file (or a directory on its path) does not exist.
+    NotFound,
+    /// The agent lacks permission (debugfs and `/proc/<pid>/limits` of other users need root).
+    PermissionDenied,
+    /// The file exists but its content is not what the parser expects.
+    Malformed,
+    /// The file is bigger than [`MAX_FILE_BYTES`].
+    TooLarge,
+    /// The path would leave the root (a `..` component or a symlink pointing out of it).
+    OutsideRoot,
+    /// Any other I/O error.
+    Io,
+}
+
+/// A failed read or parse of one board file: the board path (as on the board, e.g.
+/// `/proc/meminfo`), what went wrong, and a detail sentence.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ReadError {
+    /// Path as seen on the board (`/proc/meminfo`), not the host path under `--root`.
+    pub path: String,
+    /// Class of the failure.
+    pub kind: ReadErrorKind,
+    /// Human-readable detail (the OS error, or what the parser disliked).
+    pub detail: String,
+}
+
+impl ReadError {
+    /// A `Malformed` error for `path` with `detail`.
+    pub fn malformed(path: &str, detail: impl Into<String>) -> Self {
+        ReadError {
+            path: path.to_string(),
+            kind: ReadErrorKind::Malformed,
+            detail: detail.into(),
+        }
+    }
+
+    /// True when the file simply is not there (the usual reason to `skip` a check).
+    pub fn is_not_found(&self) -> bool {
+        self.kind == ReadErrorKind::NotFound
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            ReadErrorKind::NotFound => "not found",
+            ReadErrorKind::PermissionDenied => "permission denied",
+            ReadErrorKind::Malformed => "malformed",
+            ReadErrorKind::TooLarge => "too large",
+            ReadErrorKind::OutsideRoot => "outside the root",
+            ReadErrorKind::Io => "I/O error",
+        };
+        if self.detail.is_empty() {
+            write!(f, "{}: {}", self.path, what)
+        } else {
+            write!(f, "{}: {} ({})", self.path, what, self.detail)
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// The filesystem root every board path resolves under (`/` on a board, a captured tree in
+/// tests). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct SysRoot {
+    base: PathBuf,
+    canonical: Option<PathBuf>,
+}
+
+impl SysRoot {
+    /// A root at `base`. `base` need not exist (every read then reports `NotFound`).
+    pub fn new(base: impl Into<PathBuf>) -> Self {
+        let base = base.into();
+        let canonical = fs::canonicalize(&base).ok();
+        SysRoot { base, canonical }
+    }
+
+    /// True when this root is the live system (`/`).
+    pub fn is_live(&self) -> bool {
+        self.canonical.as_deref() == Some(Path::new("/"))
+    }
+
+    /// The root directory as given.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// Host path for a board path. `board_path` is absolute (`/proc/meminfo`); `..` and
+    /// other non-normal components are refused.
+    pub fn join(&self, board_path: &str) -> Result<PathBuf, ReadError> {
+        let mut out = self.base.clone();
+        for comp in Path::new(board_path).components() {
+            match comp {
+                Component::RootDir | Component::CurDir => {}
+                Component::Normal(part) => out.push(part),
+                Component::ParentDir | Component::Prefix(_) => {
+                    return Err(ReadError {
+                        path: board_path.to_string(),
+                        kind: ReadErrorKind::OutsideRoot,
+                        detail: "path has a '..' component".into(),
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Like [`join`](Self::join), and for a non-live root also resolves symlinks and refuses a
+    /// target outside the root. A missing file is returned as is (the read reports it).
+    fn resolve(&self, board_path: &str) -> Result<PathBuf, ReadError> {
+        let host = self.join(board_path)?;
+        if self.is_live() {
+            return Ok(host);
+        }
+        if let (Some(root), Ok(real)) = (&self.canonical, fs::canonicalize(&host)) {
+            if !real.starts_with(root) {
+                return Err(ReadError {
+                    path: board_path.to_string(),
+                    kind: ReadErrorKind::OutsideRoot,
+                    detail: format!("resolves to {}", real.display()),
+                });
+            }
+        }
+        Ok(host)
+    }
+
+    fn io_error(board_path: &str, e: &io::Error) -> ReadError {
+        let kind = match e.kind() {
+            io::ErrorKind::NotFound => ReadErrorKind::NotFound,
+            io::ErrorKind::PermissionDenied => ReadErrorKind::PermissionDenied,
+            _ if e.raw_os_error() == Some(20) => ReadErrorKind::NotFound, // ENOTDIR
+            _ => ReadErrorKind::Io,
+        };
+        let detail = match kind {
+            ReadErrorKind::NotFound | ReadErrorKind::PermissionDenied => String::new(),
+            _ => e.to_string(),
+        };
+        ReadError {
+            path: board_path.to_string(),
+            kind,
+            detail,
+        }
+    }
+
+    /// Whole file as bytes, at most [`MAX_FILE_BYTES`].
+    pub fn read(&self, board_path: &str) -> Result<Vec<u8>, ReadError> {
+        let host = self.resolve(board_path)?;
+        let file = fs::File::open(&host).map_err(|e| Self::io_error(board_path, &e))?;
+        let mut buf = Vec::new();
+        // procfs files report size 0, so read up to the cap and one byte more to detect excess.
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| Self::io_error(board_path, &e))?;
+        if buf.len() as u64 > MAX_FILE_BYTES {
+            return Err(ReadError {
+                path: board_path.to_string(),
+                kind: ReadErrorKind::TooLarge,
+                detail: format!("more than {MAX_FILE_BYTES} bytes"),
+            });
+        }
+        Ok(buf)
+    }
+
+    /// Whole file as text; invalid UTF-8 is replaced (kernel and vendor logs are not always
+    /// clean), so only a read error fails.
+    pub fn read_string(&self, board_path: &str) -> Result<String, ReadError> {
+        self.read(board_path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// The last `max_bytes` of a file as text (logs grow without bound), starting at a line
+    /// boundary when the file was cut.
+    pub fn read_tail(&self, board_path: &str, max_bytes: u64) -> Result<String, ReadError> {
+        let host = self.resolve(board_path)?;
+        let mut file = fs::File::open(&host).map_err(|e| Self::io_error(board_path, &e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Self::io_error(board_path, &e))?
+            .len();
+        let cut = len > max_bytes;
+        if cut {
+            file.seek(SeekFrom::Start(len - max_bytes))
+                .map_err(|e| Self::io_error(board_path, &e))?;
+        }
+        let mut buf = Vec::new();
+        file.take(max_bytes)
+            .read_to_end(&mut buf)
+            .map_err(|e| Self::io_error(board_path, &e))?;
+        let mut text = String::from_utf8_lossy(&buf).into_owned();
+        if cut {
+            if let Some(nl) = text.find('\n') {
+                text.drain(..=nl);
+            }
+        }
+        Ok(text)
+    }
+
+    /// Names in a directory, sorted. A missing directory is `NotFound`.
+    pub fn list_dir(&self, board_path: &str) -> Result<Vec<String>, ReadError> {
+        let host = self.resolve(board_path)?;
+        let rd = fs::read_dir(&host).map_err(|e| Self::io_error(board_path, &e))?;
+        let mut names: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// True when the board path exists (file, directory or symlink, even a dangling one).
+    pub fn exists(&self, board_path: &str) -> bool {
+        self.join(board_path)
+            .map(|p| fs::symlink_metadata(p).is_ok())
+            .unwrap_or(false)
+    }
+
+    /// True when the board path is a directory.
+    pub fn is_dir(&self, board_path: &str) -> bool {
+        self.resolve(board_path)
+            .map(|p| p.is_dir())
+            .unwrap_or(false)
+    }
+
+    /// The basename a sysfs link points to (`driver` -> `hailo1x`). Captured trees may store the
+    /// link target as the content of a plain file instead of a symlink; both are accepted. The
+    /// link is never followed.
+    pub fn link_basename(&self, board_path: &str) -> Result<String, ReadError> {
+        let host = self.join(board_path)?;
+        let target = match fs::read_link(&host) {
+            Ok(t) => t.to_string_lossy().into_owned(),
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                // A regular file: its text is the link target.
+                self.read_string(board_path)?.trim().to_string()
+            }
+            Err(e) => return Err(Self::io_error(board_path, &e)),
+        };
+        let base = target
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+            .to_string();
+        if base.is_empty() || base == ".." || base == "." {
+            return Err(ReadError::malformed(board_path, format!("link target {target:?}")));
+        }
+        Ok(base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_refuses_parent_components() {
+        let root = SysRoot::new("/tmp/x");
+        assert_eq!(root.join("/proc/meminfo").unwrap(), PathBuf::from("/tmp/x/proc/meminfo"));
+        let err = root.join("/proc/../../etc/shadow").unwrap_err();
+        assert_eq!(err.kind, ReadErrorKind::OutsideRoot);
+    }
+
+    #[test]
+    fn symlink_out_of_root_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", dir.path().join("proc/meminfo")).unwrap();
+        let root = SysRoot::new(dir.path());
+        let err = root.read("/proc/meminfo").unwrap_err();
+        assert_eq!(err.kind, ReadErrorKind::OutsideRoot, "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_not_found_with_board_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::new(dir.path());
+        let err = root.read("/proc/meminfo").unwrap_err();
+        assert!(err.is_not_found());
+        assert_eq!(err.to_string(), "/proc/meminfo: not found");
+    }
+
+    #[test]
+    fn link_basename_accepts_symlink_and_plain_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("sys/bus/pci/devices/0001:01:00.0");
+        std::fs::create_dir_all(&d).unwrap();
+        std::os::unix::fs::symlink("../../../bus/pci/drivers/hailo1x", d.join("driver")).unwrap();
+        std::fs::write(d.join("plain"), "../../drivers/hailo\n").unwrap();
+        let root = SysRoot::new(dir.path());
+        assert_eq!(root.link_basename("/sys/bus/pci/devices/0001:01:00.0/driver").unwrap(), "hailo1x");
+        assert_eq!(root.link_basename("/sys/bus/pci/devices/0001:01:00.0/plain").unwrap(), "hailo");
+    }
+
+    #[test]
+    fn tail_starts_at_a_line_boundary() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("var/log")).unwrap();
+        std::fs::write(dir.path().join("var/log/kern.log"), "aaaa\nbbbb\ncccc\n").unwrap();
+        let root = SysRoot::new(dir.path());
+        assert_eq!(root.read_tail("/var/log/kern.log", 8).unwrap(), "cccc\n");
+        assert_eq!(root.read_tail("/var/log/kern.log", 100).unwrap(), "aaaa\nbbbb\ncccc\n");
+    }
+}
