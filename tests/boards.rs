@@ -1,1 +1,335 @@
+//! Board-tree cases: `npu-agent check --root <case>/root --format json` on every case under
+//! tests/fixtures/boards, asserted exactly as tests/fixtures/boards/README.md defines:
+//! `must_fire`, `must_not_fire`, `[check_status]`, `worst_status` (the most severe status among
+//! the `must_fire` checks), and no named check in `error` (unless `[check_status]` pins it).
+//! One test per case and per `[[variant]]`; failure messages name the case id (BR-NN / OWN-NN).
 
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug, Deserialize)]
+struct Expected {
+    id: String,
+    kind: String,
+    #[serde(default)]
+    must_fire: Vec<String>,
+    #[serde(default)]
+    must_not_fire: Vec<String>,
+    worst_status: String,
+    #[serde(default)]
+    check_status: BTreeMap<String, String>,
+    #[serde(default)]
+    variant: Vec<Variant>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Variant {
+    root: String,
+    #[serde(default)]
+    must_fire: Vec<String>,
+    #[serde(default)]
+    must_not_fire: Vec<String>,
+    worst_status: String,
+    #[serde(default)]
+    check_status: BTreeMap<String, String>,
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/boards")
+}
+
+fn severity(s: &str) -> u8 {
+    match s {
+        "pass" | "skip" => 0,
+        "info" => 1,
+        "error" => 2,
+        "warn" => 3,
+        "fail" => 4,
+        other => panic!("unknown status {other:?}"),
+    }
+}
+
+fn fires(s: &str) -> bool {
+    matches!(s, "info" | "warn" | "fail")
+}
+
+/// Runs the real binary on a tree and returns (report JSON, most severe status per check id).
+pub fn check_tree(root: &Path) -> (Value, BTreeMap<String, String>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        .args(["check", "--format", "json", "--root"])
+        .arg(root)
+        .output()
+        .expect("run npu-agent");
+    let code = out.status.code().expect("exited normally (no signal, no panic abort)");
+    assert!(code == 0 || code == 1, "exit {code} on {}: {}", root.display(), String::from_utf8_lossy(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("check --format json prints JSON");
+    let mut worst: BTreeMap<String, String> = BTreeMap::new();
+    for f in report["findings"].as_array().expect("findings array") {
+        let id = f["id"].as_str().expect("id").to_string();
+        let st = f["status"].as_str().expect("status").to_string();
+        match worst.get(&id) {
+            Some(w) if severity(w) >= severity(&st) => {}
+            _ => {
+                worst.insert(id, st);
+            }
+        }
+    }
+    // The exit code follows the default --fail-on fail.
+    let any_fail = worst.values().any(|s| s == "fail");
+    assert_eq!(code, i32::from(any_fail), "exit code vs findings on {}", root.display());
+    (report, worst)
+}
+
+fn assert_verdict(
+    case_id: &str,
+    root: &Path,
+    must_fire: &[String],
+    must_not_fire: &[String],
+    worst_status: &str,
+    check_status: &BTreeMap<String, String>,
+) -> Value {
+    let (report, worst) = check_tree(root);
+    let status = |id: &str| worst.get(id).cloned().unwrap_or_else(|| "absent".into());
+    let summary = |id: &str| {
+        report["findings"]
+            .as_array()
+            .and_then(|a| a.iter().find(|f| f["id"] == id))
+            .map(|f| f["summary"].to_string())
+            .unwrap_or_default()
+    };
+    let mut errors = Vec::new();
+    for id in must_fire {
+        if !fires(&status(id)) {
+            errors.push(format!("{id} must fire but is {} ({})", status(id), summary(id)));
+        }
+    }
+    for id in must_not_fire {
+        if fires(&status(id)) {
+            errors.push(format!("{id} must not fire but is {} ({})", status(id), summary(id)));
+        }
+    }
+    for (id, want) in check_status {
+        if status(id) != *want {
+            errors.push(format!("{id} must be {want} but is {} ({})", status(id), summary(id)));
+        }
+    }
+    let got_worst = must_fire
+        .iter()
+        .map(|id| status(id))
+        .max_by_key(|s| if s == "absent" { 0 } else { severity(s) })
+        .unwrap_or_else(|| "pass".into());
+    let got_worst = if must_fire.is_empty() { "pass".to_string() } else { got_worst };
+    if got_worst != worst_status {
+        errors.push(format!("worst status among must_fire is {got_worst}, expected {worst_status}"));
+    }
+    for id in must_fire.iter().chain(must_not_fire).chain(check_status.keys()) {
+        if status(id) == "error" && check_status.get(id).map(String::as_str) != Some("error") {
+            errors.push(format!("{id} ended in error ({})", summary(id)));
+        }
+    }
+    for id in npu_agent::check::CHECK_IDS {
+        if !worst.contains_key(*id) {
+            errors.push(format!("no finding for {id}"));
+        }
+    }
+    assert!(errors.is_empty(), "{case_id} ({}):\n  {}", root.display(), errors.join("\n  "));
+    report
+}
+
+fn load(case: &str) -> Expected {
+    let path = fixtures().join(case).join("expected.toml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Asserts a case (variant `None`) or its n-th `[[variant]]`; returns the report.
+fn run_case(case: &str, variant: Option<usize>) -> Value {
+    let e = load(case);
+    assert_eq!(e.kind, "board-check", "{case} is not a board-check case");
+    match variant {
+        None => assert_verdict(&e.id, &fixtures().join(case).join("root"), &e.must_fire, &e.must_not_fire, &e.worst_status, &e.check_status),
+        Some(n) => {
+            let v = e.variant.get(n).unwrap_or_else(|| panic!("{} has no variant {n}", e.id));
+            assert_verdict(
+                &format!("{} variant {}", e.id, v.root),
+                &fixtures().join(case).join(&v.root),
+                &v.must_fire,
+                &v.must_not_fire,
+                &v.worst_status,
+                &v.check_status,
+            )
+        }
+    }
+}
+
+fn finding<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["findings"]
+        .as_array()
+        .and_then(|a| a.iter().find(|f| f["id"] == id))
+        .unwrap_or_else(|| panic!("no finding {id}"))
+}
+
+/// The remedy a person pastes points the same way as the case's recommendation.
+fn assert_remedy_mentions(report: &Value, id: &str, needle: &str) {
+    let f = finding(report, id);
+    let text = format!("{} {}", f["remedy"].as_str().unwrap_or(""), f["summary"].as_str().unwrap_or(""));
+    assert!(text.contains(needle), "{id}: remedy/summary should mention {needle:?}: {text}");
+}
+
+macro_rules! cases {
+    ($($name:ident => $dir:literal $(, $check:ident)?;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                #[allow(unused_variables)]
+                let report = run_case($dir, None);
+                $( $check(&report); )?
+            }
+        )*
+        const CASES: &[&str] = &[$($dir),*];
+    };
+}
+
+cases! {
+    br01_pi5_hailo10h_mixed_userland => "pi5-hailo10h-mixed-4.x-and-5.x-userland", br01_extra;
+    br03_pi5_hailo10h_bound_to_hailo_pci => "pi5-hailo10h-bound-to-hailo-pci-4.22-nerves", br03_extra;
+    br05_pi5_hailo10h_firmware_behind_driver => "pi5-hailo10h-firmware-5.1.1-behind-driver-5.3.0", br05_extra;
+    br06_pi5_hailo8l_driver_vs_lib => "pi5-hailo8l-driver-4.20-libhailort-4.19";
+    br07_pi5_hailo8_container_lib => "pi5-hailo8-driver-4.23-container-libhailort-4.22", br07_extra;
+    br08_pi5_cmdline_cma => "pi5-16gb-hailo10h-cmdline-cma-256m", br08_extra;
+    br10_pi5_hailo10h_device_side_cma => "pi5-hailo10h-degraded-device-side-cma-ebusy";
+    br11_rpi3_cma_ebusy => "rpi3bplus-cma-ebusy-with-free-cma", br11_extra;
+    br12_rk3588_nofile => "rk3588-rknpu-0.8.2-nofile-1024", br12_extra;
+    br14_nanopc_t6_bad_magic => "nanopc-t6-rknpu-0.8.2-rkllm-bad-magic";
+    br15_rock5b_0_9_6 => "rock5b-rknpu-0.9.6-vendor-kernel";
+    br16_liontron_builtin => "liontron-d3588-rknpu-0.9.3-builtin";
+    br18_firefly_order0_oom => "firefly-aibox-3588-order0-oom";
+    br20_rk3318_cma0 => "rk3318-armbian-cma-0-deliberate";
+    br22_rk3588_rocket => "rk3588-mainline-rocket-no-rknpu", br22_extra;
+    br23_x86_memlock => "x86-xdna-memlock-2954mb-under-systemd", br23_extra;
+    own01_pi5_hailo10h_healthy => "own-pi5-hailo10h-5.1.1-healthy";
+    own02_rk3588_healthy => "own-rk3588-opi5plus-rknpu-0.9.8-healthy", own02_extra;
+    own03_pi5_hailo8_healthy => "own-pi5-hailo8-4.23-healthy";
+    own04_rk3588s_pending_fragmented => "own-rk3588s-opi5-pending-cma-fragmented", own04_extra;
+    own05_unknown_board => "own-unknown-visionfive2";
+    own06_x86_host => "own-x86-host-no-devicetree", own06_extra;
+    own07_malformed_files => "own-malformed-files", own07_extra;
+}
+
+fn br01_extra(r: &Value) {
+    assert_remedy_mentions(r, "hailo.package_generation", "hailo-h10-all");
+}
+fn br03_extra(r: &Value) {
+    assert_remedy_mentions(r, "hailo.driver_binding", "hailo-h10-all");
+    assert_eq!(finding(r, "hailo.driver_binding")["observed"]["driver_version"], "4.22.0");
+    // No dpkg database on a Nerves image: skip, not error.
+    assert_eq!(finding(r, "hailo.package_generation")["status"], "skip");
+}
+fn br05_extra(r: &Value) {
+    let f = finding(r, "hailo.firmware_mismatch");
+    assert_eq!(f["observed"]["device_firmware_version"], "5.1.1");
+    assert_eq!(f["expected"]["device_firmware_version"], "5.3.0");
+}
+fn br07_extra(r: &Value) {
+    // The library version comes from the app log, not from host dpkg (which says 4.23.0).
+    assert_eq!(finding(r, "hailo.version_mismatch")["observed"]["library_version"], "4.22.0");
+}
+fn br08_extra(r: &Value) {
+    assert_remedy_mentions(r, "cma.boot_param", "dtoverlay=cma,cma-256");
+    assert_remedy_mentions(r, "cma.boot_param", "0xee000000");
+}
+fn br11_extra(r: &Value) {
+    assert_eq!(finding(r, "memory.compaction")["observed"]["action"], "compact");
+}
+fn br12_extra(r: &Value) {
+    assert_remedy_mentions(r, "limits.nofile", "LimitNOFILE");
+    assert_eq!(finding(r, "rknpu.driver_version")["observed"]["driver_version"], "0.8.2");
+}
+fn br22_extra(r: &Value) {
+    assert_remedy_mentions(r, "rknpu.driver_version", "rocket");
+}
+fn br23_extra(r: &Value) {
+    assert_remedy_mentions(r, "limits.memlock", "LimitMEMLOCK=infinity");
+    assert_remedy_mentions(r, "limits.memlock", "3098341376");
+}
+fn own02_extra(r: &Value) {
+    assert_eq!(r["profile"], "rk3588-rknpu");
+    assert_eq!(finding(r, "board.identity")["observed"]["soc"], "RK3588 (pcie3x4 node present)");
+    assert_eq!(r["metrics"]["cma_total_bytes"], 268_435_456u64);
+}
+fn own04_extra(r: &Value) {
+    assert_eq!(finding(r, "board.identity")["observed"]["soc"], "RK3588S");
+    let f = finding(r, "reboot.pending");
+    assert_eq!(f["observed"]["boot_file_cma"], "cma=128M");
+    assert_eq!(f["observed"]["proc_cmdline_cma"], "cma=64M");
+}
+fn own06_extra(r: &Value) {
+    assert_eq!(r["profile"], "generic");
+    assert_eq!(r["board_id"], "3f2a9c1e5b7d4e8f9a0b1c2d3e4f5a6b");
+}
+fn own07_extra(r: &Value) {
+    // Control characters and invalid UTF-8 are dropped from the model.
+    assert_eq!(r["model"], "Radxa ROCK 5B");
+    let f = finding(r, "cma.pool_size");
+    assert!(f["summary"].as_str().unwrap().contains("/proc/meminfo: malformed"), "{f}");
+}
+
+#[test]
+fn every_fixture_folder_has_a_test() {
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(fixtures()).unwrap() {
+        let entry = entry.unwrap();
+        if !entry.path().join("expected.toml").exists() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !CASES.contains(&name.as_str()) {
+            missing.push(name);
+        }
+    }
+    assert!(missing.is_empty(), "cases without a test: {missing:?}");
+}
+
+#[test]
+fn every_variant_is_asserted() {
+    for case in CASES {
+        let e = load(case);
+        for n in 0..e.variant.len() {
+            run_case(case, Some(n));
+        }
+    }
+}
+
+#[test]
+fn own_cases_pin_every_check() {
+    for case in CASES.iter().filter(|c| c.starts_with("own-")) {
+        let e = load(case);
+        for id in npu_agent::check::CHECK_IDS {
+            assert!(e.check_status.contains_key(*id), "{} does not pin {id}", e.id);
+        }
+    }
+}
+
+#[test]
+fn shared_fixtures_are_copied_unchanged() {
+    // The verdicts must never be edited to make a test pass: compare with ../shared when present.
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/boards");
+    if !shared.is_dir() {
+        assert!(std::env::var_os("CI").is_none(), "CI must have ../shared beside the checkout");
+        return;
+    }
+    for entry in std::fs::read_dir(&shared).unwrap() {
+        let dir = entry.unwrap().path();
+        let exp = dir.join("expected.toml");
+        let Ok(text) = std::fs::read_to_string(&exp) else { continue };
+        if !text.contains("kind = \"board-check\"") {
+            continue;
+        }
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let ours = std::fs::read_to_string(fixtures().join(&name).join("expected.toml")).unwrap_or_default();
+        assert_eq!(ours, text, "{name}/expected.toml differs from ../shared");
+    }
+}

@@ -1,1 +1,102 @@
+//! Property tests: every parser takes arbitrary bytes (as lossy text, or raw for device-tree
+//! values and ELF) without panicking, and whole board trees full of garbage give a report.
 
+use npu_agent::parse::*;
+use proptest::prelude::*;
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..2048).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        // Near-miss shapes: real keys with hostile values.
+        proptest::collection::vec(
+            (
+                prop_oneof![
+                    Just("MemTotal:"), Just("CmaTotal:"), Just("Node 0, zone"), Just("Max open files"), Just("Package:"),
+                    Just("Status:"), Just("Version:"), Just("cma="), Just("extraargs="), Just("dtoverlay=cma,cma-"), Just("errno:"),
+                    Just("cma_alloc: alloc failed, req-size:"), Just("HAILO_X("), Just("Driver version ("), Just("append")
+                ],
+                "[ -~\\t]{0,40}"
+            ),
+            0..40
+        )
+        .prop_map(|lines| lines.into_iter().map(|(k, v)| format!("{k}{v}\n")).collect()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn text_parsers_never_panic(t in text()) {
+        let _ = meminfo::parse_meminfo(&t);
+        let _ = limits::parse_limits(&t);
+        let _ = buddyinfo::parse_buddyinfo(&t);
+        let _ = vmstat::parse_vmstat(&t);
+        let _ = dpkg::parse_dpkg_status(&t);
+        let _ = kv::parse_kv(&t);
+        let _ = cmdline::tokenize(&t);
+        let _ = cmdline::find_cma(&t);
+        let _ = size::parse_size_bytes(&t);
+        let _ = version::Version::parse_loose(&t);
+        for kind in [bootfile::BootFileKind::ArmbianEnv, bootfile::BootFileKind::OrangepiEnv, bootfile::BootFileKind::PiCmdline,
+                     bootfile::BootFileKind::PiConfig, bootfile::BootFileKind::Extlinux, bootfile::BootFileKind::KernelCmdline] {
+            let _ = bootfile::find_boot_cma(kind, &t);
+        }
+        for line in t.lines() {
+            let _ = logline::classify(line);
+        }
+        let _ = npu_agent::probe::parse_dpkg_log(&t);
+        let _ = npu_agent::profile::parse_profile("fuzz.toml", &t);
+    }
+
+    #[test]
+    fn byte_parsers_never_panic(b in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        let _ = devicetree::string(&b);
+        let _ = devicetree::string_list(&b);
+        if let Ok(c) = devicetree::cells(&b) {
+            let _ = devicetree::cells_to_u64(&c);
+        }
+        let _ = npu_agent::probe::elf_needed(&b);
+    }
+
+    #[test]
+    fn meminfo_values_round_trip(total in 1u64..(1 << 39), cma in 0u64..(1 << 30)) {
+        let t = format!("MemTotal: {total} kB\nMemFree: 1 kB\nBuffers: 0 kB\nCached: 0 kB\nSwapCached: 0 kB\nActive: 0 kB\nInactive: 0 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\nDirty: 0 kB\nWriteback: 0 kB\nMapped: 0 kB\nSlab: 0 kB\nCommitted_AS: 0 kB\nVmallocTotal: 0 kB\nVmallocUsed: 0 kB\nVmallocChunk: 0 kB\nCmaTotal: {cma} kB\nCmaFree: 0 kB\n");
+        let m = meminfo::parse_meminfo(&t).unwrap();
+        prop_assert_eq!(m.mem_total_bytes, total * 1024);
+        prop_assert_eq!(m.cma_total_bytes, Some(cma * 1024));
+    }
+}
+
+/// Every file a probe reads, filled with the same garbage: `check` still reports every check.
+#[test]
+fn garbage_tree_gives_a_full_report() {
+    let files = [
+        "proc/meminfo", "proc/buddyinfo", "proc/vmstat", "proc/cmdline", "proc/uptime", "proc/modules",
+        "proc/device-tree/model", "proc/device-tree/compatible", "proc/sys/kernel/osrelease", "proc/sys/fs/file-nr",
+        "proc/42/comm", "proc/42/cmdline", "proc/42/limits", "var/lib/dpkg/status", "var/log/dpkg.log", "var/log/kern.log",
+        "boot/armbianEnv.txt", "boot/firmware/cmdline.txt", "boot/firmware/config.txt", "sys/kernel/debug/rknpu/version",
+        "sys/bus/pci/devices/0000:01:00.0/vendor", "sys/bus/pci/devices/0000:01:00.0/device", "sys/bus/pci/devices/0000:01:00.0/driver",
+        "etc/os-release", "etc/armbian-release", "etc/security/limits.conf", "proc/device-tree/reserved-memory/linux,cma/alloc-ranges",
+    ];
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases: 24, ..ProptestConfig::default() });
+    runner
+        .run(&proptest::collection::vec(any::<u8>(), 0..600), |garbage| {
+            let dir = tempfile::tempdir().unwrap();
+            for f in files {
+                let p = dir.path().join(f);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(&p, &garbage).unwrap();
+            }
+            // Also name the process as a workload so its garbage limits are parsed.
+            std::fs::write(dir.path().join("proc/42/comm"), "llm_demo\n").unwrap();
+            let root = npu_agent::root::SysRoot::new(dir.path());
+            let d = npu_agent::diagnose::diagnose(&root, &npu_agent::diagnose::ProfileChoice::Auto).unwrap();
+            for id in npu_agent::check::CHECK_IDS {
+                prop_assert!(d.report.findings.iter().any(|f| f.id == *id), "no {}", id);
+            }
+            prop_assert!(serde_json::to_string(&d.report).is_ok());
+            Ok(())
+        })
+        .unwrap();
+}

@@ -43,7 +43,7 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
             }
             Err(e) => {
                 seen.push(format!("{}[{}]=?", p.comm, p.pid));
-                f.push_evidence(&path, None, &e.to_string());
+                f.push_evidence(&path, None, &e.detail);
             }
         }
     }
@@ -89,6 +89,16 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
     if procs.is_empty() {
         return Finding::skip(id, format!("no NPU workload is running (looked for: {}) and no open-file errors in the logs", workload_names(ctx)));
     }
+    if let Some(p) = procs.iter().find(|p| p.limits.is_err()) {
+        f.status = Status::Error;
+        f.summary = format!(
+            "cannot read the limits of {} (pid {}): {}",
+            p.comm,
+            p.pid,
+            p.limits.as_ref().err().map(|e| e.to_string()).unwrap_or_default()
+        );
+        return f;
+    }
     f.summary = format!("open-file limits are at least {min}: {}", seen.join(", "));
     f
 }
@@ -106,8 +116,15 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
     let mut seen = Vec::new();
     let mut problems = Vec::new();
     let configured: Vec<&ConfiguredLimit> = ctx.snap.configured_limits.iter().filter(|c| c.item == "memlock").collect();
+    let mut unreadable = Vec::new();
     for p in procs {
-        let Ok(l) = &p.limits else { continue };
+        let l = match &p.limits {
+            Ok(l) => l,
+            Err(e) => {
+                unreadable.push(format!("{} (pid {}): {e}", p.comm, p.pid));
+                continue;
+            }
+        };
         let eff = l.memlock_bytes.soft;
         let path = format!("/proc/{}/limits", p.pid);
         seen.push(format!("{}[{}]={}", p.comm, p.pid, show(eff)));
@@ -157,6 +174,11 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
     }
     if let Err(e) = &ctx.snap.processes {
         return Finding::skip(id, format!("cannot list processes: {e}"));
+    }
+    if !unreadable.is_empty() {
+        f.status = Status::Error;
+        f.summary = format!("cannot read the limits of {}", unreadable.join("; "));
+        return f;
     }
     if seen.is_empty() {
         return Finding::skip(id, format!("no NPU workload is running (looked for: {})", workload_names(ctx)));

@@ -132,7 +132,10 @@ fn compaction(ctx: &Ctx<'_>, real_oom: bool) -> Finding {
         return f.evidence("/proc/vmstat", None, &format!("compact_fail {fail} compact_success {success}")).observed("action", "compact").remedy(remedy);
     }
     if vm.is_none() && ctx.logs.hits.is_empty() {
-        return Finding::skip(id, "no /proc/vmstat and no kernel log to judge from");
+        return match &ctx.snap.vmstat {
+            Err(e) if !e.is_not_found() => Finding::new(id, Status::Error, format!("cannot read the compaction counters: {e}")),
+            _ => Finding::skip(id, "no /proc/vmstat and no kernel log to judge from"),
+        };
     }
     f.summary = "no contiguous-allocation failures that compaction could fix".into();
     f
@@ -179,7 +182,10 @@ fn oom_check(ctx: &Ctx<'_>, oom: Vec<&LogHit>) -> Finding {
         return f.with_hits(enomem);
     }
     if mem.is_none() {
-        return Finding::skip(id, "no /proc/meminfo and no OOM lines in the logs read");
+        return match &ctx.snap.meminfo {
+            Err(e) if !e.is_not_found() => Finding::new(id, Status::Error, format!("cannot read MemAvailable: {e}")),
+            _ => Finding::skip(id, "no /proc/meminfo and no OOM lines in the logs read"),
+        };
     }
     f.summary = format!("no OOM in the logs read{}", avail_pct.map(|p| format!("; MemAvailable {p}% of RAM")).unwrap_or_default());
     f

@@ -73,7 +73,16 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
         .and_then(Version::parse_loose)
         .unwrap_or(Version::new(0, 9, 8));
     let kernel = ctx.snap.identity.kernel_release.as_ref().ok().cloned().unwrap_or_default();
+    let malformed = ctx
+        .snap
+        .rknpu_version_files
+        .iter()
+        .find(|(_, r)| r.as_ref().is_ok_and(|t| Version::parse_loose(t).is_none()));
     let Some(found) = find_version(ctx) else {
+        if let Some((path, Ok(text))) = malformed {
+            return Finding::new(id, Status::Error, format!("{path} does not hold a version: {:?}", text.trim().chars().take(60).collect::<String>()))
+                .evidence(path, None, text.trim());
+        }
         let rocket = rocket_present(ctx);
         if !rocket.is_empty() {
             let mut f = Finding::new(

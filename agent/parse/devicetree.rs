@@ -8,7 +8,7 @@ pub fn string_list(bytes: &[u8]) -> Vec<String> {
     bytes
         .split(|&b| b == 0)
         .filter(|s| !s.is_empty())
-        .map(|s| String::from_utf8_lossy(s).trim().to_string())
+        .map(|s| printable(&String::from_utf8_lossy(s)))
         .filter(|s| !s.is_empty())
         .collect()
 }
@@ -16,7 +16,17 @@ pub fn string_list(bytes: &[u8]) -> Vec<String> {
 /// A single NUL-terminated string property (`model`); text after the first NUL is ignored.
 pub fn string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).trim().to_string()
+    printable(&String::from_utf8_lossy(&bytes[..end]))
+}
+
+/// Drops control characters and U+FFFD (invalid UTF-8) so a hostile property cannot steer a
+/// terminal, and trims.
+pub fn printable(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control() && *c != char::REPLACEMENT_CHARACTER)
+        .collect::<String>()
+        .trim()
+        .to_string()
 }
 
 /// Big-endian 32-bit cells. Errors when the length is not a multiple of 4 or is zero.
@@ -51,6 +61,11 @@ mod tests {
             vec!["raspberrypi,5-model-b", "brcm,bcm2712"]
         );
         assert!(string_list(b"").is_empty());
+    }
+
+    #[test]
+    fn control_characters_are_dropped() {
+        assert_eq!(string(b"\xff\xfeRadxa\x1b[31m ROCK 5B\0"), "Radxa[31m ROCK 5B");
     }
 
     #[test]

@@ -42,8 +42,18 @@ pub fn parse_limits(text: &str) -> Result<ProcessLimits, String> {
         .filter(|l| l.split_whitespace().count() >= 3)
         .flat_map(|l| [l, "\n"])
         .collect();
-    let l = procfs_core::process::Limits::from_buf_read(screened.as_bytes())
-        .map_err(|e| format!("not a limits table: {e}"))?;
+    // procfs-core's own error text points at its source files; say what is wrong instead.
+    let l = procfs_core::process::Limits::from_buf_read(screened.as_bytes()).map_err(|_| {
+        let missing: Vec<&str> = ["Max open files", "Max locked memory", "Max cpu time", "Max nice priority"]
+            .into_iter()
+            .filter(|row| !screened.lines().any(|l| l.starts_with(row)))
+            .collect();
+        if missing.is_empty() {
+            "not a /proc/<pid>/limits table: a row has a value that is neither a number nor `unlimited`".to_string()
+        } else {
+            format!("not a /proc/<pid>/limits table: no complete `{}` row", missing.join("`, `"))
+        }
+    })?;
     Ok(ProcessLimits {
         nofile: pair(l.max_open_files),
         memlock_bytes: pair(l.max_locked_memory),

@@ -24,6 +24,12 @@ pub struct MemInfo {
 
 const MAX_VALUE_KB: u64 = 1 << 40;
 
+/// Fields every kernel since 2.6 prints and procfs-core requires.
+const REQUIRED: &[&str] = &[
+    "MemTotal", "MemFree", "Buffers", "Cached", "SwapCached", "Active", "Inactive", "SwapTotal", "SwapFree", "Dirty",
+    "Writeback", "Mapped", "Slab", "Committed_AS", "VmallocTotal", "VmallocUsed", "VmallocChunk",
+];
+
 /// Parses `/proc/meminfo` text. Errors name the first offending line or the missing field.
 pub fn parse_meminfo(text: &str) -> Result<MemInfo, String> {
     for (i, line) in text.lines().enumerate() {
@@ -44,8 +50,15 @@ pub fn parse_meminfo(text: &str) -> Result<MemInfo, String> {
             return Err(format!("line {}: not `Key: value kB`: {:?}", i + 1, truncate(line)));
         }
     }
-    let m = procfs_core::Meminfo::from_buf_read(text.as_bytes())
-        .map_err(|e| format!("missing a required field: {e}"))?;
+    // procfs-core's own error text points at its source files; name the missing fields instead.
+    let m = procfs_core::Meminfo::from_buf_read(text.as_bytes()).map_err(|_| {
+        let missing: Vec<&str> = REQUIRED
+            .iter()
+            .copied()
+            .filter(|k| !text.lines().any(|l| l.split(':').next() == Some(*k)))
+            .collect();
+        format!("missing required fields: {}", missing.join(", "))
+    })?;
     Ok(MemInfo {
         mem_total_bytes: m.mem_total,
         mem_free_bytes: m.mem_free,
