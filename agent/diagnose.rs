@@ -98,24 +98,27 @@ pub fn diagnose(root: &SysRoot, choice: &ProfileChoice) -> Result<Diagnosis, Dia
     let (profiles, profile_errors) = profile::load_all(root);
     let identity = probe::probe_identity(root);
     let pci = probe::probe_pci(root);
-    let dpkg = probe::probe_dpkg(root);
+    // The dpkg database is large on a full system; read it only when detection can use it (a
+    // profile with package hints whose board rules match) or the chosen profile's checks do.
+    let mut dpkg: Option<probe::Probed<Vec<crate::parse::dpkg::DpkgPackage>>> = None;
     let (profile, reason, fallback) = match choice {
         ProfileChoice::Auto => {
             let compatible = identity.compatible.clone().unwrap_or_default();
             let pci_ids: Vec<(u16, u16)> = pci.as_ref().map(|d| d.iter().map(|d| (d.vendor, d.device)).collect()).unwrap_or_default();
-            let installed: Vec<String> = dpkg
-                .as_ref()
-                .map(|p| p.iter().filter(|p| p.is_installed()).map(|p| p.name.clone()).collect())
-                .unwrap_or_default();
-            let det = profile::detect(
-                &profiles,
-                &DetectInput {
-                    compatible: &compatible,
-                    model: identity.model.as_ref().ok().map(|s| s.as_str()),
-                    pci_ids: &pci_ids,
-                    installed: &installed,
-                },
-            )
+            let model = identity.model.as_ref().ok().map(|s| s.as_str());
+            let bare = DetectInput { compatible: &compatible, model, pci_ids: &pci_ids, installed: &[] };
+            let hints_matter = profiles
+                .iter()
+                .any(|p| !p.r#match.packages.is_empty() && profile::score(p, &bare).is_some());
+            let installed: Vec<String> = if hints_matter {
+                let d = dpkg.get_or_insert_with(|| probe::probe_dpkg(root));
+                d.as_ref()
+                    .map(|p| p.iter().filter(|p| p.is_installed()).map(|p| p.name.clone()).collect())
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            let det = profile::detect(&profiles, &DetectInput { installed: &installed, ..bare })
             .ok_or_else(|| DiagnoseError::UnknownProfile {
                 id: "generic".into(),
                 available: ids(&profiles),
@@ -140,6 +143,15 @@ pub fn diagnose(root: &SysRoot, choice: &ProfileChoice) -> Result<Diagnosis, Dia
         }
     };
     let serial = identity.serial.clone();
+    let dpkg = match dpkg {
+        Some(d) => d,
+        None if profile.npu.kind == profile::NpuKind::Hailo => probe::probe_dpkg(root),
+        None => Err(crate::root::ReadError {
+            path: "/var/lib/dpkg/status".into(),
+            kind: crate::root::ReadErrorKind::NotFound,
+            detail: format!("not read: profile {} checks no packages", profile.id),
+        }),
+    };
     let snapshot = probe::probe(root, &profile, identity, pci, dpkg);
     let findings = check::run_all(&profile, &snapshot, &reason, fallback);
     let report = build_report(root, &profile, &reason, &snapshot, findings, serial.as_deref(), profile_errors);

@@ -86,6 +86,9 @@ impl std::error::Error for ReadError {}
 pub struct SysRoot {
     base: PathBuf,
     canonical: Option<PathBuf>,
+    /// For a captured tree: the root directory opened `O_PATH`, so reads resolve with
+    /// `openat2(RESOLVE_IN_ROOT)` (the kernel confines `..` and symlinks to the tree).
+    dirfd: Option<std::sync::Arc<rustix::fd::OwnedFd>>,
 }
 
 impl SysRoot {
@@ -93,7 +96,16 @@ impl SysRoot {
     pub fn new(base: impl Into<PathBuf>) -> Self {
         let base = base.into();
         let canonical = fs::canonicalize(&base).ok();
-        SysRoot { base, canonical }
+        let live = canonical.as_deref() == Some(Path::new("/"));
+        let dirfd = if live {
+            None
+        } else {
+            use rustix::fs::{open, Mode, OFlags};
+            open(&base, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+                .ok()
+                .map(std::sync::Arc::new)
+        };
+        SysRoot { base, canonical, dirfd }
     }
 
     /// True when this root is the live system (`/`).
@@ -145,6 +157,30 @@ impl SysRoot {
         Ok(host)
     }
 
+    /// Opens a board path for reading (or, with `dir`, as a directory). Under a captured tree
+    /// this is one `openat2(RESOLVE_IN_ROOT)`: an absolute symlink in the tree means the board's
+    /// file, and nothing resolves outside the tree. Kernels without openat2 (before 5.6) fall back
+    /// to canonicalising the path and refusing one outside the root.
+    fn open_in_root(&self, board_path: &str, dir: bool) -> Result<fs::File, ReadError> {
+        use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+        let host = self.join(board_path)?;
+        if let Some(dirfd) = &self.dirfd {
+            let rel = board_path.trim_start_matches('/');
+            let rel = if rel.is_empty() { "." } else { rel };
+            let mut flags = OFlags::RDONLY | OFlags::CLOEXEC;
+            if dir {
+                flags |= OFlags::DIRECTORY;
+            }
+            match openat2(&**dirfd, rel, flags, Mode::empty(), ResolveFlags::IN_ROOT) {
+                Ok(fd) => return Ok(fs::File::from(fd)),
+                Err(e) if e == rustix::io::Errno::NOSYS => {}
+                Err(e) => return Err(Self::io_error(board_path, &io::Error::from(e))),
+            }
+        }
+        let host = if self.is_live() { host } else { self.resolve(board_path)? };
+        fs::File::open(&host).map_err(|e| Self::io_error(board_path, &e))
+    }
+
     fn io_error(board_path: &str, e: &io::Error) -> ReadError {
         let kind = match e.kind() {
             io::ErrorKind::NotFound => ReadErrorKind::NotFound,
@@ -165,8 +201,7 @@ impl SysRoot {
 
     /// Whole file as bytes, at most [`MAX_FILE_BYTES`].
     pub fn read(&self, board_path: &str) -> Result<Vec<u8>, ReadError> {
-        let host = self.resolve(board_path)?;
-        let file = fs::File::open(&host).map_err(|e| Self::io_error(board_path, &e))?;
+        let file = self.open_in_root(board_path, false)?;
         let mut buf = Vec::new();
         // procfs files report size 0, so read up to the cap and one byte more to detect excess.
         file.take(MAX_FILE_BYTES + 1)
@@ -192,8 +227,7 @@ impl SysRoot {
     /// The last `max_bytes` of a file as text (logs grow without bound), starting at a line
     /// boundary when the file was cut.
     pub fn read_tail(&self, board_path: &str, max_bytes: u64) -> Result<String, ReadError> {
-        let host = self.resolve(board_path)?;
-        let mut file = fs::File::open(&host).map_err(|e| Self::io_error(board_path, &e))?;
+        let mut file = self.open_in_root(board_path, false)?;
         let len = file
             .metadata()
             .map_err(|e| Self::io_error(board_path, &e))?
@@ -218,12 +252,21 @@ impl SysRoot {
 
     /// Names in a directory, sorted. A missing directory is `NotFound`.
     pub fn list_dir(&self, board_path: &str) -> Result<Vec<String>, ReadError> {
-        let host = self.resolve(board_path)?;
-        let rd = fs::read_dir(&host).map_err(|e| Self::io_error(board_path, &e))?;
-        let mut names: Vec<String> = rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut names: Vec<String> = if self.dirfd.is_some() {
+            let dir = self.open_in_root(board_path, true)?;
+            let entries = rustix::fs::Dir::read_from(&dir).map_err(|e| Self::io_error(board_path, &io::Error::from(e)))?;
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != "." && n != "..")
+                .collect()
+        } else {
+            let host = self.resolve(board_path)?;
+            let rd = fs::read_dir(&host).map_err(|e| Self::io_error(board_path, &e))?;
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        };
         names.sort();
         Ok(names)
     }
@@ -237,9 +280,7 @@ impl SysRoot {
 
     /// True when the board path is a directory.
     pub fn is_dir(&self, board_path: &str) -> bool {
-        self.resolve(board_path)
-            .map(|p| p.is_dir())
-            .unwrap_or(false)
+        self.open_in_root(board_path, true).is_ok()
     }
 
     /// The basename a sysfs link points to (`driver` -> `hailo1x`). Captured trees may store the
@@ -266,6 +307,95 @@ impl SysRoot {
         }
         Ok(base)
     }
+
+    /// The canonical root directory, computed now when it did not exist at construction.
+    fn canonical_root(&self, board_path: &str) -> Result<PathBuf, ReadError> {
+        match &self.canonical {
+            Some(c) => Ok(c.clone()),
+            None => fs::canonicalize(&self.base).map_err(|e| Self::io_error(board_path, &e)),
+        }
+    }
+
+    /// Refuses a host path (already canonical) that is not inside the root.
+    fn inside_root(&self, board_path: &str, real: &Path) -> Result<(), ReadError> {
+        let root = self.canonical_root(board_path)?;
+        if real.starts_with(&root) {
+            Ok(())
+        } else {
+            Err(ReadError {
+                path: board_path.to_string(),
+                kind: ReadErrorKind::OutsideRoot,
+                detail: format!("resolves to {}", real.display()),
+            })
+        }
+    }
+
+    /// Host path to write the board path `board_path` to (an atomic replace renames a temp file
+    /// onto it). When the file exists, symlinks are followed so the rename replaces the link's
+    /// target, not the link; when it does not, its directory is resolved. Reads nothing and
+    /// writes nothing.
+    ///
+    /// Errors: `OutsideRoot` for a `..` component or a path that resolves outside the root (the
+    /// no-escape rule holds for writes as for reads); `NotFound` when the directory is missing.
+    pub fn write_path(&self, board_path: &str) -> Result<PathBuf, ReadError> {
+        let host = self.join(board_path)?;
+        if fs::symlink_metadata(&host).is_ok() {
+            let real = fs::canonicalize(&host).map_err(|e| Self::io_error(board_path, &e))?;
+            self.inside_root(board_path, &real)?;
+            return Ok(real);
+        }
+        let (Some(parent), Some(name)) = (host.parent(), host.file_name()) else {
+            return Err(ReadError {
+                path: board_path.to_string(),
+                kind: ReadErrorKind::OutsideRoot,
+                detail: "no file name".into(),
+            });
+        };
+        let real_parent = fs::canonicalize(parent).map_err(|e| Self::io_error(board_path, &e))?;
+        self.inside_root(board_path, &real_parent)?;
+        Ok(real_parent.join(name))
+    }
+
+    /// Creates the directory `board_path` (e.g. the state directory `/var/lib/npu-agent`) and
+    /// its missing parents under the root, mode 0755 subject to the umask, and returns its host
+    /// path. An existing directory is fine.
+    ///
+    /// Errors: `OutsideRoot` when the nearest existing ancestor (or the result) resolves outside
+    /// the root; `PermissionDenied` / `Io` from the filesystem.
+    pub fn create_dir_all(&self, board_path: &str) -> Result<PathBuf, ReadError> {
+        let host = self.join(board_path)?;
+        let mut existing = host.as_path();
+        while fs::symlink_metadata(existing).is_err() {
+            match existing.parent() {
+                Some(p) => existing = p,
+                None => break,
+            }
+        }
+        let real = fs::canonicalize(existing).map_err(|e| Self::io_error(board_path, &e))?;
+        self.inside_root(board_path, &real)?;
+        fs::create_dir_all(&host).map_err(|e| Self::io_error(board_path, &e))?;
+        let real = fs::canonicalize(&host).map_err(|e| Self::io_error(board_path, &e))?;
+        self.inside_root(board_path, &real)?;
+        Ok(real)
+    }
+
+    /// Writes `bytes` to an existing file under the root, opened write-only with truncation and
+    /// never created: the kernel knobs `/proc/sys/vm/compact_memory` and
+    /// `/proc/sys/vm/drop_caches` (in a captured tree, plain files).
+    ///
+    /// Errors: `NotFound` when the file is missing (for `compact_memory`: no
+    /// `CONFIG_COMPACTION`), `PermissionDenied` without the right (root), `OutsideRoot` for an
+    /// escaping path, `Io` for anything else (the detail names the OS error).
+    pub fn write_existing(&self, board_path: &str, bytes: &[u8]) -> Result<(), ReadError> {
+        use std::io::Write;
+        let host = self.resolve(board_path)?;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&host)
+            .map_err(|e| Self::io_error(board_path, &e))?;
+        file.write_all(bytes).map_err(|e| Self::io_error(board_path, &e))
+    }
 }
 
 #[cfg(test)]
@@ -281,13 +411,22 @@ mod tests {
     }
 
     #[test]
-    fn symlink_out_of_root_is_refused() {
+    fn symlinks_stay_inside_a_captured_tree() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        std::fs::write(dir.path().join("etc/hostname"), "board\n").unwrap();
+        // An absolute link means the board's own /etc/hostname, never the host's.
         std::os::unix::fs::symlink("/etc/hostname", dir.path().join("proc/meminfo")).unwrap();
+        // A relative link climbing past the root is clamped to the root.
+        std::os::unix::fs::symlink("../../../../../../etc/hostname", dir.path().join("proc/cmdline")).unwrap();
+        std::os::unix::fs::symlink("/etc/shadow", dir.path().join("proc/vmstat")).unwrap();
         let root = SysRoot::new(dir.path());
-        let err = root.read("/proc/meminfo").unwrap_err();
-        assert_eq!(err.kind, ReadErrorKind::OutsideRoot, "{err}");
+        assert_eq!(root.read_string("/proc/meminfo").unwrap(), "board\n");
+        assert_eq!(root.read_string("/proc/cmdline").unwrap(), "board\n");
+        assert!(root.read("/proc/vmstat").unwrap_err().is_not_found());
+        assert_eq!(root.list_dir("/etc").unwrap(), vec!["hostname"]);
+        assert!(root.is_dir("/etc") && !root.is_dir("/etc/hostname"));
     }
 
     #[test]

@@ -230,6 +230,8 @@ impl LogIndex {
     /// Classifies every line of the snapshot's logs.
     pub fn build(snap: &Snapshot, signatures: &[Signature]) -> Self {
         let mut idx = LogIndex::default();
+        // One searcher per signature, built once (not once per line).
+        let finders: Vec<memchr::memmem::Finder<'_>> = signatures.iter().map(|s| memchr::memmem::Finder::new(s.contains.as_bytes())).collect();
         for log in &snap.logs {
             for (i, line) in log.lines.iter().enumerate() {
                 let events = classify(line);
@@ -240,8 +242,8 @@ impl LogIndex {
                     class: log.class,
                     events: events.clone(),
                 };
-                for (si, sig) in signatures.iter().enumerate() {
-                    if line.contains(&sig.contains) {
+                for (si, finder) in finders.iter().enumerate() {
+                    if finder.find(line.as_bytes()).is_some() {
                         idx.signatures.push((si, hit()));
                     }
                 }

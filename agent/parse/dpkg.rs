@@ -67,7 +67,8 @@ pub fn parse_dpkg_status(text: &str) -> Result<Vec<DpkgPackage>, String> {
             flush(&mut cur, &mut status, &mut out);
             continue;
         }
-        if line.starts_with(' ') || line.starts_with('\t') {
+        // Only four fields matter; skip continuation lines and other fields cheaply.
+        if !matches!(line.as_bytes().first(), Some(b'P' | b'S' | b'V' | b'A')) {
             continue;
         }
         let Some((key, value)) = line.split_once(':') else {

@@ -91,41 +91,29 @@ pub enum LogEvent {
     MlockFail,
 }
 
-struct Patterns {
-    errno: Regex,
-    hailo_status: Regex,
-    returncode: Regex,
-    hailo_mismatch: Regex,
-    lib_missing: Regex,
-    fw_mismatch: Regex,
-    cma_fail: Regex,
-    page_alloc: Regex,
-    too_low: Regex,
-    reported: Regex,
-    drm_rknpu: Regex,
-    cma_reserved: Regex,
+/// Declares a lazily compiled pattern: compiled on first use, so a log without a single
+/// candidate line never pays for compiling it.
+macro_rules! pattern {
+    ($name:ident, $re:expr) => {
+        fn $name() -> &'static Regex {
+            static P: OnceLock<Regex> = OnceLock::new();
+            P.get_or_init(|| Regex::new($re).expect("static pattern"))
+        }
+    };
 }
 
-fn patterns() -> &'static Patterns {
-    static P: OnceLock<Patterns> = OnceLock::new();
-    P.get_or_init(|| {
-        let r = |s: &str| Regex::new(s).expect("static pattern");
-        Patterns {
-            errno: r(r"errno[:=]?\s*(\d{1,3})\b"),
-            hailo_status: r(r"HAILO_[A-Z_]+\((\d{1,3})\)"),
-            returncode: r(r"hailortcli.*returncode=(\d{1,3})\b"),
-            hailo_mismatch: r(r"Driver version \(([0-9.]+)\) is different from library version \(([0-9.]+)\)"),
-            lib_missing: r(r"(libhailort\.so(?:\.[0-9]+)*)(?::\s*cannot open shared object file|\s*=>\s*not found)"),
-            fw_mismatch: r(r"Unsupported firmware operation\. Host: ([0-9.]+), Device: ([0-9.]+)"),
-            cma_fail: r(r"cma_alloc: (?:[^:]*: )?alloc failed, req-size: (\d{1,12}) pages, ret: (-?\d{1,4})"),
-            page_alloc: r(r"page allocation failure: order:(\d{1,2})"),
-            too_low: r(r"rknpu driver version is too low, please upgrade to ([0-9][0-9.]*)"),
-            reported: r(r"rknpu driver version: v?([0-9][0-9.]*)"),
-            drm_rknpu: r(r"\[drm\] Initialized rknpu v?([0-9][0-9.]*)"),
-            cma_reserved: r(r"cma: Reserved (\d{1,7}) MiB at (0x[0-9a-fA-F]{1,16})"),
-        }
-    })
-}
+pattern!(re_errno, r"errno[:=]?\s*(\d{1,3})\b");
+pattern!(re_hailo_status, r"HAILO_[A-Z_]+\((\d{1,3})\)");
+pattern!(re_returncode, r"hailortcli.*returncode=(\d{1,3})\b");
+pattern!(re_hailo_mismatch, r"Driver version \(([0-9.]+)\) is different from library version \(([0-9.]+)\)");
+pattern!(re_lib_missing, r"(libhailort\.so(?:\.[0-9]+)*)(?::\s*cannot open shared object file|\s*=>\s*not found)");
+pattern!(re_fw_mismatch, r"Unsupported firmware operation\. Host: ([0-9.]+), Device: ([0-9.]+)");
+pattern!(re_cma_fail, r"cma_alloc: (?:[^:]*: )?alloc failed, req-size: (\d{1,12}) pages, ret: (-?\d{1,4})");
+pattern!(re_page_alloc, r"page allocation failure: order:(\d{1,2})");
+pattern!(re_too_low, r"rknpu driver version is too low, please upgrade to ([0-9][0-9.]*)");
+pattern!(re_reported, r"rknpu driver version: v?([0-9][0-9.]*)");
+pattern!(re_drm_rknpu, r"\[drm\] Initialized rknpu v?([0-9][0-9.]*)");
+pattern!(re_cma_reserved, r"cma: Reserved (\d{1,7}) MiB at (0x[0-9a-fA-F]{1,16})");
 
 fn ver(s: &str) -> Option<Version> {
     Version::parse_loose(s)
@@ -142,10 +130,10 @@ pub fn classify(line: &str) -> Vec<LogEvent> {
     } else {
         line
     };
-    let p = patterns();
     let mut out = Vec::new();
 
-    if let Some(c) = p.errno.captures(line) {
+    let errno = if line.contains("errno") { re_errno().captures(line) } else { None };
+    if let Some(c) = errno {
         if let Ok(n) = c[1].parse() {
             out.push(LogEvent::Errno { errno: n });
         }
@@ -154,37 +142,39 @@ pub fn classify(line: &str) -> Vec<LogEvent> {
     } else if line.contains("Too many open files") {
         out.push(LogEvent::Errno { errno: 24 });
     }
-    for c in p.hailo_status.captures_iter(line) {
-        if let Ok(code) = c[1].parse() {
-            out.push(LogEvent::HailoStatus { code });
+    if line.contains("HAILO_") {
+        for c in re_hailo_status().captures_iter(line) {
+            if let Ok(code) = c[1].parse() {
+                out.push(LogEvent::HailoStatus { code });
+            }
         }
     }
-    if let Some(c) = p.returncode.captures(line) {
+    if let Some(c) = line.contains("returncode=").then(|| re_returncode().captures(line)).flatten() {
         if let Ok(code) = c[1].parse() {
             if !out.contains(&LogEvent::HailoStatus { code }) {
                 out.push(LogEvent::HailoStatus { code });
             }
         }
     }
-    if let Some(c) = p.hailo_mismatch.captures(line) {
+    if let Some(c) = line.contains("Driver version (").then(|| re_hailo_mismatch().captures(line)).flatten() {
         if let (Some(driver), Some(library)) = (ver(&c[1]), ver(&c[2])) {
             out.push(LogEvent::HailoVersionMismatch { driver, library });
         }
     }
-    if let Some(c) = p.lib_missing.captures(line) {
+    if let Some(c) = line.contains("libhailort.so").then(|| re_lib_missing().captures(line)).flatten() {
         out.push(LogEvent::HailoLibraryMissing { soname: c[1].to_string() });
     }
-    if let Some(c) = p.fw_mismatch.captures(line) {
+    if let Some(c) = line.contains("Unsupported firmware").then(|| re_fw_mismatch().captures(line)).flatten() {
         if let (Some(host), Some(device)) = (ver(&c[1]), ver(&c[2])) {
             out.push(LogEvent::HailoFirmwareMismatch { host, device });
         }
     }
-    if let Some(c) = p.cma_fail.captures(line) {
+    if let Some(c) = line.contains("cma_alloc").then(|| re_cma_fail().captures(line)).flatten() {
         if let (Ok(pages), Ok(ret)) = (c[1].parse(), c[2].parse()) {
             out.push(LogEvent::CmaAllocFail { pages, ret });
         }
     }
-    if let Some(c) = p.page_alloc.captures(line) {
+    if let Some(c) = line.contains("page allocation failure").then(|| re_page_alloc().captures(line)).flatten() {
         if let Ok(order) = c[1].parse() {
             out.push(LogEvent::PageAllocFailure { order });
         }
@@ -192,17 +182,17 @@ pub fn classify(line: &str) -> Vec<LogEvent> {
     if line.contains("invoked oom-killer") || line.contains("Out of memory: Kill") {
         out.push(LogEvent::OomKill);
     }
-    if let Some(c) = p.too_low.captures(line) {
+    if let Some(c) = line.contains("too low").then(|| re_too_low().captures(line)).flatten() {
         if let Some(wanted) = ver(&c[1]) {
             out.push(LogEvent::RknpuTooLow { wanted });
         }
     }
-    if let Some(c) = p.reported.captures(line) {
+    if let Some(c) = line.contains("rknpu driver version:").then(|| re_reported().captures(line)).flatten() {
         if let Some(driver) = ver(&c[1]) {
             out.push(LogEvent::RknpuReported { driver });
         }
     }
-    if let Some(c) = p.drm_rknpu.captures(line) {
+    if let Some(c) = line.contains("Initialized rknpu").then(|| re_drm_rknpu().captures(line)).flatten() {
         if let Some(version) = ver(&c[1]) {
             out.push(LogEvent::RknpuDrmInit { version });
         }
@@ -216,7 +206,7 @@ pub fn classify(line: &str) -> Vec<LogEvent> {
     if line.contains("Reserved memory: bypass") && line.contains("cmdline CMA params") {
         out.push(LogEvent::CmaCmdlineBypass);
     }
-    if let Some(c) = p.cma_reserved.captures(line) {
+    if let Some(c) = line.contains("cma: Reserved").then(|| re_cma_reserved().captures(line)).flatten() {
         let mib: Option<u64> = c[1].parse().ok();
         let base = u64::from_str_radix(c[2].trim_start_matches("0x"), 16).ok();
         if let (Some(mib), Some(base)) = (mib, base) {

@@ -93,6 +93,10 @@ pub fn parse_dpkg_log(text: &str) -> Vec<DpkgLogEntry> {
     let fmt = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second]");
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
+        // Most lines are `status`/`configure`/`trigproc`; skip them before splitting.
+        if !(line.contains(" upgrade ") || line.contains(" install ")) {
+            continue;
+        }
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() != 6 || !(f[2] == "install" || f[2] == "upgrade") {
             continue;

@@ -376,7 +376,12 @@ pub fn probe(
             .map(|p| (p.to_string(), root.read_string(p)))
             .collect(),
         dpkg,
-        dpkg_log: probe_dpkg_log(root),
+        // Only the firmware-package check reads dpkg.log; a profile without one skips the read.
+        dpkg_log: if profile.packages.firmware.is_empty() {
+            Err(ReadError { path: "/var/log/dpkg.log".into(), kind: crate::root::ReadErrorKind::NotFound, detail: "not read: the profile names no firmware package".into() })
+        } else {
+            probe_dpkg_log(root)
+        },
         libraries: probe_libraries(root),
         firmware: if profile.npu.firmware_dir.is_empty() {
             Ok(Vec::new())
