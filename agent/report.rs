@@ -123,7 +123,23 @@ pub fn render_text(r: &Report, style: Style) -> String {
     let _ = writeln!(out);
     let width = r.findings.iter().map(|f| f.id.len()).max().unwrap_or(10).max(5);
     let _ = writeln!(out, "{:<6}  {:<width$}  SUMMARY", "STATUS", "CHECK");
-    for f in &r.findings {
+    let mut i = 0;
+    while i < r.findings.len() {
+        let f = &r.findings[i];
+        // Consecutive skips with one reason (a whole family that does not apply) share a line.
+        let run = r.findings[i..]
+            .iter()
+            .take_while(|g| g.status == Status::Skip && f.status == Status::Skip && g.summary == f.summary)
+            .count();
+        if run > 2 && !style.verbose {
+            let family = f.id.split('.').next().unwrap_or("");
+            let label = format!("{:<6}", "skip");
+            let name = format!("{family}.* ({run} checks)");
+            let _ = writeln!(out, "{}  {:<width$}  {}", paint(style, Status::Skip, &label), name, f.summary);
+            i += run;
+            continue;
+        }
+        i += 1;
         let label = format!("{:<6}", f.status.as_str());
         let _ = writeln!(out, "{}  {:<width$}  {}", paint(style, f.status, &label), f.id, f.summary);
         let detail = f.status.fires() || f.status == Status::Error || style.verbose;

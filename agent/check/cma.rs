@@ -284,8 +284,8 @@ fn reboot_pending(ctx: &Ctx<'_>) -> Finding {
     let view = boot_view(ctx);
     let booted = match &ctx.snap.cmdline {
         Ok(l) => find_cma(l).map(|c| c.0),
-        Err(e) if view.cmdline_file.is_none() && view.overlay.is_none() => {
-            return Finding::skip(id, format!("no boot file and {e}"))
+        Err(e) if view.cmdline_file.is_none() && view.overlay.is_none() && e.is_not_found() => {
+            return Finding::skip(id, "no boot file and no /proc/cmdline in this tree")
         }
         Err(e) => return Finding::skip(id, format!("cannot compare with the running kernel: {e}")),
     };
