@@ -57,6 +57,7 @@ pub enum DiagnoseError {
 }
 
 /// The result of one diagnosis: the report, plus the snapshot and profile behind it.
+#[derive(Clone)]
 pub struct Diagnosis {
     /// What to print or publish.
     pub report: Report,

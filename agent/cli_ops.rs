@@ -1,0 +1,140 @@
+//! The `run`, `fleet` and `keygen` subcommands (wired into [`crate::cli`]).
+
+use crate::cli::{EXIT_OK, EXIT_USAGE};
+use crate::config;
+use crate::root::SysRoot;
+use clap::Subcommand;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// `run` options.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Config file instead of /etc/npu-agent/agent.toml (drop-ins, the first-boot file and
+    /// NPU_AGENT_* variables still apply).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Read and write every board file under DIR instead of / (overrides `root` in the config).
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Print the effective configuration (secrets are file references only) and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+/// `fleet` actions.
+#[derive(Debug, Subcommand)]
+pub enum FleetAction {
+    /// A live table of every board (health, worst findings, CMA free, last seen, online).
+    Watch {
+        /// Broker URL (mqtt://host[:port] or mqtts://host[:port]).
+        #[arg(long)]
+        broker: String,
+        /// Topic root.
+        #[arg(long, default_value = "npu-fleet")]
+        topic_root: String,
+        /// Print once when the retained statuses have arrived, then exit.
+        #[arg(long)]
+        once: bool,
+        /// Output format (json needs --once).
+        #[arg(long, value_enum, default_value = "text")]
+        format: crate::cli::Format,
+    },
+    /// Send a command and print its lifecycle; exit 0 only on successful.
+    Send {
+        /// compact, set_cma, reboot, rescan or release_npu.
+        action: String,
+        /// Argument KEY=VALUE (repeatable), e.g. --arg size=256M.
+        #[arg(long = "arg", value_name = "K=V")]
+        args: Vec<String>,
+        /// The board to send it to.
+        #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+        board: Option<String>,
+        /// Send it to every board.
+        #[arg(long)]
+        all: bool,
+        /// Broker URL.
+        #[arg(long)]
+        broker: String,
+        /// Topic root.
+        #[arg(long, default_value = "npu-fleet")]
+        topic_root: String,
+        /// Ed25519 private key (from `npu-agent keygen`) to sign the command with.
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+        /// Seconds to wait for the final state.
+        #[arg(long, value_name = "SECS", default_value_t = 30)]
+        wait: u64,
+    },
+}
+
+/// `npu-agent run`.
+pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("NPU_AGENT_")).collect();
+    // The root decides where the config is read: --root first, else the config's own default /.
+    let root_dir = a.root.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let (mut cfg, sources) = match config::load(&SysRoot::new(&root_dir), a.config.as_deref(), &env) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(r) = &a.root {
+        cfg.root = r.display().to_string();
+    }
+    if a.print_config {
+        let _ = writeln!(out, "# effective configuration, from: {}", if sources.applied.is_empty() { "defaults".to_string() } else { sources.applied.join(", ") });
+        let _ = write!(out, "{}", cfg.redacted());
+        return EXIT_OK;
+    }
+    match crate::daemon::run(cfg) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            EXIT_USAGE
+        }
+    }
+}
+
+/// `npu-agent fleet …`.
+pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    match a {
+        FleetAction::Watch { broker, topic_root, once, format } => {
+            let json = format == crate::cli::Format::Json;
+            if json && !once {
+                let _ = writeln!(err, "npu-agent: --format json needs --once");
+                return EXIT_USAGE;
+            }
+            crate::fleet::watch(&crate::fleet::WatchArgs { broker, topic_root, once, json }, out, err)
+        }
+        FleetAction::Send { action, args, board, all: _, broker, topic_root, key, wait } => crate::fleet::send(
+            &crate::fleet::SendArgs {
+                action,
+                args,
+                board,
+                broker,
+                topic_root,
+                key,
+                wait_s: wait,
+            },
+            out,
+            err,
+        ),
+    }
+}
+
+/// `npu-agent keygen --out FILE`.
+pub fn keygen(path: &std::path::Path, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    match crate::mqtt::command::keygen(path) {
+        Ok(pubp) => {
+            let _ = writeln!(out, "private key: {} (mode 0600; keep it on the operator's machine)", path.display());
+            let _ = writeln!(out, "public key:  {} (list it in [security] trusted_keys on the boards)", pubp.display());
+            EXIT_OK
+        }
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            EXIT_USAGE
+        }
+    }
+}

@@ -1,0 +1,477 @@
+//! The agent's configuration (DESIGN section 8): `/etc/npu-agent/agent.toml`, merged with
+//! `/etc/npu-agent/agent.d/*.toml` in name order, the first-boot file on the boot partition
+//! (`/boot/firmware/npu-agent.toml` or `/boot/npu-agent.toml`), and `NPU_AGENT_*` environment
+//! variables, in that order (later wins, key by key).
+//!
+//! Parsing is strict: an unknown key is an error naming the file, line and key. Secrets are file
+//! references (`password_file`, `key_file`); [`Config::redacted`] prints the effective
+//! configuration without them.
+
+use crate::root::SysRoot;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Main config file (under the root).
+pub const CONFIG_FILE: &str = "/etc/npu-agent/agent.toml";
+/// Drop-in directory merged after it, in name order.
+pub const CONFIG_DIR: &str = "/etc/npu-agent/agent.d";
+/// First-boot provisioning files on the boot partition, Pi OS then Armbian.
+pub const FIRST_BOOT_FILES: &[&str] = &["/boot/firmware/npu-agent.toml", "/boot/npu-agent.toml"];
+
+/// A configuration error: which file (or variable), which line, what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// File path or `NPU_AGENT_…` variable.
+    pub source: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "config {}: line {}: {}", self.source, l, self.message),
+            None => write!(f, "config {}: {}", self.source, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// `[mqtt]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MqttConfig {
+    /// `mqtt://host[:port]` or `mqtts://host[:port]`.
+    pub url: String,
+    /// Topic root (default `npu-fleet`).
+    pub topic_root: String,
+    /// Broker user name (empty = none).
+    pub username: String,
+    /// File holding the password (a secret by reference).
+    pub password_file: String,
+    /// Server CA (PEM); empty = system roots.
+    pub ca_file: String,
+    /// Client certificate for mTLS (PEM).
+    pub cert_file: String,
+    /// Client key for mTLS (PEM); a secret by reference.
+    pub key_file: String,
+    /// MQTT keep-alive, seconds.
+    pub keep_alive_s: u64,
+}
+
+/// `[report]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReportConfig {
+    /// Seconds between periodic status publishes (and check cycles).
+    pub interval_s: u64,
+}
+
+/// `[actions]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ActionsConfig {
+    /// Compact automatically when the planner says it helps.
+    pub auto_compact: bool,
+    /// Seconds between two compactions.
+    pub compact_cooldown_s: u64,
+    /// Allow the `reboot` command at all.
+    pub allow_reboot: bool,
+    /// argv of the reboot command.
+    pub reboot_command: Vec<String>,
+    /// Seconds to wait for the reboot to take the agent down.
+    pub reboot_timeout_s: u64,
+}
+
+/// `[security]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SecurityConfig {
+    /// Paths to Ed25519 public keys (the format `keygen` writes).
+    pub trusted_keys: Vec<String>,
+    /// Actions accepted without a signature.
+    pub allow_unsigned: Vec<String>,
+    /// Oldest accepted command (seconds between its `issued_at` and now), and the longest
+    /// accepted `expires_at` ahead.
+    pub max_command_age_s: u64,
+}
+
+/// `[home_assistant]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HomeAssistantConfig {
+    /// Publish Home Assistant MQTT discovery.
+    pub enabled: bool,
+    /// Discovery prefix (default `homeassistant`).
+    pub discovery_prefix: String,
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    /// `auto` (device-tree serial, else machine-id) or an id.
+    pub board_id: String,
+    /// `auto`, a profile id, or a profile file path.
+    pub profile: String,
+    /// Root every board file resolves under.
+    pub root: String,
+    /// State directory (under the root).
+    pub state_dir: String,
+    /// `[mqtt]`.
+    pub mqtt: MqttConfig,
+    /// `[report]`.
+    pub report: ReportConfig,
+    /// `[actions]`.
+    pub actions: ActionsConfig,
+    /// `[security]`.
+    pub security: SecurityConfig,
+    /// `[home_assistant]`.
+    pub home_assistant: HomeAssistantConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            board_id: "auto".into(),
+            profile: "auto".into(),
+            root: "/".into(),
+            state_dir: "/var/lib/npu-agent".into(),
+            mqtt: MqttConfig {
+                url: String::new(),
+                topic_root: "npu-fleet".into(),
+                username: String::new(),
+                password_file: String::new(),
+                ca_file: String::new(),
+                cert_file: String::new(),
+                key_file: String::new(),
+                keep_alive_s: 30,
+            },
+            report: ReportConfig { interval_s: 60 },
+            actions: ActionsConfig {
+                auto_compact: true,
+                compact_cooldown_s: 600,
+                allow_reboot: false,
+                reboot_command: vec!["systemctl".into(), "reboot".into()],
+                reboot_timeout_s: 120,
+            },
+            security: SecurityConfig {
+                trusted_keys: Vec::new(),
+                allow_unsigned: vec!["compact".into(), "rescan".into()],
+                max_command_age_s: 300,
+            },
+            home_assistant: HomeAssistantConfig {
+                enabled: false,
+                discovery_prefix: "homeassistant".into(),
+            },
+        }
+    }
+}
+
+// One partial layer: every key optional, unknown keys refused.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Layer {
+    board_id: Option<String>,
+    profile: Option<String>,
+    root: Option<String>,
+    state_dir: Option<String>,
+    mqtt: Option<MqttLayer>,
+    report: Option<ReportLayer>,
+    actions: Option<ActionsLayer>,
+    security: Option<SecurityLayer>,
+    home_assistant: Option<HaLayer>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MqttLayer {
+    url: Option<String>,
+    topic_root: Option<String>,
+    username: Option<String>,
+    password_file: Option<String>,
+    ca_file: Option<String>,
+    cert_file: Option<String>,
+    key_file: Option<String>,
+    keep_alive_s: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportLayer {
+    interval_s: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActionsLayer {
+    auto_compact: Option<bool>,
+    compact_cooldown_s: Option<u64>,
+    allow_reboot: Option<bool>,
+    reboot_command: Option<Vec<String>>,
+    reboot_timeout_s: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecurityLayer {
+    trusted_keys: Option<Vec<String>>,
+    allow_unsigned: Option<Vec<String>>,
+    max_command_age_s: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HaLayer {
+    enabled: Option<bool>,
+    discovery_prefix: Option<String>,
+}
+
+macro_rules! apply {
+    ($dst:expr, $src:expr, $($field:ident),*) => {
+        $( if let Some(v) = $src.$field { $dst.$field = v; } )*
+    };
+}
+
+impl Config {
+    fn apply(&mut self, l: Layer) {
+        apply!(self, l, board_id, profile, root, state_dir);
+        if let Some(m) = l.mqtt {
+            apply!(self.mqtt, m, url, topic_root, username, password_file, ca_file, cert_file, key_file, keep_alive_s);
+        }
+        if let Some(r) = l.report {
+            apply!(self.report, r, interval_s);
+        }
+        if let Some(a) = l.actions {
+            apply!(self.actions, a, auto_compact, compact_cooldown_s, allow_reboot, reboot_command, reboot_timeout_s);
+        }
+        if let Some(s) = l.security {
+            apply!(self.security, s, trusted_keys, allow_unsigned, max_command_age_s);
+        }
+        if let Some(h) = l.home_assistant {
+            apply!(self.home_assistant, h, enabled, discovery_prefix);
+        }
+    }
+
+    /// The configuration without secrets' contents (paths to secret files are shown; there are
+    /// no inline secrets), as TOML.
+    pub fn redacted(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+
+    /// Checks values that parse but make no sense.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |m: String| {
+            Err(ConfigError {
+                source: "effective config".into(),
+                line: None,
+                message: m,
+            })
+        };
+        if self.mqtt.keep_alive_s != 0 && self.mqtt.keep_alive_s < 5 {
+            return err(format!("mqtt.keep_alive_s = {} is below 5 s", self.mqtt.keep_alive_s));
+        }
+        if self.report.interval_s == 0 {
+            return err("report.interval_s must be at least 1".into());
+        }
+        if self.actions.reboot_command.is_empty() {
+            return err("actions.reboot_command must name a program".into());
+        }
+        for a in &self.security.allow_unsigned {
+            if !crate::mqtt::command::ACTIONS.contains(&a.as_str()) {
+                return err(format!("security.allow_unsigned: {a:?} is not an action ({})", crate::mqtt::command::ACTIONS.join(", ")));
+            }
+        }
+        if !self.mqtt.topic_root.is_empty()
+            && (self.mqtt.topic_root.contains(['+', '#']) || self.mqtt.topic_root.starts_with('/') || self.mqtt.topic_root.ends_with('/'))
+        {
+            return err(format!("mqtt.topic_root {:?} must not contain wildcards or leading/trailing '/'", self.mqtt.topic_root));
+        }
+        Ok(())
+    }
+}
+
+fn parse_layer(source: &str, text: &str) -> Result<Layer, ConfigError> {
+    toml::from_str::<Layer>(text).map_err(|e| ConfigError {
+        source: source.to_string(),
+        line: e
+            .span()
+            .map(|s| text.as_bytes()[..s.start.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1),
+        message: e.message().replace("unknown field", "unknown key").trim().to_string(),
+    })
+}
+
+/// Turns `NPU_AGENT_<SECTION>_<KEY>` / `NPU_AGENT_<KEY>` variables into one TOML layer. A value
+/// that parses as a TOML value (`30`, `true`, `["a","b"]`) is taken as such, else as a string.
+fn env_layer(vars: &[(String, String)]) -> Result<Option<Layer>, ConfigError> {
+    const SECTIONS: &[&str] = &["mqtt", "report", "actions", "security", "home_assistant"];
+    let mut table = toml::Table::new();
+    for (name, value) in vars {
+        let Some(rest) = name.strip_prefix("NPU_AGENT_") else { continue };
+        let lower = rest.to_ascii_lowercase();
+        let (section, key) = match SECTIONS.iter().find(|s| lower.starts_with(&format!("{s}_"))) {
+            Some(s) => (Some(*s), lower[s.len() + 1..].to_string()),
+            None => (None, lower),
+        };
+        let parsed: toml::Value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.clone()));
+        match section {
+            Some(s) => {
+                let entry = table.entry(s.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                if let toml::Value::Table(t) = entry {
+                    t.insert(key, parsed);
+                }
+            }
+            None => {
+                table.insert(key, parsed);
+            }
+        }
+    }
+    if table.is_empty() {
+        return Ok(None);
+    }
+    let text = toml::to_string(&table).map_err(|e| ConfigError {
+        source: "NPU_AGENT_* environment".into(),
+        line: None,
+        message: e.to_string(),
+    })?;
+    parse_layer("NPU_AGENT_* environment", &text)
+        .map(Some)
+        .map_err(|mut e| {
+            e.line = None;
+            e.message = e.message.replace("unknown key", "unknown variable for key");
+            e
+        })
+}
+
+/// Where each layer came from (for `--print-config`).
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Files and the environment, in the order applied.
+    pub applied: Vec<String>,
+}
+
+/// Loads the configuration. `explicit` is `--config FILE` (a host path; it replaces
+/// `/etc/npu-agent/agent.toml` and must exist); the drop-ins, first-boot file and environment are
+/// read under `root` as usual.
+pub fn load(root: &SysRoot, explicit: Option<&std::path::Path>, env: &[(String, String)]) -> Result<(Config, Sources), ConfigError> {
+    let mut cfg = Config::default();
+    let mut sources = Sources::default();
+    match explicit {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+                source: path.display().to_string(),
+                line: None,
+                message: e.to_string(),
+            })?;
+            cfg.apply(parse_layer(&path.display().to_string(), &text)?);
+            sources.applied.push(path.display().to_string());
+        }
+        None => match root.read_string(CONFIG_FILE) {
+            Ok(text) => {
+                cfg.apply(parse_layer(CONFIG_FILE, &text)?);
+                sources.applied.push(CONFIG_FILE.into());
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                return Err(ConfigError {
+                    source: CONFIG_FILE.into(),
+                    line: None,
+                    message: e.to_string(),
+                })
+            }
+        },
+    }
+    let mut dropins: Vec<String> = root
+        .list_dir(CONFIG_DIR)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.ends_with(".toml"))
+        .map(|n| format!("{CONFIG_DIR}/{n}"))
+        .collect();
+    dropins.sort();
+    if let Some(fb) = FIRST_BOOT_FILES.iter().find(|f| root.exists(f)) {
+        dropins.push(fb.to_string());
+    }
+    for path in dropins {
+        let text = root.read_string(&path).map_err(|e| ConfigError {
+            source: path.clone(),
+            line: None,
+            message: e.to_string(),
+        })?;
+        cfg.apply(parse_layer(&path, &text)?);
+        sources.applied.push(path);
+    }
+    if let Some(layer) = env_layer(env)? {
+        cfg.apply(layer);
+        sources.applied.push("NPU_AGENT_* environment".into());
+    }
+    cfg.validate()?;
+    Ok((cfg, sources))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (p, t) in files {
+            let path = d.path().join(p.trim_start_matches('/'));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, t).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn layers_merge_in_order() {
+        let d = tree(&[
+            ("/etc/npu-agent/agent.toml", "board_id = \"b1\"\n[mqtt]\nurl = \"mqtt://broker:1883\"\nkeep_alive_s = 20\n"),
+            ("/etc/npu-agent/agent.d/10-a.toml", "[mqtt]\nkeep_alive_s = 15\n"),
+            ("/etc/npu-agent/agent.d/20-b.toml", "[report]\ninterval_s = 5\n"),
+            ("/boot/firmware/npu-agent.toml", "board_id = \"from-boot\"\n"),
+        ]);
+        let env = vec![("NPU_AGENT_MQTT_TOPIC_ROOT".to_string(), "lab".to_string()), ("NPU_AGENT_ACTIONS_ALLOW_REBOOT".into(), "true".into())];
+        let (c, s) = load(&SysRoot::new(d.path()), None, &env).unwrap();
+        assert_eq!(c.board_id, "from-boot");
+        assert_eq!(c.mqtt.url, "mqtt://broker:1883");
+        assert_eq!(c.mqtt.keep_alive_s, 15);
+        assert_eq!(c.report.interval_s, 5);
+        assert_eq!(c.mqtt.topic_root, "lab");
+        assert!(c.actions.allow_reboot);
+        assert_eq!(s.applied.len(), 5);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_line() {
+        let d = tree(&[("/etc/npu-agent/agent.toml", "[mqtt]\nurl = \"mqtt://x\"\npasword_file = \"/x\"\n")]);
+        let e = load(&SysRoot::new(d.path()), None, &[]).unwrap_err();
+        assert_eq!(e.source, "/etc/npu-agent/agent.toml");
+        assert_eq!(e.line, Some(3));
+        assert!(e.message.contains("unknown key `pasword_file`"), "{e}");
+    }
+
+    #[test]
+    fn unknown_env_variable_is_an_error() {
+        let d = tree(&[]);
+        let e = load(&SysRoot::new(d.path()), None, &[("NPU_AGENT_MQTT_URLL".into(), "x".into())]).unwrap_err();
+        assert!(e.to_string().contains("urll"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        let d = tree(&[("/etc/npu-agent/agent.toml", "[security]\nallow_unsigned = [\"format_disk\"]\n")]);
+        assert!(load(&SysRoot::new(d.path()), None, &[]).unwrap_err().message.contains("format_disk"));
+        let d = tree(&[("/etc/npu-agent/agent.toml", "[mqtt]\nkeep_alive_s = \"soon\"\n")]);
+        assert_eq!(load(&SysRoot::new(d.path()), None, &[]).unwrap_err().line, Some(2));
+    }
+
+    #[test]
+    fn redacted_has_no_secret_values() {
+        let mut c = Config::default();
+        c.mqtt.password_file = "/etc/npu-agent/secret".into();
+        let text = c.redacted();
+        assert!(text.contains("password_file = \"/etc/npu-agent/secret\""));
+        assert!(toml::from_str::<toml::Table>(&text).is_ok());
+    }
+}

@@ -1,0 +1,724 @@
+//! `npu-agent run`: the daemon. Periodic checks, the planner's automatic actions, retained MQTT
+//! status and availability, and remote commands — on one current-thread tokio runtime where the
+//! main loop never blocks: checks and actions run on blocking threads and report back over a
+//! channel, MQTT publishes use `try_publish` with a latest-wins status slot, and a separate task
+//! owns the rumqttc event loop ([`crate::mqtt::link`]).
+
+use crate::action::{self, state::StateDir, ActionConfig};
+use crate::check::Status;
+use crate::config::Config;
+use crate::diagnose::{self, Diagnosis, ProfileChoice};
+use crate::mqtt::command::{self, Action, CmdStatus, Ledger, Policy, Verdict};
+use crate::mqtt::link::{Link, LinkEvent, LinkOptions, MAX_INCOMING_PACKET_BYTES};
+use crate::mqtt::{self, topics};
+use crate::root::SysRoot;
+use rumqttc::v5::mqttbytes::QoS;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// State file with the seen command ids and per-action last runs.
+pub const LEDGER_FILE: &str = "commands.json";
+/// State file with the MQTT session counter.
+pub const SESSION_FILE: &str = "session.json";
+
+/// The daemon's fatal errors (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Bad configuration.
+    #[error("{0}")]
+    Config(String),
+    /// The tokio runtime could not start.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(String),
+}
+
+/// Everything resolved at start from the config.
+struct Setup {
+    cfg: Config,
+    root: SysRoot,
+    board: String,
+    topic_root: String,
+    state: StateDir,
+    actions: ActionConfig,
+    policy: Policy,
+    link: LinkOptions,
+    profile: ProfileChoice,
+}
+
+fn now_s() -> i64 {
+    action::now_unix_s()
+}
+
+fn read_secret(path: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{path}: {e}"))
+}
+
+fn setup(cfg: Config) -> Result<Setup, RunError> {
+    let cerr = |m: String| RunError::Config(m);
+    if cfg.mqtt.url.is_empty() {
+        return Err(cerr("mqtt.url is not set (in /etc/npu-agent/agent.toml, or NPU_AGENT_MQTT_URL)".into()));
+    }
+    let url = mqtt::parse_url(&cfg.mqtt.url).map_err(cerr)?;
+    let root = SysRoot::new(&cfg.root);
+    let board = if cfg.board_id == "auto" {
+        let serial = root
+            .read("/proc/device-tree/serial-number")
+            .ok()
+            .map(|b| crate::parse::devicetree::string(&b))
+            .filter(|s| !s.is_empty());
+        diagnose::auto_board_id(&root, serial.as_deref())
+    } else {
+        diagnose::sanitize_board_id(&cfg.board_id)
+    };
+    let mut trusted = Vec::new();
+    for path in &cfg.security.trusted_keys {
+        let text = String::from_utf8(read_secret(path).map_err(cerr)?).map_err(|_| cerr(format!("{path}: not text")))?;
+        trusted.push(command::parse_verifying_key(&text).map_err(|e| cerr(format!("{path}: {e}")))?);
+    }
+    let tls = if url.tls {
+        let ca_pem = if cfg.mqtt.ca_file.is_empty() { Vec::new() } else { read_secret(&cfg.mqtt.ca_file).map_err(cerr)? };
+        let client = match (cfg.mqtt.cert_file.is_empty(), cfg.mqtt.key_file.is_empty()) {
+            (true, true) => None,
+            (false, false) => Some((read_secret(&cfg.mqtt.cert_file).map_err(cerr)?, read_secret(&cfg.mqtt.key_file).map_err(cerr)?)),
+            _ => return Err(cerr("mqtt.cert_file and mqtt.key_file go together (mTLS)".into())),
+        };
+        Some(mqtt::tls_config(&mqtt::TlsFiles { ca_pem, client }).map_err(cerr)?)
+    } else {
+        None
+    };
+    let credentials = if cfg.mqtt.username.is_empty() {
+        None
+    } else {
+        let password = if cfg.mqtt.password_file.is_empty() {
+            String::new()
+        } else {
+            String::from_utf8_lossy(&read_secret(&cfg.mqtt.password_file).map_err(cerr)?).trim_end_matches(['\n', '\r']).to_string()
+        };
+        Some((cfg.mqtt.username.clone(), password))
+    };
+    let topic_root = cfg.mqtt.topic_root.clone();
+    let link = LinkOptions {
+        url,
+        tls,
+        client_id: format!("npu-agent-{board}"),
+        keep_alive: Duration::from_secs(cfg.mqtt.keep_alive_s.max(5)),
+        credentials,
+        last_will: Some((topics::availability(&topic_root, &board), b"offline".to_vec())),
+        max_incoming_packet_bytes: MAX_INCOMING_PACKET_BYTES,
+        connect_timeout_s: 5,
+        lossless: false,
+    };
+    let actions = ActionConfig {
+        auto_compact: cfg.actions.auto_compact,
+        compact_cooldown_s: cfg.actions.compact_cooldown_s,
+        allow_reboot: cfg.actions.allow_reboot,
+        reboot_command: cfg.actions.reboot_command.clone(),
+        reboot_timeout_s: cfg.actions.reboot_timeout_s,
+        ..ActionConfig::default()
+    };
+    let policy = Policy {
+        board: board.clone(),
+        trusted_keys: trusted,
+        allow_unsigned: cfg.security.allow_unsigned.clone(),
+        max_command_age_s: cfg.security.max_command_age_s,
+    };
+    let state = StateDir::new(&root, &cfg.state_dir);
+    let profile = ProfileChoice::parse(&cfg.profile);
+    Ok(Setup {
+        cfg,
+        root,
+        board,
+        topic_root,
+        state,
+        actions,
+        policy,
+        link,
+        profile,
+    })
+}
+
+/// A reply to publish on a command topic.
+#[derive(Debug, Clone)]
+struct CmdRef {
+    action: String,
+    cmd_id: String,
+}
+
+/// Work finished on a blocking thread.
+enum Done {
+    Diagnosed(Result<Box<Diagnosis>, String>),
+    Action { cmd: Option<CmdRef>, name: String, ok: bool, detail: String, result: Value },
+}
+
+/// Runs the daemon until SIGTERM/SIGINT. Returns the process exit code.
+pub fn run(cfg: Config) -> Result<i32, RunError> {
+    let s = setup(cfg)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| RunError::Runtime(e.to_string()))?;
+    Ok(rt.block_on(main_loop(s)))
+}
+
+struct Agent {
+    s: Setup,
+    link: Option<Link>,
+    connected: bool,
+    session: u64,
+    ledger: Ledger,
+    status_json: Option<String>,
+    status_dirty: bool,
+    statuses: BTreeMap<String, Status>,
+    last_status_publish: Instant,
+    last_action: Option<Value>,
+    pending_replies: Vec<(String, Vec<u8>)>,
+    reboot_outcome: Option<(String, Vec<u8>)>,
+    busy: bool,
+    queue: Vec<(Option<CmdRef>, Action)>,
+    rescan_wanted: bool,
+    diagnosing: bool,
+    ready_sent: bool,
+    summary: String,
+    status_dropped: u64,
+    last_diagnosis: Option<Box<Diagnosis>>,
+}
+
+impl Agent {
+    fn reply_topic(&self, c: &CmdRef) -> String {
+        topics::command(&self.s.topic_root, &self.s.board, &c.action, &c.cmd_id)
+    }
+
+    fn lifecycle(&self, c: &CmdRef, status: CmdStatus, extra: Value) -> (String, Vec<u8>) {
+        let mut body = json!({
+            "status": status,
+            "board": self.s.board,
+            "action": c.action,
+            "cmd_id": c.cmd_id,
+            "time": rfc3339_now(),
+        });
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        (self.reply_topic(c), serde_json::to_vec(&body).unwrap_or_default())
+    }
+
+    /// Queues a retained QoS 1 message; sent now if connected, else on the next connect.
+    fn send_retained(&mut self, topic: String, payload: Vec<u8>) {
+        if self.connected {
+            if let Some(l) = &self.link {
+                if l.client.try_publish(topic.clone(), QoS::AtLeastOnce, true, payload.clone()).is_ok() {
+                    return;
+                }
+            }
+        }
+        self.pending_replies.push((topic, payload));
+    }
+
+    fn flush(&mut self) {
+        if !self.connected {
+            return;
+        }
+        let Some(l) = &self.link else { return };
+        let mut left = Vec::new();
+        for (t, p) in self.pending_replies.drain(..) {
+            if l.client.try_publish(t.clone(), QoS::AtLeastOnce, true, p.clone()).is_err() {
+                left.push((t, p));
+            }
+        }
+        self.pending_replies = left;
+        if self.status_dirty {
+            if let Some(js) = &self.status_json {
+                let topic = topics::status(&self.s.topic_root, &self.s.board);
+                if l.client.try_publish(topic, QoS::AtLeastOnce, true, js.clone().into_bytes()).is_ok() {
+                    self.status_dirty = false;
+                    self.last_status_publish = Instant::now();
+                } else {
+                    // Latest wins: the slot keeps only the newest status until the queue drains.
+                    self.status_dropped += 1;
+                }
+            }
+        }
+    }
+
+    fn set_report(&mut self, d: Box<Diagnosis>) {
+        let mut r = d.report.clone();
+        r.board_id = self.s.board.clone();
+        r.session = self.session;
+        r.last_action = self.last_action.clone();
+        let edit: Option<action::state::BootEditState> = self.s.state.load(action::state::BOOT_EDIT_FILE).ok().flatten();
+        r.reboot_required = r.reboot_required || edit.is_some_and(|e| e.verified && e.reboot_required);
+        let statuses: BTreeMap<String, Status> = crate::check::worst_by_id(&r.findings);
+        let changed = statuses != self.statuses;
+        self.statuses = statuses;
+        self.status_json = serde_json::to_string(&r).ok();
+        let due = self.last_status_publish.elapsed() >= Duration::from_secs(self.s.cfg.report.interval_s);
+        if changed || due || self.status_json.is_some() && !self.ready_sent {
+            self.status_dirty = true;
+        }
+        let fails = r.findings.iter().filter(|f| f.status == Status::Fail).map(|f| f.id.as_str()).collect::<Vec<_>>();
+        let warns = r.findings.iter().filter(|f| f.status == Status::Warn).count();
+        let summary = format!(
+            "health {:?}; {}{} warn; {}",
+            r.health,
+            if fails.is_empty() { String::new() } else { format!("fail: {}; ", fails.join(", ")) },
+            warns,
+            if self.connected { "mqtt connected" } else { "mqtt offline" }
+        );
+        if summary != self.summary {
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&summary)]);
+            self.summary = summary;
+        }
+        self.last_diagnosis = Some(d);
+    }
+}
+
+fn rfc3339_now() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+fn spawn_diagnose(s: &Setup, tx: &mpsc::UnboundedSender<Done>) {
+    let root = s.root.clone();
+    let choice = s.profile.clone();
+    let tx = tx.clone();
+    tokio::task::spawn_blocking(move || {
+        let r = diagnose::diagnose(&root, &choice).map(Box::new).map_err(|e| e.to_string());
+        let _ = tx.send(Done::Diagnosed(r));
+    });
+}
+
+fn spawn_action(s: &Setup, cmd: Option<CmdRef>, a: Action, d: Option<Box<Diagnosis>>, tx: &mpsc::UnboundedSender<Done>) {
+    let root = s.root.clone();
+    let state = s.state.clone();
+    let actions = s.actions.clone();
+    let choice = s.profile.clone();
+    let tx = tx.clone();
+    tokio::task::spawn_blocking(move || {
+        let name = a.name().to_string();
+        let (ok, detail, result) = execute(&root, &state, &actions, &choice, cmd.as_ref(), a, d);
+        let _ = tx.send(Done::Action { cmd, name, ok, detail, result });
+    });
+}
+
+/// Runs one action (blocking). Returns (succeeded, reason or summary, result object).
+fn execute(root: &SysRoot, state: &StateDir, actions: &ActionConfig, choice: &ProfileChoice, cmd: Option<&CmdRef>, a: Action, d: Option<Box<Diagnosis>>) -> (bool, String, Value) {
+    let now = now_s();
+    match a {
+        Action::Rescan => match diagnose::diagnose(root, choice) {
+            Ok(d) => {
+                let r = &d.report;
+                let detail = format!("health {:?}", r.health);
+                (true, detail, json!({"health": r.health, "fail": r.findings.iter().filter(|f| f.status == Status::Fail).map(|f| f.id.clone()).collect::<Vec<_>>()}))
+            }
+            Err(e) => (false, e.to_string(), Value::Null),
+        },
+        Action::Compact { drop_caches } => {
+            use crate::action::compact::{run_compaction, CompactOptions, CompactOutcome, RootKnobs};
+            let mut knobs = RootKnobs::new(root);
+            let opts = CompactOptions {
+                drop_caches,
+                trigger: if cmd.is_some() { "command".into() } else { "planner".into() },
+                ..CompactOptions::default()
+            };
+            let r = run_compaction(root, &mut knobs, &opts, state, now);
+            let ok = r.outcome == CompactOutcome::Done;
+            let detail = if ok { format!("compacted in {} ms", r.duration_ms) } else { r.reason.clone() };
+            (ok, detail, serde_json::to_value(&r).unwrap_or(Value::Null))
+        }
+        Action::SetCma { size } => {
+            use crate::action::atomic::RealStorage;
+            use crate::action::cma::{cma_set, CmaSetOutcome};
+            let d = match d {
+                Some(d) => d,
+                None => match diagnose::diagnose(root, choice) {
+                    Ok(d) => Box::new(d),
+                    Err(e) => return (false, e.to_string(), Value::Null),
+                },
+            };
+            let r = cma_set(root, &d, &size, false, &mut RealStorage, state, now);
+            let ok = matches!(r.outcome, CmaSetOutcome::Written | CmaSetOutcome::Unchanged);
+            let detail = if ok { r.explanation.join(" ") } else { r.error.clone() };
+            let mut v = serde_json::to_value(&r).unwrap_or(Value::Null);
+            if let Some(o) = v.as_object_mut() {
+                o.insert("reboot_required".into(), json!(r.outcome == CmaSetOutcome::Written));
+            }
+            (ok, detail, v)
+        }
+        Action::Reboot { reason } => {
+            use crate::action::reboot::{request_reboot, ProcessRunner, RebootProgress};
+            let id = cmd.map(|c| c.cmd_id.clone()).unwrap_or_else(|| format!("local-{now}"));
+            match request_reboot(state, actions, &mut ProcessRunner, &id, &reason, now) {
+                // The board is going down: the result is published after the next boot.
+                RebootProgress::Pending(i) => (true, "reboot started".into(), json!({"pending": true, "boot_id_before": i.boot_id})),
+                RebootProgress::Refused(r) => (false, r.to_string(), json!({"refused": true})),
+                RebootProgress::Failed(rec) => (false, rec.detail.clone(), serde_json::to_value(&rec).unwrap_or(Value::Null)),
+            }
+        }
+        Action::ReleaseNpu { model } => release_npu(root, model),
+    }
+}
+
+/// hailo-ollama's port: `server.port` in its config (`/etc/xdg/hailo-ollama/hailo-ollama.json`),
+/// else its default 8000.
+pub fn hailo_ollama_port(root: &SysRoot) -> u16 {
+    root.read_string("/etc/xdg/hailo-ollama/hailo-ollama.json")
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v.pointer("/server/port").and_then(Value::as_u64))
+        .and_then(|p| u16::try_from(p).ok())
+        .unwrap_or(8000)
+}
+
+/// One HTTP/1.1 request to 127.0.0.1 (hailo-ollama listens on localhost); returns (status, body).
+fn http_local(port: u16, method: &str, path: &str, body: &str) -> Result<(u16, String), String> {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| format!("hailo-ollama on 127.0.0.1:{port}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+    let req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut resp = Vec::new();
+    s.take(1 << 20).read_to_end(&mut resp).map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&resp).into_owned();
+    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).ok_or("not an HTTP response")?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Ok((code, body))
+}
+
+/// Asks a local hailo-ollama to unload its model(s): `POST /api/generate` with `keep_alive: 0`
+/// and no prompt (its unload form), for the named model or every model `/api/ps` lists.
+fn release_npu(root: &SysRoot, model: Option<String>) -> (bool, String, Value) {
+    let port = hailo_ollama_port(root);
+    let models = match model {
+        Some(m) => vec![m],
+        None => match http_local(port, "GET", "/api/ps", "") {
+            Ok((200, body)) => serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|v| v.get("models").and_then(Value::as_array).cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|m| m.get("name").or_else(|| m.get("model")).and_then(Value::as_str).map(str::to_string))
+                .collect(),
+            Ok((code, _)) => return (false, format!("GET /api/ps answered {code}"), Value::Null),
+            Err(e) => return (false, e, Value::Null),
+        },
+    };
+    let mut unloaded = Vec::new();
+    for m in &models {
+        let body = json!({"model": m, "keep_alive": 0}).to_string();
+        match http_local(port, "POST", "/api/generate", &body) {
+            Ok((200, _)) => unloaded.push(m.clone()),
+            Ok((code, b)) => return (false, format!("unloading {m}: HTTP {code}: {}", b.chars().take(200).collect::<String>()), json!({"unloaded": unloaded})),
+            Err(e) => return (false, e, json!({"unloaded": unloaded})),
+        }
+    }
+    (true, format!("unloaded {} model(s)", unloaded.len()), json!({"port": port, "unloaded": unloaded}))
+}
+
+fn load_or_default<T: serde::de::DeserializeOwned + Default>(state: &StateDir, name: &str) -> T {
+    state.load(name).ok().flatten().unwrap_or_default()
+}
+
+async fn main_loop(s: Setup) -> i32 {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
+    let ledger: Ledger = load_or_default(&s.state, LEDGER_FILE);
+    let session: u64 = load_or_default::<Value>(&s.state, SESSION_FILE).get("session").and_then(Value::as_u64).unwrap_or(0);
+    let mut agent = Agent {
+        link: None,
+        connected: false,
+        session,
+        ledger,
+        status_json: None,
+        status_dirty: false,
+        statuses: BTreeMap::new(),
+        last_status_publish: Instant::now(),
+        last_action: None,
+        pending_replies: Vec::new(),
+        reboot_outcome: None,
+        busy: false,
+        queue: Vec::new(),
+        rescan_wanted: false,
+        diagnosing: true,
+        ready_sent: false,
+        summary: String::new(),
+        status_dropped: 0,
+        last_diagnosis: None,
+        s,
+    };
+    // A reboot asked for before this start: did the board really reboot? And is a boot-file
+    // edit now in effect?
+    reconcile_reboot(&mut agent, crate::action::reboot::ReconcileWhen::Start);
+    if let Err(e) = crate::action::cma::reconcile_boot_edit(&agent.s.state) {
+        eprintln!("npu-agent: cannot reconcile the boot-file edit state: {e}");
+    }
+    spawn_diagnose(&agent.s, &tx);
+    agent.link = Some(Link::start(&agent.s.link));
+    let mut interval = tokio::time::interval(Duration::from_secs(agent.s.cfg.report.interval_s));
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    interval.tick().await;
+    let mut housekeeping = tokio::time::interval(Duration::from_millis(250));
+    let watchdog = sd_notify::watchdog_enabled();
+    let mut last_watchdog = Instant::now();
+    let mut sigterm = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("npu-agent: cannot watch SIGTERM: {e}");
+            return 2;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {
+                if !agent.diagnosing {
+                    agent.diagnosing = true;
+                    spawn_diagnose(&agent.s, &tx);
+                }
+                reconcile_reboot(&mut agent, crate::action::reboot::ReconcileWhen::Periodic);
+            }
+            Some(done) = rx.recv() => handle_done(&mut agent, done, &tx),
+            ev = next_event(&mut agent.link) => {
+                if let Some(ev) = ev {
+                    handle_link(&mut agent, ev, &tx);
+                }
+            }
+            _ = housekeeping.tick() => {
+                agent.flush();
+                if let Some(w) = watchdog {
+                    if last_watchdog.elapsed() >= w / 2 {
+                        let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+                        last_watchdog = Instant::now();
+                    }
+                }
+                restart_stalled_link(&mut agent);
+            }
+            _ = sigterm.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    // Clean stop: offline first (a DISCONNECT discards the last will), then disconnect.
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    if let Some(l) = agent.link.take() {
+        let topic = topics::availability(&agent.s.topic_root, &agent.s.board);
+        let _ = l.client.try_publish(topic, QoS::AtLeastOnce, true, b"offline".to_vec());
+        l.shutdown(Duration::from_secs(2)).await;
+    }
+    0
+}
+
+async fn next_event(link: &mut Option<Link>) -> Option<LinkEvent> {
+    match link {
+        Some(l) => l.events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn restart_stalled_link(agent: &mut Agent) {
+    let Some(l) = &agent.link else { return };
+    let idle_ms = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0))
+        .saturating_sub(l.progress_ms.load(Ordering::Relaxed));
+    // With keep-alive pings the loop returns at least every keep-alive; three missed means stuck.
+    if agent.connected && idle_ms > 3 * agent.s.link.keep_alive.as_millis() as u64 {
+        eprintln!("npu-agent: MQTT event loop made no progress for {idle_ms} ms; restarting the client");
+        if let Some(old) = agent.link.take() {
+            old.abort();
+        }
+        agent.connected = false;
+        agent.link = Some(Link::start(&agent.s.link));
+    }
+}
+
+fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::ReconcileWhen) {
+    match crate::action::reboot::reconcile_state(&agent.s.state, &agent.s.actions, now_s(), when) {
+        Ok(Some(rec)) => {
+            let c = CmdRef {
+                action: "reboot".into(),
+                cmd_id: rec.cmd_id.clone(),
+            };
+            let status = match rec.result {
+                crate::action::reboot::RebootResult::Successful => CmdStatus::Successful,
+                crate::action::reboot::RebootResult::Failed => CmdStatus::Failed,
+            };
+            let extra = json!({"reason": rec.detail, "result": rec});
+            agent.last_action = Some(json!({"action": "reboot", "cmd_id": rec.cmd_id, "status": status, "time": rfc3339_now()}));
+            if !rec.cmd_id.starts_with("local-") {
+                let (t, p) = agent.lifecycle(&c, status, extra);
+                agent.reboot_outcome = Some((t.clone(), p.clone()));
+                agent.send_retained(t, p);
+            }
+        }
+        Ok(None) => {}
+        Err(e) => eprintln!("npu-agent: cannot reconcile the reboot state: {e}"),
+    }
+}
+
+fn persist_ledger(agent: &Agent) -> Result<(), String> {
+    agent.s.state.save(LEDGER_FILE, &agent.ledger).map_err(|e| e.to_string())
+}
+
+fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done>) {
+    match ev {
+        LinkEvent::Connected { session_present } => {
+            agent.connected = true;
+            agent.session += 1;
+            let _ = agent.s.state.save(SESSION_FILE, &json!({"session": agent.session}));
+            let Some(l) = &agent.link else { return };
+            let avail = topics::availability(&agent.s.topic_root, &agent.s.board);
+            let _ = l.client.try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
+            if !session_present {
+                // rumqttc keeps no subscriptions across a clean session (#250): subscribe again.
+                for f in topics::command_filters(&agent.s.topic_root, &agent.s.board) {
+                    let _ = l.client.try_subscribe(f, QoS::AtLeastOnce);
+                }
+            }
+            // Re-publish the status with the new session counter.
+            if let Some(js) = &agent.status_json {
+                if let Ok(mut v) = serde_json::from_str::<Value>(js) {
+                    v["session"] = json!(agent.session);
+                    agent.status_json = serde_json::to_string(&v).ok();
+                }
+                agent.status_dirty = true;
+            }
+            if agent.s.cfg.home_assistant.enabled {
+                crate::ha::on_connect(agent_ha(agent), &l.client);
+            }
+            agent.flush();
+        }
+        LinkEvent::Disconnected { reason } => {
+            if agent.connected {
+                eprintln!("npu-agent: MQTT connection lost: {reason}");
+            }
+            agent.connected = false;
+        }
+        LinkEvent::Message { topic, payload, .. } => {
+            if agent.s.cfg.home_assistant.enabled {
+                match crate::ha::on_message(agent_ha(agent), agent.link.as_ref().map(|l| &l.client), &topic, &payload) {
+                    crate::ha::HaMessage::NotMine => {}
+                    crate::ha::HaMessage::Handled => return,
+                    crate::ha::HaMessage::Press(action) => {
+                        // Buttons run only what may run unsigned (compact, rescan by default).
+                        if agent.s.policy.allow_unsigned.iter().any(|a| a == action.name()) {
+                            enqueue(agent, None, action, tx);
+                        }
+                        return;
+                    }
+                }
+            }
+            let Some(t) = topics::parse_command(&agent.s.topic_root, &topic) else { return };
+            let c = CmdRef {
+                action: t.action.clone(),
+                cmd_id: if t.cmd_id.len() <= 64 && !t.cmd_id.contains(['+', '#']) { t.cmd_id.clone() } else { "invalid".into() },
+            };
+            match command::gate(&agent.s.policy, &mut agent.ledger, &t, &payload, now_s()) {
+                Verdict::Ignore(_) => {}
+                Verdict::Reject(reason) => {
+                    if crate::mqtt::command::ACTIONS.contains(&c.action.as_str()) || t.board == agent.s.board {
+                        let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                        agent.send_retained(tp, p);
+                    }
+                }
+                Verdict::Execute(action) => {
+                    // Remembered before acting: a restart never runs it twice.
+                    if let Err(e) = persist_ledger(agent) {
+                        let (tp, p) = agent.lifecycle(&c, CmdStatus::Failed, json!({"reason": format!("cannot persist the command id: {e}")}));
+                        agent.send_retained(tp, p);
+                        return;
+                    }
+                    let (tp, p) = agent.lifecycle(&c, CmdStatus::Executing, json!({}));
+                    agent.send_retained(tp, p);
+                    enqueue(agent, Some(c), action, tx);
+                }
+            }
+        }
+    }
+}
+
+fn agent_ha(agent: &Agent) -> crate::ha::HaContext<'_> {
+    crate::ha::HaContext {
+        prefix: &agent.s.cfg.home_assistant.discovery_prefix,
+        topic_root: &agent.s.topic_root,
+        board: &agent.s.board,
+        model: agent.last_diagnosis.as_ref().map(|d| d.report.model.as_str()).unwrap_or("edge board"),
+        profile: agent.last_diagnosis.as_ref().map(|d| d.profile.id.as_str()).unwrap_or("auto"),
+    }
+}
+
+/// Actions run one at a time, in arrival order, off the main loop.
+fn enqueue(agent: &mut Agent, cmd: Option<CmdRef>, action: Action, tx: &mpsc::UnboundedSender<Done>) {
+    agent.queue.push((cmd, action));
+    start_next(agent, tx);
+}
+
+fn start_next(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
+    if agent.busy || agent.queue.is_empty() {
+        return;
+    }
+    let (cmd, action) = agent.queue.remove(0);
+    agent.busy = true;
+    if matches!(action, Action::Reboot { .. }) {
+        // The executing state must reach the broker before the board goes down.
+        agent.flush();
+    }
+    let d = agent.last_diagnosis.clone();
+    spawn_action(&agent.s, cmd, action, d, tx);
+}
+
+fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) {
+    match done {
+        Done::Diagnosed(Ok(d)) => {
+            agent.diagnosing = false;
+            // The planner's automatic actions (compaction when it helps).
+            if agent.s.actions.auto_compact && !agent.busy {
+                let compact: action::state::CompactState = load_or_default(&agent.s.state, "compact.json");
+                let ps = crate::action::planner::PlannerState { compact };
+                let plan = crate::action::planner::plan(&d.report.findings, &d.profile, &ps, &agent.s.actions, now_s());
+                for p in plan.run {
+                    if p.action == crate::action::planner::ActionKind::Compact {
+                        enqueue(agent, None, Action::Compact { drop_caches: p.drop_caches }, tx);
+                    }
+                }
+            }
+            agent.set_report(d);
+            if !agent.ready_sent {
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+                agent.ready_sent = true;
+            }
+            agent.flush();
+            if agent.rescan_wanted {
+                agent.rescan_wanted = false;
+                agent.diagnosing = true;
+                spawn_diagnose(&agent.s, tx);
+            }
+        }
+        Done::Diagnosed(Err(e)) => {
+            agent.diagnosing = false;
+            eprintln!("npu-agent: diagnosis failed: {e}");
+        }
+        Done::Action { cmd, name, ok, detail, result } => {
+            agent.busy = false;
+            let status = if ok { CmdStatus::Successful } else { CmdStatus::Failed };
+            let reboot_pending = name == "reboot" && ok;
+            agent.last_action = Some(json!({"action": name, "status": if reboot_pending { CmdStatus::Executing } else { status }, "detail": detail, "time": rfc3339_now(), "cmd_id": cmd.as_ref().map(|c| c.cmd_id.clone())}));
+            if let Some(c) = &cmd {
+                if !reboot_pending {
+                    let extra = if ok { json!({"result": result}) } else { json!({"reason": detail, "result": result}) };
+                    let (t, p) = agent.lifecycle(c, status, extra);
+                    agent.send_retained(t, p);
+                }
+            }
+            // Every action changes what the checks see: rescan now.
+            if agent.diagnosing {
+                agent.rescan_wanted = true;
+            } else {
+                agent.diagnosing = true;
+                spawn_diagnose(&agent.s, tx);
+            }
+            start_next(agent, tx);
+        }
+    }
+}

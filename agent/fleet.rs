@@ -1,0 +1,495 @@
+//! The operator side, in the same binary: `keygen`, `fleet send` and `fleet watch`.
+//!
+//! TLS and credentials for the operator's own connection come from the same variables as the
+//! agent's config: `NPU_AGENT_MQTT_CA_FILE`, `NPU_AGENT_MQTT_CERT_FILE`, `NPU_AGENT_MQTT_KEY_FILE`,
+//! `NPU_AGENT_MQTT_USERNAME`, `NPU_AGENT_MQTT_PASSWORD_FILE` (DESIGN section 3 fixes the flags).
+
+use crate::mqtt::command::{self, CmdStatus, InitMessage};
+use crate::mqtt::link::{Link, LinkEvent, LinkOptions};
+use crate::mqtt::{self, topics};
+use rumqttc::v5::mqttbytes::QoS;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// Exit codes of the fleet commands.
+pub const EXIT_OK: i32 = 0;
+/// Failed, rejected or timed out.
+pub const EXIT_FAILED: i32 = 1;
+/// Usage or connection setup error.
+pub const EXIT_USAGE: i32 = 2;
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Connection options for an operator tool (no last will; lossless event channel).
+pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, String> {
+    let url = mqtt::parse_url(broker)?;
+    let read = |p: String| std::fs::read(&p).map_err(|e| format!("{p}: {e}"));
+    let tls = if url.tls {
+        let ca_pem = match env("NPU_AGENT_MQTT_CA_FILE") {
+            Some(p) => read(p)?,
+            None => Vec::new(),
+        };
+        let client = match (env("NPU_AGENT_MQTT_CERT_FILE"), env("NPU_AGENT_MQTT_KEY_FILE")) {
+            (Some(c), Some(k)) => Some((read(c)?, read(k)?)),
+            _ => None,
+        };
+        Some(mqtt::tls_config(&mqtt::TlsFiles { ca_pem, client })?)
+    } else {
+        None
+    };
+    let credentials = match env("NPU_AGENT_MQTT_USERNAME") {
+        Some(u) => {
+            let p = match env("NPU_AGENT_MQTT_PASSWORD_FILE") {
+                Some(f) => String::from_utf8_lossy(&read(f)?).trim_end_matches(['\n', '\r']).to_string(),
+                None => String::new(),
+            };
+            Some((u, p))
+        }
+        None => None,
+    };
+    let mut rnd = [0u8; 4];
+    let _ = getrandom::fill(&mut rnd);
+    Ok(LinkOptions {
+        url,
+        tls,
+        client_id: format!("{id_prefix}-{:08x}", u32::from_le_bytes(rnd)),
+        keep_alive: Duration::from_secs(30),
+        credentials,
+        last_will: None,
+        max_incoming_packet_bytes: 4 << 20,
+        connect_timeout_s: 5,
+        lossless: true,
+    })
+}
+
+/// `fleet send` options.
+#[derive(Debug, Clone)]
+pub struct SendArgs {
+    /// Action name.
+    pub action: String,
+    /// `K=V` arguments (`true`/`false` become booleans, the rest strings).
+    pub args: Vec<String>,
+    /// One board, or `None` for `--all`.
+    pub board: Option<String>,
+    /// Broker URL.
+    pub broker: String,
+    /// Topic root.
+    pub topic_root: String,
+    /// Private key to sign with.
+    pub key: Option<std::path::PathBuf>,
+    /// Seconds to wait for the final state.
+    pub wait_s: u64,
+}
+
+/// Parses `K=V` arguments.
+pub fn parse_args(kv: &[String]) -> Result<Map<String, Value>, String> {
+    let mut m = Map::new();
+    for a in kv {
+        let (k, v) = a.split_once('=').ok_or_else(|| format!("--arg {a:?}: expected KEY=VALUE"))?;
+        if k.is_empty() {
+            return Err(format!("--arg {a:?}: empty key"));
+        }
+        let v = match v {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            other => Value::String(other.to_string()),
+        };
+        m.insert(k.to_string(), v);
+    }
+    Ok(m)
+}
+
+fn new_cmd_id() -> String {
+    let mut rnd = [0u8; 3];
+    let _ = getrandom::fill(&mut rnd);
+    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    format!("{ms}-{:02x}{:02x}{:02x}", rnd[0], rnd[1], rnd[2])
+}
+
+#[derive(Debug, Deserialize)]
+struct Lifecycle {
+    status: CmdStatus,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    result: Option<Value>,
+}
+
+/// Sends one command and follows its lifecycle. Returns the exit code (0 only on `successful`
+/// from every board that answered).
+pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    if !command::ACTIONS.contains(&a.action.as_str()) {
+        let _ = writeln!(err, "npu-agent: unknown action {:?} (known: {})", a.action, command::ACTIONS.join(", "));
+        return EXIT_USAGE;
+    }
+    let args = match parse_args(&a.args) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let link = match operator_link(&a.broker, "npu-agent-send") {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let board = a.board.clone().unwrap_or_else(|| topics::ALL.to_string());
+    let cmd_id = new_cmd_id();
+    let now = crate::action::now_unix_s();
+    let mut msg = InitMessage {
+        status: CmdStatus::Init,
+        board: board.clone(),
+        args,
+        issued_at: now,
+        expires_at: now + (a.wait_s as i64).clamp(30, 300),
+        signature: None,
+    };
+    if let Some(k) = &a.key {
+        match command::load_signing_key(k) {
+            Ok(key) => command::sign(&key, &a.action, &cmd_id, &mut msg),
+            Err(e) => {
+                let _ = writeln!(err, "npu-agent: {e}");
+                return EXIT_USAGE;
+            }
+        }
+    }
+    let payload = match serde_json::to_vec(&msg) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    rt.block_on(send_async(a, link, &board, &cmd_id, payload, out, err))
+}
+
+async fn send_async(a: &SendArgs, opts: LinkOptions, board: &str, cmd_id: &str, payload: Vec<u8>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let root = &a.topic_root;
+    let init_topic = topics::command(root, board, &a.action, cmd_id);
+    let reply_filter = if a.board.is_some() { init_topic.clone() } else { topics::command(root, "+", &a.action, cmd_id) };
+    let mut link = Link::start(&opts);
+    let deadline = Instant::now() + Duration::from_secs(a.wait_s);
+    let mut sent = false;
+    let mut finals: BTreeMap<String, CmdStatus> = BTreeMap::new();
+    let mut online: BTreeMap<String, bool> = BTreeMap::new();
+    let mut last_error = String::new();
+    let mut code = EXIT_FAILED;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let _ = writeln!(err, "npu-agent: no final state within {} s{}", a.wait_s, if last_error.is_empty() { String::new() } else { format!(" (last connection error: {last_error})") });
+            break;
+        }
+        let ev = match tokio::time::timeout(left, link.events.recv()).await {
+            Ok(Some(ev)) => ev,
+            Ok(None) | Err(_) => continue,
+        };
+        match ev {
+            LinkEvent::Connected { .. } => {
+                let _ = link.client.try_subscribe(reply_filter.clone(), QoS::AtLeastOnce);
+                if a.board.is_none() {
+                    let _ = link.client.try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
+                }
+                if !sent {
+                    if link.client.try_publish(init_topic.clone(), QoS::AtLeastOnce, true, payload.clone()).is_ok() {
+                        sent = true;
+                        let _ = writeln!(out, "{board} {cmd_id} init");
+                    }
+                }
+            }
+            LinkEvent::Disconnected { reason } => last_error = reason,
+            LinkEvent::Message { topic, payload: p, .. } => {
+                if let Some(b) = topics::parse_board_leaf(root, &topic, "availability") {
+                    online.insert(b.to_string(), p == b"online");
+                    continue;
+                }
+                let Some(t) = topics::parse_command(root, &topic) else { continue };
+                if t.cmd_id != cmd_id || p.is_empty() {
+                    continue;
+                }
+                let Ok(l) = serde_json::from_slice::<Lifecycle>(&p) else { continue };
+                if l.status == CmdStatus::Init {
+                    continue;
+                }
+                let mut line = format!("{} {cmd_id} {}", t.board, serde_json::to_value(l.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default());
+                if let Some(r) = &l.reason {
+                    line.push_str(&format!(": {r}"));
+                }
+                if let (CmdStatus::Successful, Some(res)) = (l.status, &l.result) {
+                    line.push_str(&format!(" {}", compact_json(res)));
+                }
+                let _ = writeln!(out, "{line}");
+                if l.status.is_final() {
+                    finals.insert(t.board.clone(), l.status);
+                }
+                let done = if a.board.is_some() {
+                    !finals.is_empty()
+                } else {
+                    let up: Vec<&String> = online.iter().filter(|(_, on)| **on).map(|(b, _)| b).collect();
+                    !up.is_empty() && up.iter().all(|b| finals.contains_key(*b))
+                };
+                if done {
+                    code = if finals.values().all(|s| *s == CmdStatus::Successful) { EXIT_OK } else { EXIT_FAILED };
+                    break;
+                }
+            }
+        }
+    }
+    if a.board.is_none() && !finals.is_empty() && code != EXIT_OK && finals.values().all(|s| *s == CmdStatus::Successful) {
+        code = EXIT_OK;
+    }
+    // The requester clears the retained command (and every board's answer for fleet-wide ones).
+    if sent {
+        let _ = link.client.try_publish(init_topic.clone(), QoS::AtLeastOnce, true, Vec::new());
+        if a.board.is_none() {
+            for b in finals.keys() {
+                let _ = link.client.try_publish(topics::command(root, b, &a.action, cmd_id), QoS::AtLeastOnce, true, Vec::new());
+            }
+        }
+    }
+    link.shutdown(Duration::from_secs(2)).await;
+    code
+}
+
+fn compact_json(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 300 {
+        format!("{}…", s.chars().take(300).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// One board's row in `fleet watch`.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct BoardRow {
+    /// Board id.
+    pub board: String,
+    /// `online` / `offline` / `unknown` (no availability seen).
+    pub availability: String,
+    /// Health from the status.
+    pub health: String,
+    /// Profile id.
+    pub profile: String,
+    /// Model.
+    pub model: String,
+    /// `CmaFree`, bytes.
+    pub cma_free_bytes: Option<u64>,
+    /// `CmaTotal`, bytes.
+    pub cma_total_bytes: Option<u64>,
+    /// Failing and warning checks, most severe first.
+    pub worst: Vec<String>,
+    /// Status time (RFC 3339).
+    pub last_seen: String,
+    /// MQTT session counter.
+    pub session: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct LightFinding {
+    id: String,
+    status: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct LightStatus {
+    #[serde(default)]
+    health: String,
+    #[serde(default)]
+    profile: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    time: String,
+    #[serde(default)]
+    session: u64,
+    #[serde(default)]
+    findings: Vec<LightFinding>,
+    #[serde(default)]
+    metrics: BTreeMap<String, Value>,
+}
+
+/// Folds one status payload into a row.
+pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
+    let Ok(s) = serde_json::from_slice::<LightStatus>(payload) else {
+        row.health = "unparsable".into();
+        return;
+    };
+    row.health = s.health;
+    row.profile = s.profile;
+    row.model = s.model;
+    row.last_seen = s.time;
+    row.session = s.session;
+    row.cma_free_bytes = s.metrics.get("cma_free_bytes").and_then(Value::as_u64);
+    row.cma_total_bytes = s.metrics.get("cma_total_bytes").and_then(Value::as_u64);
+    let mut worst: Vec<(u8, String)> = s
+        .findings
+        .into_iter()
+        .filter_map(|f| match f.status.as_str() {
+            "fail" => Some((0, format!("{} fail", f.id))),
+            "warn" => Some((1, format!("{} warn", f.id))),
+            _ => None,
+        })
+        .collect();
+    worst.sort();
+    row.worst = worst.into_iter().map(|(_, s)| s).collect();
+}
+
+/// Renders rows as a table.
+pub fn render_rows(rows: &[BoardRow]) -> String {
+    let mut out = format!("{:<24} {:<8} {:<6} {:<14} {:>10} {:<26} {}\n", "BOARD", "LINK", "HEALTH", "PROFILE", "CMA_FREE", "LAST_SEEN", "WORST");
+    for r in rows {
+        let cma = r.cma_free_bytes.map(crate::parse::size::human_bytes).unwrap_or_else(|| "-".into());
+        let worst = if r.worst.is_empty() { "-".to_string() } else { r.worst.iter().take(3).cloned().collect::<Vec<_>>().join(", ") };
+        out.push_str(&format!("{:<24} {:<8} {:<6} {:<14} {:>10} {:<26} {}\n", r.board, r.availability, r.health, r.profile, cma, r.last_seen, worst));
+    }
+    out
+}
+
+/// `fleet watch` options.
+#[derive(Debug, Clone)]
+pub struct WatchArgs {
+    /// Broker URL.
+    pub broker: String,
+    /// Topic root.
+    pub topic_root: String,
+    /// Print once, when the retained messages have arrived, and exit.
+    pub once: bool,
+    /// JSON output (with `--once`).
+    pub json: bool,
+}
+
+/// Runs `fleet watch`. Returns the exit code.
+pub fn watch(a: &WatchArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let opts = match operator_link(&a.broker, "npu-agent-watch") {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    rt.block_on(watch_async(a, opts, out, err))
+}
+
+async fn watch_async(a: &WatchArgs, opts: LinkOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    use std::io::IsTerminal;
+    let root = &a.topic_root;
+    let mut link = Link::start(&opts);
+    let mut rows: BTreeMap<String, BoardRow> = BTreeMap::new();
+    let started = Instant::now();
+    let mut last_msg: Option<Instant> = None;
+    let mut connected = false;
+    let mut last_error = String::new();
+    let mut last_draw = Instant::now() - Duration::from_secs(1);
+    let tty = std::io::stdout().is_terminal();
+    loop {
+        // --once: done when retained delivery went quiet (or nothing came at all).
+        if a.once {
+            let quiet = match last_msg {
+                Some(t) => t.elapsed() > Duration::from_millis(300),
+                None => connected && started.elapsed() > Duration::from_millis(1500),
+            };
+            if quiet || started.elapsed() > Duration::from_secs(30) {
+                break;
+            }
+            if !connected && started.elapsed() > Duration::from_secs(10) {
+                let _ = writeln!(err, "npu-agent: cannot reach {}: {last_error}", a.broker);
+                link.abort();
+                return EXIT_FAILED;
+            }
+        }
+        let ev = match tokio::time::timeout(Duration::from_millis(100), link.events.recv()).await {
+            Ok(Some(ev)) => Some(ev),
+            Ok(None) => break,
+            Err(_) => None,
+        };
+        match ev {
+            Some(LinkEvent::Connected { .. }) => {
+                connected = true;
+                let _ = link.client.try_subscribe(format!("{root}/+/status"), QoS::AtLeastOnce);
+                let _ = link.client.try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
+            }
+            Some(LinkEvent::Disconnected { reason }) => last_error = reason,
+            Some(LinkEvent::Message { topic, payload, .. }) => {
+                last_msg = Some(Instant::now());
+                if let Some(b) = topics::parse_board_leaf(root, &topic, "status") {
+                    let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow { board: b.to_string(), availability: "unknown".into(), ..Default::default() });
+                    if payload.is_empty() {
+                        rows.remove(b);
+                    } else {
+                        apply_status(row, &payload);
+                    }
+                } else if let Some(b) = topics::parse_board_leaf(root, &topic, "availability") {
+                    let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow { board: b.to_string(), ..Default::default() });
+                    row.availability = String::from_utf8_lossy(&payload).chars().take(16).collect();
+                }
+            }
+            None => {}
+        }
+        if !a.once && last_draw.elapsed() > Duration::from_millis(250) && last_msg.is_some_and(|t| t > last_draw) {
+            let list: Vec<BoardRow> = rows.values().cloned().collect();
+            let text = render_rows(&list);
+            let _ = if tty { write!(out, "\x1b[H\x1b[2J{text}") } else { write!(out, "{text}\n") };
+            let _ = out.flush();
+            last_draw = Instant::now();
+        }
+    }
+    let list: Vec<BoardRow> = rows.into_values().collect();
+    if a.json {
+        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&json!({"boards": list})).unwrap_or_default());
+    } else {
+        let _ = write!(out, "{}", render_rows(&list));
+    }
+    link.shutdown(Duration::from_millis(500)).await;
+    EXIT_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_parse() {
+        let m = parse_args(&["size=256M".into(), "drop_caches=true".into()]).unwrap();
+        assert_eq!(m["size"], "256M");
+        assert_eq!(m["drop_caches"], true);
+        assert!(parse_args(&["nokey".into()]).is_err());
+        assert!(parse_args(&["=v".into()]).is_err());
+    }
+
+    #[test]
+    fn status_rows() {
+        let mut r = BoardRow::default();
+        apply_status(&mut r, br#"{"health":"fail","profile":"rk3588-rknpu","model":"ROCK 5B","time":"t","session":3,
+            "findings":[{"id":"cma.free","status":"warn"},{"id":"limits.nofile","status":"fail"},{"id":"x","status":"pass"}],
+            "metrics":{"cma_free_bytes":1048576}}"#);
+        assert_eq!(r.worst, vec!["limits.nofile fail", "cma.free warn"]);
+        assert_eq!(r.cma_free_bytes, Some(1 << 20));
+        assert_eq!(r.session, 3);
+        apply_status(&mut r, b"garbage");
+        assert_eq!(r.health, "unparsable");
+        assert!(render_rows(&[r]).contains("unparsable"));
+    }
+}

@@ -1,0 +1,160 @@
+//! Home Assistant MQTT discovery (off by default): one device-based discovery message
+//! (`<prefix>/device/<board>/config`, retained) with sensors for CMA total/free and health, a
+//! binary sensor (`problem`) per check, and buttons for compaction and rescan. Re-sent when Home
+//! Assistant announces itself (`<prefix>/status` = `online`). Button presses arrive on
+//! `<root>/<board>/ha/<action>` (not retained) and run like unsigned commands.
+
+use crate::check::CHECK_IDS;
+use crate::mqtt::command::Action;
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::AsyncClient;
+use serde_json::{json, Map, Value};
+
+/// What the discovery needs to know about the board.
+#[derive(Debug, Clone, Copy)]
+pub struct HaContext<'a> {
+    /// Discovery prefix (`homeassistant`).
+    pub prefix: &'a str,
+    /// Topic root of the fleet.
+    pub topic_root: &'a str,
+    /// Board id.
+    pub board: &'a str,
+    /// Model string for the device card.
+    pub model: &'a str,
+    /// Profile id (shown as hardware version).
+    pub profile: &'a str,
+}
+
+/// `<prefix>/device/<board>/config`.
+pub fn discovery_topic(ctx: &HaContext<'_>) -> String {
+    format!("{}/device/{}/config", ctx.prefix, ctx.board)
+}
+
+/// `<root>/<board>/ha/<action>`: where the buttons publish.
+pub fn button_topic(ctx: &HaContext<'_>, action: &str) -> String {
+    format!("{}/{}/ha/{action}", ctx.topic_root, ctx.board)
+}
+
+/// The device-based discovery payload.
+pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
+    let status = crate::mqtt::topics::status(ctx.topic_root, ctx.board);
+    let avail = crate::mqtt::topics::availability(ctx.topic_root, ctx.board);
+    let b = ctx.board;
+    let mut cmps = Map::new();
+    cmps.insert(
+        format!("{b}_cma_total"),
+        json!({"p": "sensor", "unique_id": format!("{b}_cma_total"), "name": "CMA total", "device_class": "data_size",
+               "unit_of_measurement": "B", "state_topic": status, "value_template": "{{ value_json.metrics.cma_total_bytes | default(0) }}",
+               "expire_after": 600}),
+    );
+    cmps.insert(
+        format!("{b}_cma_free"),
+        json!({"p": "sensor", "unique_id": format!("{b}_cma_free"), "name": "CMA free", "device_class": "data_size",
+               "unit_of_measurement": "B", "state_topic": status, "value_template": "{{ value_json.metrics.cma_free_bytes | default(0) }}",
+               "expire_after": 600}),
+    );
+    cmps.insert(
+        format!("{b}_health"),
+        json!({"p": "sensor", "unique_id": format!("{b}_health"), "name": "Health", "state_topic": status,
+               "value_template": "{{ value_json.health }}", "expire_after": 600}),
+    );
+    for id in CHECK_IDS {
+        let key = format!("{b}_check_{}", id.replace('.', "_"));
+        cmps.insert(
+            key.clone(),
+            json!({"p": "binary_sensor", "unique_id": key, "name": id, "device_class": "problem", "state_topic": status,
+                   "value_template": format!("{{% set f = value_json.findings | selectattr('id', 'equalto', '{id}') | map(attribute='status') | list %}}{{{{ 'ON' if ('fail' in f or 'warn' in f) else 'OFF' }}}}"),
+                   "entity_category": "diagnostic"}),
+        );
+    }
+    for action in ["compact", "rescan"] {
+        cmps.insert(
+            format!("{b}_{action}"),
+            json!({"p": "button", "unique_id": format!("{b}_{action}"), "name": action, "command_topic": button_topic(ctx, action),
+                   "payload_press": "PRESS", "entity_category": "config"}),
+        );
+    }
+    json!({
+        "dev": {"ids": [format!("npu-agent-{b}")], "name": format!("{} ({b})", ctx.model), "mf": "npu-agent", "mdl": ctx.model, "hw": ctx.profile},
+        "o": {"name": "npu-agent", "sw": env!("CARGO_PKG_VERSION")},
+        "availability_topic": avail,
+        "payload_available": "online",
+        "payload_not_available": "offline",
+        "qos": 1,
+        "cmps": cmps,
+    })
+}
+
+/// On every connect: publish discovery and subscribe to Home Assistant's status and the buttons.
+pub fn on_connect(ctx: HaContext<'_>, client: &AsyncClient) {
+    let _ = client.try_subscribe(format!("{}/status", ctx.prefix), QoS::AtLeastOnce);
+    let _ = client.try_subscribe(format!("{}/{}/ha/+", ctx.topic_root, ctx.board), QoS::AtLeastOnce);
+    publish(ctx, client);
+}
+
+fn publish(ctx: HaContext<'_>, client: &AsyncClient) {
+    let payload = discovery_payload(&ctx).to_string();
+    let _ = client.try_publish(discovery_topic(&ctx), QoS::AtLeastOnce, true, payload.into_bytes());
+}
+
+/// What an incoming message meant for the Home Assistant side.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HaMessage {
+    /// Not a Home Assistant topic.
+    NotMine,
+    /// Consumed (e.g. Home Assistant came online and discovery was re-sent).
+    Handled,
+    /// A button press to run.
+    Press(Action),
+}
+
+/// Handles a message on a Home Assistant topic.
+pub fn on_message(ctx: HaContext<'_>, client: Option<&AsyncClient>, topic: &str, payload: &[u8]) -> HaMessage {
+    if topic == format!("{}/status", ctx.prefix) {
+        if payload == b"online" {
+            if let Some(c) = client {
+                publish(ctx, c);
+            }
+        }
+        return HaMessage::Handled;
+    }
+    if topic == button_topic(&ctx, "compact") {
+        return HaMessage::Press(Action::Compact { drop_caches: false });
+    }
+    if topic == button_topic(&ctx, "rescan") {
+        return HaMessage::Press(Action::Rescan);
+    }
+    if topic.starts_with(&format!("{}/{}/ha/", ctx.topic_root, ctx.board)) {
+        return HaMessage::Handled;
+    }
+    HaMessage::NotMine
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> HaContext<'static> {
+        HaContext { prefix: "homeassistant", topic_root: "npu-fleet", board: "b1", model: "Radxa ROCK 5B", profile: "rk3588-rknpu" }
+    }
+
+    #[test]
+    fn discovery_names_the_right_topics() {
+        let p = discovery_payload(&ctx());
+        assert_eq!(discovery_topic(&ctx()), "homeassistant/device/b1/config");
+        assert_eq!(p["availability_topic"], "npu-fleet/b1/availability");
+        assert_eq!(p["cmps"]["b1_cma_free"]["state_topic"], "npu-fleet/b1/status");
+        assert_eq!(p["cmps"]["b1_compact"]["command_topic"], "npu-fleet/b1/ha/compact");
+        assert_eq!(p["cmps"]["b1_check_limits_nofile"]["p"], "binary_sensor");
+        let n = p["cmps"].as_object().unwrap().len();
+        assert_eq!(n, 3 + CHECK_IDS.len() + 2);
+    }
+
+    #[test]
+    fn messages() {
+        assert_eq!(on_message(ctx(), None, "npu-fleet/b1/ha/compact", b"PRESS"), HaMessage::Press(Action::Compact { drop_caches: false }));
+        assert_eq!(on_message(ctx(), None, "homeassistant/status", b"online"), HaMessage::Handled);
+        assert_eq!(on_message(ctx(), None, "npu-fleet/b1/ha/reboot", b"PRESS"), HaMessage::Handled);
+        assert_eq!(on_message(ctx(), None, "npu-fleet/b1/cmd/x/y", b"{}"), HaMessage::NotMine);
+    }
+}
