@@ -21,6 +21,9 @@ use tokio::sync::mpsc;
 
 /// State file with the seen command ids and per-action last runs.
 pub const LEDGER_FILE: &str = "commands.json";
+/// Most actions waiting to run; more are rejected as busy (a command storm cannot grow memory).
+pub const MAX_QUEUED_ACTIONS: usize = 16;
+
 /// State file with the MQTT session counter.
 pub const SESSION_FILE: &str = "session.json";
 
@@ -584,7 +587,8 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                 }
                 agent.status_dirty = true;
             }
-            if agent.s.cfg.home_assistant.enabled {
+            // Discovery names the model: wait for the first diagnosis if it has not come yet.
+            if agent.s.cfg.home_assistant.enabled && agent.last_diagnosis.is_some() {
                 crate::ha::on_connect(agent_ha(agent), &l.client);
             }
             agent.flush();
@@ -621,6 +625,11 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                         let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
                         agent.send_retained(tp, p);
                     }
+                }
+                Verdict::Execute(_) if agent.queue.len() >= MAX_QUEUED_ACTIONS => {
+                    let reason = format!("busy: {} actions are queued; retry later", agent.queue.len());
+                    let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                    agent.send_retained(tp, p);
                 }
                 Verdict::Execute(action) => {
                     // Remembered before acting: a restart never runs it twice.
@@ -683,7 +692,13 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
                     }
                 }
             }
+            let first = agent.last_diagnosis.is_none();
             agent.set_report(d);
+            if first && agent.connected && agent.s.cfg.home_assistant.enabled {
+                if let Some(l) = &agent.link {
+                    crate::ha::on_connect(agent_ha(agent), &l.client);
+                }
+            }
             if !agent.ready_sent {
                 let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
                 agent.ready_sent = true;

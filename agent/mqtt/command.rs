@@ -25,6 +25,10 @@ pub const ACTIONS: &[&str] = &["compact", "set_cma", "reboot", "rescan", "releas
 /// Largest accepted command payload (bytes). Larger ones are rejected without parsing.
 pub const MAX_COMMAND_BYTES: usize = 4096;
 
+/// Identical bytes for a cmd_id within this many seconds are a QoS 1 re-delivery (ignored);
+/// later, a replay (rejected).
+pub const DUPLICATE_WINDOW_S: i64 = 10;
+
 /// Clock skew tolerated between requester and board, seconds.
 pub const CLOCK_SKEW_S: i64 = 60;
 
@@ -240,7 +244,8 @@ pub fn rate_limit_s(action: &str) -> i64 {
         "reboot" => 300,
         "set_cma" | "compact" => 30,
         "release_npu" => 10,
-        _ => 1,
+        // A rescan is a few milliseconds of file reads; the daemon's bounded queue limits storms.
+        _ => 0,
     }
 }
 
@@ -317,7 +322,7 @@ pub fn gate(policy: &Policy, ledger: &mut Ledger, topic: &super::topics::Command
     // A second delivery of the same bytes within seconds is a QoS 1 duplicate: ignore it.
     let h = fnv(payload);
     if let Some((prev, at)) = ledger.recent_payload.get(&topic.cmd_id) {
-        if *prev == h && now - at < 30 {
+        if *prev == h && now - at < DUPLICATE_WINDOW_S {
             return Verdict::Ignore("duplicate delivery");
         }
     }
@@ -477,6 +482,10 @@ mod tests {
         let m = init("b1", serde_json::json!({"drop_caches": true}), NOW);
         assert_eq!(gate(&p, &mut l, &topic("b1", "compact", "a"), &bytes(&m), NOW), Verdict::Execute(Action::Compact { drop_caches: true }));
         assert!(rejected(gate(&p, &mut l, &topic("b1", "compact", "b"), &bytes(&m), NOW + 5)).contains("rate limited"));
+        // Rescans are not rate limited (the daemon bounds its queue instead).
+        let r = init("b1", serde_json::json!({}), NOW);
+        assert!(matches!(gate(&p, &mut l, &topic("b1", "rescan", "r1"), &bytes(&r), NOW), Verdict::Execute(_)));
+        assert!(matches!(gate(&p, &mut l, &topic("b1", "rescan", "r2"), &bytes(&r), NOW), Verdict::Execute(_)));
         assert!(matches!(gate(&p, &mut l, &topic("b1", "compact", "c"), &bytes(&m), NOW + 31), Verdict::Execute(_)));
         // Echoes of the agent's own states are ignored.
         assert_eq!(gate(&p, &mut l, &topic("b1", "compact", "a"), br#"{"status":"successful"}"#, NOW), Verdict::Ignore("not an init message"));
