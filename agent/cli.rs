@@ -35,6 +35,76 @@ pub enum Command {
         #[command(subcommand)]
         action: ProfilesAction,
     },
+    /// Compact memory now (sync, optionally drop the page cache, compact_memory=1) and show
+    /// CmaFree, MemFree, buddyinfo and compaction counters before and after. Exit 0 done,
+    /// 1 refused or failed.
+    Compact(CompactArgs),
+    /// The boot-time CMA pool (cma=): as configured, as booted and as in effect; or edit it.
+    Cma {
+        /// show or set.
+        #[command(subcommand)]
+        action: CmaAction,
+    },
+    /// The daemon: periodic checks, MQTT status, remote commands (non-zero only on a fatal
+    /// config error).
+    Run(crate::cli_ops::RunArgs),
+    /// Operator side: watch the fleet's status, or send a command to one board or all.
+    Fleet {
+        /// watch or send.
+        #[command(subcommand)]
+        action: crate::cli_ops::FleetAction,
+    },
+    /// Write an Ed25519 key pair for signing commands: FILE (private, mode 0600) and FILE.pub.
+    Keygen {
+        /// Where to write the private key.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+}
+
+/// `compact` options.
+#[derive(Debug, clap::Args)]
+pub struct CompactArgs {
+    /// Write every file under DIR instead of / (a captured or test tree).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// Also write 1 to /proc/sys/vm/drop_caches (page cache only) before compacting.
+    #[arg(long)]
+    pub drop_caches: bool,
+    /// Show the current figures and what would be done; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `cma` actions.
+#[derive(Debug, Subcommand)]
+pub enum CmaAction {
+    /// The cma= in the boot file, on /proc/cmdline, the pool in effect (CmaTotal), and the
+    /// verdict: not set, pending reboot, overridden, in effect. Exit 0.
+    Show {
+        /// Read every file under DIR instead of /.
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+        /// Profile id, profile file, or auto.
+        #[arg(long, value_name = "ID|FILE", default_value = "auto")]
+        profile: String,
+    },
+    /// Set the boot-time CMA size in the boot file the profile names (on a Pi 5: the cma
+    /// overlay in config.txt). Backup, atomic write, re-read; a reboot applies it. Exit 0 done
+    /// or nothing to do, 1 refused or failed.
+    Set {
+        /// Size with K, M or G suffix (256M); at least the profile minimum, at most 25% of RAM.
+        size: String,
+        /// Edit files under DIR instead of /.
+        #[arg(long, value_name = "DIR", default_value = "/")]
+        root: PathBuf,
+        /// Profile id, profile file, or auto.
+        #[arg(long, value_name = "ID|FILE", default_value = "auto")]
+        profile: String,
+        /// Print the diff; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 /// Output format.
@@ -108,6 +178,63 @@ pub fn run(args: impl IntoIterator<Item = String>, out: &mut dyn Write, err: &mu
     match cli.command {
         Command::Check(a) => check(a, out, err),
         Command::Profiles { action } => profiles(action, out, err),
+        Command::Compact(a) => compact(a, out, err),
+        Command::Cma { action } => cma(action, out, err),
+        Command::Run(a) => crate::cli_ops::run(a, out, err),
+        Command::Fleet { action } => crate::cli_ops::fleet(action, out, err),
+        Command::Keygen { out: path } => crate::cli_ops::keygen(&path, out, err),
+    }
+}
+
+fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    use crate::action::compact::{render_compact_text, run_compaction, CompactOptions, CompactOutcome, RootKnobs};
+    if !a.root.is_dir() {
+        let _ = writeln!(err, "npu-agent: --root {}: not a directory", a.root.display());
+        return EXIT_USAGE;
+    }
+    let root = SysRoot::new(&a.root);
+    let opts = CompactOptions {
+        drop_caches: a.drop_caches,
+        dry_run: a.dry_run,
+        ..CompactOptions::default()
+    };
+    let state = crate::action::state::StateDir::default_for(&root);
+    let report = run_compaction(&root, &mut RootKnobs::new(&root), &opts, &state, crate::action::now_unix_s());
+    let _ = write!(out, "{}", render_compact_text(&report));
+    match report.outcome {
+        CompactOutcome::Done | CompactOutcome::DryRun => EXIT_OK,
+        CompactOutcome::Refused | CompactOutcome::Failed => EXIT_FINDINGS,
+    }
+}
+
+fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    use crate::action::cma::{cma_set, cma_show, render_cma_set, render_cma_show};
+    let (root_dir, profile_arg) = match &action {
+        CmaAction::Show { root, profile } | CmaAction::Set { root, profile, .. } => (root.clone(), profile.clone()),
+    };
+    if !root_dir.is_dir() {
+        let _ = writeln!(err, "npu-agent: --root {}: not a directory", root_dir.display());
+        return EXIT_USAGE;
+    }
+    let root = SysRoot::new(&root_dir);
+    let d = match diagnose(&root, &ProfileChoice::parse(&profile_arg)) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let state = crate::action::state::StateDir::default_for(&root);
+    match action {
+        CmaAction::Show { .. } => {
+            let _ = write!(out, "{}", render_cma_show(&cma_show(&d, &state)));
+            EXIT_OK
+        }
+        CmaAction::Set { size, dry_run, .. } => {
+            let r = cma_set(&root, &d, &size, dry_run, &mut crate::action::atomic::RealStorage, &state, crate::action::now_unix_s());
+            let _ = write!(out, "{}", render_cma_set(&r));
+            r.outcome.exit_code()
+        }
     }
 }
 

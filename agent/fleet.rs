@@ -428,8 +428,10 @@ async fn watch_async(a: &WatchArgs, opts: LinkOptions, out: &mut dyn Write, err:
         match ev {
             Some(LinkEvent::Connected { .. }) => {
                 connected = true;
-                let _ = link.client.try_subscribe(format!("{root}/+/status"), QoS::AtLeastOnce);
-                let _ = link.client.try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
+                // QoS 0: a state topic needs only the latest value, and brokers cap the QoS 1
+                // queue per client (mosquitto: 1000), which would cut a large fleet short.
+                let _ = link.client.try_subscribe(format!("{root}/+/status"), QoS::AtMostOnce);
+                let _ = link.client.try_subscribe(format!("{root}/+/availability"), QoS::AtMostOnce);
             }
             Some(LinkEvent::Disconnected { reason }) => last_error = reason,
             Some(LinkEvent::Message { topic, payload, .. }) => {

@@ -16,9 +16,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod action;
 pub mod check;
 pub mod cli;
+mod cli_ops;
+pub mod config;
+pub mod daemon;
 pub mod diagnose;
+pub mod fleet;
+pub mod ha;
+pub mod mqtt;
 pub mod parse;
 pub mod probe;
 pub mod profile;

@@ -376,6 +376,7 @@ pub fn gate(policy: &Policy, ledger: &mut Ledger, topic: &super::topics::Command
     }
     ledger.seen.insert(topic.cmd_id.clone(), now);
     ledger.last_run.insert(topic.action.clone(), now);
+    ledger.recent_payload.retain(|_, (_, at)| now - *at < DUPLICATE_WINDOW_S);
     ledger.recent_payload.insert(topic.cmd_id.clone(), (h, now));
     ledger.prune();
     Verdict::Execute(action)

@@ -105,6 +105,11 @@ fn options(o: &LinkOptions) -> MqttOptions {
     m.set_keep_alive(o.keep_alive.max(Duration::from_secs(5)));
     m.set_clean_start(true);
     m.set_connection_timeout(o.connect_timeout_s);
+    // Small packets (command states) must not wait for Nagle + delayed ACK (~40 ms each way).
+    let mut net = rumqttc::NetworkOptions::new();
+    net.set_tcp_nodelay(true);
+    net.set_connection_timeout(o.connect_timeout_s);
+    m.set_network_options(net);
     m.set_max_packet_size(Some(o.max_incoming_packet_bytes));
     m.set_request_channel_capacity(256);
     m.set_outgoing_inflight_upper_limit(32);

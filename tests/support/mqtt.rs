@@ -54,7 +54,7 @@ impl Broker {
         let conf = dir.path().join("mosquitto.conf");
         std::fs::write(
             &conf,
-            format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type error\n{extra}\n"),
+            format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\nlog_dest stderr\nlog_type error\n{extra}\n"),
         )
         .unwrap();
         let mut b = Broker { port, child: None, conf, _dir: dir };
@@ -240,7 +240,10 @@ impl Client {
         let mut o = rumqttc::MqttOptions::new(format!("test-{:08x}", u32::from_le_bytes(id)), "127.0.0.1", port);
         o.set_keep_alive(Duration::from_secs(5));
         o.set_max_packet_size(1 << 20, 1 << 20);
+        let mut net = rumqttc::NetworkOptions::new();
+        net.set_tcp_nodelay(true);
         let (client, mut conn) = rumqttc::Client::new(o, 1000);
+        conn.eventloop.set_network_options(net);
         for s in subscriptions {
             client.subscribe(*s, rumqttc::QoS::AtLeastOnce).unwrap();
         }
@@ -280,7 +283,7 @@ impl Client {
                 }
             }
             assert!(t0.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 

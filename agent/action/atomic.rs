@@ -1,0 +1,335 @@
+//! Atomic file replacement for boot files and state files: optional backup beside the file,
+//! temp file in the same directory, `fsync`, rename over the target, `fsync` of the directory.
+//!
+//! A power cut at any step leaves the target either as it was or completely new, and the backup
+//! (once its own rename is done) complete: the backup is itself written with temp + rename, and
+//! the target is only ever replaced by a rename of a fully written and synced temp file. The
+//! backup is kept (the Pi boot partition is FAT, where rename is not journalled).
+//!
+//! The primitive operations go through [`Storage`], so a test can stop the sequence after any
+//! [`Step`] or make a write fail with `ENOSPC`; [`RealStorage`] is `std::fs`.
+
+use std::fmt;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Suffix of the backup kept beside an edited file (`armbianEnv.txt.npu-agent.bak`).
+pub const BACKUP_SUFFIX: &str = ".npu-agent.bak";
+/// Suffix of the temporary file (`.armbianEnv.txt.npu-agent.tmp`, hidden, same directory).
+pub const TEMP_SUFFIX: &str = ".npu-agent.tmp";
+/// Mode of a new file when there is no old one to copy it from.
+pub const DEFAULT_MODE: u32 = 0o644;
+
+/// One step of [`write_atomic`], in order. A failure names the step it happened in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Create the backup's temp file.
+    BackupCreate,
+    /// Write the old content into it.
+    BackupWrite,
+    /// `fsync` it.
+    BackupSync,
+    /// Rename it to `<file>.npu-agent.bak`.
+    BackupRename,
+    /// `fsync` the directory so the backup's name is durable.
+    BackupDirSync,
+    /// Create the temp file for the new content.
+    TempCreate,
+    /// Write the new content.
+    TempWrite,
+    /// `fsync` the temp file.
+    TempSync,
+    /// Rename the temp file over the target.
+    Rename,
+    /// `fsync` the directory so the rename is durable.
+    DirSync,
+}
+
+impl Step {
+    /// Lowercase words for messages (`temp write`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::BackupCreate => "backup create",
+            Step::BackupWrite => "backup write",
+            Step::BackupSync => "backup fsync",
+            Step::BackupRename => "backup rename",
+            Step::BackupDirSync => "backup directory fsync",
+            Step::TempCreate => "temp file create",
+            Step::TempWrite => "temp file write",
+            Step::TempSync => "temp file fsync",
+            Step::Rename => "rename",
+            Step::DirSync => "directory fsync",
+        }
+    }
+}
+
+/// An open file being written by [`write_atomic`].
+pub trait StorageFile {
+    /// Writes all of `bytes` (a short write is an error, e.g. `ENOSPC`).
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()>;
+    /// `fsync`: data and metadata on stable storage.
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+/// The filesystem primitives [`write_atomic`] uses; host paths (already resolved under the
+/// root with [`crate::root::SysRoot::write_path`]).
+pub trait Storage {
+    /// Creates or truncates `path` for writing with permission bits `mode` (subject to the
+    /// umask; ignored by FAT).
+    fn create(&mut self, path: &Path, mode: u32) -> io::Result<Box<dyn StorageFile>>;
+    /// Renames `from` to `to`, replacing `to`.
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()>;
+    /// `fsync` of a directory (makes a rename in it durable).
+    fn sync_dir(&mut self, dir: &Path) -> io::Result<()>;
+    /// Removes a file (cleanup of a temp file after a failure).
+    fn remove_file(&mut self, path: &Path) -> io::Result<()>;
+}
+
+/// [`Storage`] on the real filesystem (`std::fs`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealStorage;
+
+struct RealFile(fs::File);
+
+impl StorageFile for RealFile {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.0.write_all(bytes)?;
+        self.0.flush()
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.0.sync_all()
+    }
+}
+
+impl Storage for RealStorage {
+    fn create(&mut self, path: &Path, mode: u32) -> io::Result<Box<dyn StorageFile>> {
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode & 0o7777)
+            .open(path)?;
+        Ok(Box::new(RealFile(file)))
+    }
+    fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+    fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {
+        fs::File::open(dir)?.sync_all()
+    }
+    fn remove_file(&mut self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+}
+
+/// A failed atomic write: the step, the host path it worked on, the OS error.
+#[derive(Debug)]
+pub struct WriteError {
+    /// Step that failed.
+    pub step: Step,
+    /// Host path of the file that step worked on.
+    pub path: PathBuf,
+    /// The OS error.
+    pub source: io::Error,
+}
+
+impl WriteError {
+    /// The errno, when the error came from the OS (`28` = `ENOSPC`, `30` = `EROFS`).
+    pub fn errno(&self) -> Option<i32> {
+        self.source.raw_os_error()
+    }
+
+    /// A sentence for people: what the errno means for the edit.
+    pub fn reason(&self) -> String {
+        match self.errno() {
+            Some(28) => "no space left on the device (ENOSPC)".into(),
+            Some(30) => "the filesystem is mounted read-only (EROFS); remount it read-write".into(),
+            Some(13) | Some(1) => "permission denied: run as root".into(),
+            _ => self.source.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} failed: {}",
+            self.path.display(),
+            self.step.as_str(),
+            self.reason()
+        )
+    }
+}
+
+impl std::error::Error for WriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// What [`write_atomic`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteReport {
+    /// The replaced (or created) file, host path.
+    pub target: PathBuf,
+    /// The backup beside it, when one was asked for.
+    pub backup: Option<PathBuf>,
+    /// Bytes written to the target.
+    pub bytes: usize,
+}
+
+/// Host path of the backup of `target`: `<dir>/<name>.npu-agent.bak`.
+pub fn backup_path(target: &Path) -> PathBuf {
+    sibling(target, "", BACKUP_SUFFIX)
+}
+
+/// Host path of the temp file for `target`: `<dir>/.<name>.npu-agent.tmp`.
+pub fn temp_path(target: &Path) -> PathBuf {
+    sibling(target, ".", TEMP_SUFFIX)
+}
+
+fn sibling(target: &Path, prefix: &str, suffix: &str) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    target.with_file_name(format!("{prefix}{name}{suffix}"))
+}
+
+/// Permission bits of an existing file (to give the replacement the same), `None` when it does
+/// not exist.
+pub fn existing_mode(path: &Path) -> Option<u32> {
+    fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o7777)
+}
+
+fn at(step: Step, path: &Path) -> impl FnOnce(io::Error) -> WriteError + '_ {
+    move |source| WriteError {
+        step,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes `bytes` to `tmp` and renames it to `dest`, then syncs the directory: the steps
+/// `create`, `write`, `sync`, `rename`, `dir_sync`.
+fn replace_via(
+    storage: &mut dyn Storage,
+    dest: &Path,
+    tmp: &Path,
+    bytes: &[u8],
+    mode: u32,
+    steps: [Step; 5],
+) -> Result<(), WriteError> {
+    let [create, write, sync, rename, dir_sync] = steps;
+    let dir = dest.parent().unwrap_or(Path::new("/"));
+    let result = (|| {
+        let mut file = storage.create(tmp, mode).map_err(at(create, tmp))?;
+        file.write_all(bytes).map_err(at(write, tmp))?;
+        file.sync().map_err(at(sync, tmp))?;
+        drop(file);
+        storage.rename(tmp, dest).map_err(at(rename, dest))
+    })();
+    if let Err(e) = result {
+        // Leave no half-written temp file behind (best effort; a dead machine cannot).
+        let _ = storage.remove_file(tmp);
+        return Err(e);
+    }
+    storage.sync_dir(dir).map_err(at(dir_sync, dir))
+}
+
+/// Replaces `target` (a host path) with `bytes` atomically.
+///
+/// With `backup_of = Some(old)`, first writes `old` (the current content, as read by the caller)
+/// to `<target>.npu-agent.bak` with the same temp + fsync + rename sequence, so the backup is
+/// complete before the target is touched. The new file gets permission bits `mode`.
+///
+/// Errors: the first failing [`Step`] with its OS error; the temp file is removed on failure.
+/// After a failure the target is either unchanged or (for a failed [`Step::DirSync`]) already
+/// new but not confirmed durable.
+pub fn write_atomic(
+    storage: &mut dyn Storage,
+    target: &Path,
+    bytes: &[u8],
+    backup_of: Option<&[u8]>,
+    mode: u32,
+) -> Result<WriteReport, WriteError> {
+    let backup = match backup_of {
+        Some(old) => {
+            let bak = backup_path(target);
+            let tmp = sibling(target, ".", &format!("{BACKUP_SUFFIX}{TEMP_SUFFIX}"));
+            replace_via(
+                storage,
+                &bak,
+                &tmp,
+                old,
+                mode,
+                [
+                    Step::BackupCreate,
+                    Step::BackupWrite,
+                    Step::BackupSync,
+                    Step::BackupRename,
+                    Step::BackupDirSync,
+                ],
+            )?;
+            Some(bak)
+        }
+        None => None,
+    };
+    replace_via(
+        storage,
+        target,
+        &temp_path(target),
+        bytes,
+        mode,
+        [
+            Step::TempCreate,
+            Step::TempWrite,
+            Step::TempSync,
+            Step::Rename,
+            Step::DirSync,
+        ],
+    )?;
+    Ok(WriteReport {
+        target: target.to_path_buf(),
+        backup,
+        bytes: bytes.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_keeps_backup_and_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("cmdline.txt");
+        fs::write(&target, "old\n").unwrap();
+        fs::set_permissions(&target, fs::Permissions::from_mode(0o600)).unwrap();
+        let mode = existing_mode(&target).unwrap();
+        let r = write_atomic(&mut RealStorage, &target, b"new\n", Some(b"old\n"), mode).unwrap();
+        assert_eq!(fs::read_to_string(&target).unwrap(), "new\n");
+        assert_eq!(fs::read_to_string(r.backup.unwrap()).unwrap(), "old\n");
+        assert_eq!(existing_mode(&target), Some(0o600));
+        assert!(!temp_path(&target).exists());
+        assert_eq!(
+            backup_path(&target),
+            dir.path().join("cmdline.txt.npu-agent.bak")
+        );
+    }
+
+    #[test]
+    fn missing_directory_fails_at_temp_create() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("nope/state.json");
+        let e = write_atomic(&mut RealStorage, &target, b"{}", None, DEFAULT_MODE).unwrap_err();
+        assert_eq!(e.step, Step::TempCreate);
+        assert_eq!(e.errno(), Some(2));
+    }
+}

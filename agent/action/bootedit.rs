@@ -1,0 +1,1056 @@
+//! Pure edits of the boot-time CMA size: text in, new text + unified-style diff + warnings out.
+//! Nothing here opens a file; [`super::cma`] reads, writes and verifies.
+//!
+//! Rules (DESIGN §6 `set_cma`, RK3588-MEMORY.md §4, HAILO-PI5.md §6.3):
+//! - Replace the one `cma=` token that wins (the kernel keeps the last one; U-Boot's
+//!   `env import` keeps the last definition of a key); never add a duplicate. Where there is
+//!   none, add it to the line that carries kernel arguments (creating `extraargs=` in an
+//!   Armbian/Orange Pi env file that has none).
+//! - Keep every other byte: comments, order, quoting, line endings (CRLF stays CRLF).
+//! - A Raspberry Pi `config.txt` sizes the device-tree pool with `dtoverlay=cma,cma-N`
+//!   (N in [`OVERLAY_SIZES_MB`]) or `cma-size=<bytes>` (4 MiB aligned).
+
+use crate::parse::bootfile::{find_boot_cma, pi_config_cma, BootFileKind};
+use crate::parse::size::{human_bytes, parse_size_bytes};
+
+/// Largest CMA pool `cma set` accepts, as a percentage of `MemTotal` (a safe fraction: the pool
+/// is taken from low memory that unmovable allocations also need, RK3588-MEMORY.md §4.4).
+pub const MAX_RAM_PERCENT: u64 = 25;
+
+/// Pool sizes (MiB) the Raspberry Pi `cma` overlay offers as `cma-N` parameters.
+pub const OVERLAY_SIZES_MB: &[u64] = &[64, 96, 128, 192, 256, 320, 384, 448, 512];
+
+/// Alignment `cma-size=` needs (bytes): the overlay README says "in bytes, 4MB aligned".
+pub const OVERLAY_SIZE_ALIGN_BYTES: u64 = 4 << 20;
+
+/// Largest pool known to work through the overlay on a Pi 5 (MiB); above it a warning is given
+/// (HAILO-PI5.md §6.3: 768M/1G gave `CmaTotal: 0` with `numa=fake=8`).
+pub const PI5_VERIFIED_MAX_MB: u64 = 512;
+
+const MIB: u64 = 1 << 20;
+
+/// A requested CMA size: bytes and the token written after `cma=` (`256M`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CmaSize {
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Canonical `memparse` form: the largest of G/M/K that divides the size exactly, else
+    /// plain bytes (`262144K` -> `256M`).
+    pub token: String,
+}
+
+/// Why a requested size is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// Not a number with an optional K/M/G suffix.
+    #[error("{0:?} is not a size: use a number with an optional K, M or G suffix (e.g. 256M)")]
+    Syntax(String),
+    /// A `@start-end` placement was given; `cma set` only sets the size.
+    #[error(
+        "{0:?} has a placement (@...): cma set only sets the size; edit the placement by hand"
+    )]
+    Placement(String),
+    /// Below the profile's `cma.min_total_bytes`.
+    #[error("{size} is below the profile's minimum pool of {min} (cma.min_total_bytes)", size = human_bytes(*size_bytes), min = human_bytes(*min_bytes))]
+    BelowMinimum {
+        /// Requested size in bytes.
+        size_bytes: u64,
+        /// The profile minimum in bytes.
+        min_bytes: u64,
+    },
+    /// More than [`MAX_RAM_PERCENT`] of `MemTotal`.
+    #[error("{size} is more than {MAX_RAM_PERCENT}% of RAM ({ram}): at most {limit} is accepted, because the pool is carved out of low memory that the kernel also needs", size = human_bytes(*size_bytes), ram = human_bytes(*mem_total_bytes), limit = human_bytes(*limit_bytes))]
+    AboveSafeFraction {
+        /// Requested size in bytes.
+        size_bytes: u64,
+        /// `MemTotal` in bytes.
+        mem_total_bytes: u64,
+        /// The accepted maximum in bytes.
+        limit_bytes: u64,
+    },
+    /// `MemTotal` is unknown, so the size cannot be checked against RAM.
+    #[error("cannot check the size against RAM: /proc/meminfo has no MemTotal ({0})")]
+    UnknownRam(String),
+    /// The Pi overlay's `cma-size=` needs a multiple of 4 MiB.
+    #[error("{size} is not a multiple of 4 MiB, which the Raspberry Pi cma overlay needs (cma-size is 4MB aligned); try {lower} or {upper}", size = human_bytes(*size_bytes), lower = format_cma_token(*size_bytes / OVERLAY_SIZE_ALIGN_BYTES * OVERLAY_SIZE_ALIGN_BYTES), upper = format_cma_token((*size_bytes / OVERLAY_SIZE_ALIGN_BYTES + 1) * OVERLAY_SIZE_ALIGN_BYTES))]
+    OverlayAlignment {
+        /// Requested size in bytes.
+        size_bytes: u64,
+    },
+}
+
+/// The shortest exact `memparse` form of `bytes`: `1G`, `256M`, `65540K`, `0`, or plain bytes.
+pub fn format_cma_token(bytes: u64) -> String {
+    if bytes == 0 {
+        return "0".into();
+    }
+    for (shift, suffix) in [(30, "G"), (20, "M"), (10, "K")] {
+        if bytes % (1u64 << shift) == 0 {
+            return format!("{}{suffix}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// Parses the SIZE argument of `cma set` (`256M`, `1G`, `262144K`, `0`; binary units).
+///
+/// Errors: [`SizeError::Syntax`] for anything `memparse` would not read as a plain size,
+/// [`SizeError::Placement`] for `@start-end`.
+pub fn parse_cma_size(text: &str) -> Result<CmaSize, SizeError> {
+    let t = text.trim();
+    if t.contains('@') {
+        return Err(SizeError::Placement(t.to_string()));
+    }
+    let bytes = parse_size_bytes(t).ok_or_else(|| SizeError::Syntax(t.to_string()))?;
+    Ok(CmaSize {
+        bytes,
+        token: format_cma_token(bytes),
+    })
+}
+
+/// Checks a size against the profile minimum (`min_total_bytes`, bytes; `None` or 0 = no
+/// minimum) and against [`MAX_RAM_PERCENT`] of `mem_total_bytes` (`/proc/meminfo` `MemTotal`,
+/// bytes). Returns the accepted maximum in bytes.
+///
+/// Errors: [`SizeError::BelowMinimum`], [`SizeError::AboveSafeFraction`],
+/// [`SizeError::UnknownRam`] when `mem_total_bytes` is `Err` (its text says why).
+pub fn validate_cma_size(
+    size: &CmaSize,
+    min_total_bytes: Option<u64>,
+    mem_total_bytes: Result<u64, String>,
+) -> Result<u64, SizeError> {
+    if let Some(min) = min_total_bytes.filter(|m| *m > 0) {
+        if size.bytes < min {
+            return Err(SizeError::BelowMinimum {
+                size_bytes: size.bytes,
+                min_bytes: min,
+            });
+        }
+    }
+    let ram = mem_total_bytes.map_err(SizeError::UnknownRam)?;
+    let limit =
+        u64::try_from(u128::from(ram) * u128::from(MAX_RAM_PERCENT) / 100).unwrap_or(u64::MAX);
+    if size.bytes > limit {
+        return Err(SizeError::AboveSafeFraction {
+            size_bytes: size.bytes,
+            mem_total_bytes: ram,
+            limit_bytes: limit,
+        });
+    }
+    Ok(limit)
+}
+
+/// Why a boot file cannot be edited safely.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    /// A `cmdline.txt` or `/etc/kernel/cmdline` without a non-empty line.
+    #[error("the file has no kernel-arguments line; refusing to create a command line that has only cma=")]
+    NoArgsLine,
+    /// An extlinux file without a `label`.
+    #[error("no `label` entry in the file")]
+    NoLabel,
+    /// The extlinux label that boots has no `append` line.
+    #[error("label {0:?} has no `append` line to carry cma=")]
+    NoAppend(String),
+    /// The winning `cma=` sits inside quotes, which the editor does not rewrite.
+    #[error("line {0}: cma= is inside quotes; edit it by hand")]
+    Quoted(usize),
+    /// The kind is not handled by this function (e.g. `config.txt` given to a cmdline edit).
+    #[error("{0:?} files are not edited this way")]
+    WrongKind(BootFileKind),
+    /// After the edit the file would not say what was asked (an editor bug; nothing written).
+    #[error("internal check failed: after the edit the file would read {0}")]
+    Verify(String),
+}
+
+/// The result of a pure edit.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileEdit {
+    /// The whole new text (equal to the input when `changed` is false).
+    pub new_text: String,
+    /// True when the text differs (false: the value is already there; nothing to write).
+    pub changed: bool,
+    /// Unified-style hunks (`@@ -4,1 +4,1 @@`, `-old`, `+new`) without the `---`/`+++` header;
+    /// empty when unchanged. See [`diff_with_header`].
+    pub diff: String,
+    /// What a person should know: duplicates left in place, CRLF, keys created.
+    pub warnings: Vec<String>,
+    /// One line: what was done (`line 4: cma=256M -> cma=512M`).
+    pub summary: String,
+}
+
+/// One line: content without its ending, and the ending (`\n`, `\r\n` or empty at EOF).
+#[derive(Debug, Clone)]
+struct Line {
+    content: String,
+    ending: String,
+}
+
+fn split_lines(text: &str) -> Vec<Line> {
+    text.split_inclusive('\n')
+        .map(|l| {
+            let (content, ending) = if let Some(c) = l.strip_suffix("\r\n") {
+                (c, "\r\n")
+            } else if let Some(c) = l.strip_suffix('\n') {
+                (c, "\n")
+            } else {
+                (l, "")
+            };
+            Line {
+                content: content.to_string(),
+                ending: ending.to_string(),
+            }
+        })
+        .collect()
+}
+
+fn join_lines(lines: &[Line]) -> String {
+    lines
+        .iter()
+        .map(|l| format!("{}{}", l.content, l.ending))
+        .collect()
+}
+
+/// The ending new lines get: CRLF when the file uses it anywhere, else LF.
+fn file_ending(text: &str) -> &'static str {
+    if text.contains("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    }
+}
+
+/// Appends a line, first ending the last line when the file does not end in a newline.
+fn push_line(lines: &mut Vec<Line>, content: String, ending: &str) {
+    if let Some(last) = lines.last_mut() {
+        if last.ending.is_empty() {
+            last.ending = ending.to_string();
+        }
+    }
+    lines.push(Line {
+        content,
+        ending: ending.to_string(),
+    });
+}
+
+/// Byte spans of whitespace-separated arguments in `s`; with `quotes`, a double-quoted part
+/// does not split (`a="x y"` is one argument), as the kernel's parser treats it.
+fn arg_spans(s: &str, quotes: bool) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    let mut in_quotes = false;
+    for (i, c) in s.char_indices() {
+        if quotes && c == '"' {
+            in_quotes = !in_quotes;
+            start.get_or_insert(i);
+        } else if c.is_whitespace() && !in_quotes {
+            if let Some(st) = start.take() {
+                out.push((st, i));
+            }
+        } else {
+            start.get_or_insert(i);
+        }
+    }
+    if let Some(st) = start {
+        out.push((st, s.len()));
+    }
+    out
+}
+
+/// A `cma=` argument: its span inside the line's content.
+#[derive(Debug, Clone, Copy)]
+struct CmaArg {
+    line: usize,
+    start: usize,
+    end: usize,
+}
+
+/// `cma=` arguments inside `content[from..to]`. Errors on a quoted `"cma=`.
+fn cma_args(
+    content: &str,
+    line: usize,
+    from: usize,
+    to: usize,
+    quotes: bool,
+) -> Result<Vec<CmaArg>, EditError> {
+    let part = &content[from..to];
+    let mut out = Vec::new();
+    for (s, e) in arg_spans(part, quotes) {
+        let arg = &part[s..e];
+        if arg.starts_with("cma=") {
+            out.push(CmaArg {
+                line,
+                start: from + s,
+                end: from + e,
+            });
+        } else if arg.starts_with("\"cma=") {
+            return Err(EditError::Quoted(line + 1));
+        }
+    }
+    Ok(out)
+}
+
+/// New text for one `cma=` argument: the new size, keeping an `@placement`.
+fn replace_arg(old_arg: &str, size: &CmaSize) -> String {
+    let value = old_arg.strip_prefix("cma=").unwrap_or("");
+    match value.split_once('@') {
+        Some((_, placement)) => format!("cma={}@{placement}", size.token),
+        None => format!("cma={}", size.token),
+    }
+}
+
+/// Size in bytes of an existing `cma=` argument (`None` when it does not parse).
+fn arg_bytes(arg: &str) -> Option<u64> {
+    let value = arg.strip_prefix("cma=")?;
+    parse_size_bytes(value.split('@').next().unwrap_or(""))
+}
+
+/// Span `(from, to)` of the kernel arguments in a line, by file kind. `None` when the line
+/// does not carry arguments.
+fn env_value_span(content: &str) -> Option<(String, usize, usize)> {
+    let t = content.trim_start();
+    if t.is_empty() || t.starts_with('#') {
+        return None;
+    }
+    let eq = content.find('=')?;
+    let key = content[..eq].trim();
+    if key.is_empty() || key.contains(char::is_whitespace) {
+        return None;
+    }
+    let mut from = eq + 1;
+    let mut to = content.len();
+    while from < to && content.as_bytes()[from].is_ascii_whitespace() {
+        from += 1;
+    }
+    while to > from && content.as_bytes()[to - 1].is_ascii_whitespace() {
+        to -= 1;
+    }
+    let inner = &content[from..to];
+    if inner.len() >= 2
+        && ((inner.starts_with('"') && inner.ends_with('"'))
+            || (inner.starts_with('\'') && inner.ends_with('\'')))
+    {
+        from += 1;
+        to -= 1;
+    }
+    Some((key.to_string(), from, to))
+}
+
+/// Inserts ` cma=X` after the last argument in `content[from..to]` (no space when empty).
+fn append_arg(content: &mut String, from: usize, to: usize, size: &CmaSize) {
+    let part = &content[from..to];
+    let end = from + part.trim_end().len();
+    let arg = format!("cma={}", size.token);
+    if end == from {
+        content.insert_str(end, &arg);
+    } else {
+        content.insert_str(end, &format!(" {arg}"));
+    }
+}
+
+fn crlf_warning(kind: BootFileKind, text: &str) -> Option<String> {
+    if !text.contains("\r\n") {
+        return None;
+    }
+    Some(match kind {
+        BootFileKind::ArmbianEnv | BootFileKind::OrangepiEnv => {
+            "the file has CRLF line endings (kept as they are); U-Boot's env import keeps the CR inside values, so consider converting it to LF".into()
+        }
+        _ => "the file has CRLF line endings (kept as they are)".into(),
+    })
+}
+
+/// Sets the boot-time `cma=` size in a kernel-arguments file: Armbian `armbianEnv.txt` /
+/// Orange Pi `orangepiEnv.txt` (`extraargs=`), Raspberry Pi `cmdline.txt` (first line),
+/// extlinux `append` of the label that boots, or `/etc/kernel/cmdline`. The winning `cma=` is
+/// replaced (its `@placement` kept); without one, `cma=` is added to the arguments line.
+/// Setting the size already there returns `changed: false`.
+///
+/// Errors: [`EditError`] when the file has no place for kernel arguments or the `cma=` is
+/// quoted; [`EditError::WrongKind`] for `config.txt` (use [`edit_pi_config_cma`]).
+pub fn edit_cmdline_cma(
+    kind: BootFileKind,
+    text: &str,
+    size: &CmaSize,
+) -> Result<FileEdit, EditError> {
+    let mut lines = split_lines(text);
+    let mut warnings: Vec<String> = crlf_warning(kind, text).into_iter().collect();
+    let ending = file_ending(text);
+    let target = locate(kind, &lines, &mut warnings)?;
+    let summary;
+    match target.winner {
+        Some(arg) => {
+            let content = &lines[arg.line].content;
+            let old = content[arg.start..arg.end].to_string();
+            if arg_bytes(&old) == Some(size.bytes) {
+                return Ok(unchanged(
+                    text,
+                    warnings,
+                    format!("line {}: {old} is already set", arg.line + 1),
+                ));
+            }
+            let new = replace_arg(&old, size);
+            if old.contains('@') {
+                warnings.push(format!(
+                    "kept the placement of {old}: only the size changes"
+                ));
+            }
+            summary = format!("line {}: {old} -> {new}", arg.line + 1);
+            lines[arg.line]
+                .content
+                .replace_range(arg.start..arg.end, &new);
+        }
+        None => match target.args_line {
+            Some((i, from, to)) => {
+                append_arg(&mut lines[i].content, from, to, size);
+                summary = format!("line {}: added cma={}", i + 1, size.token);
+            }
+            None => {
+                // Only env files get here (the other kinds error out in `locate`).
+                push_line(&mut lines, format!("extraargs=cma={}", size.token), ending);
+                let n = lines.len();
+                summary = format!(
+                    "line {n}: created extraargs=cma={} (the file had no extraargs=)",
+                    size.token
+                );
+                warnings.push("the file had no extraargs= line; added one at the end".into());
+            }
+        },
+    }
+    let new_text = join_lines(&lines);
+    let check = locate(kind, &split_lines(&new_text), &mut Vec::new())?;
+    let got = check
+        .winner
+        .map(|a| split_lines(&new_text)[a.line].content[a.start..a.end].to_string());
+    if got.as_deref().and_then(arg_bytes) != Some(size.bytes) {
+        return Err(EditError::Verify(got.unwrap_or_else(|| "no cma=".into())));
+    }
+    if kind != BootFileKind::Extlinux {
+        let parsed = find_boot_cma(kind, &new_text);
+        if parsed.cma.as_ref().and_then(|c| c.size_bytes) != Some(size.bytes) {
+            return Err(EditError::Verify(format!(
+                "{:?}",
+                parsed.cma.map(|c| c.raw)
+            )));
+        }
+    }
+    Ok(FileEdit {
+        diff: diff_hunks(text, &new_text),
+        new_text,
+        changed: true,
+        warnings,
+        summary,
+    })
+}
+
+/// Removes every `cma=` from the kernel-arguments line (Raspberry Pi 5: a command-line `cma=`
+/// bypasses the device-tree pool the firmware needs). Each argument goes with one adjacent run
+/// of whitespace; nothing else changes. Without a `cma=`, `changed: false`.
+///
+/// Errors: as [`edit_cmdline_cma`].
+pub fn remove_cmdline_cma(kind: BootFileKind, text: &str) -> Result<FileEdit, EditError> {
+    let mut lines = split_lines(text);
+    let mut warnings: Vec<String> = crlf_warning(kind, text).into_iter().collect();
+    let target = locate(kind, &lines, &mut warnings)?;
+    if target.all.is_empty() {
+        return Ok(unchanged(text, warnings, "no cma= to remove".into()));
+    }
+    let mut removed = Vec::new();
+    let mut args = target.all.clone();
+    args.sort_by_key(|a| (a.line, std::cmp::Reverse(a.start)));
+    for a in args {
+        let content = &mut lines[a.line].content;
+        removed.push(format!(
+            "line {}: removed {}",
+            a.line + 1,
+            &content[a.start..a.end]
+        ));
+        let before = content[..a.start]
+            .trim_end_matches(|c: char| c.is_whitespace())
+            .len();
+        let (from, to) = if before < a.start {
+            (before, a.end)
+        } else {
+            let rest = &content[a.end..];
+            (a.start, a.end + (rest.len() - rest.trim_start().len()))
+        };
+        content.replace_range(from..to, "");
+    }
+    removed.reverse();
+    let new_text = join_lines(&lines);
+    let check = locate(kind, &split_lines(&new_text), &mut Vec::new())?;
+    if !check.all.is_empty() {
+        return Err(EditError::Verify("a cma= is still there".into()));
+    }
+    Ok(FileEdit {
+        diff: diff_hunks(text, &new_text),
+        new_text,
+        changed: true,
+        warnings,
+        summary: removed.join("; "),
+    })
+}
+
+fn unchanged(text: &str, warnings: Vec<String>, summary: String) -> FileEdit {
+    FileEdit {
+        new_text: text.to_string(),
+        changed: false,
+        diff: String::new(),
+        warnings,
+        summary,
+    }
+}
+
+/// Where a kernel-arguments file's `cma=` is, or where it would go.
+struct Target {
+    /// The winning `cma=` argument.
+    winner: Option<CmaArg>,
+    /// Every `cma=` argument that takes part in the effective command line.
+    all: Vec<CmaArg>,
+    /// (line, from, to) of the arguments where a new `cma=` is appended; `None` for an env file
+    /// without `extraargs=`.
+    args_line: Option<(usize, usize, usize)>,
+}
+
+fn locate(
+    kind: BootFileKind,
+    lines: &[Line],
+    warnings: &mut Vec<String>,
+) -> Result<Target, EditError> {
+    match kind {
+        BootFileKind::ArmbianEnv | BootFileKind::OrangepiEnv => locate_env(lines, warnings),
+        BootFileKind::PiCmdline | BootFileKind::KernelCmdline => {
+            locate_cmdline(kind, lines, warnings)
+        }
+        BootFileKind::Extlinux => locate_extlinux(lines, warnings),
+        BootFileKind::PiConfig => Err(EditError::WrongKind(kind)),
+    }
+}
+
+fn locate_env(lines: &[Line], warnings: &mut Vec<String>) -> Result<Target, EditError> {
+    let mut defs: Vec<(String, usize, usize, usize)> = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if let Some((key, from, to)) = env_value_span(&l.content) {
+            if key == "extraargs" || key == "extraboardargs" {
+                defs.push((key, i, from, to));
+            }
+        }
+    }
+    let last_of = |k: &str| defs.iter().rev().find(|d| d.0 == k).cloned();
+    let extra = last_of("extraargs");
+    let board = last_of("extraboardargs");
+    // U-Boot: bootargs = "... ${extraargs} ${extraboardargs}", last definition of each key.
+    let mut all = Vec::new();
+    for d in [&extra, &board].into_iter().flatten() {
+        all.extend(cma_args(&lines[d.1].content, d.1, d.2, d.3, false)?);
+    }
+    for key in ["extraargs", "extraboardargs"] {
+        let n = defs.iter().filter(|d| d.0 == key).count();
+        if n > 1 {
+            let winner = defs
+                .iter()
+                .rev()
+                .find(|d| d.0 == key)
+                .map(|d| d.1 + 1)
+                .unwrap_or(0);
+            warnings.push(format!(
+                "{key}= is defined {n} times; U-Boot's env import keeps only the last (line {winner}), so only that one is edited; the others are left as they are"
+            ));
+        }
+    }
+    if all.len() > 1 {
+        let last = all.last().map(|a| a.line + 1).unwrap_or(0);
+        warnings.push(format!(
+            "cma= appears {} times in the arguments the kernel gets; the last one (line {last}) wins and is the one edited; remove the others by hand",
+            all.len()
+        ));
+    }
+    Ok(Target {
+        winner: all.last().copied(),
+        args_line: extra.map(|d| (d.1, d.2, d.3)),
+        all,
+    })
+}
+
+fn locate_cmdline(
+    kind: BootFileKind,
+    lines: &[Line],
+    warnings: &mut Vec<String>,
+) -> Result<Target, EditError> {
+    let first = lines
+        .iter()
+        .position(|l| !l.content.trim().is_empty())
+        .ok_or(EditError::NoArgsLine)?;
+    let content = &lines[first].content;
+    let all = cma_args(content, first, 0, content.len(), true)?;
+    if lines
+        .iter()
+        .skip(first + 1)
+        .any(|l| !l.content.trim().is_empty())
+    {
+        warnings.push(match kind {
+            BootFileKind::PiCmdline => format!("only line {} is the kernel command line (the firmware reads one line); the other lines are ignored by it and left as they are", first + 1),
+            _ => format!("the file has more than one non-empty line; line {} was edited", first + 1),
+        });
+    }
+    if all.len() > 1 {
+        warnings.push(format!("cma= appears {} times on line {}; the last one wins and is the one edited; remove the others by hand", all.len(), first + 1));
+    }
+    Ok(Target {
+        winner: all.last().copied(),
+        args_line: Some((first, 0, content.len())),
+        all,
+    })
+}
+
+fn first_word(s: &str) -> (String, &str) {
+    let t = s.trim_start();
+    let end = t.find(char::is_whitespace).unwrap_or(t.len());
+    (t[..end].to_ascii_lowercase(), t[end..].trim())
+}
+
+fn locate_extlinux(lines: &[Line], warnings: &mut Vec<String>) -> Result<Target, EditError> {
+    // Label blocks: (name, first line, one past last line).
+    let mut labels: Vec<(String, usize, usize)> = Vec::new();
+    let mut default = None;
+    for (i, l) in lines.iter().enumerate() {
+        let (word, rest) = first_word(&l.content);
+        if word == "label" {
+            if let Some(last) = labels.last_mut() {
+                last.2 = i;
+            }
+            labels.push((rest.to_string(), i, lines.len()));
+        } else if word == "default" && labels.is_empty() {
+            default = Some(rest.to_string());
+        }
+    }
+    if labels.is_empty() {
+        return Err(EditError::NoLabel);
+    }
+    let menu_default = labels.iter().position(|(_, s, e)| {
+        lines[*s..*e]
+            .iter()
+            .any(|l| l.content.trim().eq_ignore_ascii_case("menu default"))
+    });
+    let chosen = menu_default
+        .or_else(|| {
+            default
+                .as_ref()
+                .and_then(|d| labels.iter().position(|(n, _, _)| n == d))
+        })
+        .unwrap_or(0);
+    let (name, start, end) = labels[chosen].clone();
+    let appends: Vec<usize> = (start..end)
+        .filter(|&i| first_word(&lines[i].content).0 == "append")
+        .collect();
+    let Some(&line) = appends.last() else {
+        return Err(EditError::NoAppend(name));
+    };
+    if appends.len() > 1 {
+        warnings.push(format!(
+            "label {name:?} has {} append lines; the last (line {}) is edited",
+            appends.len(),
+            line + 1
+        ));
+    }
+    let content = &lines[line].content;
+    let kw = content.len() - content.trim_start().len() + "append".len();
+    let all = cma_args(content, line, kw, content.len(), true)?;
+    if all.len() > 1 {
+        warnings.push(format!(
+            "cma= appears {} times on line {}; the last one wins and is the one edited",
+            all.len(),
+            line + 1
+        ));
+    }
+    for (other, (n, s, e)) in labels.iter().enumerate() {
+        if other == chosen {
+            continue;
+        }
+        for (i, l) in lines.iter().enumerate().take(*e).skip(*s) {
+            if first_word(&l.content).0 == "append" && l.content.contains("cma=") {
+                warnings.push(format!(
+                    "label {n:?} (line {}) also sets cma=; it is not the default label and is left as it is",
+                    i + 1
+                ));
+            }
+        }
+    }
+    if labels.len() > 1 {
+        warnings.push(format!(
+            "edited label {name:?}, the one that boots by default"
+        ));
+    }
+    Ok(Target {
+        winner: all.last().copied(),
+        args_line: Some((line, kw, content.len())),
+        all,
+    })
+}
+
+/// The overlay parameter for a size: `cma-256` for the overlay's preset sizes, else
+/// `cma-size=<bytes>`.
+///
+/// Errors: [`SizeError::OverlayAlignment`] for a size that is not a multiple of 4 MiB.
+pub fn overlay_param(size: &CmaSize) -> Result<String, SizeError> {
+    if size.bytes % MIB == 0 && OVERLAY_SIZES_MB.contains(&(size.bytes / MIB)) {
+        return Ok(format!("cma-{}", size.bytes / MIB));
+    }
+    if size.bytes % OVERLAY_SIZE_ALIGN_BYTES != 0 || size.bytes == 0 {
+        return Err(SizeError::OverlayAlignment {
+            size_bytes: size.bytes,
+        });
+    }
+    Ok(format!("cma-size={}", size.bytes))
+}
+
+fn is_size_param(p: &str) -> bool {
+    let p = p.trim();
+    p.strip_prefix("cma-size=")
+        .is_some_and(|v| v.trim().parse::<u64>().is_ok())
+        || p.strip_prefix("cma-")
+            .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Sizes the Raspberry Pi device-tree CMA pool in `config.txt`: replaces the size parameter of
+/// the line that wins (`dtoverlay=cma,cma-N`, `dtoverlay=vc4-kms-v3d,cma-N`, `dtparam=cma-N`;
+/// sections other than `[all]`/`[pi5]` are ignored, as the firmware on a Pi 5 does), adds a
+/// size to a bare `dtoverlay=cma`, or appends `dtoverlay=cma,cma-N` under `[all]` at the end
+/// (adding an `[all]` line when the file ends in another section).
+///
+/// Errors: [`EditError::Verify`] when the size is not an overlay size (call [`overlay_param`]
+/// first to get the [`SizeError`]) or the result would not read back as that size.
+pub fn edit_pi_config_cma(text: &str, size: &CmaSize) -> Result<FileEdit, EditError> {
+    let param = overlay_param(size).map_err(|e| EditError::Verify(e.to_string()))?;
+    let mut lines = split_lines(text);
+    let mut warnings: Vec<String> = crlf_warning(BootFileKind::PiConfig, text)
+        .into_iter()
+        .collect();
+    let ending = file_ending(text);
+    if size.bytes > PI5_VERIFIED_MAX_MB * MIB {
+        warnings.push(format!(
+            "pools above {PI5_VERIFIED_MAX_MB} MiB are not verified on a Pi 5 (one report saw CmaTotal 0 with 768M/1G because of numa=fake=8): check CmaTotal after the reboot"
+        ));
+    }
+    let summary;
+    if let Some((cma, line_no)) = pi_config_cma(text) {
+        let i = line_no - 1;
+        if cma.size_bytes == Some(size.bytes) {
+            return Ok(unchanged(
+                text,
+                warnings,
+                format!("line {line_no}: {} already sizes the pool", cma.raw),
+            ));
+        }
+        let Some(content) = lines.get(i).map(|l| &l.content) else {
+            return Err(EditError::Verify(format!("no line {line_no}")));
+        };
+        let eq = content.find('=').map(|e| e + 1).unwrap_or(0);
+        // Byte ranges of the comma-separated parameters after `=`.
+        let mut ranges = Vec::new();
+        let mut s = eq;
+        for (j, c) in content[eq..].char_indices() {
+            if c == ',' {
+                ranges.push((s, eq + j));
+                s = eq + j + 1;
+            }
+        }
+        ranges.push((s, content.len()));
+        let Some(&(a, b)) = ranges
+            .iter()
+            .rev()
+            .find(|(a, b)| is_size_param(&content[*a..*b]))
+        else {
+            return Err(EditError::Verify(format!(
+                "no size parameter on line {line_no}"
+            )));
+        };
+        let old = content[a..b].trim().to_string();
+        let lead = content[a..b].len() - content[a..b].trim_start().len();
+        let trail = content[a..b].len() - content[a..b].trim_end().len();
+        lines[i].content.replace_range(a + lead..b - trail, &param);
+        summary = format!("line {line_no}: {old} -> {param}");
+    } else if let Some(i) = bare_cma_overlay(&lines) {
+        let end = lines[i].content.trim_end().len();
+        lines[i].content.insert_str(end, &format!(",{param}"));
+        summary = format!("line {}: added {param} to dtoverlay=cma", i + 1);
+    } else {
+        let last_section = lines
+            .iter()
+            .rev()
+            .map(|l| l.content.trim())
+            .find(|t| t.starts_with('['))
+            .map(|t| t.to_ascii_lowercase());
+        if !matches!(last_section.as_deref(), None | Some("[all]")) {
+            push_line(&mut lines, "[all]".into(), ending);
+        }
+        push_line(&mut lines, format!("dtoverlay=cma,{param}"), ending);
+        summary = format!("line {}: added dtoverlay=cma,{param}", lines.len());
+    }
+    let new_text = join_lines(&lines);
+    match pi_config_cma(&new_text) {
+        Some((c, _)) if c.size_bytes == Some(size.bytes) => {}
+        other => {
+            return Err(EditError::Verify(format!(
+                "{:?}",
+                other.map(|(c, _)| c.raw)
+            )))
+        }
+    }
+    Ok(FileEdit {
+        diff: diff_hunks(text, &new_text),
+        new_text,
+        changed: true,
+        warnings,
+        summary,
+    })
+}
+
+/// Index of the last active `dtoverlay=cma` line without a size parameter.
+fn bare_cma_overlay(lines: &[Line]) -> Option<usize> {
+    let mut active = true;
+    let mut found = None;
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.content.trim();
+        if t.starts_with('[') {
+            let section = t
+                .trim_matches(|c| c == '[' || c == ']')
+                .to_ascii_lowercase();
+            active = matches!(section.as_str(), "all" | "pi5");
+            continue;
+        }
+        if !active || t.starts_with('#') {
+            continue;
+        }
+        if let Some(v) = t.strip_prefix("dtoverlay=") {
+            let mut params = v.split(',');
+            if params.next().map(str::trim) == Some("cma") && !params.any(is_size_param) {
+                found = Some(i);
+            }
+        }
+    }
+    found
+}
+
+/// Unified-style hunks between two texts (one hunk around the changed region, one line of
+/// context each side). Lines are shown without their endings.
+pub fn diff_hunks(old: &str, new: &str) -> String {
+    let a: Vec<&str> = old.split_inclusive('\n').collect();
+    let b: Vec<&str> = new.split_inclusive('\n').collect();
+    if a == b {
+        return String::new();
+    }
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let max_suffix = a.len().min(b.len()) - prefix;
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(max_suffix)
+        .take_while(|(x, y)| x == y)
+        .count();
+    let ctx_before = prefix.min(1);
+    let ctx_after = suffix.min(1);
+    let start = prefix - ctx_before;
+    let a_end = a.len() - suffix + ctx_after;
+    let b_end = b.len() - suffix + ctx_after;
+    let show = |l: &str| l.trim_end_matches('\n').trim_end_matches('\r').to_string();
+    let range = |start: usize, len: usize| {
+        if len == 0 {
+            format!("{start},0")
+        } else {
+            format!("{},{len}", start + 1)
+        }
+    };
+    let mut out = format!(
+        "@@ -{} +{} @@\n",
+        range(start, a_end - start),
+        range(start, b_end - start)
+    );
+    for l in &a[start..prefix] {
+        out.push_str(&format!(" {}\n", show(l)));
+    }
+    for l in &a[prefix..a.len() - suffix] {
+        out.push_str(&format!("-{}\n", show(l)));
+    }
+    for l in &b[prefix..b.len() - suffix] {
+        out.push_str(&format!("+{}\n", show(l)));
+    }
+    for l in &a[a.len() - suffix..a_end] {
+        out.push_str(&format!(" {}\n", show(l)));
+    }
+    out
+}
+
+/// `--- path` / `+++ path` header plus the edit's hunks.
+pub fn diff_with_header(path: &str, edit: &FileEdit) -> String {
+    if edit.diff.is_empty() {
+        return String::new();
+    }
+    format!("--- {path}\n+++ {path}\n{}", edit.diff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn size(s: &str) -> CmaSize {
+        parse_cma_size(s).unwrap()
+    }
+
+    #[test]
+    fn tokens_are_canonical() {
+        assert_eq!(size("262144K").token, "256M");
+        assert_eq!(size("1024M").token, "1G");
+        assert_eq!(size("0").token, "0");
+        assert_eq!(size("4097").token, "4097");
+        assert!(matches!(parse_cma_size("256MB"), Err(SizeError::Syntax(_))));
+        assert!(matches!(
+            parse_cma_size("64M@0-1G"),
+            Err(SizeError::Placement(_))
+        ));
+    }
+
+    #[test]
+    fn size_limits() {
+        let ram = Ok(4u64 << 30);
+        assert_eq!(
+            validate_cma_size(&size("1G"), None, ram.clone()),
+            Ok(1 << 30)
+        );
+        assert!(
+            matches!(validate_cma_size(&size("1028M"), None, ram.clone()), Err(SizeError::AboveSafeFraction { limit_bytes, .. }) if limit_bytes == 1 << 30)
+        );
+        assert!(matches!(
+            validate_cma_size(&size("32M"), Some(64 << 20), ram),
+            Err(SizeError::BelowMinimum { .. })
+        ));
+        assert!(matches!(
+            validate_cma_size(&size("32M"), None, Err("x".into())),
+            Err(SizeError::UnknownRam(_))
+        ));
+    }
+
+    #[test]
+    fn env_replace_keeps_other_args_and_placement() {
+        let t = "verbosity=1\nextraargs=cma=128M@0-2G net.ifnames=0\nconsole=both\n";
+        let e = edit_cmdline_cma(BootFileKind::ArmbianEnv, t, &size("512M")).unwrap();
+        assert_eq!(
+            e.new_text,
+            "verbosity=1\nextraargs=cma=512M@0-2G net.ifnames=0\nconsole=both\n"
+        );
+        assert_eq!(e.diff, "@@ -1,3 +1,3 @@\n verbosity=1\n-extraargs=cma=128M@0-2G net.ifnames=0\n+extraargs=cma=512M@0-2G net.ifnames=0\n console=both\n");
+        assert!(
+            e.warnings.iter().any(|w| w.contains("placement")),
+            "{:?}",
+            e.warnings
+        );
+    }
+
+    #[test]
+    fn env_extraboardargs_wins_over_extraargs() {
+        let t = "extraargs=cma=128M\nextraboardargs=cma=64M\n";
+        let e = edit_cmdline_cma(BootFileKind::OrangepiEnv, t, &size("256M")).unwrap();
+        assert_eq!(e.new_text, "extraargs=cma=128M\nextraboardargs=cma=256M\n");
+    }
+
+    #[test]
+    fn env_quoted_value_gets_the_arg_inside_the_quotes() {
+        let t = "extraargs=\"net.ifnames=0\"\n";
+        let e = edit_cmdline_cma(BootFileKind::ArmbianEnv, t, &size("256M")).unwrap();
+        assert_eq!(e.new_text, "extraargs=\"net.ifnames=0 cma=256M\"\n");
+        let t = "extraargs=\n";
+        let e = edit_cmdline_cma(BootFileKind::ArmbianEnv, t, &size("256M")).unwrap();
+        assert_eq!(e.new_text, "extraargs=cma=256M\n");
+    }
+
+    #[test]
+    fn env_without_final_newline_gets_one_before_the_new_line() {
+        let e = edit_cmdline_cma(BootFileKind::ArmbianEnv, "verbosity=1", &size("256M")).unwrap();
+        assert_eq!(e.new_text, "verbosity=1\nextraargs=cma=256M\n");
+        assert_eq!(
+            e.diff,
+            "@@ -1,1 +1,2 @@\n-verbosity=1\n+verbosity=1\n+extraargs=cma=256M\n"
+        );
+    }
+
+    #[test]
+    fn cmdline_append_and_remove() {
+        let t = "console=tty1 root=/dev/x rootwait \n";
+        let e = edit_cmdline_cma(BootFileKind::PiCmdline, t, &size("256M")).unwrap();
+        assert_eq!(e.new_text, "console=tty1 root=/dev/x rootwait cma=256M \n");
+        let r = remove_cmdline_cma(
+            BootFileKind::PiCmdline,
+            "cma=64M console=tty1 cma=256M rootwait\n",
+        )
+        .unwrap();
+        assert_eq!(r.new_text, "console=tty1 rootwait\n");
+        assert_eq!(
+            r.summary,
+            "line 1: removed cma=64M; line 1: removed cma=256M"
+        );
+        assert!(
+            !remove_cmdline_cma(BootFileKind::PiCmdline, "console=tty1\n")
+                .unwrap()
+                .changed
+        );
+        assert_eq!(
+            edit_cmdline_cma(BootFileKind::KernelCmdline, "\n\n", &size("1G")),
+            Err(EditError::NoArgsLine)
+        );
+    }
+
+    #[test]
+    fn quoted_cma_is_refused() {
+        let e = edit_cmdline_cma(BootFileKind::PiCmdline, "a \"cma=64M\" b\n", &size("1G"));
+        assert_eq!(e, Err(EditError::Quoted(1)));
+    }
+
+    #[test]
+    fn extlinux_edits_the_default_label() {
+        let t = "default rescue\nlabel normal\n  linux /vmlinuz\n  append root=/dev/a cma=64M\nlabel rescue\n  linux /vmlinuz\n  append root=/dev/b\n";
+        let e = edit_cmdline_cma(BootFileKind::Extlinux, t, &size("256M")).unwrap();
+        assert_eq!(e.new_text, t.replace("root=/dev/b", "root=/dev/b cma=256M"));
+        assert!(
+            e.warnings.iter().any(|w| w.contains("label \"normal\"")),
+            "{:?}",
+            e.warnings
+        );
+        assert_eq!(
+            edit_cmdline_cma(BootFileKind::Extlinux, "timeout 1\n", &size("1G")),
+            Err(EditError::NoLabel)
+        );
+        assert_eq!(
+            edit_cmdline_cma(BootFileKind::Extlinux, "label a\n  linux /v\n", &size("1G")),
+            Err(EditError::NoAppend("a".into()))
+        );
+    }
+
+    #[test]
+    fn pi_config_variants() {
+        let e =
+            edit_pi_config_cma("dtoverlay=vc4-kms-v3d,cma-512,noaudio\n", &size("256M")).unwrap();
+        assert_eq!(e.new_text, "dtoverlay=vc4-kms-v3d,cma-256,noaudio\n");
+        let e = edit_pi_config_cma("dtoverlay=cma\n", &size("128M")).unwrap();
+        assert_eq!(e.new_text, "dtoverlay=cma,cma-128\n");
+        let e = edit_pi_config_cma("[cm4]\notg_mode=1\n", &size("200M")).unwrap();
+        assert_eq!(
+            e.new_text,
+            "[cm4]\notg_mode=1\n[all]\ndtoverlay=cma,cma-size=209715200\n"
+        );
+        assert!(
+            !edit_pi_config_cma("[all]\ndtoverlay=cma,cma-256\n", &size("256M"))
+                .unwrap()
+                .changed
+        );
+        assert_eq!(
+            overlay_param(&size("130M")),
+            Err(SizeError::OverlayAlignment {
+                size_bytes: 130 << 20
+            })
+        );
+        let big = edit_pi_config_cma("[all]\n", &size("1G")).unwrap();
+        assert!(big.warnings.iter().any(|w| w.contains("not verified")));
+        assert_eq!(big.new_text, "[all]\ndtoverlay=cma,cma-size=1073741824\n");
+    }
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds the static aarch64 agent and checks that it is one:
+#   bash tests/vboard/build-aarch64.sh
+# Installs nothing. Needs: rustup target add aarch64-unknown-linux-musl; for crates with C parts
+# (ring) gcc-aarch64-linux-gnu + libc6-dev-arm64-cross; `file` or `readelf` for the check.
+# Linker and C compiler come from .cargo/config.toml. Honours CARGO_TARGET_DIR.
+# Prints the binary's path on the last line of stdout.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+target=aarch64-unknown-linux-musl
+start=$(date +%s)
+cargo build --release --locked --target "$target" >&2
+bin="${CARGO_TARGET_DIR:-target}/$target/release/npu-agent"
+[ -x "$bin" ] || { echo "build-aarch64: $bin missing after the build" >&2; exit 1; }
+
+# Statically linked: `file` says so, and the ELF has no interpreter and no NEEDED libraries.
+if command -v file >/dev/null 2>&1; then
+  desc=$(file -b "$bin")
+  echo "build-aarch64: $desc" >&2
+  case "$desc" in
+    *"ARM aarch64"*) ;;
+    *) echo "build-aarch64: not an aarch64 ELF" >&2; exit 1 ;;
+  esac
+  case "$desc" in
+    *"statically linked"*|*"static-pie linked"*) ;;
+    *) echo "build-aarch64: not statically linked" >&2; exit 1 ;;
+  esac
+fi
+if command -v readelf >/dev/null 2>&1; then
+  if readelf -lW "$bin" | grep -q 'INTERP' || readelf -dW "$bin" | grep -q '(NEEDED)'; then
+    echo "build-aarch64: has an ELF interpreter or NEEDED entries" >&2
+    exit 1
+  fi
+fi
+size=$(stat -c %s "$bin")
+echo "build-aarch64: static, $size bytes ($(( (size + 1023) / 1024 )) KiB), built in $(( $(date +%s) - start )) s" >&2
+echo "$bin"

@@ -1,0 +1,41 @@
+# Shell helpers for a virtual board's commands (sourced by /init before /etc/vboard/run.sh).
+# Everything the harness reads is a line starting with VBOARD- on the serial console.
+
+# vb_section NAME CMD...: runs CMD with its output between "VBOARD-BEGIN NAME" and
+# "VBOARD-END NAME rc=N" (stderr goes to the console outside the section).
+vb_section() {
+  _n=$1; shift
+  echo "VBOARD-BEGIN $_n"
+  "$@"
+  _rc=$?
+  echo
+  echo "VBOARD-END $_n rc=$_rc"
+  return $_rc
+}
+
+# vb_mark TEXT: a line the harness can wait for.
+vb_mark() { echo "VBOARD-MARK $*"; }
+
+# vb_mem COMM: "VBOARD-MEM comm=COMM pid=P rss_kb=N hwm_kb=N" for every process named COMM.
+vb_mem() {
+  for _s in /proc/[0-9]*/status; do
+    _c=$(awk '/^Name:/ {print $2; exit}' "$_s" 2>/dev/null)
+    [ "$_c" = "$1" ] || continue
+    _p=${_s#/proc/}; _p=${_p%/status}
+    echo "VBOARD-MEM comm=$1 pid=$_p rss_kb=$(awk '/^VmRSS:/ {print $2}' "$_s") hwm_kb=$(awk '/^VmHWM:/ {print $2}' "$_s")"
+  done
+}
+
+# vb_net_up: eth0 on qemu's user network; the host broker is at 10.0.2.100:1883 (a guestfwd to
+# 127.0.0.1 on the host; restrict=on, so nothing else is reachable).
+vb_net_up() {
+  ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 || vb_fail "network setup"
+}
+
+# vb_reboot: what a board's `reboot` does; the kernel says "reboot: Restarting system", qemu
+# (-no-reboot) exits, and the harness boots the board again from its boot files.
+vb_reboot() { echo "VBOARD-REBOOT"; sync; reboot -f; sleep 60; }
+
+vb_poweroff() { sync; poweroff -f; sleep 60; }
+
+vb_fail() { echo "VBOARD-FAIL $*"; vb_poweroff; }
