@@ -424,3 +424,55 @@ fn home_assistant_discovery_and_buttons() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn systemd_notify_ready_status_and_watchdog() {
+    let Some((broker, board)) = setup("b1", "") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut agent = Agent::start_env(&board, &[("NOTIFY_SOCKET", sock_path.to_str().unwrap()), ("WATCHDOG_USEC", "1000000")]);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
+    status_of(&c, "b1");
+    let t0 = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while t0.elapsed() < Duration::from_secs(5) {
+        if let Ok(n) = sock.recv(&mut buf) {
+            got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        let watchdogs = got.iter().filter(|m| m.contains("WATCHDOG=1")).count();
+        if got.iter().any(|m| m.contains("READY=1")) && got.iter().any(|m| m.starts_with("STATUS=health")) && watchdogs >= 3 {
+            break;
+        }
+    }
+    assert!(got.iter().any(|m| m.contains("READY=1")), "{got:?}");
+    let status = got.iter().find(|m| m.starts_with("STATUS=")).unwrap();
+    assert!(status.contains("health Ok"), "{status}");
+    assert!(got.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 3, "WATCHDOG=1 at half the 1 s interval: {got:?}");
+    assert_eq!(agent.terminate(), Some(0));
+}
+
+#[test]
+fn run_refuses_a_bad_config_and_prints_the_effective_one() {
+    let board = Board::from_fixture(CASE, "b1", "[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\npassword_file = \"/etc/npu-agent/secret\"\nusername = \"u\"\n");
+    board.write("/etc/npu-agent/agent.d/50-site.toml", "[report]\ninterval_s = 7\n");
+    let (code, out, err) = run_cli(&["run", "--root", board.root().to_str().unwrap(), "--print-config"], &[("NPU_AGENT_MQTT_TOPIC_ROOT", "lab")]);
+    assert_eq!(code, 0, "{err}");
+    let cfg: toml::Table = toml::from_str(out.split_once('\n').unwrap().1).unwrap();
+    assert_eq!(cfg["report"]["interval_s"].as_integer(), Some(7));
+    assert_eq!(cfg["mqtt"]["topic_root"].as_str(), Some("lab"));
+    assert_eq!(cfg["mqtt"]["password_file"].as_str(), Some("/etc/npu-agent/secret"));
+    assert!(out.lines().next().unwrap().contains("/etc/npu-agent/agent.d/50-site.toml"), "{out}");
+    // An unknown key is fatal and named.
+    board.write("/etc/npu-agent/agent.d/60-typo.toml", "[mqtt]\nkeepalive_s = 5\n");
+    let (code, _, err) = run_cli(&["run", "--root", board.root().to_str().unwrap()], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/etc/npu-agent/agent.d/60-typo.toml: line 2: unknown key `keepalive_s`"), "{err}");
+    // No broker URL: refuses to start.
+    let empty = Board::from_fixture(CASE, "b1", "");
+    let (code, _, err) = run_cli(&["run", "--root", empty.root().to_str().unwrap()], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("mqtt.url is not set"), "{err}");
+}
