@@ -205,11 +205,9 @@ async fn send_async(a: &SendArgs, opts: LinkOptions, board: &str, cmd_id: &str, 
                 if a.board.is_none() {
                     let _ = link.client.try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
                 }
-                if !sent {
-                    if link.client.try_publish(init_topic.clone(), QoS::AtLeastOnce, true, payload.clone()).is_ok() {
-                        sent = true;
-                        let _ = writeln!(out, "{board} {cmd_id} init");
-                    }
+                if !sent && link.client.try_publish(init_topic.clone(), QoS::AtLeastOnce, true, payload.clone()).is_ok() {
+                    sent = true;
+                    let _ = writeln!(out, "{board} {cmd_id} init");
                 }
             }
             LinkEvent::Disconnected { reason } => last_error = reason,
@@ -453,7 +451,7 @@ async fn watch_async(a: &WatchArgs, opts: LinkOptions, out: &mut dyn Write, err:
         if !a.once && last_draw.elapsed() > Duration::from_millis(250) && last_msg.is_some_and(|t| t > last_draw) {
             let list: Vec<BoardRow> = rows.values().cloned().collect();
             let text = render_rows(&list);
-            let _ = if tty { write!(out, "\x1b[H\x1b[2J{text}") } else { write!(out, "{text}\n") };
+            let _ = if tty { write!(out, "\x1b[H\x1b[2J{text}") } else { writeln!(out, "{text}") };
             let _ = out.flush();
             last_draw = Instant::now();
         }

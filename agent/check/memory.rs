@@ -148,11 +148,7 @@ fn oom_check(ctx: &Ctx<'_>, oom: Vec<&LogHit>) -> Finding {
     let avail_pct = mem.and_then(|m| m.mem_available_bytes.map(|a| (a, m.mem_total_bytes))).map(|(a, t)| {
         f.observed.insert("mem_available_bytes".into(), a.into());
         f.observed.insert("mem_total_bytes".into(), t.into());
-        if t == 0 {
-            100
-        } else {
-            a.saturating_mul(100) / t
-        }
+        a.saturating_mul(100).checked_div(t).unwrap_or(100)
     });
     let remedy = "the workload does not fit: use a smaller or more quantised model, stop the desktop (Xorg, lightdm) on inference boxes, or use a board with more RAM; compaction will not help";
     if !oom.is_empty() {

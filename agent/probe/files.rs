@@ -332,10 +332,10 @@ pub fn probe_dt_cma(root: &SysRoot) -> Option<DtCma> {
             // Pi 5: #address-cells = 2, #size-cells = 1 (3 cells per range); else 2 + 2.
             let per = if c.len() % 3 == 0 { 3 } else if c.len() % 4 == 0 { 4 } else { 2 };
             c.chunks_exact(per)
-                .filter_map(|r| match per {
-                    3 => Some(((u64::from(r[0]) << 32) | u64::from(r[1]), u64::from(r[2]))),
-                    4 => Some(((u64::from(r[0]) << 32) | u64::from(r[1]), (u64::from(r[2]) << 32) | u64::from(r[3]))),
-                    _ => Some((u64::from(r[0]), u64::from(r[1]))),
+                .map(|r| match per {
+                    3 => ((u64::from(r[0]) << 32) | u64::from(r[1]), u64::from(r[2])),
+                    4 => ((u64::from(r[0]) << 32) | u64::from(r[1]), (u64::from(r[2]) << 32) | u64::from(r[3])),
+                    _ => (u64::from(r[0]), u64::from(r[1])),
                 })
                 .collect()
         })
