@@ -24,6 +24,9 @@ pub const LEDGER_FILE: &str = "commands.json";
 /// Most actions waiting to run; more are rejected as busy (a command storm cannot grow memory).
 pub const MAX_QUEUED_ACTIONS: usize = 16;
 
+/// Longest time between two check cycles (a changed finding is published within it), seconds.
+pub const CHECK_PERIOD_MAX_S: u64 = 15;
+
 /// State file with the MQTT session counter.
 pub const SESSION_FILE: &str = "session.json";
 
@@ -187,6 +190,7 @@ struct Agent {
     summary: String,
     status_dropped: u64,
     last_diagnosis: Option<Box<Diagnosis>>,
+    force_publish: bool,
 }
 
 impl Agent {
@@ -248,7 +252,7 @@ impl Agent {
         }
     }
 
-    fn set_report(&mut self, d: Box<Diagnosis>) {
+    fn set_report(&mut self, d: Box<Diagnosis>, force: bool) {
         let mut r = d.report.clone();
         r.board_id = self.s.board.clone();
         r.session = self.session;
@@ -259,8 +263,10 @@ impl Agent {
         let changed = statuses != self.statuses;
         self.statuses = statuses;
         self.status_json = serde_json::to_string(&r).ok();
-        let due = self.last_status_publish.elapsed() >= Duration::from_secs(self.s.cfg.report.interval_s);
-        if changed || due || self.status_json.is_some() && !self.ready_sent {
+        // Checks run every CHECK_PERIOD (at most interval_s); the status goes out on start, when
+        // a finding's status changed, after an action or rescan (forced), and every interval_s.
+        let due = self.last_status_publish.elapsed() + Duration::from_millis(500) >= Duration::from_secs(self.s.cfg.report.interval_s);
+        if self.status_json.is_some() && (changed || due || force || self.last_diagnosis.is_none()) {
             self.status_dirty = true;
         }
         let fails = r.findings.iter().filter(|f| f.status == Status::Fail).map(|f| f.id.as_str()).collect::<Vec<_>>();
@@ -452,6 +458,7 @@ async fn main_loop(s: Setup) -> i32 {
         summary: String::new(),
         status_dropped: 0,
         last_diagnosis: None,
+        force_publish: false,
         s,
     };
     // A reboot asked for before this start: did the board really reboot? And is a boot-file
@@ -462,7 +469,7 @@ async fn main_loop(s: Setup) -> i32 {
     }
     spawn_diagnose(&agent.s, &tx);
     agent.link = Some(Link::start(&agent.s.link));
-    let mut interval = tokio::time::interval(Duration::from_secs(agent.s.cfg.report.interval_s));
+    let mut interval = tokio::time::interval(Duration::from_secs(agent.s.cfg.report.interval_s.min(CHECK_PERIOD_MAX_S)));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     interval.tick().await;
     let mut housekeeping = tokio::time::interval(Duration::from_millis(250));
@@ -693,7 +700,8 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
                 }
             }
             let first = agent.last_diagnosis.is_none();
-            agent.set_report(d);
+            let force = std::mem::take(&mut agent.force_publish);
+            agent.set_report(d, force);
             if first && agent.connected && agent.s.cfg.home_assistant.enabled {
                 if let Some(l) = &agent.link {
                     crate::ha::on_connect(agent_ha(agent), &l.client);
@@ -726,7 +734,8 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
                     agent.send_retained(t, p);
                 }
             }
-            // Every action changes what the checks see: rescan now.
+            // Every action changes what the checks see: rescan now and publish the result.
+            agent.force_publish = true;
             if agent.diagnosing {
                 agent.rescan_wanted = true;
             } else {

@@ -303,8 +303,15 @@ fn reboot_is_proven_by_a_changed_boot_id() {
     let topic = "npu-fleet/b1/cmd/reboot/rb-1";
     c.publish(topic, &init_payload("b1", "reboot", "rb-1", json!({"reason": "test"}), now_s(), 120, Some(&key(1))), true);
     lifecycle(&c, topic, "executing");
-    // The intent is on disk before the command ran.
-    let state: Value = serde_json::from_str(&board.read("/var/lib/npu-agent/reboot.json").unwrap()).unwrap();
+    // The intent (with the boot_id before) is on disk before the reboot command runs.
+    let t0 = Instant::now();
+    let state: Value = loop {
+        if let Some(t) = board.read("/var/lib/npu-agent/reboot.json") {
+            break serde_json::from_str(&t).unwrap();
+        }
+        assert!(t0.elapsed() < T, "no reboot intent persisted");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(state["pending"]["cmd_id"], "rb-1");
     assert_eq!(state["pending"]["boot_id"], before.trim());
     // "The board reboots": the agent goes down, the kernel comes back with a new boot_id.
