@@ -104,6 +104,17 @@ pub fn parse_args(kv: &[String]) -> Result<Map<String, Value>, String> {
     Ok(m)
 }
 
+/// A current-thread runtime for an operator command; `None` (reason printed) if it cannot start.
+fn runtime(err: &mut dyn Write) -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => Some(r),
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: cannot start the runtime: {e}");
+            None
+        }
+    }
+}
+
 fn new_cmd_id() -> String {
     let mut rnd = [0u8; 3];
     let _ = getrandom::fill(&mut rnd);
@@ -168,13 +179,7 @@ pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = writeln!(err, "npu-agent: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    let Some(rt) = runtime(err) else { return EXIT_USAGE };
     rt.block_on(send_async(a, link, &board, &cmd_id, payload, out, err))
 }
 
@@ -381,13 +386,7 @@ pub fn watch(a: &WatchArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = writeln!(err, "npu-agent: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    let Some(rt) = runtime(err) else { return EXIT_USAGE };
     rt.block_on(watch_async(a, opts, out, err))
 }
 

@@ -9,21 +9,10 @@ use crate::profile::{parse_pci_id, NpuKind};
 const HAILO_VENDOR: u16 = 0x1e60;
 
 pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
-    let ids = [
-        "hailo.pci_device",
-        "hailo.driver_binding",
-        "hailo.stale_driver",
-        "hailo.package_generation",
-        "hailo.version_mismatch",
-        "hailo.runtime_library",
-        "hailo.firmware",
-        "hailo.firmware_mismatch",
-        "hailo.pcie_link",
-        "hailo.device_degraded",
-    ];
     if ctx.profile.npu.kind != NpuKind::Hailo {
-        return ids
+        return super::CHECK_IDS
             .iter()
+            .filter(|id| id.starts_with("hailo."))
             .map(|id| Finding::skip(id, format!("profile {} has no Hailo NPU", ctx.profile.id)))
             .collect();
     }
