@@ -83,8 +83,22 @@ pub fn aarch64_agent() -> Option<PathBuf> {
         let bin = target.join(AARCH64_TARGET).join("release/npu-agent");
         let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let t0 = Instant::now();
-        let mut child = Command::new(cargo)
-            .args(["build", "--release", "--locked", "--target", AARCH64_TARGET, "--bin", "npu-agent"])
+        let mut cmd = Command::new(cargo);
+        // Drop what cargo sets for a running test (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...): build
+        // scripts track some of them (ring reruns on CARGO_MANIFEST_DIR), and a difference from a
+        // plain shell's environment would rebuild everything after tests/vboard/build-aarch64.sh.
+        for (k, _) in env::vars_os() {
+            let k = k.to_string_lossy();
+            if k.starts_with("CARGO_PKG_")
+                || k.starts_with("CARGO_BIN_")
+                || ["CARGO_MANIFEST_DIR", "CARGO_MANIFEST_PATH", "CARGO_CRATE_NAME", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "CARGO_RUSTC_CURRENT_DIR", "OUT_DIR"]
+                    .contains(&k.as_ref())
+            {
+                cmd.env_remove(k.as_ref());
+            }
+        }
+        let mut child = cmd
+            .args(["build", "--release", "--locked", "--target", AARCH64_TARGET])
             .env("CARGO_TARGET_DIR", &target)
             .current_dir(manifest_dir())
             .stdin(Stdio::null())
