@@ -143,6 +143,11 @@ pub struct CheckArgs {
     /// Text format: also show evidence of passing checks.
     #[arg(long, short)]
     pub verbose: bool,
+    /// A llama.cpp / ik_llama.cpp command line to check as if it were running (its -m model,
+    /// -ot rules, -ngl, -c, -ctk/-ctv, -fa, -mla), e.g. "llama-server -m /models/r1.gguf -ngl 99
+    /// -ot 'exps=CPU'"; -m resolves under --root.
+    #[arg(long, value_name = "CMDLINE", allow_hyphen_values = true)]
+    pub llm_cmdline: Option<String>,
 }
 
 /// `profiles` actions.
@@ -165,13 +170,21 @@ pub enum ProfilesAction {
 }
 
 /// Parses `args` and runs the command, writing to `out`/`err`. Returns the exit code.
-pub fn run(args: impl IntoIterator<Item = String>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+pub fn run(
+    args: impl IntoIterator<Item = String>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
             let text = e.render().to_string();
-            let _ = if code == EXIT_OK { write!(out, "{text}") } else { write!(err, "{text}") };
+            let _ = if code == EXIT_OK {
+                write!(out, "{text}")
+            } else {
+                write!(err, "{text}")
+            };
             return code;
         }
     };
@@ -187,9 +200,15 @@ pub fn run(args: impl IntoIterator<Item = String>, out: &mut dyn Write, err: &mu
 }
 
 fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    use crate::action::compact::{render_compact_text, run_compaction, CompactOptions, CompactOutcome, RootKnobs};
+    use crate::action::compact::{
+        render_compact_text, run_compaction, CompactOptions, CompactOutcome, RootKnobs,
+    };
     if !a.root.is_dir() {
-        let _ = writeln!(err, "npu-agent: --root {}: not a directory", a.root.display());
+        let _ = writeln!(
+            err,
+            "npu-agent: --root {}: not a directory",
+            a.root.display()
+        );
         return EXIT_USAGE;
     }
     let root = SysRoot::new(&a.root);
@@ -199,7 +218,13 @@ fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         ..CompactOptions::default()
     };
     let state = crate::action::state::StateDir::default_for(&root);
-    let report = run_compaction(&root, &mut RootKnobs::new(&root), &opts, &state, crate::action::now_unix_s());
+    let report = run_compaction(
+        &root,
+        &mut RootKnobs::new(&root),
+        &opts,
+        &state,
+        crate::action::now_unix_s(),
+    );
     let _ = write!(out, "{}", render_compact_text(&report));
     match report.outcome {
         CompactOutcome::Done | CompactOutcome::DryRun => EXIT_OK,
@@ -210,10 +235,16 @@ fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
 fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     use crate::action::cma::{cma_set, cma_show, render_cma_set, render_cma_show};
     let (root_dir, profile_arg) = match &action {
-        CmaAction::Show { root, profile } | CmaAction::Set { root, profile, .. } => (root.clone(), profile.clone()),
+        CmaAction::Show { root, profile } | CmaAction::Set { root, profile, .. } => {
+            (root.clone(), profile.clone())
+        }
     };
     if !root_dir.is_dir() {
-        let _ = writeln!(err, "npu-agent: --root {}: not a directory", root_dir.display());
+        let _ = writeln!(
+            err,
+            "npu-agent: --root {}: not a directory",
+            root_dir.display()
+        );
         return EXIT_USAGE;
     }
     let root = SysRoot::new(&root_dir);
@@ -231,7 +262,15 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             EXIT_OK
         }
         CmaAction::Set { size, dry_run, .. } => {
-            let r = cma_set(&root, &d, &size, dry_run, &mut crate::action::atomic::RealStorage, &state, crate::action::now_unix_s());
+            let r = cma_set(
+                &root,
+                &d,
+                &size,
+                dry_run,
+                &mut crate::action::atomic::RealStorage,
+                &state,
+                crate::action::now_unix_s(),
+            );
             let _ = write!(out, "{}", render_cma_set(&r));
             r.outcome.exit_code()
         }
@@ -240,16 +279,25 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
 
 fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     if !a.root.is_dir() {
-        let _ = writeln!(err, "npu-agent: --root {}: not a directory", a.root.display());
+        let _ = writeln!(
+            err,
+            "npu-agent: --root {}: not a directory",
+            a.root.display()
+        );
         return EXIT_USAGE;
     }
     let root = SysRoot::new(&a.root);
-    let d = match diagnose(&root, &ProfileChoice::parse(&a.profile)) {
+    let opts = crate::diagnose::DiagnoseOptions {
+        llm_cmdline: a.llm_cmdline.clone(),
+    };
+    let d = match crate::diagnose::diagnose_with(&root, &ProfileChoice::parse(&a.profile), &opts) {
         Ok(d) => d,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
             return match e {
-                DiagnoseError::Profile(_) | DiagnoseError::UnknownProfile { .. } | DiagnoseError::ProfileFile { .. } => EXIT_USAGE,
+                DiagnoseError::Profile(_)
+                | DiagnoseError::UnknownProfile { .. }
+                | DiagnoseError::ProfileFile { .. } => EXIT_USAGE,
             };
         }
     };
@@ -266,7 +314,17 @@ fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         },
         Format::Text => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            let _ = write!(out, "{}", render_text(r, Style { color, verbose: a.verbose }));
+            let _ = write!(
+                out,
+                "{}",
+                render_text(
+                    r,
+                    Style {
+                        color,
+                        verbose: a.verbose
+                    }
+                )
+            );
         }
     }
     let worst = r.worst();
@@ -293,7 +351,9 @@ fn profiles(action: ProfilesAction, out: &mut dyn Write, err: &mut dyn Write) ->
     match action {
         ProfilesAction::List { .. } => {
             for p in &all {
-                let source = if profile::BUILTIN.iter().any(|(n, _)| *n == format!("{}.toml", p.id))
+                let source = if profile::BUILTIN
+                    .iter()
+                    .any(|(n, _)| *n == format!("{}.toml", p.id))
                     && !root.exists(&format!("{}/{}.toml", profile::PROFILES_DIR, p.id))
                 {
                     "built-in".to_string()
@@ -323,7 +383,10 @@ fn profiles(action: ProfilesAction, out: &mut dyn Write, err: &mut dyn Write) ->
                 let _ = writeln!(
                     err,
                     "npu-agent: no profile with id {id:?} (available: {})",
-                    all.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")
+                    all.iter()
+                        .map(|p| p.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 );
                 EXIT_USAGE
             }

@@ -70,10 +70,15 @@ pub enum FleetAction {
 
 /// `npu-agent run`.
 pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let env: Vec<(String, String)> = std::env::vars().filter(|(k, _)| k.starts_with("NPU_AGENT_")).collect();
+    let env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("NPU_AGENT_"))
+        .collect();
     // The root decides where the config is read: --root first, else the config's own default /.
     let root_dir = a.root.clone().unwrap_or_else(|| PathBuf::from("/"));
-    let (mut cfg, sources) = match config::load(&SysRoot::new(&root_dir), a.config.as_deref(), &env) {
+    // First-boot provisioning (agent/provision.rs) before the config is read; --print-config only looks.
+    let provisioned = crate::provision::at_start(&SysRoot::new(&root_dir), a.print_config, err);
+    let (mut cfg, sources) = match config::load(&SysRoot::new(&root_dir), a.config.as_deref(), &env)
+    {
         Ok(c) => c,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
@@ -84,10 +89,36 @@ pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         cfg.root = r.display().to_string();
     }
     if a.print_config {
-        let _ = writeln!(out, "# effective configuration, from: {}", if sources.applied.is_empty() { "defaults".to_string() } else { sources.applied.join(", ") });
-        let _ = write!(out, "{}", cfg.redacted());
+        let _ = writeln!(
+            out,
+            "# effective configuration, from: {}",
+            if sources.applied.is_empty() {
+                "defaults".to_string()
+            } else {
+                sources.applied.join(", ")
+            }
+        );
+        let _ = write!(
+            out,
+            "{}{}",
+            cfg.redacted(),
+            crate::provision::print_config_note(&provisioned)
+        );
         return EXIT_OK;
     }
+    // No broker yet (fresh install, unprovisioned image): stand by until one is configured.
+    let reload = |again| {
+        crate::standby::reload(
+            &root_dir,
+            a.config.as_deref(),
+            &env,
+            a.root.as_deref(),
+            again,
+        )
+    };
+    let Some(cfg) = crate::standby::until_configured(cfg, provisioned, reload) else {
+        return EXIT_OK;
+    };
     match crate::daemon::run(cfg) {
         Ok(code) => code,
         Err(e) => {
@@ -100,15 +131,38 @@ pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
 /// `npu-agent fleet …`.
 pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     match a {
-        FleetAction::Watch { broker, topic_root, once, format } => {
+        FleetAction::Watch {
+            broker,
+            topic_root,
+            once,
+            format,
+        } => {
             let json = format == crate::cli::Format::Json;
             if json && !once {
                 let _ = writeln!(err, "npu-agent: --format json needs --once");
                 return EXIT_USAGE;
             }
-            crate::fleet::watch(&crate::fleet::WatchArgs { broker, topic_root, once, json }, out, err)
+            crate::fleet::watch(
+                &crate::fleet::WatchArgs {
+                    broker,
+                    topic_root,
+                    once,
+                    json,
+                },
+                out,
+                err,
+            )
         }
-        FleetAction::Send { action, args, board, all: _, broker, topic_root, key, wait } => crate::fleet::send(
+        FleetAction::Send {
+            action,
+            args,
+            board,
+            all: _,
+            broker,
+            topic_root,
+            key,
+            wait,
+        } => crate::fleet::send(
             &crate::fleet::SendArgs {
                 action,
                 args,
@@ -128,8 +182,16 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
 pub fn keygen(path: &std::path::Path, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     match crate::mqtt::command::keygen(path) {
         Ok(pubp) => {
-            let _ = writeln!(out, "private key: {} (mode 0600; keep it on the operator's machine)", path.display());
-            let _ = writeln!(out, "public key:  {} (list it in [security] trusted_keys on the boards)", pubp.display());
+            let _ = writeln!(
+                out,
+                "private key: {} (mode 0600; keep it on the operator's machine)",
+                path.display()
+            );
+            let _ = writeln!(
+                out,
+                "public key:  {} (list it in [security] trusted_keys on the boards)",
+                pubp.display()
+            );
             EXIT_OK
         }
         Err(e) => {

@@ -1,7 +1,8 @@
 //! The agent's configuration (DESIGN section 8): `/etc/npu-agent/agent.toml`, merged with
-//! `/etc/npu-agent/agent.d/*.toml` in name order, the first-boot file on the boot partition
-//! (`/boot/firmware/npu-agent.toml` or `/boot/npu-agent.toml`), and `NPU_AGENT_*` environment
-//! variables, in that order (later wins, key by key).
+//! `/etc/npu-agent/agent.d/*.toml` in name order, and `NPU_AGENT_*` environment variables, in
+//! that order (later wins, key by key). The first-boot file on the boot partition
+//! (`/boot/firmware/npu-agent.toml` or `/boot/npu-agent.toml`) is not a layer: `run` moves it
+//! into `agent.d/` first ([`crate::provision`]), and a broken one is never applied, even in part.
 //!
 //! Parsing is strict: an unknown key is an error naming the file, line and key. Secrets are file
 //! references (`password_file`, `key_file`); [`Config::redacted`] prints the effective
@@ -234,16 +235,41 @@ impl Config {
     fn apply(&mut self, l: Layer) {
         apply!(self, l, board_id, profile, root, state_dir);
         if let Some(m) = l.mqtt {
-            apply!(self.mqtt, m, url, topic_root, username, password_file, ca_file, cert_file, key_file, keep_alive_s);
+            apply!(
+                self.mqtt,
+                m,
+                url,
+                topic_root,
+                username,
+                password_file,
+                ca_file,
+                cert_file,
+                key_file,
+                keep_alive_s
+            );
         }
         if let Some(r) = l.report {
             apply!(self.report, r, interval_s);
         }
         if let Some(a) = l.actions {
-            apply!(self.actions, a, auto_compact, compact_cooldown_s, allow_reboot, reboot_command, reboot_timeout_s);
+            apply!(
+                self.actions,
+                a,
+                auto_compact,
+                compact_cooldown_s,
+                allow_reboot,
+                reboot_command,
+                reboot_timeout_s
+            );
         }
         if let Some(s) = l.security {
-            apply!(self.security, s, trusted_keys, allow_unsigned, max_command_age_s);
+            apply!(
+                self.security,
+                s,
+                trusted_keys,
+                allow_unsigned,
+                max_command_age_s
+            );
         }
         if let Some(h) = l.home_assistant {
             apply!(self.home_assistant, h, enabled, discovery_prefix);
@@ -266,7 +292,10 @@ impl Config {
             })
         };
         if self.mqtt.keep_alive_s != 0 && self.mqtt.keep_alive_s < 5 {
-            return err(format!("mqtt.keep_alive_s = {} is below 5 s", self.mqtt.keep_alive_s));
+            return err(format!(
+                "mqtt.keep_alive_s = {} is below 5 s",
+                self.mqtt.keep_alive_s
+            ));
         }
         if self.report.interval_s == 0 {
             return err("report.interval_s must be at least 1".into());
@@ -276,26 +305,65 @@ impl Config {
         }
         for a in &self.security.allow_unsigned {
             if !crate::mqtt::command::ACTIONS.contains(&a.as_str()) {
-                return err(format!("security.allow_unsigned: {a:?} is not an action ({})", crate::mqtt::command::ACTIONS.join(", ")));
+                return err(format!(
+                    "security.allow_unsigned: {a:?} is not an action ({})",
+                    crate::mqtt::command::ACTIONS.join(", ")
+                ));
             }
         }
         if !self.mqtt.topic_root.is_empty()
-            && (self.mqtt.topic_root.contains(['+', '#']) || self.mqtt.topic_root.starts_with('/') || self.mqtt.topic_root.ends_with('/'))
+            && (self.mqtt.topic_root.contains(['+', '#'])
+                || self.mqtt.topic_root.starts_with('/')
+                || self.mqtt.topic_root.ends_with('/'))
         {
-            return err(format!("mqtt.topic_root {:?} must not contain wildcards or leading/trailing '/'", self.mqtt.topic_root));
+            return err(format!(
+                "mqtt.topic_root {:?} must not contain wildcards or leading/trailing '/'",
+                self.mqtt.topic_root
+            ));
         }
         Ok(())
     }
 }
 
 fn parse_layer(source: &str, text: &str) -> Result<Layer, ConfigError> {
-    toml::from_str::<Layer>(text).map_err(|e| ConfigError {
+    toml::from_str::<Layer>(text).map_err(|e| layer_error(source, text, &e))
+}
+
+fn layer_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+    ConfigError {
         source: source.to_string(),
-        line: e
-            .span()
-            .map(|s| text.as_bytes()[..s.start.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1),
-        message: e.message().replace("unknown field", "unknown key").trim().to_string(),
-    })
+        line: e.span().map(|s| {
+            text.as_bytes()[..s.start.min(text.len())]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1
+        }),
+        message: e
+            .message()
+            .replace("unknown field", "unknown key")
+            .trim()
+            .to_string(),
+    }
+}
+
+/// Checks `text` as one strict layer with the top-level tables named in `consumed` left out (the
+/// first-boot file's `[secrets]` and `[files]`, which [`crate::provision`] takes), and returns
+/// the defaults with it applied and validated. Errors name `source` and the line in `text`.
+pub fn check_layer(source: &str, text: &str, consumed: &[&str]) -> Result<Config, ConfigError> {
+    let mut doc = toml::de::DeTable::parse(text).map_err(|e| layer_error(source, text, &e))?;
+    for name in consumed {
+        doc.get_mut().remove(*name);
+    }
+    let layer = Layer::deserialize(toml::de::Deserializer::from(doc))
+        .map_err(|e| layer_error(source, text, &e))?;
+    let mut cfg = Config::default();
+    cfg.apply(layer);
+    cfg.validate().map_err(|e| ConfigError {
+        source: source.to_string(),
+        ..e
+    })?;
+    Ok(cfg)
 }
 
 /// Turns `NPU_AGENT_<SECTION>_<KEY>` / `NPU_AGENT_<KEY>` variables into one TOML layer. A value
@@ -304,9 +372,14 @@ fn env_layer(vars: &[(String, String)]) -> Result<Option<Layer>, ConfigError> {
     const SECTIONS: &[&str] = &["mqtt", "report", "actions", "security", "home_assistant"];
     let mut table = toml::Table::new();
     for (name, value) in vars {
-        let Some(rest) = name.strip_prefix("NPU_AGENT_") else { continue };
+        let Some(rest) = name.strip_prefix("NPU_AGENT_") else {
+            continue;
+        };
         let lower = rest.to_ascii_lowercase();
-        let (section, key) = match SECTIONS.iter().find(|s| lower.starts_with(&format!("{s}_"))) {
+        let (section, key) = match SECTIONS
+            .iter()
+            .find(|s| lower.starts_with(&format!("{s}_")))
+        {
             Some(s) => (Some(*s), lower[s.len() + 1..].to_string()),
             None => (None, lower),
         };
@@ -316,7 +389,9 @@ fn env_layer(vars: &[(String, String)]) -> Result<Option<Layer>, ConfigError> {
             .unwrap_or_else(|| toml::Value::String(value.clone()));
         match section {
             Some(s) => {
-                let entry = table.entry(s.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                let entry = table
+                    .entry(s.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
                 if let toml::Value::Table(t) = entry {
                     t.insert(key, parsed);
                 }
@@ -351,9 +426,13 @@ pub struct Sources {
 }
 
 /// Loads the configuration. `explicit` is `--config FILE` (a host path; it replaces
-/// `/etc/npu-agent/agent.toml` and must exist); the drop-ins, first-boot file and environment are
-/// read under `root` as usual.
-pub fn load(root: &SysRoot, explicit: Option<&std::path::Path>, env: &[(String, String)]) -> Result<(Config, Sources), ConfigError> {
+/// `/etc/npu-agent/agent.toml` and must exist); the drop-ins and environment are read under
+/// `root` as usual. The first-boot file is not read here (see [`crate::provision`]).
+pub fn load(
+    root: &SysRoot,
+    explicit: Option<&std::path::Path>,
+    env: &[(String, String)],
+) -> Result<(Config, Sources), ConfigError> {
     let mut cfg = Config::default();
     let mut sources = Sources::default();
     match explicit {
@@ -389,9 +468,6 @@ pub fn load(root: &SysRoot, explicit: Option<&std::path::Path>, env: &[(String, 
         .map(|n| format!("{CONFIG_DIR}/{n}"))
         .collect();
     dropins.sort();
-    if let Some(fb) = FIRST_BOOT_FILES.iter().find(|f| root.exists(f)) {
-        dropins.push(fb.to_string());
-    }
     for path in dropins {
         let text = root.read_string(&path).map_err(|e| ConfigError {
             source: path.clone(),
@@ -426,12 +502,32 @@ mod tests {
     #[test]
     fn layers_merge_in_order() {
         let d = tree(&[
-            ("/etc/npu-agent/agent.toml", "board_id = \"b1\"\n[mqtt]\nurl = \"mqtt://broker:1883\"\nkeep_alive_s = 20\n"),
-            ("/etc/npu-agent/agent.d/10-a.toml", "[mqtt]\nkeep_alive_s = 15\n"),
-            ("/etc/npu-agent/agent.d/20-b.toml", "[report]\ninterval_s = 5\n"),
-            ("/boot/firmware/npu-agent.toml", "board_id = \"from-boot\"\n"),
+            (
+                "/etc/npu-agent/agent.toml",
+                "board_id = \"b1\"\n[mqtt]\nurl = \"mqtt://broker:1883\"\nkeep_alive_s = 20\n",
+            ),
+            (
+                "/etc/npu-agent/agent.d/10-a.toml",
+                "[mqtt]\nkeep_alive_s = 15\n",
+            ),
+            (
+                "/etc/npu-agent/agent.d/20-b.toml",
+                "[report]\ninterval_s = 5\n",
+            ),
+            (
+                "/etc/npu-agent/agent.d/90-provisioned.toml",
+                "board_id = \"from-boot\"\n",
+            ),
+            // Not a layer: provisioning moves it into agent.d/ before the config is loaded.
+            (
+                "/boot/firmware/npu-agent.toml",
+                "board_id = \"unapplied\"\n",
+            ),
         ]);
-        let env = vec![("NPU_AGENT_MQTT_TOPIC_ROOT".to_string(), "lab".to_string()), ("NPU_AGENT_ACTIONS_ALLOW_REBOOT".into(), "true".into())];
+        let env = vec![
+            ("NPU_AGENT_MQTT_TOPIC_ROOT".to_string(), "lab".to_string()),
+            ("NPU_AGENT_ACTIONS_ALLOW_REBOOT".into(), "true".into()),
+        ];
         let (c, s) = load(&SysRoot::new(d.path()), None, &env).unwrap();
         assert_eq!(c.board_id, "from-boot");
         assert_eq!(c.mqtt.url, "mqtt://broker:1883");
@@ -444,7 +540,10 @@ mod tests {
 
     #[test]
     fn unknown_key_names_file_and_line() {
-        let d = tree(&[("/etc/npu-agent/agent.toml", "[mqtt]\nurl = \"mqtt://x\"\npasword_file = \"/x\"\n")]);
+        let d = tree(&[(
+            "/etc/npu-agent/agent.toml",
+            "[mqtt]\nurl = \"mqtt://x\"\npasword_file = \"/x\"\n",
+        )]);
         let e = load(&SysRoot::new(d.path()), None, &[]).unwrap_err();
         assert_eq!(e.source, "/etc/npu-agent/agent.toml");
         assert_eq!(e.line, Some(3));
@@ -454,16 +553,33 @@ mod tests {
     #[test]
     fn unknown_env_variable_is_an_error() {
         let d = tree(&[]);
-        let e = load(&SysRoot::new(d.path()), None, &[("NPU_AGENT_MQTT_URLL".into(), "x".into())]).unwrap_err();
+        let e = load(
+            &SysRoot::new(d.path()),
+            None,
+            &[("NPU_AGENT_MQTT_URLL".into(), "x".into())],
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("urll"), "{e}");
     }
 
     #[test]
     fn bad_values_are_refused() {
-        let d = tree(&[("/etc/npu-agent/agent.toml", "[security]\nallow_unsigned = [\"format_disk\"]\n")]);
-        assert!(load(&SysRoot::new(d.path()), None, &[]).unwrap_err().message.contains("format_disk"));
-        let d = tree(&[("/etc/npu-agent/agent.toml", "[mqtt]\nkeep_alive_s = \"soon\"\n")]);
-        assert_eq!(load(&SysRoot::new(d.path()), None, &[]).unwrap_err().line, Some(2));
+        let d = tree(&[(
+            "/etc/npu-agent/agent.toml",
+            "[security]\nallow_unsigned = [\"format_disk\"]\n",
+        )]);
+        assert!(load(&SysRoot::new(d.path()), None, &[])
+            .unwrap_err()
+            .message
+            .contains("format_disk"));
+        let d = tree(&[(
+            "/etc/npu-agent/agent.toml",
+            "[mqtt]\nkeep_alive_s = \"soon\"\n",
+        )]);
+        assert_eq!(
+            load(&SysRoot::new(d.path()), None, &[]).unwrap_err().line,
+            Some(2)
+        );
     }
 
     #[test]

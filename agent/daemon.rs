@@ -65,7 +65,9 @@ fn read_secret(path: &str) -> Result<Vec<u8>, String> {
 fn setup(cfg: Config) -> Result<Setup, RunError> {
     let cerr = |m: String| RunError::Config(m);
     if cfg.mqtt.url.is_empty() {
-        return Err(cerr("mqtt.url is not set (in /etc/npu-agent/agent.toml, or NPU_AGENT_MQTT_URL)".into()));
+        return Err(cerr(
+            "mqtt.url is not set (in /etc/npu-agent/agent.toml, or NPU_AGENT_MQTT_URL)".into(),
+        ));
     }
     let url = mqtt::parse_url(&cfg.mqtt.url).map_err(cerr)?;
     let root = SysRoot::new(&cfg.root);
@@ -81,15 +83,28 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
     };
     let mut trusted = Vec::new();
     for path in &cfg.security.trusted_keys {
-        let text = String::from_utf8(read_secret(path).map_err(cerr)?).map_err(|_| cerr(format!("{path}: not text")))?;
-        trusted.push(command::parse_verifying_key(&text).map_err(|e| cerr(format!("{path}: {e}")))?);
+        let text = String::from_utf8(read_secret(path).map_err(cerr)?)
+            .map_err(|_| cerr(format!("{path}: not text")))?;
+        trusted
+            .push(command::parse_verifying_key(&text).map_err(|e| cerr(format!("{path}: {e}")))?);
     }
     let tls = if url.tls {
-        let ca_pem = if cfg.mqtt.ca_file.is_empty() { Vec::new() } else { read_secret(&cfg.mqtt.ca_file).map_err(cerr)? };
+        let ca_pem = if cfg.mqtt.ca_file.is_empty() {
+            Vec::new()
+        } else {
+            read_secret(&cfg.mqtt.ca_file).map_err(cerr)?
+        };
         let client = match (cfg.mqtt.cert_file.is_empty(), cfg.mqtt.key_file.is_empty()) {
             (true, true) => None,
-            (false, false) => Some((read_secret(&cfg.mqtt.cert_file).map_err(cerr)?, read_secret(&cfg.mqtt.key_file).map_err(cerr)?)),
-            _ => return Err(cerr("mqtt.cert_file and mqtt.key_file go together (mTLS)".into())),
+            (false, false) => Some((
+                read_secret(&cfg.mqtt.cert_file).map_err(cerr)?,
+                read_secret(&cfg.mqtt.key_file).map_err(cerr)?,
+            )),
+            _ => {
+                return Err(cerr(
+                    "mqtt.cert_file and mqtt.key_file go together (mTLS)".into(),
+                ))
+            }
         };
         Some(mqtt::tls_config(&mqtt::TlsFiles { ca_pem, client }).map_err(cerr)?)
     } else {
@@ -101,7 +116,9 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         let password = if cfg.mqtt.password_file.is_empty() {
             String::new()
         } else {
-            String::from_utf8_lossy(&read_secret(&cfg.mqtt.password_file).map_err(cerr)?).trim_end_matches(['\n', '\r']).to_string()
+            String::from_utf8_lossy(&read_secret(&cfg.mqtt.password_file).map_err(cerr)?)
+                .trim_end_matches(['\n', '\r'])
+                .to_string()
         };
         Some((cfg.mqtt.username.clone(), password))
     };
@@ -112,7 +129,10 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         client_id: format!("npu-agent-{board}"),
         keep_alive: Duration::from_secs(cfg.mqtt.keep_alive_s.max(5)),
         credentials,
-        last_will: Some((topics::availability(&topic_root, &board), b"offline".to_vec())),
+        last_will: Some((
+            topics::availability(&topic_root, &board),
+            b"offline".to_vec(),
+        )),
         max_incoming_packet_bytes: MAX_INCOMING_PACKET_BYTES,
         connect_timeout_s: 5,
         lossless: false,
@@ -156,7 +176,13 @@ struct CmdRef {
 /// Work finished on a blocking thread.
 enum Done {
     Diagnosed(Result<Box<Diagnosis>, String>),
-    Action { cmd: Option<CmdRef>, name: String, ok: bool, detail: String, result: Value },
+    Action {
+        cmd: Option<CmdRef>,
+        name: String,
+        ok: bool,
+        detail: String,
+        result: Value,
+    },
 }
 
 /// Runs the daemon until SIGTERM/SIGINT. Returns the process exit code.
@@ -211,14 +237,20 @@ impl Agent {
                 b.insert(k.clone(), v.clone());
             }
         }
-        (self.reply_topic(c), serde_json::to_vec(&body).unwrap_or_default())
+        (
+            self.reply_topic(c),
+            serde_json::to_vec(&body).unwrap_or_default(),
+        )
     }
 
     /// Queues a retained QoS 1 message; sent now if connected, else on the next connect.
     fn send_retained(&mut self, topic: String, payload: Vec<u8>) {
         if self.connected {
             if let Some(l) = &self.link {
-                if l.client.try_publish(topic.clone(), QoS::AtLeastOnce, true, payload.clone()).is_ok() {
+                if l.client
+                    .try_publish(topic.clone(), QoS::AtLeastOnce, true, payload.clone())
+                    .is_ok()
+                {
                     return;
                 }
             }
@@ -233,7 +265,10 @@ impl Agent {
         let Some(l) = &self.link else { return };
         let mut left = Vec::new();
         for (t, p) in self.pending_replies.drain(..) {
-            if l.client.try_publish(t.clone(), QoS::AtLeastOnce, true, p.clone()).is_err() {
+            if l.client
+                .try_publish(t.clone(), QoS::AtLeastOnce, true, p.clone())
+                .is_err()
+            {
                 left.push((t, p));
             }
         }
@@ -241,7 +276,10 @@ impl Agent {
         if self.status_dirty {
             if let Some(js) = &self.status_json {
                 let topic = topics::status(&self.s.topic_root, &self.s.board);
-                if l.client.try_publish(topic, QoS::AtLeastOnce, true, js.clone().into_bytes()).is_ok() {
+                if l.client
+                    .try_publish(topic, QoS::AtLeastOnce, true, js.clone().into_bytes())
+                    .is_ok()
+                {
                     self.status_dirty = false;
                     self.last_status_publish = Instant::now();
                 } else {
@@ -254,29 +292,55 @@ impl Agent {
 
     fn set_report(&mut self, d: Box<Diagnosis>, force: bool) {
         let mut r = d.report.clone();
+        crate::provision::annotate(&mut r); // the first-boot provisioning outcome, if any
         r.board_id = self.s.board.clone();
         r.session = self.session;
         r.last_action = self.last_action.clone();
-        let edit: Option<action::state::BootEditState> = self.s.state.load(action::state::BOOT_EDIT_FILE).ok().flatten();
-        r.reboot_required = r.reboot_required || edit.is_some_and(|e| e.verified && e.reboot_required);
+        let edit: Option<action::state::BootEditState> = self
+            .s
+            .state
+            .load(action::state::BOOT_EDIT_FILE)
+            .ok()
+            .flatten();
+        r.reboot_required =
+            r.reboot_required || edit.is_some_and(|e| e.verified && e.reboot_required);
         let statuses: BTreeMap<String, Status> = crate::check::worst_by_id(&r.findings);
         let changed = statuses != self.statuses;
         self.statuses = statuses;
         self.status_json = serde_json::to_string(&r).ok();
         // Checks run every CHECK_PERIOD (at most interval_s); the status goes out on start, when
         // a finding's status changed, after an action or rescan (forced), and every interval_s.
-        let due = self.last_status_publish.elapsed() + Duration::from_millis(500) >= Duration::from_secs(self.s.cfg.report.interval_s);
-        if self.status_json.is_some() && (changed || due || force || self.last_diagnosis.is_none()) {
+        let due = self.last_status_publish.elapsed() + Duration::from_millis(500)
+            >= Duration::from_secs(self.s.cfg.report.interval_s);
+        if self.status_json.is_some() && (changed || due || force || self.last_diagnosis.is_none())
+        {
             self.status_dirty = true;
         }
-        let fails = r.findings.iter().filter(|f| f.status == Status::Fail).map(|f| f.id.as_str()).collect::<Vec<_>>();
-        let warns = r.findings.iter().filter(|f| f.status == Status::Warn).count();
+        let fails = r
+            .findings
+            .iter()
+            .filter(|f| f.status == Status::Fail)
+            .map(|f| f.id.as_str())
+            .collect::<Vec<_>>();
+        let warns = r
+            .findings
+            .iter()
+            .filter(|f| f.status == Status::Warn)
+            .count();
         let summary = format!(
             "health {:?}; {}{} warn; {}",
             r.health,
-            if fails.is_empty() { String::new() } else { format!("fail: {}; ", fails.join(", ")) },
+            if fails.is_empty() {
+                String::new()
+            } else {
+                format!("fail: {}; ", fails.join(", "))
+            },
             warns,
-            if self.connected { "mqtt connected" } else { "mqtt offline" }
+            if self.connected {
+                "mqtt connected"
+            } else {
+                "mqtt offline"
+            }
         );
         if summary != self.summary {
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&summary)]);
@@ -297,12 +361,20 @@ fn spawn_diagnose(s: &Setup, tx: &mpsc::UnboundedSender<Done>) {
     let choice = s.profile.clone();
     let tx = tx.clone();
     tokio::task::spawn_blocking(move || {
-        let r = diagnose::diagnose(&root, &choice).map(Box::new).map_err(|e| e.to_string());
+        let r = diagnose::diagnose(&root, &choice)
+            .map(Box::new)
+            .map_err(|e| e.to_string());
         let _ = tx.send(Done::Diagnosed(r));
     });
 }
 
-fn spawn_action(s: &Setup, cmd: Option<CmdRef>, a: Action, d: Option<Box<Diagnosis>>, tx: &mpsc::UnboundedSender<Done>) {
+fn spawn_action(
+    s: &Setup,
+    cmd: Option<CmdRef>,
+    a: Action,
+    d: Option<Box<Diagnosis>>,
+    tx: &mpsc::UnboundedSender<Done>,
+) {
     let root = s.root.clone();
     let state = s.state.clone();
     let actions = s.actions.clone();
@@ -311,33 +383,61 @@ fn spawn_action(s: &Setup, cmd: Option<CmdRef>, a: Action, d: Option<Box<Diagnos
     tokio::task::spawn_blocking(move || {
         let name = a.name().to_string();
         let (ok, detail, result) = execute(&root, &state, &actions, &choice, cmd.as_ref(), a, d);
-        let _ = tx.send(Done::Action { cmd, name, ok, detail, result });
+        let _ = tx.send(Done::Action {
+            cmd,
+            name,
+            ok,
+            detail,
+            result,
+        });
     });
 }
 
 /// Runs one action (blocking). Returns (succeeded, reason or summary, result object).
-fn execute(root: &SysRoot, state: &StateDir, actions: &ActionConfig, choice: &ProfileChoice, cmd: Option<&CmdRef>, a: Action, d: Option<Box<Diagnosis>>) -> (bool, String, Value) {
+fn execute(
+    root: &SysRoot,
+    state: &StateDir,
+    actions: &ActionConfig,
+    choice: &ProfileChoice,
+    cmd: Option<&CmdRef>,
+    a: Action,
+    d: Option<Box<Diagnosis>>,
+) -> (bool, String, Value) {
     let now = now_s();
     match a {
         Action::Rescan => match diagnose::diagnose(root, choice) {
             Ok(d) => {
                 let r = &d.report;
                 let detail = format!("health {:?}", r.health);
-                (true, detail, json!({"health": r.health, "fail": r.findings.iter().filter(|f| f.status == Status::Fail).map(|f| f.id.clone()).collect::<Vec<_>>()}))
+                (
+                    true,
+                    detail,
+                    json!({"health": r.health, "fail": r.findings.iter().filter(|f| f.status == Status::Fail).map(|f| f.id.clone()).collect::<Vec<_>>()}),
+                )
             }
             Err(e) => (false, e.to_string(), Value::Null),
         },
         Action::Compact { drop_caches } => {
-            use crate::action::compact::{run_compaction, CompactOptions, CompactOutcome, RootKnobs};
+            use crate::action::compact::{
+                run_compaction, CompactOptions, CompactOutcome, RootKnobs,
+            };
             let mut knobs = RootKnobs::new(root);
             let opts = CompactOptions {
                 drop_caches,
-                trigger: if cmd.is_some() { "command".into() } else { "planner".into() },
+                trigger: if cmd.is_some() {
+                    "command".into()
+                } else {
+                    "planner".into()
+                },
                 ..CompactOptions::default()
             };
             let r = run_compaction(root, &mut knobs, &opts, state, now);
             let ok = r.outcome == CompactOutcome::Done;
-            let detail = if ok { format!("compacted in {} ms", r.duration_ms) } else { r.reason.clone() };
+            let detail = if ok {
+                format!("compacted in {} ms", r.duration_ms)
+            } else {
+                r.reason.clone()
+            };
             (ok, detail, serde_json::to_value(&r).unwrap_or(Value::Null))
         }
         Action::SetCma { size } => {
@@ -352,21 +452,42 @@ fn execute(root: &SysRoot, state: &StateDir, actions: &ActionConfig, choice: &Pr
             };
             let r = cma_set(root, &d, &size, false, &mut RealStorage, state, now);
             let ok = matches!(r.outcome, CmaSetOutcome::Written | CmaSetOutcome::Unchanged);
-            let detail = if ok { r.explanation.join(" ") } else { r.error.clone() };
+            let detail = if ok {
+                r.explanation.join(" ")
+            } else {
+                r.error.clone()
+            };
             let mut v = serde_json::to_value(&r).unwrap_or(Value::Null);
             if let Some(o) = v.as_object_mut() {
-                o.insert("reboot_required".into(), json!(r.outcome == CmaSetOutcome::Written));
+                o.insert(
+                    "reboot_required".into(),
+                    json!(r.outcome == CmaSetOutcome::Written),
+                );
             }
             (ok, detail, v)
         }
         Action::Reboot { reason } => {
             use crate::action::reboot::{request_reboot, ProcessRunner, RebootProgress};
-            let id = cmd.map(|c| c.cmd_id.clone()).unwrap_or_else(|| format!("local-{now}"));
+            // Give the event loop a moment to put `executing` on the wire before the board goes
+            // down (a lost `executing` is harmless: the retained init is ignored as a
+            // re-delivery after the reboot, and `successful` follows).
+            std::thread::sleep(Duration::from_millis(500));
+            let id = cmd
+                .map(|c| c.cmd_id.clone())
+                .unwrap_or_else(|| format!("local-{now}"));
             match request_reboot(state, actions, &mut ProcessRunner, &id, &reason, now) {
                 // The board is going down: the result is published after the next boot.
-                RebootProgress::Pending(i) => (true, "reboot started".into(), json!({"pending": true, "boot_id_before": i.boot_id})),
+                RebootProgress::Pending(i) => (
+                    true,
+                    "reboot started".into(),
+                    json!({"pending": true, "boot_id_before": i.boot_id}),
+                ),
                 RebootProgress::Refused(r) => (false, r.to_string(), json!({"refused": true})),
-                RebootProgress::Failed(rec) => (false, rec.detail.clone(), serde_json::to_value(&rec).unwrap_or(Value::Null)),
+                RebootProgress::Failed(rec) => (
+                    false,
+                    rec.detail.clone(),
+                    serde_json::to_value(&rec).unwrap_or(Value::Null),
+                ),
             }
         }
         Action::ReleaseNpu { model } => release_npu(root, model),
@@ -388,15 +509,26 @@ pub fn hailo_ollama_port(root: &SysRoot) -> u16 {
 fn http_local(port: u16, method: &str, path: &str, body: &str) -> Result<(u16, String), String> {
     use std::io::{Read, Write};
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| format!("hailo-ollama on 127.0.0.1:{port}: {e}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+        .map_err(|e| format!("hailo-ollama on 127.0.0.1:{port}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
     let req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
     s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
     let mut resp = Vec::new();
-    s.take(1 << 20).read_to_end(&mut resp).map_err(|e| e.to_string())?;
+    s.take(1 << 20)
+        .read_to_end(&mut resp)
+        .map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&resp).into_owned();
-    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).ok_or("not an HTTP response")?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or("not an HTTP response")?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     Ok((code, body))
 }
 
@@ -412,7 +544,12 @@ fn release_npu(root: &SysRoot, model: Option<String>) -> (bool, String, Value) {
                 .and_then(|v| v.get("models").and_then(Value::as_array).cloned())
                 .unwrap_or_default()
                 .iter()
-                .filter_map(|m| m.get("name").or_else(|| m.get("model")).and_then(Value::as_str).map(str::to_string))
+                .filter_map(|m| {
+                    m.get("name")
+                        .or_else(|| m.get("model"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
                 .collect(),
             Ok((code, _)) => return (false, format!("GET /api/ps answered {code}"), Value::Null),
             Err(e) => return (false, e, Value::Null),
@@ -423,11 +560,24 @@ fn release_npu(root: &SysRoot, model: Option<String>) -> (bool, String, Value) {
         let body = json!({"model": m, "keep_alive": 0}).to_string();
         match http_local(port, "POST", "/api/generate", &body) {
             Ok((200, _)) => unloaded.push(m.clone()),
-            Ok((code, b)) => return (false, format!("unloading {m}: HTTP {code}: {}", b.chars().take(200).collect::<String>()), json!({"unloaded": unloaded})),
+            Ok((code, b)) => {
+                return (
+                    false,
+                    format!(
+                        "unloading {m}: HTTP {code}: {}",
+                        b.chars().take(200).collect::<String>()
+                    ),
+                    json!({"unloaded": unloaded}),
+                )
+            }
             Err(e) => return (false, e, json!({"unloaded": unloaded})),
         }
     }
-    (true, format!("unloaded {} model(s)", unloaded.len()), json!({"port": port, "unloaded": unloaded}))
+    (
+        true,
+        format!("unloaded {} model(s)", unloaded.len()),
+        json!({"port": port, "unloaded": unloaded}),
+    )
 }
 
 fn load_or_default<T: serde::de::DeserializeOwned + Default>(state: &StateDir, name: &str) -> T {
@@ -437,7 +587,10 @@ fn load_or_default<T: serde::de::DeserializeOwned + Default>(state: &StateDir, n
 async fn main_loop(s: Setup) -> i32 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
     let ledger: Ledger = load_or_default(&s.state, LEDGER_FILE);
-    let session: u64 = load_or_default::<Value>(&s.state, SESSION_FILE).get("session").and_then(Value::as_u64).unwrap_or(0);
+    let session: u64 = load_or_default::<Value>(&s.state, SESSION_FILE)
+        .get("session")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
     let mut agent = Agent {
         link: None,
         connected: false,
@@ -469,13 +622,16 @@ async fn main_loop(s: Setup) -> i32 {
     }
     spawn_diagnose(&agent.s, &tx);
     agent.link = Some(Link::start(&agent.s.link));
-    let mut interval = tokio::time::interval(Duration::from_secs(agent.s.cfg.report.interval_s.min(CHECK_PERIOD_MAX_S)));
+    let mut interval = tokio::time::interval(Duration::from_secs(
+        agent.s.cfg.report.interval_s.min(CHECK_PERIOD_MAX_S),
+    ));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     interval.tick().await;
     let mut housekeeping = tokio::time::interval(Duration::from_millis(250));
     let watchdog = sd_notify::watchdog_enabled();
     let mut last_watchdog = Instant::now();
-    let mut sigterm = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+    let mut sigterm = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
         Ok(s) => s,
         Err(e) => {
             eprintln!("npu-agent: cannot watch SIGTERM: {e}");
@@ -515,7 +671,9 @@ async fn main_loop(s: Setup) -> i32 {
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     if let Some(l) = agent.link.take() {
         let topic = topics::availability(&agent.s.topic_root, &agent.s.board);
-        let _ = l.client.try_publish(topic, QoS::AtLeastOnce, true, b"offline".to_vec());
+        let _ = l
+            .client
+            .try_publish(topic, QoS::AtLeastOnce, true, b"offline".to_vec());
         l.shutdown(Duration::from_secs(2)).await;
     }
     0
@@ -530,11 +688,16 @@ async fn next_event(link: &mut Option<Link>) -> Option<LinkEvent> {
 
 fn restart_stalled_link(agent: &mut Agent) {
     let Some(l) = &agent.link else { return };
-    let idle_ms = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0))
-        .saturating_sub(l.progress_ms.load(Ordering::Relaxed));
+    let idle_ms = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0))
+    .saturating_sub(l.progress_ms.load(Ordering::Relaxed));
     // With keep-alive pings the loop returns at least every keep-alive; three missed means stuck.
     if agent.connected && idle_ms > 3 * agent.s.link.keep_alive.as_millis() as u64 {
-        eprintln!("npu-agent: MQTT event loop made no progress for {idle_ms} ms; restarting the client");
+        eprintln!(
+            "npu-agent: MQTT event loop made no progress for {idle_ms} ms; restarting the client"
+        );
         if let Some(old) = agent.link.take() {
             old.abort();
         }
@@ -555,7 +718,9 @@ fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::ReconcileWhe
                 crate::action::reboot::RebootResult::Failed => CmdStatus::Failed,
             };
             let extra = json!({"reason": rec.detail, "result": rec});
-            agent.last_action = Some(json!({"action": "reboot", "cmd_id": rec.cmd_id, "status": status, "time": rfc3339_now()}));
+            agent.last_action = Some(
+                json!({"action": "reboot", "cmd_id": rec.cmd_id, "status": status, "time": rfc3339_now()}),
+            );
             if !rec.cmd_id.starts_with("local-") {
                 let (t, p) = agent.lifecycle(&c, status, extra);
                 agent.reboot_outcome = Some((t.clone(), p.clone()));
@@ -568,7 +733,11 @@ fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::ReconcileWhe
 }
 
 fn persist_ledger(agent: &Agent) -> Result<(), String> {
-    agent.s.state.save(LEDGER_FILE, &agent.ledger).map_err(|e| e.to_string())
+    agent
+        .s
+        .state
+        .save(LEDGER_FILE, &agent.ledger)
+        .map_err(|e| e.to_string())
 }
 
 fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done>) {
@@ -576,10 +745,15 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         LinkEvent::Connected { session_present } => {
             agent.connected = true;
             agent.session += 1;
-            let _ = agent.s.state.save(SESSION_FILE, &json!({"session": agent.session}));
+            let _ = agent
+                .s
+                .state
+                .save(SESSION_FILE, &json!({"session": agent.session}));
             let Some(l) = &agent.link else { return };
             let avail = topics::availability(&agent.s.topic_root, &agent.s.board);
-            let _ = l.client.try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
+            let _ = l
+                .client
+                .try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
             if !session_present {
                 // rumqttc keeps no subscriptions across a clean session (#250): subscribe again.
                 for f in topics::command_filters(&agent.s.topic_root, &agent.s.board) {
@@ -608,40 +782,68 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         }
         LinkEvent::Message { topic, payload, .. } => {
             if agent.s.cfg.home_assistant.enabled {
-                match crate::ha::on_message(agent_ha(agent), agent.link.as_ref().map(|l| &l.client), &topic, &payload) {
+                match crate::ha::on_message(
+                    agent_ha(agent),
+                    agent.link.as_ref().map(|l| &l.client),
+                    &topic,
+                    &payload,
+                ) {
                     crate::ha::HaMessage::NotMine => {}
                     crate::ha::HaMessage::Handled => return,
                     crate::ha::HaMessage::Press(action) => {
                         // Buttons run only what may run unsigned (compact, rescan by default).
-                        if agent.s.policy.allow_unsigned.iter().any(|a| a == action.name()) {
+                        if agent
+                            .s
+                            .policy
+                            .allow_unsigned
+                            .iter()
+                            .any(|a| a == action.name())
+                        {
                             enqueue(agent, None, action, tx);
                         }
                         return;
                     }
                 }
             }
-            let Some(t) = topics::parse_command(&agent.s.topic_root, &topic) else { return };
+            let Some(t) = topics::parse_command(&agent.s.topic_root, &topic) else {
+                return;
+            };
             let c = CmdRef {
                 action: t.action.clone(),
-                cmd_id: if t.cmd_id.len() <= 64 && !t.cmd_id.contains(['+', '#']) { t.cmd_id.clone() } else { "invalid".into() },
+                cmd_id: if t.cmd_id.len() <= 64 && !t.cmd_id.contains(['+', '#']) {
+                    t.cmd_id.clone()
+                } else {
+                    "invalid".into()
+                },
             };
             match command::gate(&agent.s.policy, &mut agent.ledger, &t, &payload, now_s()) {
                 Verdict::Ignore(_) => {}
                 Verdict::Reject(reason) => {
-                    if crate::mqtt::command::ACTIONS.contains(&c.action.as_str()) || t.board == agent.s.board {
-                        let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                    if crate::mqtt::command::ACTIONS.contains(&c.action.as_str())
+                        || t.board == agent.s.board
+                    {
+                        let (tp, p) =
+                            agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
                         agent.send_retained(tp, p);
                     }
                 }
                 Verdict::Execute(_) if agent.queue.len() >= MAX_QUEUED_ACTIONS => {
-                    let reason = format!("busy: {} actions are queued; retry later", agent.queue.len());
-                    let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                    let reason = format!(
+                        "busy: {} actions are queued; retry later",
+                        agent.queue.len()
+                    );
+                    let (tp, p) =
+                        agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
                     agent.send_retained(tp, p);
                 }
                 Verdict::Execute(action) => {
                     // Remembered before acting: a restart never runs it twice.
                     if let Err(e) = persist_ledger(agent) {
-                        let (tp, p) = agent.lifecycle(&c, CmdStatus::Failed, json!({"reason": format!("cannot persist the command id: {e}")}));
+                        let (tp, p) = agent.lifecycle(
+                            &c,
+                            CmdStatus::Failed,
+                            json!({"reason": format!("cannot persist the command id: {e}")}),
+                        );
                         agent.send_retained(tp, p);
                         return;
                     }
@@ -659,13 +861,26 @@ fn agent_ha(agent: &Agent) -> crate::ha::HaContext<'_> {
         prefix: &agent.s.cfg.home_assistant.discovery_prefix,
         topic_root: &agent.s.topic_root,
         board: &agent.s.board,
-        model: agent.last_diagnosis.as_ref().map(|d| d.report.model.as_str()).unwrap_or("edge board"),
-        profile: agent.last_diagnosis.as_ref().map(|d| d.profile.id.as_str()).unwrap_or("auto"),
+        model: agent
+            .last_diagnosis
+            .as_ref()
+            .map(|d| d.report.model.as_str())
+            .unwrap_or("edge board"),
+        profile: agent
+            .last_diagnosis
+            .as_ref()
+            .map(|d| d.profile.id.as_str())
+            .unwrap_or("auto"),
     }
 }
 
 /// Actions run one at a time, in arrival order, off the main loop.
-fn enqueue(agent: &mut Agent, cmd: Option<CmdRef>, action: Action, tx: &mpsc::UnboundedSender<Done>) {
+fn enqueue(
+    agent: &mut Agent,
+    cmd: Option<CmdRef>,
+    action: Action,
+    tx: &mpsc::UnboundedSender<Done>,
+) {
     agent.queue.push((cmd, action));
     start_next(agent, tx);
 }
@@ -690,12 +905,26 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
             agent.diagnosing = false;
             // The planner's automatic actions (compaction when it helps).
             if agent.s.actions.auto_compact && !agent.busy {
-                let compact: action::state::CompactState = load_or_default(&agent.s.state, "compact.json");
+                let compact: action::state::CompactState =
+                    load_or_default(&agent.s.state, "compact.json");
                 let ps = crate::action::planner::PlannerState { compact };
-                let plan = crate::action::planner::plan(&d.report.findings, &d.profile, &ps, &agent.s.actions, now_s());
+                let plan = crate::action::planner::plan(
+                    &d.report.findings,
+                    &d.profile,
+                    &ps,
+                    &agent.s.actions,
+                    now_s(),
+                );
                 for p in plan.run {
                     if p.action == crate::action::planner::ActionKind::Compact {
-                        enqueue(agent, None, Action::Compact { drop_caches: p.drop_caches }, tx);
+                        enqueue(
+                            agent,
+                            None,
+                            Action::Compact {
+                                drop_caches: p.drop_caches,
+                            },
+                            tx,
+                        );
                     }
                 }
             }
@@ -722,14 +951,30 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
             agent.diagnosing = false;
             eprintln!("npu-agent: diagnosis failed: {e}");
         }
-        Done::Action { cmd, name, ok, detail, result } => {
+        Done::Action {
+            cmd,
+            name,
+            ok,
+            detail,
+            result,
+        } => {
             agent.busy = false;
-            let status = if ok { CmdStatus::Successful } else { CmdStatus::Failed };
+            let status = if ok {
+                CmdStatus::Successful
+            } else {
+                CmdStatus::Failed
+            };
             let reboot_pending = name == "reboot" && ok;
-            agent.last_action = Some(json!({"action": name, "status": if reboot_pending { CmdStatus::Executing } else { status }, "detail": detail, "time": rfc3339_now(), "cmd_id": cmd.as_ref().map(|c| c.cmd_id.clone())}));
+            agent.last_action = Some(
+                json!({"action": name, "status": if reboot_pending { CmdStatus::Executing } else { status }, "detail": detail, "time": rfc3339_now(), "cmd_id": cmd.as_ref().map(|c| c.cmd_id.clone())}),
+            );
             if let Some(c) = &cmd {
                 if !reboot_pending {
-                    let extra = if ok { json!({"result": result}) } else { json!({"reason": detail, "result": result}) };
+                    let extra = if ok {
+                        json!({"result": result})
+                    } else {
+                        json!({"reason": detail, "result": result})
+                    };
                     let (t, p) = agent.lifecycle(c, status, extra);
                     agent.send_retained(t, p);
                 }

@@ -73,7 +73,13 @@ pub fn sanitize_board_id(raw: &str) -> String {
         .trim()
         .to_lowercase()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(64)
         .collect();
     if s.is_empty() {
@@ -94,8 +100,24 @@ pub fn auto_board_id(root: &SysRoot, snap_serial: Option<&str>) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// Inputs of a diagnosis that do not come from the board's files.
+#[derive(Debug, Clone, Default)]
+pub struct DiagnoseOptions {
+    /// A llama.cpp command line to check as if it were running (`check --llm-cmdline`).
+    pub llm_cmdline: Option<String>,
+}
+
 /// Runs one diagnosis of the board under `root`.
 pub fn diagnose(root: &SysRoot, choice: &ProfileChoice) -> Result<Diagnosis, DiagnoseError> {
+    diagnose_with(root, choice, &DiagnoseOptions::default())
+}
+
+/// [`diagnose`] with options.
+pub fn diagnose_with(
+    root: &SysRoot,
+    choice: &ProfileChoice,
+    opts: &DiagnoseOptions,
+) -> Result<Diagnosis, DiagnoseError> {
     let (profiles, profile_errors) = profile::load_all(root);
     let identity = probe::probe_identity(root);
     let pci = probe::probe_pci(root);
@@ -105,21 +127,56 @@ pub fn diagnose(root: &SysRoot, choice: &ProfileChoice) -> Result<Diagnosis, Dia
     let (profile, reason, fallback) = match choice {
         ProfileChoice::Auto => {
             let compatible = identity.compatible.clone().unwrap_or_default();
-            let pci_ids: Vec<(u16, u16)> = pci.as_ref().map(|d| d.iter().map(|d| (d.vendor, d.device)).collect()).unwrap_or_default();
+            let pci_ids: Vec<(u16, u16)> = pci
+                .as_ref()
+                .map(|d| d.iter().map(|d| (d.vendor, d.device)).collect())
+                .unwrap_or_default();
             let model = identity.model.as_ref().ok().map(|s| s.as_str());
-            let bare = DetectInput { compatible: &compatible, model, pci_ids: &pci_ids, installed: &[] };
+            let arch = identity.arch.as_deref();
+            let mut processes = if profile::wants_processes(&profiles, arch) {
+                probe::llm::detect_process_names(root)
+            } else {
+                Vec::new()
+            };
+            if let Some(prog) = opts
+                .llm_cmdline
+                .as_deref()
+                .and_then(|c| crate::parse::llmargs::shell_words(c).ok())
+                .and_then(|w| w.first().cloned())
+            {
+                processes.push(prog.rsplit('/').next().unwrap_or("").to_string());
+            }
+            let bare = DetectInput {
+                compatible: &compatible,
+                model,
+                pci_ids: &pci_ids,
+                installed: &[],
+                arch,
+                processes: &processes,
+            };
             let hints_matter = profiles
                 .iter()
                 .any(|p| !p.r#match.packages.is_empty() && profile::score(p, &bare).is_some());
             let installed: Vec<String> = if hints_matter {
                 let d = dpkg.get_or_insert_with(|| probe::probe_dpkg(root));
                 d.as_ref()
-                    .map(|p| p.iter().filter(|p| p.is_installed()).map(|p| p.name.clone()).collect())
+                    .map(|p| {
+                        p.iter()
+                            .filter(|p| p.is_installed())
+                            .map(|p| p.name.clone())
+                            .collect()
+                    })
                     .unwrap_or_default()
             } else {
                 Vec::new()
             };
-            let det = profile::detect(&profiles, &DetectInput { installed: &installed, ..bare })
+            let det = profile::detect(
+                &profiles,
+                &DetectInput {
+                    installed: &installed,
+                    ..bare
+                },
+            )
             .ok_or_else(|| DiagnoseError::UnknownProfile {
                 id: "generic".into(),
                 available: ids(&profiles),
@@ -127,17 +184,22 @@ pub fn diagnose(root: &SysRoot, choice: &ProfileChoice) -> Result<Diagnosis, Dia
             (det.profile, det.reason, det.fallback)
         }
         ProfileChoice::Id(id) => {
-            let p = profiles.iter().find(|p| &p.id == id).cloned().ok_or_else(|| DiagnoseError::UnknownProfile {
-                id: id.clone(),
-                available: ids(&profiles),
-            })?;
+            let p = profiles
+                .iter()
+                .find(|p| &p.id == id)
+                .cloned()
+                .ok_or_else(|| DiagnoseError::UnknownProfile {
+                    id: id.clone(),
+                    available: ids(&profiles),
+                })?;
             (p, format!("chosen with --profile {id}"), id == "generic")
         }
         ProfileChoice::File(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| DiagnoseError::ProfileFile {
-                path: path.display().to_string(),
-                source,
-            })?;
+            let text =
+                std::fs::read_to_string(path).map_err(|source| DiagnoseError::ProfileFile {
+                    path: path.display().to_string(),
+                    source,
+                })?;
             let p = profile::parse_profile(&path.display().to_string(), &text)?;
             let reason = format!("chosen with --profile {}", path.display());
             (p, reason, false)
@@ -153,14 +215,33 @@ pub fn diagnose(root: &SysRoot, choice: &ProfileChoice) -> Result<Diagnosis, Dia
             detail: format!("not read: profile {} checks no packages", profile.id),
         }),
     };
-    let snapshot = probe::probe(root, &profile, identity, pci, dpkg);
+    let mut snapshot = probe::probe(root, &profile, identity, pci, dpkg);
+    if let Some(line) = &opts.llm_cmdline {
+        probe::llm::add_cmdline(root, &mut snapshot.llm, line);
+    }
     let findings = check::run_all(&profile, &snapshot, &reason, fallback);
-    let report = build_report(root, &profile, &reason, &snapshot, findings, serial.as_deref(), profile_errors);
-    Ok(Diagnosis { report, snapshot, profile })
+    let report = build_report(
+        root,
+        &profile,
+        &reason,
+        &snapshot,
+        findings,
+        serial.as_deref(),
+        profile_errors,
+    );
+    Ok(Diagnosis {
+        report,
+        snapshot,
+        profile,
+    })
 }
 
 fn ids(profiles: &[Profile]) -> String {
-    profiles.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")
+    profiles
+        .iter()
+        .map(|p| p.id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Dashboard figures from the snapshot.
@@ -184,7 +265,13 @@ pub fn metrics(snap: &Snapshot, profile: &Profile) -> BTreeMap<String, Value> {
         m.insert("free_high_order_bytes".into(), high.into());
     }
     if let Ok(v) = &snap.vmstat {
-        for k in ["compact_stall", "compact_fail", "compact_success", "cma_alloc_success", "cma_alloc_fail"] {
+        for k in [
+            "compact_stall",
+            "compact_fail",
+            "compact_success",
+            "cma_alloc_success",
+            "cma_alloc_fail",
+        ] {
             if let Some(x) = v.get(k) {
                 m.insert(k.into(), (*x).into());
             }
@@ -208,12 +295,19 @@ fn build_report(
         .as_ref()
         .ok()
         .cloned()
-        .or_else(|| snap.identity.arch.clone().map(|a| format!("{a} machine (no device tree)")))
+        .or_else(|| {
+            snap.identity
+                .arch
+                .clone()
+                .map(|a| format!("{a} machine (no device tree)"))
+        })
         .unwrap_or_else(|| "unknown board".into());
     let time = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
-    let reboot_required = findings.iter().any(|f| f.id == "reboot.pending" && f.status.fires());
+    let reboot_required = findings
+        .iter()
+        .any(|f| f.id == "reboot.pending" && f.status.fires());
     Report {
         schema: 1,
         board_id: auto_board_id(root, serial),
@@ -248,7 +342,13 @@ mod tests {
     #[test]
     fn profile_choice_parsing() {
         assert_eq!(ProfileChoice::parse("auto"), ProfileChoice::Auto);
-        assert_eq!(ProfileChoice::parse("rk3588-rknpu"), ProfileChoice::Id("rk3588-rknpu".into()));
-        assert_eq!(ProfileChoice::parse("./x.toml"), ProfileChoice::File("./x.toml".into()));
+        assert_eq!(
+            ProfileChoice::parse("rk3588-rknpu"),
+            ProfileChoice::Id("rk3588-rknpu".into())
+        );
+        assert_eq!(
+            ProfileChoice::parse("./x.toml"),
+            ProfileChoice::File("./x.toml".into())
+        );
     }
 }

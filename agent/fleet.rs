@@ -34,7 +34,10 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
             Some(p) => read(p)?,
             None => Vec::new(),
         };
-        let client = match (env("NPU_AGENT_MQTT_CERT_FILE"), env("NPU_AGENT_MQTT_KEY_FILE")) {
+        let client = match (
+            env("NPU_AGENT_MQTT_CERT_FILE"),
+            env("NPU_AGENT_MQTT_KEY_FILE"),
+        ) {
             (Some(c), Some(k)) => Some((read(c)?, read(k)?)),
             _ => None,
         };
@@ -45,7 +48,9 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
     let credentials = match env("NPU_AGENT_MQTT_USERNAME") {
         Some(u) => {
             let p = match env("NPU_AGENT_MQTT_PASSWORD_FILE") {
-                Some(f) => String::from_utf8_lossy(&read(f)?).trim_end_matches(['\n', '\r']).to_string(),
+                Some(f) => String::from_utf8_lossy(&read(f)?)
+                    .trim_end_matches(['\n', '\r'])
+                    .to_string(),
                 None => String::new(),
             };
             Some((u, p))
@@ -90,7 +95,9 @@ pub struct SendArgs {
 pub fn parse_args(kv: &[String]) -> Result<Map<String, Value>, String> {
     let mut m = Map::new();
     for a in kv {
-        let (k, v) = a.split_once('=').ok_or_else(|| format!("--arg {a:?}: expected KEY=VALUE"))?;
+        let (k, v) = a
+            .split_once('=')
+            .ok_or_else(|| format!("--arg {a:?}: expected KEY=VALUE"))?;
         if k.is_empty() {
             return Err(format!("--arg {a:?}: empty key"));
         }
@@ -106,7 +113,10 @@ pub fn parse_args(kv: &[String]) -> Result<Map<String, Value>, String> {
 
 /// A current-thread runtime for an operator command; `None` (reason printed) if it cannot start.
 fn runtime(err: &mut dyn Write) -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => Some(r),
         Err(e) => {
             let _ = writeln!(err, "npu-agent: cannot start the runtime: {e}");
@@ -118,7 +128,10 @@ fn runtime(err: &mut dyn Write) -> Option<tokio::runtime::Runtime> {
 fn new_cmd_id() -> String {
     let mut rnd = [0u8; 3];
     let _ = getrandom::fill(&mut rnd);
-    let ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
     format!("{ms}-{:02x}{:02x}{:02x}", rnd[0], rnd[1], rnd[2])
 }
 
@@ -135,7 +148,12 @@ struct Lifecycle {
 /// from every board that answered).
 pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     if !command::ACTIONS.contains(&a.action.as_str()) {
-        let _ = writeln!(err, "npu-agent: unknown action {:?} (known: {})", a.action, command::ACTIONS.join(", "));
+        let _ = writeln!(
+            err,
+            "npu-agent: unknown action {:?} (known: {})",
+            a.action,
+            command::ACTIONS.join(", ")
+        );
         return EXIT_USAGE;
     }
     let args = match parse_args(&a.args) {
@@ -179,14 +197,28 @@ pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let Some(rt) = runtime(err) else { return EXIT_USAGE };
+    let Some(rt) = runtime(err) else {
+        return EXIT_USAGE;
+    };
     rt.block_on(send_async(a, link, &board, &cmd_id, payload, out, err))
 }
 
-async fn send_async(a: &SendArgs, opts: LinkOptions, board: &str, cmd_id: &str, payload: Vec<u8>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+async fn send_async(
+    a: &SendArgs,
+    opts: LinkOptions,
+    board: &str,
+    cmd_id: &str,
+    payload: Vec<u8>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
     let root = &a.topic_root;
     let init_topic = topics::command(root, board, &a.action, cmd_id);
-    let reply_filter = if a.board.is_some() { init_topic.clone() } else { topics::command(root, "+", &a.action, cmd_id) };
+    let reply_filter = if a.board.is_some() {
+        init_topic.clone()
+    } else {
+        topics::command(root, "+", &a.action, cmd_id)
+    };
     let mut link = Link::start(&opts);
     let deadline = Instant::now() + Duration::from_secs(a.wait_s);
     let mut sent = false;
@@ -197,7 +229,16 @@ async fn send_async(a: &SendArgs, opts: LinkOptions, board: &str, cmd_id: &str, 
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            let _ = writeln!(err, "npu-agent: no final state within {} s{}", a.wait_s, if last_error.is_empty() { String::new() } else { format!(" (last connection error: {last_error})") });
+            let _ = writeln!(
+                err,
+                "npu-agent: no final state within {} s{}",
+                a.wait_s,
+                if last_error.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (last connection error: {last_error})")
+                }
+            );
             break;
         }
         let ev = match tokio::time::timeout(left, link.events.recv()).await {
@@ -206,30 +247,52 @@ async fn send_async(a: &SendArgs, opts: LinkOptions, board: &str, cmd_id: &str, 
         };
         match ev {
             LinkEvent::Connected { .. } => {
-                let _ = link.client.try_subscribe(reply_filter.clone(), QoS::AtLeastOnce);
+                let _ = link
+                    .client
+                    .try_subscribe(reply_filter.clone(), QoS::AtLeastOnce);
                 if a.board.is_none() {
-                    let _ = link.client.try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
+                    let _ = link
+                        .client
+                        .try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
                 }
-                if !sent && link.client.try_publish(init_topic.clone(), QoS::AtLeastOnce, true, payload.clone()).is_ok() {
+                if !sent
+                    && link
+                        .client
+                        .try_publish(init_topic.clone(), QoS::AtLeastOnce, true, payload.clone())
+                        .is_ok()
+                {
                     sent = true;
                     let _ = writeln!(out, "{board} {cmd_id} init");
                 }
             }
             LinkEvent::Disconnected { reason } => last_error = reason,
-            LinkEvent::Message { topic, payload: p, .. } => {
+            LinkEvent::Message {
+                topic, payload: p, ..
+            } => {
                 if let Some(b) = topics::parse_board_leaf(root, &topic, "availability") {
                     online.insert(b.to_string(), p == b"online");
                     continue;
                 }
-                let Some(t) = topics::parse_command(root, &topic) else { continue };
+                let Some(t) = topics::parse_command(root, &topic) else {
+                    continue;
+                };
                 if t.cmd_id != cmd_id || p.is_empty() {
                     continue;
                 }
-                let Ok(l) = serde_json::from_slice::<Lifecycle>(&p) else { continue };
+                let Ok(l) = serde_json::from_slice::<Lifecycle>(&p) else {
+                    continue;
+                };
                 if l.status == CmdStatus::Init {
                     continue;
                 }
-                let mut line = format!("{} {cmd_id} {}", t.board, serde_json::to_value(l.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default());
+                let mut line = format!(
+                    "{} {cmd_id} {}",
+                    t.board,
+                    serde_json::to_value(l.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                );
                 if let Some(r) = &l.reason {
                     line.push_str(&format!(": {r}"));
                 }
@@ -243,25 +306,44 @@ async fn send_async(a: &SendArgs, opts: LinkOptions, board: &str, cmd_id: &str, 
                 let done = if a.board.is_some() {
                     !finals.is_empty()
                 } else {
-                    let up: Vec<&String> = online.iter().filter(|(_, on)| **on).map(|(b, _)| b).collect();
+                    let up: Vec<&String> = online
+                        .iter()
+                        .filter(|(_, on)| **on)
+                        .map(|(b, _)| b)
+                        .collect();
                     !up.is_empty() && up.iter().all(|b| finals.contains_key(*b))
                 };
                 if done {
-                    code = if finals.values().all(|s| *s == CmdStatus::Successful) { EXIT_OK } else { EXIT_FAILED };
+                    code = if finals.values().all(|s| *s == CmdStatus::Successful) {
+                        EXIT_OK
+                    } else {
+                        EXIT_FAILED
+                    };
                     break;
                 }
             }
         }
     }
-    if a.board.is_none() && !finals.is_empty() && code != EXIT_OK && finals.values().all(|s| *s == CmdStatus::Successful) {
+    if a.board.is_none()
+        && !finals.is_empty()
+        && code != EXIT_OK
+        && finals.values().all(|s| *s == CmdStatus::Successful)
+    {
         code = EXIT_OK;
     }
     // The requester clears the retained command (and every board's answer for fleet-wide ones).
     if sent {
-        let _ = link.client.try_publish(init_topic.clone(), QoS::AtLeastOnce, true, Vec::new());
+        let _ = link
+            .client
+            .try_publish(init_topic.clone(), QoS::AtLeastOnce, true, Vec::new());
         if a.board.is_none() {
             for b in finals.keys() {
-                let _ = link.client.try_publish(topics::command(root, b, &a.action, cmd_id), QoS::AtLeastOnce, true, Vec::new());
+                let _ = link.client.try_publish(
+                    topics::command(root, b, &a.action, cmd_id),
+                    QoS::AtLeastOnce,
+                    true,
+                    Vec::new(),
+                );
             }
         }
     }
@@ -355,11 +437,29 @@ pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
 
 /// Renders rows as a table.
 pub fn render_rows(rows: &[BoardRow]) -> String {
-    let mut out = format!("{:<24} {:<8} {:<6} {:<14} {:>10} {:<26} {}\n", "BOARD", "LINK", "HEALTH", "PROFILE", "CMA_FREE", "LAST_SEEN", "WORST");
+    let mut out = format!(
+        "{:<24} {:<8} {:<6} {:<14} {:>10} {:<26} {}\n",
+        "BOARD", "LINK", "HEALTH", "PROFILE", "CMA_FREE", "LAST_SEEN", "WORST"
+    );
     for r in rows {
-        let cma = r.cma_free_bytes.map(crate::parse::size::human_bytes).unwrap_or_else(|| "-".into());
-        let worst = if r.worst.is_empty() { "-".to_string() } else { r.worst.iter().take(3).cloned().collect::<Vec<_>>().join(", ") };
-        out.push_str(&format!("{:<24} {:<8} {:<6} {:<14} {:>10} {:<26} {}\n", r.board, r.availability, r.health, r.profile, cma, r.last_seen, worst));
+        let cma = r
+            .cma_free_bytes
+            .map(crate::parse::size::human_bytes)
+            .unwrap_or_else(|| "-".into());
+        let worst = if r.worst.is_empty() {
+            "-".to_string()
+        } else {
+            r.worst
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "{:<24} {:<8} {:<6} {:<14} {:>10} {:<26} {}\n",
+            r.board, r.availability, r.health, r.profile, cma, r.last_seen, worst
+        ));
     }
     out
 }
@@ -386,11 +486,18 @@ pub fn watch(a: &WatchArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let Some(rt) = runtime(err) else { return EXIT_USAGE };
+    let Some(rt) = runtime(err) else {
+        return EXIT_USAGE;
+    };
     rt.block_on(watch_async(a, opts, out, err))
 }
 
-async fn watch_async(a: &WatchArgs, opts: LinkOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+async fn watch_async(
+    a: &WatchArgs,
+    opts: LinkOptions,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
     use std::io::IsTerminal;
     let root = &a.topic_root;
     let mut link = Link::start(&opts);
@@ -427,37 +534,59 @@ async fn watch_async(a: &WatchArgs, opts: LinkOptions, out: &mut dyn Write, err:
                 connected = true;
                 // QoS 0: a state topic needs only the latest value, and brokers cap the QoS 1
                 // queue per client (mosquitto: 1000), which would cut a large fleet short.
-                let _ = link.client.try_subscribe(format!("{root}/+/status"), QoS::AtMostOnce);
-                let _ = link.client.try_subscribe(format!("{root}/+/availability"), QoS::AtMostOnce);
+                let _ = link
+                    .client
+                    .try_subscribe(format!("{root}/+/status"), QoS::AtMostOnce);
+                let _ = link
+                    .client
+                    .try_subscribe(format!("{root}/+/availability"), QoS::AtMostOnce);
             }
             Some(LinkEvent::Disconnected { reason }) => last_error = reason,
             Some(LinkEvent::Message { topic, payload, .. }) => {
                 last_msg = Some(Instant::now());
                 if let Some(b) = topics::parse_board_leaf(root, &topic, "status") {
-                    let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow { board: b.to_string(), availability: "unknown".into(), ..Default::default() });
+                    let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow {
+                        board: b.to_string(),
+                        availability: "unknown".into(),
+                        ..Default::default()
+                    });
                     if payload.is_empty() {
                         rows.remove(b);
                     } else {
                         apply_status(row, &payload);
                     }
                 } else if let Some(b) = topics::parse_board_leaf(root, &topic, "availability") {
-                    let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow { board: b.to_string(), ..Default::default() });
+                    let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow {
+                        board: b.to_string(),
+                        ..Default::default()
+                    });
                     row.availability = String::from_utf8_lossy(&payload).chars().take(16).collect();
                 }
             }
             None => {}
         }
-        if !a.once && last_draw.elapsed() > Duration::from_millis(250) && last_msg.is_some_and(|t| t > last_draw) {
+        if !a.once
+            && last_draw.elapsed() > Duration::from_millis(250)
+            && last_msg.is_some_and(|t| t > last_draw)
+        {
             let list: Vec<BoardRow> = rows.values().cloned().collect();
             let text = render_rows(&list);
-            let _ = if tty { write!(out, "\x1b[H\x1b[2J{text}") } else { writeln!(out, "{text}") };
+            let _ = if tty {
+                write!(out, "\x1b[H\x1b[2J{text}")
+            } else {
+                writeln!(out, "{text}")
+            };
             let _ = out.flush();
             last_draw = Instant::now();
         }
     }
     let list: Vec<BoardRow> = rows.into_values().collect();
     if a.json {
-        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&json!({"boards": list})).unwrap_or_default());
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&json!({"boards": list})).unwrap_or_default()
+        );
     } else {
         let _ = write!(out, "{}", render_rows(&list));
     }

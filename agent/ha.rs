@@ -88,13 +88,21 @@ pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
 /// On every connect: publish discovery and subscribe to Home Assistant's status and the buttons.
 pub fn on_connect(ctx: HaContext<'_>, client: &AsyncClient) {
     let _ = client.try_subscribe(format!("{}/status", ctx.prefix), QoS::AtLeastOnce);
-    let _ = client.try_subscribe(format!("{}/{}/ha/+", ctx.topic_root, ctx.board), QoS::AtLeastOnce);
+    let _ = client.try_subscribe(
+        format!("{}/{}/ha/+", ctx.topic_root, ctx.board),
+        QoS::AtLeastOnce,
+    );
     publish(ctx, client);
 }
 
 fn publish(ctx: HaContext<'_>, client: &AsyncClient) {
     let payload = discovery_payload(&ctx).to_string();
-    let _ = client.try_publish(discovery_topic(&ctx), QoS::AtLeastOnce, true, payload.into_bytes());
+    let _ = client.try_publish(
+        discovery_topic(&ctx),
+        QoS::AtLeastOnce,
+        true,
+        payload.into_bytes(),
+    );
 }
 
 /// What an incoming message meant for the Home Assistant side.
@@ -109,7 +117,12 @@ pub enum HaMessage {
 }
 
 /// Handles a message on a Home Assistant topic.
-pub fn on_message(ctx: HaContext<'_>, client: Option<&AsyncClient>, topic: &str, payload: &[u8]) -> HaMessage {
+pub fn on_message(
+    ctx: HaContext<'_>,
+    client: Option<&AsyncClient>,
+    topic: &str,
+    payload: &[u8],
+) -> HaMessage {
     if topic == format!("{}/status", ctx.prefix) {
         if payload == b"online" {
             if let Some(c) = client {
@@ -135,7 +148,13 @@ mod tests {
     use super::*;
 
     fn ctx() -> HaContext<'static> {
-        HaContext { prefix: "homeassistant", topic_root: "npu-fleet", board: "b1", model: "Radxa ROCK 5B", profile: "rk3588-rknpu" }
+        HaContext {
+            prefix: "homeassistant",
+            topic_root: "npu-fleet",
+            board: "b1",
+            model: "Radxa ROCK 5B",
+            profile: "rk3588-rknpu",
+        }
     }
 
     #[test]
@@ -143,8 +162,14 @@ mod tests {
         let p = discovery_payload(&ctx());
         assert_eq!(discovery_topic(&ctx()), "homeassistant/device/b1/config");
         assert_eq!(p["availability_topic"], "npu-fleet/b1/availability");
-        assert_eq!(p["cmps"]["b1_cma_free"]["state_topic"], "npu-fleet/b1/status");
-        assert_eq!(p["cmps"]["b1_compact"]["command_topic"], "npu-fleet/b1/ha/compact");
+        assert_eq!(
+            p["cmps"]["b1_cma_free"]["state_topic"],
+            "npu-fleet/b1/status"
+        );
+        assert_eq!(
+            p["cmps"]["b1_compact"]["command_topic"],
+            "npu-fleet/b1/ha/compact"
+        );
         assert_eq!(p["cmps"]["b1_check_limits_nofile"]["p"], "binary_sensor");
         let n = p["cmps"].as_object().unwrap().len();
         assert_eq!(n, 3 + CHECK_IDS.len() + 2);
@@ -152,9 +177,21 @@ mod tests {
 
     #[test]
     fn messages() {
-        assert_eq!(on_message(ctx(), None, "npu-fleet/b1/ha/compact", b"PRESS"), HaMessage::Press(Action::Compact { drop_caches: false }));
-        assert_eq!(on_message(ctx(), None, "homeassistant/status", b"online"), HaMessage::Handled);
-        assert_eq!(on_message(ctx(), None, "npu-fleet/b1/ha/reboot", b"PRESS"), HaMessage::Handled);
-        assert_eq!(on_message(ctx(), None, "npu-fleet/b1/cmd/x/y", b"{}"), HaMessage::NotMine);
+        assert_eq!(
+            on_message(ctx(), None, "npu-fleet/b1/ha/compact", b"PRESS"),
+            HaMessage::Press(Action::Compact { drop_caches: false })
+        );
+        assert_eq!(
+            on_message(ctx(), None, "homeassistant/status", b"online"),
+            HaMessage::Handled
+        );
+        assert_eq!(
+            on_message(ctx(), None, "npu-fleet/b1/ha/reboot", b"PRESS"),
+            HaMessage::Handled
+        );
+        assert_eq!(
+            on_message(ctx(), None, "npu-fleet/b1/cmd/x/y", b"{}"),
+            HaMessage::NotMine
+        );
     }
 }

@@ -29,5 +29,7 @@ pub mod mqtt;
 pub mod parse;
 pub mod probe;
 pub mod profile;
+pub mod provision;
 pub mod report;
 pub mod root;
+pub mod standby;

@@ -22,7 +22,11 @@ pub enum Health {
 impl Health {
     /// Health from the worst finding.
     pub fn of(findings: &[Finding]) -> Health {
-        let worst = findings.iter().map(|f| f.status.severity()).max().unwrap_or(0);
+        let worst = findings
+            .iter()
+            .map(|f| f.status.severity())
+            .max()
+            .unwrap_or(0);
         match worst {
             4 => Health::Fail,
             2 | 3 => Health::Warn,
@@ -116,12 +120,22 @@ pub fn render_text(r: &Report, style: Style) -> String {
         Health::Fail => paint(style, Status::Fail, "FAIL"),
     };
     let _ = writeln!(out, "profile {} ({})", r.profile, r.profile_reason);
-    let _ = writeln!(out, "health {health}   board {}   agent {}", r.board_id, r.agent_version);
+    let _ = writeln!(
+        out,
+        "health {health}   board {}   agent {}",
+        r.board_id, r.agent_version
+    );
     for e in &r.profile_errors {
         let _ = writeln!(out, "profile error (skipped): {e}");
     }
     let _ = writeln!(out);
-    let width = r.findings.iter().map(|f| f.id.len()).max().unwrap_or(10).max(5);
+    let width = r
+        .findings
+        .iter()
+        .map(|f| f.id.len())
+        .max()
+        .unwrap_or(10)
+        .max(5);
     let _ = writeln!(out, "{:<6}  {:<width$}  SUMMARY", "STATUS", "CHECK");
     let mut i = 0;
     while i < r.findings.len() {
@@ -129,19 +143,33 @@ pub fn render_text(r: &Report, style: Style) -> String {
         // Consecutive skips with one reason (a whole family that does not apply) share a line.
         let run = r.findings[i..]
             .iter()
-            .take_while(|g| g.status == Status::Skip && f.status == Status::Skip && g.summary == f.summary)
+            .take_while(|g| {
+                g.status == Status::Skip && f.status == Status::Skip && g.summary == f.summary
+            })
             .count();
         if run > 2 && !style.verbose {
             let family = f.id.split('.').next().unwrap_or("");
             let label = format!("{:<6}", "skip");
             let name = format!("{family}.* ({run} checks)");
-            let _ = writeln!(out, "{}  {:<width$}  {}", paint(style, Status::Skip, &label), name, f.summary);
+            let _ = writeln!(
+                out,
+                "{}  {:<width$}  {}",
+                paint(style, Status::Skip, &label),
+                name,
+                f.summary
+            );
             i += run;
             continue;
         }
         i += 1;
         let label = format!("{:<6}", f.status.as_str());
-        let _ = writeln!(out, "{}  {:<width$}  {}", paint(style, f.status, &label), f.id, f.summary);
+        let _ = writeln!(
+            out,
+            "{}  {:<width$}  {}",
+            paint(style, f.status, &label),
+            f.id,
+            f.summary
+        );
         let detail = f.status.fires() || f.status == Status::Error || style.verbose;
         if !detail {
             continue;

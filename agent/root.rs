@@ -101,11 +101,19 @@ impl SysRoot {
             None
         } else {
             use rustix::fs::{open, Mode, OFlags};
-            open(&base, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-                .ok()
-                .map(std::sync::Arc::new)
+            open(
+                &base,
+                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()
+            .map(std::sync::Arc::new)
         };
-        SysRoot { base, canonical, dirfd }
+        SysRoot {
+            base,
+            canonical,
+            dirfd,
+        }
     }
 
     /// True when this root is the live system (`/`).
@@ -177,7 +185,11 @@ impl SysRoot {
                 Err(e) => return Err(Self::io_error(board_path, &io::Error::from(e))),
             }
         }
-        let host = if self.is_live() { host } else { self.resolve(board_path)? };
+        let host = if self.is_live() {
+            host
+        } else {
+            self.resolve(board_path)?
+        };
         fs::File::open(&host).map_err(|e| Self::io_error(board_path, &e))
     }
 
@@ -224,6 +236,21 @@ impl SysRoot {
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
+    /// The first `max_bytes` of a file and the file's length (a GGUF model is hundreds of GB; its
+    /// header is at the start).
+    pub fn read_head(&self, board_path: &str, max_bytes: u64) -> Result<(Vec<u8>, u64), ReadError> {
+        let file = self.open_in_root(board_path, false)?;
+        let len = file
+            .metadata()
+            .map_err(|e| Self::io_error(board_path, &e))?
+            .len();
+        let mut buf = Vec::new();
+        file.take(max_bytes)
+            .read_to_end(&mut buf)
+            .map_err(|e| Self::io_error(board_path, &e))?;
+        Ok((buf, len))
+    }
+
     /// The last `max_bytes` of a file as text (logs grow without bound), starting at a line
     /// boundary when the file was cut.
     pub fn read_tail(&self, board_path: &str, max_bytes: u64) -> Result<String, ReadError> {
@@ -254,7 +281,8 @@ impl SysRoot {
     pub fn list_dir(&self, board_path: &str) -> Result<Vec<String>, ReadError> {
         let mut names: Vec<String> = if self.dirfd.is_some() {
             let dir = self.open_in_root(board_path, true)?;
-            let entries = rustix::fs::Dir::read_from(&dir).map_err(|e| Self::io_error(board_path, &io::Error::from(e)))?;
+            let entries = rustix::fs::Dir::read_from(&dir)
+                .map_err(|e| Self::io_error(board_path, &io::Error::from(e)))?;
             entries
                 .filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -303,7 +331,10 @@ impl SysRoot {
             .unwrap_or("")
             .to_string();
         if base.is_empty() || base == ".." || base == "." {
-            return Err(ReadError::malformed(board_path, format!("link target {target:?}")));
+            return Err(ReadError::malformed(
+                board_path,
+                format!("link target {target:?}"),
+            ));
         }
         Ok(base)
     }
@@ -394,7 +425,8 @@ impl SysRoot {
             .truncate(true)
             .open(&host)
             .map_err(|e| Self::io_error(board_path, &e))?;
-        file.write_all(bytes).map_err(|e| Self::io_error(board_path, &e))
+        file.write_all(bytes)
+            .map_err(|e| Self::io_error(board_path, &e))
     }
 }
 
@@ -405,7 +437,10 @@ mod tests {
     #[test]
     fn join_refuses_parent_components() {
         let root = SysRoot::new("/tmp/x");
-        assert_eq!(root.join("/proc/meminfo").unwrap(), PathBuf::from("/tmp/x/proc/meminfo"));
+        assert_eq!(
+            root.join("/proc/meminfo").unwrap(),
+            PathBuf::from("/tmp/x/proc/meminfo")
+        );
         let err = root.join("/proc/../../etc/shadow").unwrap_err();
         assert_eq!(err.kind, ReadErrorKind::OutsideRoot);
     }
@@ -419,7 +454,11 @@ mod tests {
         // An absolute link means the board's own /etc/hostname, never the host's.
         std::os::unix::fs::symlink("/etc/hostname", dir.path().join("proc/meminfo")).unwrap();
         // A relative link climbing past the root is clamped to the root.
-        std::os::unix::fs::symlink("../../../../../../etc/hostname", dir.path().join("proc/cmdline")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../../../../etc/hostname",
+            dir.path().join("proc/cmdline"),
+        )
+        .unwrap();
         std::os::unix::fs::symlink("/etc/shadow", dir.path().join("proc/vmstat")).unwrap();
         let root = SysRoot::new(dir.path());
         assert_eq!(root.read_string("/proc/meminfo").unwrap(), "board\n");
@@ -446,8 +485,16 @@ mod tests {
         std::os::unix::fs::symlink("../../../bus/pci/drivers/hailo1x", d.join("driver")).unwrap();
         std::fs::write(d.join("plain"), "../../drivers/hailo\n").unwrap();
         let root = SysRoot::new(dir.path());
-        assert_eq!(root.link_basename("/sys/bus/pci/devices/0001:01:00.0/driver").unwrap(), "hailo1x");
-        assert_eq!(root.link_basename("/sys/bus/pci/devices/0001:01:00.0/plain").unwrap(), "hailo");
+        assert_eq!(
+            root.link_basename("/sys/bus/pci/devices/0001:01:00.0/driver")
+                .unwrap(),
+            "hailo1x"
+        );
+        assert_eq!(
+            root.link_basename("/sys/bus/pci/devices/0001:01:00.0/plain")
+                .unwrap(),
+            "hailo"
+        );
     }
 
     #[test]
@@ -457,6 +504,9 @@ mod tests {
         std::fs::write(dir.path().join("var/log/kern.log"), "aaaa\nbbbb\ncccc\n").unwrap();
         let root = SysRoot::new(dir.path());
         assert_eq!(root.read_tail("/var/log/kern.log", 8).unwrap(), "cccc\n");
-        assert_eq!(root.read_tail("/var/log/kern.log", 100).unwrap(), "aaaa\nbbbb\ncccc\n");
+        assert_eq!(
+            root.read_tail("/var/log/kern.log", 100).unwrap(),
+            "aaaa\nbbbb\ncccc\n"
+        );
     }
 }

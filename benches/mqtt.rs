@@ -21,15 +21,26 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 
 fn rss(pid: u32) -> (String, String) {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let get = |k: &str| s.lines().find(|l| l.starts_with(k)).map(|l| l[k.len()..].trim().to_string()).unwrap_or_default();
+    let get = |k: &str| {
+        s.lines()
+            .find(|l| l.starts_with(k))
+            .map(|l| l[k.len()..].trim().to_string())
+            .unwrap_or_default()
+    };
     (get("VmRSS:"), get("VmHWM:"))
 }
 
 fn rescan(c: &Client, id: &str) -> f64 {
     let topic = format!("npu-fleet/b1/cmd/rescan/{id}");
     let t0 = Instant::now();
-    c.publish(&topic, &init_payload("b1", "rescan", id, json!({}), now_s(), 60, None), false);
-    c.wait_for(Duration::from_secs(10), "successful", |m| m.topic == topic && m.json()["status"] == "successful");
+    c.publish(
+        &topic,
+        &init_payload("b1", "rescan", id, json!({}), now_s(), 60, None),
+        false,
+    );
+    c.wait_for(Duration::from_secs(10), "successful", |m| {
+        m.topic == topic && m.json()["status"] == "successful"
+    });
     t0.elapsed().as_secs_f64() * 1000.0
 }
 
@@ -39,10 +50,18 @@ fn main() {
     }
     let mut broker = Broker::start();
     let board = Board::from_fixture("own-rk3588-opi5plus-rknpu-0.9.8-healthy", "b1", "");
-    board.write("/etc/npu-agent/agent.toml", &agent_config(&broker.url(), "b1", "[report]\n").replace("[report]\ninterval_s = 2\n\n[report]\n", "[report]\ninterval_s = 60\n"));
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "b1", "[report]\n").replace(
+            "[report]\ninterval_s = 2\n\n[report]\n",
+            "[report]\ninterval_s = 60\n",
+        ),
+    );
     let agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
-    let status = c.wait_for(Duration::from_secs(10), "status", |m| m.topic == "npu-fleet/b1/status");
+    let status = c.wait_for(Duration::from_secs(10), "status", |m| {
+        m.topic == "npu-fleet/b1/status"
+    });
     println!("status message: {} bytes", status.payload.len());
 
     // 1. Round trip.
@@ -50,7 +69,11 @@ fn main() {
         rescan(&c, &format!("warm-{i}"));
     }
     let mut rtt: Vec<f64> = (0..200).map(|i| rescan(&c, &format!("rtt-{i}"))).collect();
-    println!("command round trip (rescan init -> successful), 200 commands: p50 {:.2} ms, p99 {:.2} ms", pct(&mut rtt, 0.5), pct(&mut rtt, 0.99));
+    println!(
+        "command round trip (rescan init -> successful), 200 commands: p50 {:.2} ms, p99 {:.2} ms",
+        pct(&mut rtt, 0.5),
+        pct(&mut rtt, 0.99)
+    );
 
     // 2. Broker restart -> online + status.
     let mut restarts = Vec::new();
@@ -60,24 +83,54 @@ fn main() {
         broker.restart();
         let t0 = Instant::now();
         let c2 = Client::connect(broker.port, &["npu-fleet/b1/#"]);
-        c2.wait_for(Duration::from_secs(20), "online", |m| m.topic == "npu-fleet/b1/availability" && m.text() == "online");
-        c2.wait_for(Duration::from_secs(20), "status", |m| m.topic == "npu-fleet/b1/status");
+        c2.wait_for(Duration::from_secs(20), "online", |m| {
+            m.topic == "npu-fleet/b1/availability" && m.text() == "online"
+        });
+        c2.wait_for(Duration::from_secs(20), "status", |m| {
+            m.topic == "npu-fleet/b1/status"
+        });
         restarts.push(t0.elapsed().as_secs_f64() * 1000.0);
     }
-    println!("broker restart -> online + status (ms after the broker accepts connections): {:?}", restarts.iter().map(|v| format!("{v:.0}")).collect::<Vec<_>>());
+    println!(
+        "broker restart -> online + status (ms after the broker accepts connections): {:?}",
+        restarts
+            .iter()
+            .map(|v| format!("{v:.0}"))
+            .collect::<Vec<_>>()
+    );
 
     // 3. fleet watch over 10,000 retained statuses.
     let c = Client::connect(broker.port, &[]);
     let body = status.text();
     for i in 0..10_000 {
-        c.publish(&format!("npu-fleet/bench-{i:05}/status"), body.replace("\"board_id\":\"b1\"", &format!("\"board_id\":\"bench-{i:05}\"")).as_bytes(), true);
+        c.publish(
+            &format!("npu-fleet/bench-{i:05}/status"),
+            body.replace(
+                "\"board_id\":\"b1\"",
+                &format!("\"board_id\":\"bench-{i:05}\""),
+            )
+            .as_bytes(),
+            true,
+        );
     }
     // Wait until the broker holds the last one (publishing 60 MB takes a moment).
     let probe = Client::connect(broker.port, &["npu-fleet/bench-09999/status"]);
-    probe.wait_for(Duration::from_secs(120), "the 10,000th retained status", |m| m.topic == "npu-fleet/bench-09999/status");
+    probe.wait_for(
+        Duration::from_secs(120),
+        "the 10,000th retained status",
+        |m| m.topic == "npu-fleet/bench-09999/status",
+    );
     let t0 = Instant::now();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_npu-agent"))
-        .args(["fleet", "watch", "--broker", &broker.url(), "--once", "--format", "json"])
+        .args([
+            "fleet",
+            "watch",
+            "--broker",
+            &broker.url(),
+            "--once",
+            "--format",
+            "json",
+        ])
         .output()
         .unwrap();
     let took = t0.elapsed();

@@ -27,51 +27,96 @@ fn fixture_roots() -> Vec<PathBuf> {
 
 /// Runs `check --format json --root ROOT` and returns (exit code, report).
 fn check(cmd: &mut Command, root: &Path) -> (i32, Value) {
-    let out = cmd.args(["check", "--format", "json", "--root"]).arg(root).output().expect("run the agent");
-    let code = out.status.code().unwrap_or_else(|| panic!("killed by a signal on {}", root.display()));
+    let out = cmd
+        .args(["check", "--format", "json", "--root"])
+        .arg(root)
+        .output()
+        .expect("run the agent");
+    let code = out
+        .status
+        .code()
+        .unwrap_or_else(|| panic!("killed by a signal on {}", root.display()));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("not JSON on {} ({e}); stderr: {}", root.display(), String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "not JSON on {} ({e}); stderr: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
     });
     (code, v)
 }
 
 #[test]
 fn aarch64_binary_is_a_static_aarch64_elf() {
-    let Some(bin) = common::aarch64_agent() else { return };
+    let Some(bin) = common::aarch64_agent() else {
+        return;
+    };
     let facts = common::elf_facts(&bin);
-    assert!(facts.aarch64, "{} is not an aarch64 ELF: {facts:?}", bin.display());
-    assert_eq!(facts.interpreter, None, "{} has an ELF interpreter: it is dynamically linked", bin.display());
+    assert!(
+        facts.aarch64,
+        "{} is not an aarch64 ELF: {facts:?}",
+        bin.display()
+    );
+    assert_eq!(
+        facts.interpreter,
+        None,
+        "{} has an ELF interpreter: it is dynamically linked",
+        bin.display()
+    );
     assert_eq!(facts.needed, 0, "{} needs shared libraries", bin.display());
     // The size is part of the product (it ships to SD-card images): keep an eye on it.
-    assert!(facts.size < 8 << 20, "{} is {} bytes: the size-oriented release profile is not applied", bin.display(), facts.size);
+    assert!(
+        facts.size < 8 << 20,
+        "{} is {} bytes: the size-oriented release profile is not applied",
+        bin.display(),
+        facts.size
+    );
     eprintln!("static aarch64 agent: {} bytes", facts.size);
     // The same reading of the host build (x86_64, dynamic glibc) tells the difference.
     if cfg!(all(target_arch = "x86_64", target_env = "gnu")) {
         let host = common::elf_facts(&common::host_agent());
-        assert!(!host.aarch64 && host.interpreter.is_some() && host.needed > 0, "host build misread: {host:?}");
+        assert!(
+            !host.aarch64 && host.interpreter.is_some() && host.needed > 0,
+            "host build misread: {host:?}"
+        );
     }
 }
 
 #[test]
 fn aarch64_reports_equal_host_reports_on_every_board_tree() {
-    let Some(bin) = common::aarch64_agent() else { return };
-    let Some([qemu]) = common::tools(["qemu-aarch64-static"], "runs the aarch64 agent on this host; Debian package qemu-user-static")
-    else {
+    let Some(bin) = common::aarch64_agent() else {
+        return;
+    };
+    let Some([qemu]) = common::tools(
+        ["qemu-aarch64-static"],
+        "runs the aarch64 agent on this host; Debian package qemu-user-static",
+    ) else {
         return;
     };
     let roots = fixture_roots();
-    assert!(roots.len() >= 20, "expected the board trees under tests/fixtures/boards, found {}", roots.len());
+    assert!(
+        roots.len() >= 20,
+        "expected the board trees under tests/fixtures/boards, found {}",
+        roots.len()
+    );
     let mut compared = 0;
     for root in &roots {
         let (host_code, mut host) = check(&mut Command::new(common::host_agent()), root);
         let mut cmd = Command::new(&qemu);
         cmd.arg(&bin);
         let (arm_code, mut arm) = check(&mut cmd, root);
-        let case = root.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let case = root
+            .parent()
+            .and_then(Path::file_name)
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         // The fields named by the contract first, so a failure names what differs.
         for key in ["profile", "model", "health", "metrics", "findings"] {
             assert!(host.get(key).is_some(), "{case}: host report has no {key}");
-            assert_eq!(arm[key], host[key], "{case}: aarch64 and host differ in `{key}`");
+            assert_eq!(
+                arm[key], host[key],
+                "{case}: aarch64 and host differ in `{key}`"
+            );
         }
         assert_eq!(arm_code, host_code, "{case}: exit codes differ");
         // Then everything else but the wall-clock time.
@@ -79,7 +124,10 @@ fn aarch64_reports_equal_host_reports_on_every_board_tree() {
             v.as_object_mut().expect("report object").remove("time");
         }
         assert_eq!(arm, host, "{case}: reports differ outside `time`");
-        assert!(!host["findings"].as_array().expect("findings").is_empty(), "{case}: no findings");
+        assert!(
+            !host["findings"].as_array().expect("findings").is_empty(),
+            "{case}: no findings"
+        );
         compared += 1;
     }
     assert_eq!(compared, roots.len());

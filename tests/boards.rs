@@ -63,9 +63,18 @@ pub fn check_tree(root: &Path) -> (Value, BTreeMap<String, String>) {
         .arg(root)
         .output()
         .expect("run npu-agent");
-    let code = out.status.code().expect("exited normally (no signal, no panic abort)");
-    assert!(code == 0 || code == 1, "exit {code} on {}: {}", root.display(), String::from_utf8_lossy(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).expect("check --format json prints JSON");
+    let code = out
+        .status
+        .code()
+        .expect("exited normally (no signal, no panic abort)");
+    assert!(
+        code == 0 || code == 1,
+        "exit {code} on {}: {}",
+        root.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_slice(&out.stdout).expect("check --format json prints JSON");
     let mut worst: BTreeMap<String, String> = BTreeMap::new();
     for f in report["findings"].as_array().expect("findings array") {
         let id = f["id"].as_str().expect("id").to_string();
@@ -79,7 +88,12 @@ pub fn check_tree(root: &Path) -> (Value, BTreeMap<String, String>) {
     }
     // The exit code follows the default --fail-on fail.
     let any_fail = worst.values().any(|s| s == "fail");
-    assert_eq!(code, i32::from(any_fail), "exit code vs findings on {}", root.display());
+    assert_eq!(
+        code,
+        i32::from(any_fail),
+        "exit code vs findings on {}",
+        root.display()
+    );
     (report, worst)
 }
 
@@ -103,17 +117,29 @@ fn assert_verdict(
     let mut errors = Vec::new();
     for id in must_fire {
         if !fires(&status(id)) {
-            errors.push(format!("{id} must fire but is {} ({})", status(id), summary(id)));
+            errors.push(format!(
+                "{id} must fire but is {} ({})",
+                status(id),
+                summary(id)
+            ));
         }
     }
     for id in must_not_fire {
         if fires(&status(id)) {
-            errors.push(format!("{id} must not fire but is {} ({})", status(id), summary(id)));
+            errors.push(format!(
+                "{id} must not fire but is {} ({})",
+                status(id),
+                summary(id)
+            ));
         }
     }
     for (id, want) in check_status {
         if status(id) != *want {
-            errors.push(format!("{id} must be {want} but is {} ({})", status(id), summary(id)));
+            errors.push(format!(
+                "{id} must be {want} but is {} ({})",
+                status(id),
+                summary(id)
+            ));
         }
     }
     let got_worst = must_fire
@@ -121,11 +147,21 @@ fn assert_verdict(
         .map(|id| status(id))
         .max_by_key(|s| if s == "absent" { 0 } else { severity(s) })
         .unwrap_or_else(|| "pass".into());
-    let got_worst = if must_fire.is_empty() { "pass".to_string() } else { got_worst };
+    let got_worst = if must_fire.is_empty() {
+        "pass".to_string()
+    } else {
+        got_worst
+    };
     if got_worst != worst_status {
-        errors.push(format!("worst status among must_fire is {got_worst}, expected {worst_status}"));
+        errors.push(format!(
+            "worst status among must_fire is {got_worst}, expected {worst_status}"
+        ));
     }
-    for id in must_fire.iter().chain(must_not_fire).chain(check_status.keys()) {
+    for id in must_fire
+        .iter()
+        .chain(must_not_fire)
+        .chain(check_status.keys())
+    {
         if status(id) == "error" && check_status.get(id).map(String::as_str) != Some("error") {
             errors.push(format!("{id} ended in error ({})", summary(id)));
         }
@@ -135,7 +171,12 @@ fn assert_verdict(
             errors.push(format!("no finding for {id}"));
         }
     }
-    assert!(errors.is_empty(), "{case_id} ({}):\n  {}", root.display(), errors.join("\n  "));
+    assert!(
+        errors.is_empty(),
+        "{case_id} ({}):\n  {}",
+        root.display(),
+        errors.join("\n  ")
+    );
     report
 }
 
@@ -150,9 +191,19 @@ fn run_case(case: &str, variant: Option<usize>) -> Value {
     let e = load(case);
     assert_eq!(e.kind, "board-check", "{case} is not a board-check case");
     match variant {
-        None => assert_verdict(&e.id, &fixtures().join(case).join("root"), &e.must_fire, &e.must_not_fire, &e.worst_status, &e.check_status),
+        None => assert_verdict(
+            &e.id,
+            &fixtures().join(case).join("root"),
+            &e.must_fire,
+            &e.must_not_fire,
+            &e.worst_status,
+            &e.check_status,
+        ),
         Some(n) => {
-            let v = e.variant.get(n).unwrap_or_else(|| panic!("{} has no variant {n}", e.id));
+            let v = e
+                .variant
+                .get(n)
+                .unwrap_or_else(|| panic!("{} has no variant {n}", e.id));
             assert_verdict(
                 &format!("{} variant {}", e.id, v.root),
                 &fixtures().join(case).join(&v.root),
@@ -175,8 +226,15 @@ fn finding<'a>(report: &'a Value, id: &str) -> &'a Value {
 /// The remedy a person pastes points the same way as the case's recommendation.
 fn assert_remedy_mentions(report: &Value, id: &str, needle: &str) {
     let f = finding(report, id);
-    let text = format!("{} {}", f["remedy"].as_str().unwrap_or(""), f["summary"].as_str().unwrap_or(""));
-    assert!(text.contains(needle), "{id}: remedy/summary should mention {needle:?}: {text}");
+    let text = format!(
+        "{} {}",
+        f["remedy"].as_str().unwrap_or(""),
+        f["summary"].as_str().unwrap_or("")
+    );
+    assert!(
+        text.contains(needle),
+        "{id}: remedy/summary should mention {needle:?}: {text}"
+    );
 }
 
 macro_rules! cases {
@@ -217,6 +275,12 @@ cases! {
     own05_unknown_board => "own-unknown-visionfive2";
     own06_x86_host => "own-x86-host-no-devicetree", own06_extra;
     own07_malformed_files => "own-malformed-files", own07_extra;
+    own10_x86_moe_numa2_balancing_on => "own-x86-moe-numa2-balancing-on";
+    own11_x86_moe_guide_cmdline_healthy => "own-x86-moe-numa2-guide-cmdline-healthy";
+    own12_x86_moe_ot_single_digit_layers => "own-x86-moe-ot-single-digit-layers";
+    own13_x86_moe_ot_misspelt_exps => "own-x86-moe-ot-misspelt-exps";
+    own14_x86_moe_no_ot_ngl99 => "own-x86-moe-no-ot-ngl99";
+    own15_x86_moe_ot_unescaped_dots => "own-x86-moe-ot-unescaped-dots";
 }
 
 fn br01_extra(r: &Value) {
@@ -224,7 +288,10 @@ fn br01_extra(r: &Value) {
 }
 fn br03_extra(r: &Value) {
     assert_remedy_mentions(r, "hailo.driver_binding", "hailo-h10-all");
-    assert_eq!(finding(r, "hailo.driver_binding")["observed"]["driver_version"], "4.22.0");
+    assert_eq!(
+        finding(r, "hailo.driver_binding")["observed"]["driver_version"],
+        "4.22.0"
+    );
     // No dpkg database on a Nerves image: skip, not error.
     assert_eq!(finding(r, "hailo.package_generation")["status"], "skip");
 }
@@ -235,18 +302,27 @@ fn br05_extra(r: &Value) {
 }
 fn br07_extra(r: &Value) {
     // The library version comes from the app log, not from host dpkg (which says 4.23.0).
-    assert_eq!(finding(r, "hailo.version_mismatch")["observed"]["library_version"], "4.22.0");
+    assert_eq!(
+        finding(r, "hailo.version_mismatch")["observed"]["library_version"],
+        "4.22.0"
+    );
 }
 fn br08_extra(r: &Value) {
     assert_remedy_mentions(r, "cma.boot_param", "dtoverlay=cma,cma-256");
     assert_remedy_mentions(r, "cma.boot_param", "0xee000000");
 }
 fn br11_extra(r: &Value) {
-    assert_eq!(finding(r, "memory.compaction")["observed"]["action"], "compact");
+    assert_eq!(
+        finding(r, "memory.compaction")["observed"]["action"],
+        "compact"
+    );
 }
 fn br12_extra(r: &Value) {
     assert_remedy_mentions(r, "limits.nofile", "LimitNOFILE");
-    assert_eq!(finding(r, "rknpu.driver_version")["observed"]["driver_version"], "0.8.2");
+    assert_eq!(
+        finding(r, "rknpu.driver_version")["observed"]["driver_version"],
+        "0.8.2"
+    );
 }
 fn br22_extra(r: &Value) {
     assert_remedy_mentions(r, "rknpu.driver_version", "rocket");
@@ -257,7 +333,10 @@ fn br23_extra(r: &Value) {
 }
 fn own02_extra(r: &Value) {
     assert_eq!(r["profile"], "rk3588-rknpu");
-    assert_eq!(finding(r, "board.identity")["observed"]["soc"], "RK3588 (pcie3x4 node present)");
+    assert_eq!(
+        finding(r, "board.identity")["observed"]["soc"],
+        "RK3588 (pcie3x4 node present)"
+    );
     assert_eq!(r["metrics"]["cma_total_bytes"], 268_435_456u64);
 }
 fn own04_extra(r: &Value) {
@@ -274,7 +353,13 @@ fn own07_extra(r: &Value) {
     // Control characters and invalid UTF-8 are dropped from the model.
     assert_eq!(r["model"], "Radxa ROCK 5B");
     let f = finding(r, "cma.pool_size");
-    assert!(f["summary"].as_str().unwrap().contains("/proc/meminfo: malformed"), "{f}");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("/proc/meminfo: malformed"),
+        "{f}"
+    );
 }
 
 #[test]
@@ -308,7 +393,11 @@ fn own_cases_pin_every_check() {
     for case in CASES.iter().filter(|c| c.starts_with("own-")) {
         let e = load(case);
         for id in npu_agent::check::CHECK_IDS {
-            assert!(e.check_status.contains_key(*id), "{} does not pin {id}", e.id);
+            assert!(
+                e.check_status.contains_key(*id),
+                "{} does not pin {id}",
+                e.id
+            );
         }
     }
 }
@@ -318,18 +407,24 @@ fn shared_fixtures_are_copied_unchanged() {
     // The verdicts must never be edited to make a test pass: compare with ../shared when present.
     let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/boards");
     if !shared.is_dir() {
-        assert!(std::env::var_os("CI").is_none(), "CI must have ../shared beside the checkout");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have ../shared beside the checkout"
+        );
         return;
     }
     for entry in std::fs::read_dir(&shared).unwrap() {
         let dir = entry.unwrap().path();
         let exp = dir.join("expected.toml");
-        let Ok(text) = std::fs::read_to_string(&exp) else { continue };
+        let Ok(text) = std::fs::read_to_string(&exp) else {
+            continue;
+        };
         if !text.contains("kind = \"board-check\"") {
             continue;
         }
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let ours = std::fs::read_to_string(fixtures().join(&name).join("expected.toml")).unwrap_or_default();
+        let ours = std::fs::read_to_string(fixtures().join(&name).join("expected.toml"))
+            .unwrap_or_default();
         assert_eq!(ours, text, "{name}/expected.toml differs from ../shared");
     }
 }

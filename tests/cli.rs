@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn agent(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_npu-agent")).args(args).output().expect("run npu-agent")
+    Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        .args(args)
+        .output()
+        .expect("run npu-agent")
 }
 
 fn case(name: &str) -> String {
@@ -34,17 +37,30 @@ fn check_on_this_host_picks_generic_and_exits_cleanly() {
     assert!(code == 0 || code == 1, "exit {code}: {}", stderr(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).expect("JSON report");
     assert_eq!(r["schema"], 1);
-    let id = r["findings"].as_array().unwrap().iter().find(|f| f["id"] == "board.identity").unwrap();
+    let id = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "board.identity")
+        .unwrap();
     if !Path::new("/proc/device-tree").exists() {
         assert_eq!(r["profile"], "generic", "{}", r["profile_reason"]);
         assert_eq!(id["status"], "info");
     }
     assert_eq!(id["observed"]["arch"], std::env::consts::ARCH);
     // Real /proc: meminfo parsed, so the metrics carry RAM.
-    assert!(r["metrics"]["mem_total_bytes"].as_u64().unwrap() > 64 << 20, "{}", r["metrics"]);
+    assert!(
+        r["metrics"]["mem_total_bytes"].as_u64().unwrap() > 64 << 20,
+        "{}",
+        r["metrics"]
+    );
     assert!(r["findings"].as_array().unwrap().len() >= npu_agent::check::CHECK_IDS.len());
     let text = agent(&["check"]);
-    assert!(stdout(&text).contains("board.identity"), "{}", stdout(&text));
+    assert!(
+        stdout(&text).contains("board.identity"),
+        "{}",
+        stdout(&text)
+    );
 }
 
 #[test]
@@ -54,10 +70,19 @@ fn text_output_is_a_table_with_remedies() {
     let out = stdout(&o);
     assert!(out.contains("health FAIL"), "{out}");
     assert!(out.contains("STATUS  CHECK"), "{out}");
-    let line = out.lines().find(|l| l.starts_with("fail    limits.nofile")).expect("nofile line");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("fail    limits.nofile"))
+        .expect("nofile line");
     assert!(line.contains("errno 24"), "{line}");
-    assert!(out.contains("fix: for a service: sudo systemctl edit rkllm.service"), "{out}");
-    assert!(out.contains("evidence: /var/log/rkllm/llm_demo.log:"), "{out}");
+    assert!(
+        out.contains("fix: for a service: sudo systemctl edit rkllm.service"),
+        "{out}"
+    );
+    assert!(
+        out.contains("evidence: /var/log/rkllm/llm_demo.log:"),
+        "{out}"
+    );
     // Piped output carries no colour codes.
     assert!(!out.contains('\x1b'), "colour on a pipe");
 }
@@ -66,9 +91,19 @@ fn text_output_is_a_table_with_remedies() {
 fn fail_on_warn_turns_warnings_into_exit_1() {
     let root = case("rock5b-rknpu-0.9.6-vendor-kernel");
     assert_eq!(agent(&["check", "--root", &root]).status.code(), Some(0));
-    assert_eq!(agent(&["check", "--root", &root, "--fail-on", "warn"]).status.code(), Some(1));
+    assert_eq!(
+        agent(&["check", "--root", &root, "--fail-on", "warn"])
+            .status
+            .code(),
+        Some(1)
+    );
     let healthy = case("own-rk3588-opi5plus-rknpu-0.9.8-healthy");
-    assert_eq!(agent(&["check", "--root", &healthy, "--fail-on", "warn"]).status.code(), Some(0));
+    assert_eq!(
+        agent(&["check", "--root", &healthy, "--fail-on", "warn"])
+            .status
+            .code(),
+        Some(0)
+    );
 }
 
 #[test]
@@ -87,7 +122,11 @@ fn usage_errors_exit_2() {
         assert!(!stderr(&o).is_empty(), "{args:?} printed no reason");
     }
     let o = agent(&["check", "--profile", "no-such-profile"]);
-    assert!(stderr(&o).contains("available: rpi5-hailo10h, rpi5-hailo8, rk3588-rknpu, generic"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("available: rpi5-hailo10h, rpi5-hailo8, rk3588-rknpu, generic"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -96,7 +135,10 @@ fn help_and_version_exit_0() {
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("check"));
     let o = agent(&["--version"]);
-    assert_eq!(stdout(&o).trim(), format!("npu-agent {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        stdout(&o).trim(),
+        format!("npu-agent {}", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 fn temp_profile(text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -109,25 +151,53 @@ fn temp_profile(text: &str) -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn profile_file_with_unknown_key_names_file_line_and_key() {
     let (_d, p) = temp_profile("schema = 1\nid = \"custom\"\nname = \"Custom\"\n\n[cma]\nmin_total_bytes = 1\nmin_totl = 2\n");
-    let o = agent(&["check", "--root", &case("own-x86-host-no-devicetree"), "--profile", p.to_str().unwrap()]);
+    let o = agent(&[
+        "check",
+        "--root",
+        &case("own-x86-host-no-devicetree"),
+        "--profile",
+        p.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.contains(&format!("profile {}: line 7: unknown key `min_totl`", p.display())), "{err}");
+    assert!(
+        err.contains(&format!(
+            "profile {}: line 7: unknown key `min_totl`",
+            p.display()
+        )),
+        "{err}"
+    );
 }
 
 #[test]
 fn profile_file_changes_the_verdict() {
     // The same RK3588 tree, with a profile file that wants a 512 MiB pool: cma.pool_size fails.
-    let base = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("board-profiles/rk3588-rknpu.toml")).unwrap();
+    let base = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("board-profiles/rk3588-rknpu.toml"),
+    )
+    .unwrap();
     let text = base
         .replace("id = \"rk3588-rknpu\"", "id = \"rk3588-big-cma\"")
         .replace("min_total_bytes = 0 ", "min_total_bytes = 536870912 ");
     let (_d, p) = temp_profile(&text);
-    let o = agent(&["check", "--root", &case("own-rk3588-opi5plus-rknpu-0.9.8-healthy"), "--profile", p.to_str().unwrap(), "--format", "json"]);
+    let o = agent(&[
+        "check",
+        "--root",
+        &case("own-rk3588-opi5plus-rknpu-0.9.8-healthy"),
+        "--profile",
+        p.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(r["profile"], "rk3588-big-cma");
-    let f = r["findings"].as_array().unwrap().iter().find(|f| f["id"] == "cma.pool_size").unwrap();
+    let f = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "cma.pool_size")
+        .unwrap();
     assert_eq!(f["status"], "fail");
     assert_eq!(f["observed"]["cma_total_bytes"], 268_435_456u64);
     assert_eq!(f["expected"]["cma_total_bytes"], 536_870_912u64);
@@ -138,25 +208,50 @@ fn profiles_dir_under_root_overrides_and_extends() {
     let tree = tempfile::tempdir().unwrap();
     let dir = tree.path().join("etc/npu-agent/profiles.d");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("lab.toml"), "schema = 1\nid = \"lab-board\"\nname = \"Lab board\"\n[match]\nmodel = [\"Lab\"]\n").unwrap();
+    std::fs::write(
+        dir.join("lab.toml"),
+        "schema = 1\nid = \"lab-board\"\nname = \"Lab board\"\n[match]\nmodel = [\"Lab\"]\n",
+    )
+    .unwrap();
     std::fs::create_dir_all(tree.path().join("proc/device-tree")).unwrap();
-    std::fs::write(tree.path().join("proc/device-tree/model"), b"Lab Board v2\0").unwrap();
+    std::fs::write(
+        tree.path().join("proc/device-tree/model"),
+        b"Lab Board v2\0",
+    )
+    .unwrap();
     let root = tree.path().to_str().unwrap();
     let o = agent(&["profiles", "list", "--root", root]);
     assert_eq!(o.status.code(), Some(0));
     assert!(stdout(&o).contains("lab-board"), "{}", stdout(&o));
-    assert!(stdout(&o).contains("/etc/npu-agent/profiles.d"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("/etc/npu-agent/profiles.d"),
+        "{}",
+        stdout(&o)
+    );
     let o = agent(&["check", "--root", root, "--format", "json"]);
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(r["profile"], "lab-board");
     assert_eq!(r["profile_reason"], "model contains \"Lab\"");
     // A broken file there is reported and skipped, not fatal for check.
-    std::fs::write(dir.join("broken.toml"), "schema = 1\nid = \"b\"\nname = \"B\"\nbogus = 1\n").unwrap();
+    std::fs::write(
+        dir.join("broken.toml"),
+        "schema = 1\nid = \"b\"\nname = \"B\"\nbogus = 1\n",
+    )
+    .unwrap();
     let o = agent(&["check", "--root", root, "--format", "json"]);
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let errs = r["profile_errors"].as_array().unwrap();
-    assert!(errs[0].as_str().unwrap().contains("broken.toml: line 4: unknown key `bogus`"), "{errs:?}");
-    assert_eq!(agent(&["profiles", "list", "--root", root]).status.code(), Some(2));
+    assert!(
+        errs[0]
+            .as_str()
+            .unwrap()
+            .contains("broken.toml: line 4: unknown key `bogus`"),
+        "{errs:?}"
+    );
+    assert_eq!(
+        agent(&["profiles", "list", "--root", root]).status.code(),
+        Some(2)
+    );
 }
 
 #[test]
@@ -164,7 +259,8 @@ fn profiles_show_prints_a_loadable_profile() {
     let o = agent(&["profiles", "show", "rpi5-hailo10h"]);
     assert_eq!(o.status.code(), Some(0));
     let text = stdout(&o);
-    let p = npu_agent::profile::parse_profile("shown.toml", &text).expect("show output parses as a profile");
+    let p = npu_agent::profile::parse_profile("shown.toml", &text)
+        .expect("show output parses as a profile");
     assert_eq!(p.id, "rpi5-hailo10h");
     assert_eq!(p.npu.generation, Some(5));
     assert_eq!(agent(&["profiles", "show", "nope"]).status.code(), Some(2));
@@ -172,10 +268,31 @@ fn profiles_show_prints_a_loadable_profile() {
 
 #[test]
 fn json_report_has_the_status_fields() {
-    let o = agent(&["check", "--root", &case("own-pi5-hailo10h-5.1.1-healthy"), "--format", "json"]);
+    let o = agent(&[
+        "check",
+        "--root",
+        &case("own-pi5-hailo10h-5.1.1-healthy"),
+        "--format",
+        "json",
+    ]);
     assert_eq!(o.status.code(), Some(0));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    for key in ["schema", "board_id", "profile", "model", "agent_version", "time", "boot_id", "uptime_s", "session", "health", "findings", "metrics", "reboot_required", "last_action"] {
+    for key in [
+        "schema",
+        "board_id",
+        "profile",
+        "model",
+        "agent_version",
+        "time",
+        "boot_id",
+        "uptime_s",
+        "session",
+        "health",
+        "findings",
+        "metrics",
+        "reboot_required",
+        "last_action",
+    ] {
         assert!(r.get(key).is_some(), "missing {key}");
     }
     assert_eq!(r["board_id"], "10000000c0ffee01");
@@ -183,5 +300,9 @@ fn json_report_has_the_status_fields() {
     assert_eq!(r["boot_id"], "6f1c9a0e-2b7d-4c59-9a51-0d3f6c2e8b41");
     assert_eq!(r["uptime_s"], 3605);
     assert_eq!(r["metrics"]["cma_free_bytes"], 251_904u64 * 1024);
-    assert!(time::OffsetDateTime::parse(r["time"].as_str().unwrap(), &time::format_description::well_known::Rfc3339).is_ok());
+    assert!(time::OffsetDateTime::parse(
+        r["time"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339
+    )
+    .is_ok());
 }

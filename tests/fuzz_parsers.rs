@@ -6,20 +6,36 @@ use proptest::prelude::*;
 
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
-        proptest::collection::vec(any::<u8>(), 0..2048).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+        proptest::collection::vec(any::<u8>(), 0..2048)
+            .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
         // Near-miss shapes: real keys with hostile values.
         proptest::collection::vec(
             (
                 prop_oneof![
-                    Just("MemTotal:"), Just("CmaTotal:"), Just("Node 0, zone"), Just("Max open files"), Just("Package:"),
-                    Just("Status:"), Just("Version:"), Just("cma="), Just("extraargs="), Just("dtoverlay=cma,cma-"), Just("errno:"),
-                    Just("cma_alloc: alloc failed, req-size:"), Just("HAILO_X("), Just("Driver version ("), Just("append")
+                    Just("MemTotal:"),
+                    Just("CmaTotal:"),
+                    Just("Node 0, zone"),
+                    Just("Max open files"),
+                    Just("Package:"),
+                    Just("Status:"),
+                    Just("Version:"),
+                    Just("cma="),
+                    Just("extraargs="),
+                    Just("dtoverlay=cma,cma-"),
+                    Just("errno:"),
+                    Just("cma_alloc: alloc failed, req-size:"),
+                    Just("HAILO_X("),
+                    Just("Driver version ("),
+                    Just("append")
                 ],
                 "[ -~\\t]{0,40}"
             ),
             0..40
         )
-        .prop_map(|lines| lines.into_iter().map(|(k, v)| format!("{k}{v}\n")).collect()),
+        .prop_map(|lines| lines
+            .into_iter()
+            .map(|(k, v)| format!("{k}{v}\n"))
+            .collect()),
     ]
 }
 
@@ -46,6 +62,11 @@ proptest! {
             let _ = logline::classify(line);
         }
         let _ = npu_agent::probe::parse_dpkg_log(&t);
+        let _ = llmargs::shell_words(&t).map(|w| llmargs::parse_llm_args(&w));
+        let _ = nvsmi::parse_query_gpu(&t);
+        let _ = nvsmi::parse_compute_apps(&t);
+        let _ = numa::parse_numa_maps(&t, &[]);
+        let _ = numa::parse_node_list(&t);
         let _ = npu_agent::profile::parse_profile("fuzz.toml", &t);
     }
 
@@ -57,6 +78,15 @@ proptest! {
             let _ = devicetree::cells_to_u64(&c);
         }
         let _ = npu_agent::probe::elf_needed(&b);
+        let mut g = b"GGUF\x03\0\0\0".to_vec();
+        g.extend_from_slice(&b);
+        for bytes in [&b[..], &g[..]] {
+            if let Ok(h) = gguf::parse_header(bytes) {
+                for i in 0..h.tensors.len() {
+                    let _ = h.tensor_bytes(i, Some(bytes.len() as u64));
+                }
+            }
+        }
     }
 
     #[test]
@@ -72,14 +102,38 @@ proptest! {
 #[test]
 fn garbage_tree_gives_a_full_report() {
     let files = [
-        "proc/meminfo", "proc/buddyinfo", "proc/vmstat", "proc/cmdline", "proc/uptime", "proc/modules",
-        "proc/device-tree/model", "proc/device-tree/compatible", "proc/sys/kernel/osrelease", "proc/sys/fs/file-nr",
-        "proc/42/comm", "proc/42/cmdline", "proc/42/limits", "var/lib/dpkg/status", "var/log/dpkg.log", "var/log/kern.log",
-        "boot/armbianEnv.txt", "boot/firmware/cmdline.txt", "boot/firmware/config.txt", "sys/kernel/debug/rknpu/version",
-        "sys/bus/pci/devices/0000:01:00.0/vendor", "sys/bus/pci/devices/0000:01:00.0/device", "sys/bus/pci/devices/0000:01:00.0/driver",
-        "etc/os-release", "etc/armbian-release", "etc/security/limits.conf", "proc/device-tree/reserved-memory/linux,cma/alloc-ranges",
+        "proc/meminfo",
+        "proc/buddyinfo",
+        "proc/vmstat",
+        "proc/cmdline",
+        "proc/uptime",
+        "proc/modules",
+        "proc/device-tree/model",
+        "proc/device-tree/compatible",
+        "proc/sys/kernel/osrelease",
+        "proc/sys/fs/file-nr",
+        "proc/42/comm",
+        "proc/42/cmdline",
+        "proc/42/limits",
+        "var/lib/dpkg/status",
+        "var/log/dpkg.log",
+        "var/log/kern.log",
+        "boot/armbianEnv.txt",
+        "boot/firmware/cmdline.txt",
+        "boot/firmware/config.txt",
+        "sys/kernel/debug/rknpu/version",
+        "sys/bus/pci/devices/0000:01:00.0/vendor",
+        "sys/bus/pci/devices/0000:01:00.0/device",
+        "sys/bus/pci/devices/0000:01:00.0/driver",
+        "etc/os-release",
+        "etc/armbian-release",
+        "etc/security/limits.conf",
+        "proc/device-tree/reserved-memory/linux,cma/alloc-ranges",
     ];
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases: 24, ..ProptestConfig::default() });
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 24,
+        ..ProptestConfig::default()
+    });
     runner
         .run(&proptest::collection::vec(any::<u8>(), 0..600), |garbage| {
             let dir = tempfile::tempdir().unwrap();
@@ -91,7 +145,8 @@ fn garbage_tree_gives_a_full_report() {
             // Also name the process as a workload so its garbage limits are parsed.
             std::fs::write(dir.path().join("proc/42/comm"), "llm_demo\n").unwrap();
             let root = npu_agent::root::SysRoot::new(dir.path());
-            let d = npu_agent::diagnose::diagnose(&root, &npu_agent::diagnose::ProfileChoice::Auto).unwrap();
+            let d = npu_agent::diagnose::diagnose(&root, &npu_agent::diagnose::ProfileChoice::Auto)
+                .unwrap();
             for id in npu_agent::check::CHECK_IDS {
                 prop_assert!(d.report.findings.iter().any(|f| f.id == *id), "no {}", id);
             }

@@ -23,7 +23,10 @@ fn key(seed: u8) -> ed25519_dalek::SigningKey {
 /// Writes the public key of `seed` into the board and returns the config lines that trust it.
 fn trust(board: &Board, seed: u8) -> String {
     use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePublicKey};
-    let pem = key(seed).verifying_key().to_public_key_pem(LineEnding::LF).unwrap();
+    let pem = key(seed)
+        .verifying_key()
+        .to_public_key_pem(LineEnding::LF)
+        .unwrap();
     let path = board.root().join("operator.pub");
     std::fs::write(&path, pem).unwrap();
     format!("[security]\ntrusted_keys = [\"{}\"]\n", path.display())
@@ -35,7 +38,10 @@ fn setup(id: &str, extra: &str) -> Option<(Broker, Board)> {
     }
     let broker = Broker::start();
     let board = Board::from_fixture(CASE, id, "");
-    board.write("/etc/npu-agent/agent.toml", &agent_config(&broker.url(), id, extra));
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), id, extra),
+    );
     Some((broker, board))
 }
 
@@ -47,7 +53,10 @@ fn status_of(c: &Client, board: &str) -> Msg {
 fn lifecycle(c: &Client, topic: &str, status: &str) -> Value {
     let t = topic.to_string();
     let s = status.to_string();
-    c.wait_for(T, &format!("{status} on {topic}"), move |m| m.topic == t && m.json()["status"] == s.as_str()).json()
+    c.wait_for(T, &format!("{status} on {topic}"), move |m| {
+        m.topic == t && m.json()["status"] == s.as_str()
+    })
+    .json()
 }
 
 fn agent_bin() -> &'static str {
@@ -56,14 +65,23 @@ fn agent_bin() -> &'static str {
 
 #[test]
 fn status_arrives_retained_and_parses() {
-    let Some((broker, board)) = setup("b1", "") else { return };
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
     let _agent = Agent::start(&board);
     let live = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     let first = status_of(&live, "b1");
     // A client connecting later gets both as retained messages.
-    let late = Client::connect(broker.port, &["npu-fleet/b1/status", "npu-fleet/b1/availability"]);
-    let retained = late.wait_for(T, "retained status", |m| m.topic == "npu-fleet/b1/status" && m.retain);
-    let avail = late.wait_for(T, "retained availability", |m| m.topic == "npu-fleet/b1/availability");
+    let late = Client::connect(
+        broker.port,
+        &["npu-fleet/b1/status", "npu-fleet/b1/availability"],
+    );
+    let retained = late.wait_for(T, "retained status", |m| {
+        m.topic == "npu-fleet/b1/status" && m.retain
+    });
+    let avail = late.wait_for(T, "retained availability", |m| {
+        m.topic == "npu-fleet/b1/availability"
+    });
     assert_eq!(avail.text(), "online");
     assert!(avail.retain);
     for s in [first.json(), retained.json()] {
@@ -74,29 +92,46 @@ fn status_arrives_retained_and_parses() {
         assert!(s["session"].as_u64().unwrap() >= 1);
         assert_eq!(s["metrics"]["cma_total_bytes"], 268_435_456u64);
         assert!(s["findings"].as_array().unwrap().len() >= npu_agent::check::CHECK_IDS.len());
-        assert!(time::OffsetDateTime::parse(s["time"].as_str().unwrap(), &time::format_description::well_known::Rfc3339).is_ok());
+        assert!(time::OffsetDateTime::parse(
+            s["time"].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339
+        )
+        .is_ok());
     }
 }
 
 #[test]
 fn availability_goes_offline_on_sigkill_and_on_clean_stop() {
-    let Some((broker, board)) = setup("b1", "") else { return };
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
     let c = Client::connect(broker.port, &["npu-fleet/b1/availability"]);
     let mut agent = Agent::start(&board);
     c.wait_for(T, "online", |m| m.text() == "online");
     agent.kill();
     // The broker sends the last will after 1.5 keep-alives (5 s).
-    c.wait_for(Duration::from_secs(20), "offline (last will)", |m| m.text() == "offline");
+    c.wait_for(Duration::from_secs(20), "offline (last will)", |m| {
+        m.text() == "offline"
+    });
     let mut agent = Agent::start(&board);
     c.wait_for(T, "online again", |m| m.text() == "online");
-    assert_eq!(agent.terminate(), Some(0), "clean stop exits 0: {}", agent.log_text());
-    let off = c.wait_for(Duration::from_secs(3), "offline before a clean stop", |m| m.text() == "offline");
+    assert_eq!(
+        agent.terminate(),
+        Some(0),
+        "clean stop exits 0: {}",
+        agent.log_text()
+    );
+    let off = c.wait_for(Duration::from_secs(3), "offline before a clean stop", |m| {
+        m.text() == "offline"
+    });
     assert!(off.at.elapsed() < Duration::from_secs(3));
 }
 
 #[test]
 fn br24_broker_restart_restores_subscriptions_and_status() {
-    let Some((mut broker, board)) = setup("b1", "") else { return };
+    let Some((mut broker, board)) = setup("b1", "") else {
+        return;
+    };
     let _agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     let s1 = status_of(&c, "b1").json()["session"].as_u64().unwrap();
@@ -106,14 +141,32 @@ fn br24_broker_restart_restores_subscriptions_and_status() {
     let restarted = Instant::now();
     // The agent cannot know the broker lost everything: it must re-publish and re-subscribe.
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
-    c.wait_for(T, "online after restart", |m| m.topic == "npu-fleet/b1/availability" && m.text() == "online");
+    c.wait_for(T, "online after restart", |m| {
+        m.topic == "npu-fleet/b1/availability" && m.text() == "online"
+    });
     let online_ms = restarted.elapsed().as_millis();
     let s2 = status_of(&c, "b1").json();
-    assert!(s2["session"].as_u64().unwrap() > s1, "session counter increments on reconnect: {s1} -> {}", s2["session"]);
+    assert!(
+        s2["session"].as_u64().unwrap() > s1,
+        "session counter increments on reconnect: {s1} -> {}",
+        s2["session"]
+    );
     eprintln!("bench: broker restart -> online + status in {online_ms} ms");
     // A command sent after the restart executes (the subscription was restored).
     let topic = "npu-fleet/b1/cmd/rescan/after-restart";
-    c.publish(topic, &init_payload("b1", "rescan", "after-restart", json!({}), now_s(), 60, None), true);
+    c.publish(
+        topic,
+        &init_payload(
+            "b1",
+            "rescan",
+            "after-restart",
+            json!({}),
+            now_s(),
+            60,
+            None,
+        ),
+        true,
+    );
     lifecycle(&c, topic, "successful");
 }
 
@@ -124,10 +177,17 @@ fn broker_absent_at_start_then_status_arrives() {
     }
     let port = free_port();
     let board = Board::from_fixture(CASE, "b1", "");
-    board.write("/etc/npu-agent/agent.toml", &agent_config(&format!("mqtt://127.0.0.1:{port}"), "b1", ""));
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&format!("mqtt://127.0.0.1:{port}"), "b1", ""),
+    );
     let mut agent = Agent::start(&board);
     std::thread::sleep(Duration::from_secs(3));
-    assert!(agent.is_running(), "the agent must keep running without a broker: {}", agent.log_text());
+    assert!(
+        agent.is_running(),
+        "the agent must keep running without a broker: {}",
+        agent.log_text()
+    );
     let broker = Broker::start_with(port, "");
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     let s = status_of(&c, "b1");
@@ -136,7 +196,9 @@ fn broker_absent_at_start_then_status_arrives() {
 
 #[test]
 fn duplicate_delivery_executes_once() {
-    let Some((broker, board)) = setup("b1", "") else { return };
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
     let _agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     status_of(&c, "b1");
@@ -148,14 +210,28 @@ fn duplicate_delivery_executes_once() {
     lifecycle(&c, topic, "successful");
     std::thread::sleep(Duration::from_secs(2));
     let later = c.drain();
-    let states: Vec<String> = later.iter().filter(|m| m.topic == topic).map(|m| m.json()["status"].as_str().unwrap_or("").to_string()).collect();
-    assert!(!states.iter().any(|s| s == "executing" || s == "successful" || s == "rejected"), "duplicates must be ignored, got {states:?}");
+    let states: Vec<String> = later
+        .iter()
+        .filter(|m| m.topic == topic)
+        .map(|m| m.json()["status"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        !states
+            .iter()
+            .any(|s| s == "executing" || s == "successful" || s == "rejected"),
+        "duplicates must be ignored, got {states:?}"
+    );
 }
 
 #[test]
 fn hostile_commands_are_rejected_and_the_agent_keeps_serving() {
-    let Some((broker, board)) = setup("b1", "") else { return };
-    board.write("/etc/npu-agent/agent.toml", &agent_config(&broker.url(), "b1", &trust(&board, 1)));
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "b1", &trust(&board, 1)),
+    );
     let mut agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     status_of(&c, "b1");
@@ -164,47 +240,140 @@ fn hostile_commands_are_rejected_and_the_agent_keeps_serving() {
     c.publish("npu-fleet/b1/cmd/compact/huge", &vec![b'x'; 200_000], true);
     let now = now_s();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("npu-fleet/b1/cmd/rescan/exp-1", init_payload("b1", "rescan", "exp-1", json!({}), now - 1000, 60, None), "expired"),
-        ("npu-fleet/b1/cmd/set_cma/uns-1", init_payload("b1", "set_cma", "uns-1", json!({"size": "256M"}), now, 60, None), "unsigned set_cma refused"),
-        ("npu-fleet/b1/cmd/reboot/uns-2", init_payload("b1", "reboot", "uns-2", json!({}), now, 60, None), "unsigned reboot refused"),
-        ("npu-fleet/b1/cmd/set_cma/sig-1", init_payload("b1", "set_cma", "sig-1", json!({"size": "256M"}), now, 60, Some(&key(2))), "bad signature"),
-        ("npu-fleet/b1/cmd/rescan/wb-1", init_payload("b2", "rescan", "wb-1", json!({}), now, 60, None), "names board \"b2\""),
-        ("npu-fleet/b1/cmd/format_disk/ua-1", init_payload("b1", "format_disk", "ua-1", json!({}), now, 60, None), "unknown action"),
-        ("npu-fleet/b1/cmd/rescan/mal-1", b"{\"status\":\"init\",".to_vec(), "malformed"),
-        ("npu-fleet/b1/cmd/rescan/mal-2", br#"{"status":"init","board":"b1","issued_at":1,"expires_at":2,"shell":"rm -rf /"}"#.to_vec(), "unknown field"),
+        (
+            "npu-fleet/b1/cmd/rescan/exp-1",
+            init_payload("b1", "rescan", "exp-1", json!({}), now - 1000, 60, None),
+            "expired",
+        ),
+        (
+            "npu-fleet/b1/cmd/set_cma/uns-1",
+            init_payload(
+                "b1",
+                "set_cma",
+                "uns-1",
+                json!({"size": "256M"}),
+                now,
+                60,
+                None,
+            ),
+            "unsigned set_cma refused",
+        ),
+        (
+            "npu-fleet/b1/cmd/reboot/uns-2",
+            init_payload("b1", "reboot", "uns-2", json!({}), now, 60, None),
+            "unsigned reboot refused",
+        ),
+        (
+            "npu-fleet/b1/cmd/set_cma/sig-1",
+            init_payload(
+                "b1",
+                "set_cma",
+                "sig-1",
+                json!({"size": "256M"}),
+                now,
+                60,
+                Some(&key(2)),
+            ),
+            "bad signature",
+        ),
+        (
+            "npu-fleet/b1/cmd/rescan/wb-1",
+            init_payload("b2", "rescan", "wb-1", json!({}), now, 60, None),
+            "names board \"b2\"",
+        ),
+        (
+            "npu-fleet/b1/cmd/format_disk/ua-1",
+            init_payload("b1", "format_disk", "ua-1", json!({}), now, 60, None),
+            "unknown action",
+        ),
+        (
+            "npu-fleet/b1/cmd/rescan/mal-1",
+            b"{\"status\":\"init\",".to_vec(),
+            "malformed",
+        ),
+        (
+            "npu-fleet/b1/cmd/rescan/mal-2",
+            br#"{"status":"init","board":"b1","issued_at":1,"expires_at":2,"shell":"rm -rf /"}"#
+                .to_vec(),
+            "unknown field",
+        ),
         ("npu-fleet/b1/cmd/rescan/big-1", vec![b' '; 6000], "exceeds"),
-        ("npu-fleet/b1/cmd/compact/arg-1", init_payload("b1", "compact", "arg-1", json!({"drop_caches": "please"}), now, 60, None), "true or false"),
+        (
+            "npu-fleet/b1/cmd/compact/arg-1",
+            init_payload(
+                "b1",
+                "compact",
+                "arg-1",
+                json!({"drop_caches": "please"}),
+                now,
+                60,
+                None,
+            ),
+            "true or false",
+        ),
     ];
     for (topic, payload, reason) in &cases {
         c.publish(topic, payload, true);
         let r = lifecycle(&c, topic, "rejected");
-        assert!(r["reason"].as_str().unwrap_or("").contains(reason), "{topic}: reason {:?} should contain {reason:?}", r["reason"]);
+        assert!(
+            r["reason"].as_str().unwrap_or("").contains(reason),
+            "{topic}: reason {:?} should contain {reason:?}",
+            r["reason"]
+        );
         c.publish(topic, b"", true);
     }
     // A replay: the same cmd_id again after it ran.
     let topic = "npu-fleet/b1/cmd/rescan/rp-1";
-    c.publish(topic, &init_payload("b1", "rescan", "rp-1", json!({}), now, 60, None), true);
+    c.publish(
+        topic,
+        &init_payload("b1", "rescan", "rp-1", json!({}), now, 60, None),
+        true,
+    );
     lifecycle(&c, topic, "successful");
     std::thread::sleep(Duration::from_millis(1100));
-    c.publish(topic, &init_payload("b1", "rescan", "rp-1", json!({}), now_s(), 60, None), true);
+    c.publish(
+        topic,
+        &init_payload("b1", "rescan", "rp-1", json!({}), now_s(), 60, None),
+        true,
+    );
     let r = lifecycle(&c, topic, "rejected");
     assert!(r["reason"].as_str().unwrap().contains("replay"), "{r}");
     // Still serving: a signed set_cma runs and edits the boot file.
     let topic = "npu-fleet/b1/cmd/set_cma/ok-1";
-    c.publish(topic, &init_payload("b1", "set_cma", "ok-1", json!({"size": "512M"}), now_s(), 60, Some(&key(1))), true);
+    c.publish(
+        topic,
+        &init_payload(
+            "b1",
+            "set_cma",
+            "ok-1",
+            json!({"size": "512M"}),
+            now_s(),
+            60,
+            Some(&key(1)),
+        ),
+        true,
+    );
     lifecycle(&c, topic, "executing");
     let done = lifecycle(&c, topic, "successful");
     assert_eq!(done["result"]["reboot_required"], true, "{done}");
-    assert!(board.read("/boot/armbianEnv.txt").unwrap().contains("cma=512M"));
+    assert!(board
+        .read("/boot/armbianEnv.txt")
+        .unwrap()
+        .contains("cma=512M"));
     assert!(agent.is_running());
     // The giant retained message never reached the agent: no reconnect loop in its log.
     let log = agent.log_text();
-    assert!(!log.contains("MQTT connection lost"), "the connection dropped: {log}");
+    assert!(
+        !log.contains("MQTT connection lost"),
+        "the connection dropped: {log}"
+    );
 }
 
 #[test]
 fn br26_burst_of_commands_does_not_freeze_the_loop() {
-    let Some((broker, board)) = setup("b1", "") else { return };
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
     let mut agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     status_of(&c, "b1");
@@ -212,12 +381,20 @@ fn br26_burst_of_commands_does_not_freeze_the_loop() {
     let t0 = Instant::now();
     for i in 0..300 {
         let id = format!("burst-{i}");
-        c.publish(&format!("npu-fleet/b1/cmd/rescan/{id}"), &init_payload("b1", "rescan", &id, json!({}), now, 60, None), false);
+        c.publish(
+            &format!("npu-fleet/b1/cmd/rescan/{id}"),
+            &init_payload("b1", "rescan", &id, json!({}), now, 60, None),
+            false,
+        );
     }
     // Every command gets an answer (run or rate-limited), and status keeps flowing.
     let mut answered = std::collections::HashSet::new();
     while answered.len() < 300 {
-        let m = c.wait_for(Duration::from_secs(20), &format!("answers ({} of 300 so far)", answered.len()), |m| m.topic.contains("/cmd/rescan/burst-"));
+        let m = c.wait_for(
+            Duration::from_secs(20),
+            &format!("answers ({} of 300 so far)", answered.len()),
+            |m| m.topic.contains("/cmd/rescan/burst-"),
+        );
         let st = m.json()["status"].as_str().unwrap_or("").to_string();
         if st == "successful" || st == "rejected" || st == "failed" {
             answered.insert(m.topic.clone());
@@ -229,18 +406,32 @@ fn br26_burst_of_commands_does_not_freeze_the_loop() {
     eprintln!("bench: 300-command burst answered in {burst_ms} ms");
     std::thread::sleep(Duration::from_millis(1100));
     let topic = "npu-fleet/b1/cmd/rescan/after-burst";
-    c.publish(topic, &init_payload("b1", "rescan", "after-burst", json!({}), now_s(), 60, None), false);
+    c.publish(
+        topic,
+        &init_payload("b1", "rescan", "after-burst", json!({}), now_s(), 60, None),
+        false,
+    );
     lifecycle(&c, topic, "successful");
 }
 
 fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let o = Command::new(agent_bin()).args(args).envs(env.iter().copied()).output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    let o = Command::new(agent_bin())
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn fleet_send_and_watch_end_to_end() {
-    let Some((broker, board)) = setup("b1", "") else { return };
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
     let keys = tempfile::tempdir().unwrap();
     let keyfile = keys.path().join("op.key");
     let (code, out, err) = run_cli(&["keygen", "--out", keyfile.to_str().unwrap()], &[]);
@@ -248,13 +439,25 @@ fn fleet_send_and_watch_end_to_end() {
     assert!(out.contains("op.key.pub"));
     board.write(
         "/etc/npu-agent/agent.toml",
-        &agent_config(&broker.url(), "b1", &format!("[security]\ntrusted_keys = [\"{}.pub\"]\n", keyfile.display())),
+        &agent_config(
+            &broker.url(),
+            "b1",
+            &format!(
+                "[security]\ntrusted_keys = [\"{}.pub\"]\n",
+                keyfile.display()
+            ),
+        ),
     );
     let _agent = Agent::start(&board);
     let watcher = Client::connect(broker.port, &["npu-fleet/b1/status"]);
     status_of(&watcher, "b1");
     let url = broker.url();
-    let (code, out, err) = run_cli(&["fleet", "send", "rescan", "--board", "b1", "--broker", &url, "--wait", "10"], &[]);
+    let (code, out, err) = run_cli(
+        &[
+            "fleet", "send", "rescan", "--board", "b1", "--broker", &url, "--wait", "10",
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{out}{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert!(lines[0].ends_with(" init"), "{out}");
@@ -264,44 +467,125 @@ fn fleet_send_and_watch_end_to_end() {
     let cmd_id = lines[0].split_whitespace().nth(1).unwrap().to_string();
     let probe = Client::connect(broker.port, &[&format!("npu-fleet/b1/cmd/rescan/{cmd_id}")]);
     std::thread::sleep(Duration::from_millis(500));
-    assert!(probe.drain().iter().all(|m| m.payload.is_empty()), "retained command not cleared");
+    assert!(
+        probe.drain().iter().all(|m| m.payload.is_empty()),
+        "retained command not cleared"
+    );
     // Unsigned destructive: rejected, exit 1.
-    let (code, out, _) = run_cli(&["fleet", "send", "set_cma", "--arg", "size=512M", "--board", "b1", "--broker", &url, "--wait", "10"], &[]);
+    let (code, out, _) = run_cli(
+        &[
+            "fleet",
+            "send",
+            "set_cma",
+            "--arg",
+            "size=512M",
+            "--board",
+            "b1",
+            "--broker",
+            &url,
+            "--wait",
+            "10",
+        ],
+        &[],
+    );
     assert_eq!(code, 1);
     assert!(out.contains("rejected: unsigned set_cma refused"), "{out}");
     // Signed: runs.
-    let (code, out, err) = run_cli(&["fleet", "send", "set_cma", "--arg", "size=512M", "--board", "b1", "--broker", &url, "--key", keyfile.to_str().unwrap(), "--wait", "10"], &[]);
+    let (code, out, err) = run_cli(
+        &[
+            "fleet",
+            "send",
+            "set_cma",
+            "--arg",
+            "size=512M",
+            "--board",
+            "b1",
+            "--broker",
+            &url,
+            "--key",
+            keyfile.to_str().unwrap(),
+            "--wait",
+            "10",
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{out}{err}");
-    assert!(board.read("/boot/armbianEnv.txt").unwrap().contains("cma=512M"));
+    assert!(board
+        .read("/boot/armbianEnv.txt")
+        .unwrap()
+        .contains("cma=512M"));
     // The next status says a reboot is required.
-    let s = watcher.wait_for(T, "status with reboot_required", |m| m.json()["reboot_required"] == true);
+    let s = watcher.wait_for(T, "status with reboot_required", |m| {
+        m.json()["reboot_required"] == true
+    });
     assert_eq!(s.json()["board_id"], "b1");
     // fleet watch --once --format json sees the board.
-    let (code, out, err) = run_cli(&["fleet", "watch", "--broker", &url, "--once", "--format", "json"], &[]);
+    let (code, out, err) = run_cli(
+        &[
+            "fleet", "watch", "--broker", &url, "--once", "--format", "json",
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     let b = &v["boards"][0];
     assert_eq!(b["board"], "b1");
     assert_eq!(b["availability"], "online");
     assert_eq!(b["profile"], "rk3588-rknpu");
-    assert!(b["worst"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().starts_with("reboot.pending") || w.as_str().unwrap().starts_with("cma.boot_param")), "{b}");
+    assert!(
+        b["worst"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("reboot.pending")
+            || w.as_str().unwrap().starts_with("cma.boot_param")),
+        "{b}"
+    );
     // --all reaches every board.
-    let (code, out, err) = run_cli(&["fleet", "send", "rescan", "--all", "--broker", &url, "--wait", "10"], &[]);
+    let (code, out, err) = run_cli(
+        &[
+            "fleet", "send", "rescan", "--all", "--broker", &url, "--wait", "10",
+        ],
+        &[],
+    );
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.lines().any(|l| l.starts_with("b1 ") && l.contains("successful")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("b1 ") && l.contains("successful")),
+        "{out}"
+    );
 }
 
 #[test]
 fn reboot_is_proven_by_a_changed_boot_id() {
-    let Some((broker, board)) = setup("b1", "") else { return };
-    let extra = format!("{}\n[actions]\nallow_reboot = true\nreboot_command = [\"true\"]\nreboot_timeout_s = 60\n", trust(&board, 1));
-    board.write("/etc/npu-agent/agent.toml", &agent_config(&broker.url(), "b1", &extra));
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let extra = format!(
+        "{}\n[actions]\nallow_reboot = true\nreboot_command = [\"true\"]\nreboot_timeout_s = 60\n",
+        trust(&board, 1)
+    );
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "b1", &extra),
+    );
     let mut agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     status_of(&c, "b1");
     let before = board.read("/proc/sys/kernel/random/boot_id").unwrap();
     let topic = "npu-fleet/b1/cmd/reboot/rb-1";
-    c.publish(topic, &init_payload("b1", "reboot", "rb-1", json!({"reason": "test"}), now_s(), 120, Some(&key(1))), true);
+    c.publish(
+        topic,
+        &init_payload(
+            "b1",
+            "reboot",
+            "rb-1",
+            json!({"reason": "test"}),
+            now_s(),
+            120,
+            Some(&key(1)),
+        ),
+        true,
+    );
     lifecycle(&c, topic, "executing");
     // The intent (with the boot_id before) is on disk before the reboot command runs.
     let t0 = Instant::now();
@@ -316,22 +600,48 @@ fn reboot_is_proven_by_a_changed_boot_id() {
     assert_eq!(state["pending"]["boot_id"], before.trim());
     // "The board reboots": the agent goes down, the kernel comes back with a new boot_id.
     assert_eq!(agent.terminate(), Some(0));
-    board.write("/proc/sys/kernel/random/boot_id", "0b7e6a36-1c52-4f0e-9f7b-7d5c1a3e9e10\n");
+    board.write(
+        "/proc/sys/kernel/random/boot_id",
+        "0b7e6a36-1c52-4f0e-9f7b-7d5c1a3e9e10\n",
+    );
     let _agent = Agent::start(&board);
     let done = lifecycle(&c, topic, "successful");
-    assert!(done["reason"].as_str().unwrap().contains("0b7e6a36"), "{done}");
+    assert!(
+        done["reason"].as_str().unwrap().contains("0b7e6a36"),
+        "{done}"
+    );
 }
 
 #[test]
 fn reboot_without_a_reboot_is_failed() {
-    let Some((broker, board)) = setup("b1", "") else { return };
-    let extra = format!("{}\n[actions]\nallow_reboot = true\nreboot_command = [\"true\"]\n", trust(&board, 1));
-    board.write("/etc/npu-agent/agent.toml", &agent_config(&broker.url(), "b1", &extra));
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let extra = format!(
+        "{}\n[actions]\nallow_reboot = true\nreboot_command = [\"true\"]\n",
+        trust(&board, 1)
+    );
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "b1", &extra),
+    );
     let mut agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     status_of(&c, "b1");
     let topic = "npu-fleet/b1/cmd/reboot/rb-2";
-    c.publish(topic, &init_payload("b1", "reboot", "rb-2", json!({}), now_s(), 120, Some(&key(1))), true);
+    c.publish(
+        topic,
+        &init_payload(
+            "b1",
+            "reboot",
+            "rb-2",
+            json!({}),
+            now_s(),
+            120,
+            Some(&key(1)),
+        ),
+        true,
+    );
     lifecycle(&c, topic, "executing");
     // Only the agent restarts; boot_id stays the same.
     agent.terminate();
@@ -346,11 +656,16 @@ fn pki(dir: &std::path::Path) -> (String, String, String, String, String) {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(DnType::CommonName, "npu-agent test CA");
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "npu-agent test CA");
     let ca = ca_params.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(ca_params, ca_key);
     let server_key = KeyPair::generate().unwrap();
-    let server = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap().signed_by(&server_key, &issuer).unwrap();
+    let server = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+        .unwrap()
+        .signed_by(&server_key, &issuer)
+        .unwrap();
     let client_key = KeyPair::generate().unwrap();
     let mut cp = CertificateParams::new(vec!["board-b1".into()]).unwrap();
     cp.distinguished_name.push(DnType::CommonName, "board-b1");
@@ -393,40 +708,82 @@ fn mutual_tls_with_generated_certificates() {
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     assert_eq!(status_of(&c, "b1").json()["board_id"], "b1");
     // The operator over mTLS too (TLS material from the NPU_AGENT_MQTT_* variables).
-    let env = [("NPU_AGENT_MQTT_CA_FILE", ca.as_str()), ("NPU_AGENT_MQTT_CERT_FILE", ccert.as_str()), ("NPU_AGENT_MQTT_KEY_FILE", ckey.as_str())];
-    let (code, out, err) = run_cli(&["fleet", "send", "rescan", "--board", "b1", "--broker", &tls_url, "--wait", "10"], &env);
+    let env = [
+        ("NPU_AGENT_MQTT_CA_FILE", ca.as_str()),
+        ("NPU_AGENT_MQTT_CERT_FILE", ccert.as_str()),
+        ("NPU_AGENT_MQTT_KEY_FILE", ckey.as_str()),
+    ];
+    let (code, out, err) = run_cli(
+        &[
+            "fleet", "send", "rescan", "--board", "b1", "--broker", &tls_url, "--wait", "10",
+        ],
+        &env,
+    );
     assert_eq!(code, 0, "{out}{err}");
     // Without a client certificate the broker refuses the agent.
     let board2 = Board::from_fixture(CASE, "b2", "");
     board2.write(
         "/etc/npu-agent/agent.toml",
-        &agent_config(&tls_url, "b2", "").replace("keep_alive_s = 5\n", &format!("keep_alive_s = 5\nca_file = \"{ca}\"\n")),
+        &agent_config(&tls_url, "b2", "").replace(
+            "keep_alive_s = 5\n",
+            &format!("keep_alive_s = 5\nca_file = \"{ca}\"\n"),
+        ),
     );
     let agent2 = Agent::start(&board2);
     std::thread::sleep(Duration::from_secs(3));
-    assert!(c.drain().iter().all(|m| !m.topic.starts_with("npu-fleet/b2/")), "an agent without a client certificate got in");
+    assert!(
+        c.drain()
+            .iter()
+            .all(|m| !m.topic.starts_with("npu-fleet/b2/")),
+        "an agent without a client certificate got in"
+    );
     drop(agent2);
 }
 
 #[test]
 fn home_assistant_discovery_and_buttons() {
-    let Some((broker, board)) = setup("b1", "[home_assistant]\nenabled = true\n") else { return };
+    let Some((broker, board)) = setup("b1", "[home_assistant]\nenabled = true\n") else {
+        return;
+    };
     board.write("/proc/sys/vm/compact_memory", "0\n");
-    let c = Client::connect(broker.port, &["homeassistant/device/b1/config", "npu-fleet/b1/status"]);
+    let c = Client::connect(
+        broker.port,
+        &["homeassistant/device/b1/config", "npu-fleet/b1/status"],
+    );
     let _agent = Agent::start(&board);
-    let d = c.wait_for(T, "discovery", |m| m.topic == "homeassistant/device/b1/config").json();
+    let d = c
+        .wait_for(T, "discovery", |m| {
+            m.topic == "homeassistant/device/b1/config"
+        })
+        .json();
     assert_eq!(d["availability_topic"], "npu-fleet/b1/availability");
-    assert_eq!(d["cmps"]["b1_cma_free"]["state_topic"], "npu-fleet/b1/status");
-    assert_eq!(d["cmps"]["b1_cma_free"]["value_template"], "{{ value_json.metrics.cma_free_bytes | default(0) }}");
-    assert_eq!(d["cmps"]["b1_compact"]["command_topic"], "npu-fleet/b1/ha/compact");
+    assert_eq!(
+        d["cmps"]["b1_cma_free"]["state_topic"],
+        "npu-fleet/b1/status"
+    );
+    assert_eq!(
+        d["cmps"]["b1_cma_free"]["value_template"],
+        "{{ value_json.metrics.cma_free_bytes | default(0) }}"
+    );
+    assert_eq!(
+        d["cmps"]["b1_compact"]["command_topic"],
+        "npu-fleet/b1/ha/compact"
+    );
     assert_eq!(d["dev"]["mdl"], "Xunlong Orange Pi 5 Plus");
     // Home Assistant restarts and announces itself: discovery is sent again.
     c.publish("homeassistant/status", b"online", false);
-    c.wait_for(T, "discovery re-sent", |m| m.topic == "homeassistant/device/b1/config");
+    c.wait_for(T, "discovery re-sent", |m| {
+        m.topic == "homeassistant/device/b1/config"
+    });
     // The compaction button runs compaction (the knob file of this tree gets 1).
     c.publish("npu-fleet/b1/ha/compact", b"PRESS", false);
     let t0 = Instant::now();
-    while board.read("/proc/sys/vm/compact_memory").unwrap_or_default().trim() != "1" {
+    while board
+        .read("/proc/sys/vm/compact_memory")
+        .unwrap_or_default()
+        .trim()
+        != "1"
+    {
         assert!(t0.elapsed() < T, "the compact button did nothing");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -434,12 +791,20 @@ fn home_assistant_discovery_and_buttons() {
 
 #[test]
 fn systemd_notify_ready_status_and_watchdog() {
-    let Some((broker, board)) = setup("b1", "") else { return };
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let sock_path = dir.path().join("notify.sock");
     let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-    let mut agent = Agent::start_env(&board, &[("NOTIFY_SOCKET", sock_path.to_str().unwrap()), ("WATCHDOG_USEC", "1000000")]);
+    let mut agent = Agent::start_env(
+        &board,
+        &[
+            ("NOTIFY_SOCKET", sock_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", "1000000"),
+        ],
+    );
     let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
     status_of(&c, "b1");
     let t0 = Instant::now();
@@ -450,33 +815,65 @@ fn systemd_notify_ready_status_and_watchdog() {
             got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
         }
         let watchdogs = got.iter().filter(|m| m.contains("WATCHDOG=1")).count();
-        if got.iter().any(|m| m.contains("READY=1")) && got.iter().any(|m| m.starts_with("STATUS=health")) && watchdogs >= 3 {
+        if got.iter().any(|m| m.contains("READY=1"))
+            && got.iter().any(|m| m.starts_with("STATUS=health"))
+            && watchdogs >= 3
+        {
             break;
         }
     }
     assert!(got.iter().any(|m| m.contains("READY=1")), "{got:?}");
     let status = got.iter().find(|m| m.starts_with("STATUS=")).unwrap();
     assert!(status.contains("health Ok"), "{status}");
-    assert!(got.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 3, "WATCHDOG=1 at half the 1 s interval: {got:?}");
+    assert!(
+        got.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 3,
+        "WATCHDOG=1 at half the 1 s interval: {got:?}"
+    );
     assert_eq!(agent.terminate(), Some(0));
 }
 
 #[test]
 fn run_refuses_a_bad_config_and_prints_the_effective_one() {
     let board = Board::from_fixture(CASE, "b1", "[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\npassword_file = \"/etc/npu-agent/secret\"\nusername = \"u\"\n");
-    board.write("/etc/npu-agent/agent.d/50-site.toml", "[report]\ninterval_s = 7\n");
-    let (code, out, err) = run_cli(&["run", "--root", board.root().to_str().unwrap(), "--print-config"], &[("NPU_AGENT_MQTT_TOPIC_ROOT", "lab")]);
+    board.write(
+        "/etc/npu-agent/agent.d/50-site.toml",
+        "[report]\ninterval_s = 7\n",
+    );
+    let (code, out, err) = run_cli(
+        &[
+            "run",
+            "--root",
+            board.root().to_str().unwrap(),
+            "--print-config",
+        ],
+        &[("NPU_AGENT_MQTT_TOPIC_ROOT", "lab")],
+    );
     assert_eq!(code, 0, "{err}");
     let cfg: toml::Table = toml::from_str(out.split_once('\n').unwrap().1).unwrap();
     assert_eq!(cfg["report"]["interval_s"].as_integer(), Some(7));
     assert_eq!(cfg["mqtt"]["topic_root"].as_str(), Some("lab"));
-    assert_eq!(cfg["mqtt"]["password_file"].as_str(), Some("/etc/npu-agent/secret"));
-    assert!(out.lines().next().unwrap().contains("/etc/npu-agent/agent.d/50-site.toml"), "{out}");
+    assert_eq!(
+        cfg["mqtt"]["password_file"].as_str(),
+        Some("/etc/npu-agent/secret")
+    );
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .contains("/etc/npu-agent/agent.d/50-site.toml"),
+        "{out}"
+    );
     // An unknown key is fatal and named.
-    board.write("/etc/npu-agent/agent.d/60-typo.toml", "[mqtt]\nkeepalive_s = 5\n");
+    board.write(
+        "/etc/npu-agent/agent.d/60-typo.toml",
+        "[mqtt]\nkeepalive_s = 5\n",
+    );
     let (code, _, err) = run_cli(&["run", "--root", board.root().to_str().unwrap()], &[]);
     assert_eq!(code, 2);
-    assert!(err.contains("/etc/npu-agent/agent.d/60-typo.toml: line 2: unknown key `keepalive_s`"), "{err}");
+    assert!(
+        err.contains("/etc/npu-agent/agent.d/60-typo.toml: line 2: unknown key `keepalive_s`"),
+        "{err}"
+    );
     // No broker URL: refuses to start.
     let empty = Board::from_fixture(CASE, "b1", "");
     let (code, _, err) = run_cli(&["run", "--root", empty.root().to_str().unwrap()], &[]);

@@ -11,7 +11,14 @@ pub fn soc_of(compatible: &[String], has_pcie3x4_node: bool) -> Option<String> {
         return Some("RK3588S".into());
     }
     if any(&|c| c == "rockchip,rk3588") {
-        return Some(if has_pcie3x4_node { "RK3588 (pcie3x4 node present)" } else { "RK3588" }.into());
+        return Some(
+            if has_pcie3x4_node {
+                "RK3588 (pcie3x4 node present)"
+            } else {
+                "RK3588"
+            }
+            .into(),
+        );
     }
     if any(&|c| c.starts_with("brcm,bcm2712")) {
         return Some("BCM2712".into());
@@ -28,12 +35,21 @@ pub(super) fn identity(ctx: &Ctx<'_>) -> Finding {
     let model = id.model.as_ref().ok().cloned();
     let compatible = id.compatible.as_ref().ok().cloned().unwrap_or_default();
     let soc = soc_of(&compatible, id.has_pcie3x4_node);
-    let armbian_board = crate::parse::kv::last(&id.armbian_release, "BOARD").map(|e| e.value.clone());
+    let armbian_board =
+        crate::parse::kv::last(&id.armbian_release, "BOARD").map(|e| e.value.clone());
     let name = model
         .clone()
         .or_else(|| armbian_board.clone())
-        .or_else(|| id.arch.clone().map(|a| format!("{a} machine without a device tree")))
-        .or_else(|| id.os_pretty_name.clone().map(|o| format!("{o} machine without a device tree")))
+        .or_else(|| {
+            id.arch
+                .clone()
+                .map(|a| format!("{a} machine without a device tree"))
+        })
+        .or_else(|| {
+            id.os_pretty_name
+                .clone()
+                .map(|o| format!("{o} machine without a device tree"))
+        })
         .unwrap_or_else(|| "unknown board".into());
     let kernel = id.kernel_release.as_ref().ok().cloned();
     let mut summary = name.clone();
@@ -87,12 +103,31 @@ mod tests {
 
     #[test]
     fn rk3588s_before_rk3588() {
-        assert_eq!(soc_of(&v(&["xunlong,orangepi-5", "rockchip,rk3588s"]), false).as_deref(), Some("RK3588S"));
+        assert_eq!(
+            soc_of(&v(&["xunlong,orangepi-5", "rockchip,rk3588s"]), false).as_deref(),
+            Some("RK3588S")
+        );
         // Vendor DT of an RK3588S board that lists only rockchip,rk3588.
-        assert_eq!(soc_of(&v(&["rockchip,rk3588s-orangepi-5", "rockchip,rk3588"]), false).as_deref(), Some("RK3588S"));
-        assert_eq!(soc_of(&v(&["radxa,rock-5b", "rockchip,rk3588"]), false).as_deref(), Some("RK3588"));
-        assert_eq!(soc_of(&v(&["raspberrypi,5-model-b", "brcm,bcm2712"]), false).as_deref(), Some("BCM2712"));
-        assert_eq!(soc_of(&v(&["rockchip,rk3318-box", "rockchip,rk3328"]), false).as_deref(), Some("RK3328"));
+        assert_eq!(
+            soc_of(
+                &v(&["rockchip,rk3588s-orangepi-5", "rockchip,rk3588"]),
+                false
+            )
+            .as_deref(),
+            Some("RK3588S")
+        );
+        assert_eq!(
+            soc_of(&v(&["radxa,rock-5b", "rockchip,rk3588"]), false).as_deref(),
+            Some("RK3588")
+        );
+        assert_eq!(
+            soc_of(&v(&["raspberrypi,5-model-b", "brcm,bcm2712"]), false).as_deref(),
+            Some("BCM2712")
+        );
+        assert_eq!(
+            soc_of(&v(&["rockchip,rk3318-box", "rockchip,rk3328"]), false).as_deref(),
+            Some("RK3328")
+        );
         assert_eq!(soc_of(&[], false), None);
     }
 }

@@ -42,7 +42,12 @@ fn chip_name(device: u16) -> &'static str {
 }
 
 fn expected_ids(ctx: &Ctx<'_>) -> Vec<(u16, u16)> {
-    ctx.profile.npu.pci_ids.iter().filter_map(|s| parse_pci_id(s)).collect()
+    ctx.profile
+        .npu
+        .pci_ids
+        .iter()
+        .filter_map(|s| parse_pci_id(s))
+        .collect()
 }
 
 /// The Hailo device: the expected chip if present, else any Hailo function.
@@ -128,18 +133,35 @@ fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     let npu = &ctx.profile.npu;
     let right = npu.drivers.join(" or ");
     let mut f = match &d.driver {
-        Some(drv) if npu.drivers.contains(drv) => Finding::new(id, Status::Pass, format!("{} is bound to {drv}, the right driver for the {}", d.bdf, npu.chip)),
+        Some(drv) if npu.drivers.contains(drv) => Finding::new(
+            id,
+            Status::Pass,
+            format!(
+                "{} is bound to {drv}, the right driver for the {}",
+                d.bdf, npu.chip
+            ),
+        ),
         Some(drv) => {
-            let ver = module_version(ctx, &module_of_driver(drv)).map(|(_, v)| format!(" {v}")).unwrap_or_default();
+            let ver = module_version(ctx, &module_of_driver(drv))
+                .map(|(_, v)| format!(" {v}"))
+                .unwrap_or_default();
             let why = if npu.wrong_drivers.contains(drv) {
-                format!("the other generation's driver ({}{ver})", module_of_driver(drv))
+                format!(
+                    "the other generation's driver ({}{ver})",
+                    module_of_driver(drv)
+                )
             } else {
                 "an unexpected driver".into()
             };
             Finding::new(
                 id,
                 Status::Fail,
-                format!("{} ({}) is bound to {drv}: {why}; the {} needs {right}", d.bdf, chip_name(d.device), npu.chip),
+                format!(
+                    "{} ({}) is bound to {drv}: {why}; the {} needs {right}",
+                    d.bdf,
+                    chip_name(d.device),
+                    npu.chip
+                ),
             )
             .remedy(gen_remedy(ctx))
         }
@@ -149,28 +171,54 @@ fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
                 .modules
                 .iter()
                 .filter(|m| m.name.starts_with("hailo"))
-                .map(|m| format!("{} {}", m.name, m.version.clone().unwrap_or_default()).trim().to_string())
+                .map(|m| {
+                    format!("{} {}", m.name, m.version.clone().unwrap_or_default())
+                        .trim()
+                        .to_string()
+                })
                 .collect();
             let detail = if loaded.is_empty() {
                 "no Hailo module is loaded".to_string()
             } else {
-                format!("loaded: {} (HailoRT 4.23 hailo_pci claims only 1e60:2864)", loaded.join(", "))
+                format!(
+                    "loaded: {} (HailoRT 4.23 hailo_pci claims only 1e60:2864)",
+                    loaded.join(", ")
+                )
             };
-            Finding::new(id, Status::Fail, format!("no driver is bound to {} ({}); {detail}", d.bdf, chip_name(d.device))).remedy(gen_remedy(ctx))
+            Finding::new(
+                id,
+                Status::Fail,
+                format!(
+                    "no driver is bound to {} ({}); {detail}",
+                    d.bdf,
+                    chip_name(d.device)
+                ),
+            )
+            .remedy(gen_remedy(ctx))
         }
     };
     f = f
         .observed("driver", d.driver.clone().unwrap_or_default())
         .expected("driver", right)
-        .evidence(&pci_path(d, "driver"), None, d.driver.as_deref().unwrap_or("(no driver link)"));
+        .evidence(
+            &pci_path(d, "driver"),
+            None,
+            d.driver.as_deref().unwrap_or("(no driver link)"),
+        );
     if let Some(drv) = &d.driver {
         if let Some((path, v)) = module_version(ctx, &module_of_driver(drv)) {
-            f = f.observed("driver_version", v.to_string()).evidence(&path, None, &v.to_string());
+            f = f
+                .observed("driver_version", v.to_string())
+                .evidence(&path, None, &v.to_string());
         }
     }
     // HAILO_OUT_OF_PHYSICAL_DEVICES(74) with no usable binding is this check's evidence.
     if f.status != Status::Pass {
-        let hits: Vec<_> = ctx.logs.host(|e| matches!(e, LogEvent::HailoStatus { code: 74 })).map(|(h, _)| h).collect();
+        let hits: Vec<_> = ctx
+            .logs
+            .host(|e| matches!(e, LogEvent::HailoStatus { code: 74 }))
+            .map(|(h, _)| h)
+            .collect();
         f = f.with_hits(hits);
     }
     f
@@ -180,23 +228,47 @@ fn stale_driver(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     let id = "hailo.stale_driver";
     let npu = &ctx.profile.npu;
     let bound = dev.and_then(|d| d.driver.clone());
-    if bound.as_ref().is_some_and(|b| npu.wrong_drivers.contains(b)) {
-        return Finding::new(id, Status::Pass, "the wrong-family driver is bound, not merely installed: see hailo.driver_binding");
+    if bound
+        .as_ref()
+        .is_some_and(|b| npu.wrong_drivers.contains(b))
+    {
+        return Finding::new(
+            id,
+            Status::Pass,
+            "the wrong-family driver is bound, not merely installed: see hailo.driver_binding",
+        );
     }
     let mut stale = Vec::new();
     let mut f = Finding::new(id, Status::Pass, "");
     for m in &npu.wrong_modules {
         if let Some(mv) = ctx.snap.modules.iter().find(|x| &x.name == m) {
-            stale.push(format!("{m} loaded{}", mv.version.as_ref().map(|v| format!(" ({v})")).unwrap_or_default()));
-            f.push_evidence(&format!("/sys/module/{m}"), None, mv.version.as_deref().unwrap_or(""));
+            stale.push(format!(
+                "{m} loaded{}",
+                mv.version
+                    .as_ref()
+                    .map(|v| format!(" ({v})"))
+                    .unwrap_or_default()
+            ));
+            f.push_evidence(
+                &format!("/sys/module/{m}"),
+                None,
+                mv.version.as_deref().unwrap_or(""),
+            );
         }
-        for file in ctx.snap.module_files.iter().filter(|p| p.rsplit('/').next().is_some_and(|n| n.starts_with(&format!("{m}.ko")))) {
+        for file in ctx.snap.module_files.iter().filter(|p| {
+            p.rsplit('/')
+                .next()
+                .is_some_and(|n| n.starts_with(&format!("{m}.ko")))
+        }) {
             stale.push(format!("{m} installed at {file}"));
             f.push_evidence(file, None, "");
         }
     }
     if stale.is_empty() {
-        f.summary = format!("no {} module is installed or loaded", npu.wrong_modules.join("/"));
+        f.summary = format!(
+            "no {} module is installed or loaded",
+            npu.wrong_modules.join("/")
+        );
         return f;
     }
     f.status = Status::Warn;
@@ -241,7 +313,9 @@ fn package_generation(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     let mut history = Vec::new();
     let mut f = Finding::new(id, Status::Pass, "");
     for p in pkgs {
-        let Some(g) = package_gen(ctx, &p.name, &p.version) else { continue };
+        let Some(g) = package_gen(ctx, &p.name, &p.version) else {
+            continue;
+        };
         let label = format!("{} {} ({}.x)", p.name, p.version, g);
         if p.state == crate::parse::dpkg::DpkgState::ConfigFiles {
             history.push(label);
@@ -253,42 +327,75 @@ fn package_generation(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
         if g == expected {
             right.push(label);
         } else {
-            f.push_evidence("/var/lib/dpkg/status", Some(p.line), &format!("Package: {} / Version: {}", p.name, p.version));
+            f.push_evidence(
+                "/var/lib/dpkg/status",
+                Some(p.line),
+                &format!("Package: {} / Version: {}", p.name, p.version),
+            );
             wrong.push(label);
         }
     }
-    let chip = dev.map(|d| chip_name(d.device)).unwrap_or(&ctx.profile.npu.chip);
+    let chip = dev
+        .map(|d| chip_name(d.device))
+        .unwrap_or(&ctx.profile.npu.chip);
     f = f
-        .observed("packages", right.iter().chain(wrong.iter()).cloned().collect::<Vec<_>>())
+        .observed(
+            "packages",
+            right
+                .iter()
+                .chain(wrong.iter())
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
         .observed("config_files_only", history.clone())
         .expected("hailort_generation", format!("{expected}.x"));
     match (right.is_empty(), wrong.is_empty()) {
         (false, true) => {
-            f.summary = format!("HailoRT {expected}.x packages only ({}), right for the {chip}", right.join(", "));
+            f.summary = format!(
+                "HailoRT {expected}.x packages only ({}), right for the {chip}",
+                right.join(", ")
+            );
             if !history.is_empty() {
-                f.summary.push_str(&format!("; removed leftovers (rc) are history: {}", history.join(", ")));
+                f.summary.push_str(&format!(
+                    "; removed leftovers (rc) are history: {}",
+                    history.join(", ")
+                ));
             }
         }
         (true, true) => {
             f.status = Status::Warn;
-            f.summary = format!("no HailoRT package is installed (dpkg); the {chip} needs the {expected}.x line");
+            f.summary = format!(
+                "no HailoRT package is installed (dpkg); the {chip} needs the {expected}.x line"
+            );
             f = f.remedy(gen_remedy(ctx));
         }
         (false, false) => {
             f.status = Status::Fail;
-            f.summary = format!("HailoRT lines are mixed: {} next to {}; the {chip} needs {expected}.x only", wrong.join(", "), right.join(", "));
+            f.summary = format!(
+                "HailoRT lines are mixed: {} next to {}; the {chip} needs {expected}.x only",
+                wrong.join(", "),
+                right.join(", ")
+            );
             f = f.remedy(gen_remedy(ctx));
         }
         (true, false) => {
             f.status = Status::Fail;
-            f.summary = format!("the wrong HailoRT line is installed for the {chip}: {}; it needs {expected}.x", wrong.join(", "));
+            f.summary = format!(
+                "the wrong HailoRT line is installed for the {chip}: {}; it needs {expected}.x",
+                wrong.join(", ")
+            );
             f = f.remedy(gen_remedy(ctx));
         }
     }
     if f.status != Status::Pass {
         let hits: Vec<_> = ctx
             .logs
-            .host(|e| matches!(e, LogEvent::HailoStatus { code: 74 } | LogEvent::HailoLibraryMissing { .. }))
+            .host(|e| {
+                matches!(
+                    e,
+                    LogEvent::HailoStatus { code: 74 } | LogEvent::HailoLibraryMissing { .. }
+                )
+            })
             .map(|(h, _)| h)
             .collect();
         f = f.with_hits(hits);
@@ -315,14 +422,24 @@ fn driver_version(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Option<(String, Ver
 fn library_version(ctx: &Ctx<'_>) -> Option<(String, Version)> {
     let from_file = ctx.snap.libraries.iter().find_map(|p| {
         let v = p.rsplit("libhailort.so.").next()?;
-        (v.split('.').count() == 3).then(|| Version::parse_loose(v)).flatten().map(|v| (p.clone(), v))
+        (v.split('.').count() == 3)
+            .then(|| Version::parse_loose(v))
+            .flatten()
+            .map(|v| (p.clone(), v))
     });
     from_file.or_else(|| {
         let pkgs = ctx.snap.dpkg.as_ref().ok()?;
         ctx.profile.packages.library.iter().find_map(|name| {
             pkgs.iter()
                 .find(|p| &p.name == name && p.is_installed())
-                .and_then(|p| Version::parse_loose(&p.version).map(|v| (format!("/var/lib/dpkg/status ({} {})", p.name, p.version), v)))
+                .and_then(|p| {
+                    Version::parse_loose(&p.version).map(|v| {
+                        (
+                            format!("/var/lib/dpkg/status ({} {})", p.name, p.version),
+                            v,
+                        )
+                    })
+                })
         })
     })
 }
@@ -331,9 +448,19 @@ fn version_mismatch(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     let id = "hailo.version_mismatch";
     let driver = driver_version(ctx, dev);
     let library = library_version(ctx);
-    let logged: Vec<_> = ctx.logs.host(|e| matches!(e, LogEvent::HailoVersionMismatch { .. })).collect();
+    let logged: Vec<_> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::HailoVersionMismatch { .. }))
+        .collect();
     let remedy = "HailoRT needs driver == library exactly (major.minor.revision): install the driver and runtime of one release (or the host driver that matches the container's libhailort) and hold them: sudo apt-mark hold the Hailo packages";
-    if let Some((hit, LogEvent::HailoVersionMismatch { driver: d, library: l })) = logged.last() {
+    if let Some((
+        hit,
+        LogEvent::HailoVersionMismatch {
+            driver: d,
+            library: l,
+        },
+    )) = logged.last()
+    {
         let mut f = Finding::new(
             id,
             Status::Fail,
@@ -364,18 +491,33 @@ fn version_mismatch(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
                 let mut f = f;
                 f.status = Status::Fail;
                 f.summary = format!("kernel driver {dv} != libhailort {lv}: HailoRT refuses to open the device (HAILO_INVALID_DRIVER_VERSION)");
-                let hits: Vec<_> = ctx.logs.host(|e| matches!(e, LogEvent::HailoStatus { code: 76 })).map(|(h, _)| h).collect();
+                let hits: Vec<_> = ctx
+                    .logs
+                    .host(|e| matches!(e, LogEvent::HailoStatus { code: 76 }))
+                    .map(|(h, _)| h)
+                    .collect();
                 f.with_hits(hits).remedy(remedy)
             }
         }
-        (None, _) => Finding::skip(id, "kernel driver version unknown (no /sys/module/hailo*_pci/version)"),
-        (_, None) => Finding::skip(id, "libhailort version unknown (no libhailort.so.X.Y.Z and no HailoRT runtime package)"),
+        (None, _) => Finding::skip(
+            id,
+            "kernel driver version unknown (no /sys/module/hailo*_pci/version)",
+        ),
+        (_, None) => Finding::skip(
+            id,
+            "libhailort version unknown (no libhailort.so.X.Y.Z and no HailoRT runtime package)",
+        ),
     }
 }
 
 fn runtime_library(ctx: &Ctx<'_>) -> Finding {
     let id = "hailo.runtime_library";
-    let libs: Vec<&str> = ctx.snap.libraries.iter().map(|p| p.rsplit('/').next().unwrap_or(p)).collect();
+    let libs: Vec<&str> = ctx
+        .snap
+        .libraries
+        .iter()
+        .map(|p| p.rsplit('/').next().unwrap_or(p))
+        .collect();
     let mut f = Finding::new(id, Status::Pass, "");
     let mut missing = Vec::new();
     let mut judged = false;
@@ -395,7 +537,10 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
             }
         }
     }
-    for (hit, ev) in ctx.logs.host(|e| matches!(e, LogEvent::HailoLibraryMissing { .. })) {
+    for (hit, ev) in ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::HailoLibraryMissing { .. }))
+    {
         if let LogEvent::HailoLibraryMissing { soname } = ev {
             judged = true;
             let m = format!("{soname} could not be loaded ({})", hit.file);
@@ -419,8 +564,15 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
                         .iter()
                         .all(|p| Version::parse_loose(&p.version).is_some_and(|v| v.major != gen))
                 {
-                    missing.push(format!("{g} is installed but the only HailoRT runtime is {} {}", runtimes[0].name, runtimes[0].version));
-                    f.push_evidence("/var/lib/dpkg/status", Some(runtimes[0].line), &format!("Package: {}", runtimes[0].name));
+                    missing.push(format!(
+                        "{g} is installed but the only HailoRT runtime is {} {}",
+                        runtimes[0].name, runtimes[0].version
+                    ));
+                    f.push_evidence(
+                        "/var/lib/dpkg/status",
+                        Some(runtimes[0].line),
+                        &format!("Package: {}", runtimes[0].name),
+                    );
                 }
             }
         }
@@ -428,11 +580,17 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
     f = f.observed("libraries", ctx.snap.libraries.clone());
     if !missing.is_empty() {
         f.status = Status::Fail;
-        f.summary = format!("a Hailo program cannot load its runtime: {}", missing.join("; "));
+        f.summary = format!(
+            "a Hailo program cannot load its runtime: {}",
+            missing.join("; ")
+        );
         return f.observed("missing", missing).remedy(gen_remedy(ctx));
     }
     if !judged && libs.is_empty() {
-        return Finding::skip(id, "no libhailort.so.* and no Hailo runtime binary found to check");
+        return Finding::skip(
+            id,
+            "no libhailort.so.* and no Hailo runtime binary found to check",
+        );
     }
     f.summary = if libs.is_empty() {
         "every Hailo binary's libhailort is present".into()
@@ -445,7 +603,9 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
 fn glob_match(pattern: &str, name: &str) -> bool {
     match pattern.split_once('*') {
         None => pattern == name,
-        Some((pre, suf)) => name.len() >= pre.len() + suf.len() && name.starts_with(pre) && name.ends_with(suf),
+        Some((pre, suf)) => {
+            name.len() >= pre.len() + suf.len() && name.starts_with(pre) && name.ends_with(suf)
+        }
     }
 }
 
@@ -458,31 +618,58 @@ fn firmware(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     if !ctx.snap.firmware_root_exists {
         return Finding::skip(id, "/lib/firmware is not in this tree");
     }
-    let node_up = ctx.snap.device_nodes.iter().any(|n| n.starts_with("/dev/hailo") || n.starts_with("/dev/h1x-"));
+    let node_up = ctx
+        .snap
+        .device_nodes
+        .iter()
+        .any(|n| n.starts_with("/dev/hailo") || n.starts_with("/dev/h1x-"));
     let names = match &ctx.snap.firmware {
         Ok(n) => n.clone(),
         Err(e) if e.is_not_found() => Vec::new(),
-        Err(e) => return Finding::new(id, Status::Error, format!("cannot list {}: {e}", npu.firmware_dir)),
+        Err(e) => {
+            return Finding::new(
+                id,
+                Status::Error,
+                format!("cannot list {}: {e}", npu.firmware_dir),
+            )
+        }
     };
     let missing: Vec<&String> = npu
         .firmware_files
         .iter()
         .filter(|pat| !names.iter().any(|n| glob_match(pat, n)))
         .collect();
-    let f = Finding::new(id, Status::Pass, format!("{} holds the {} firmware ({} files)", npu.firmware_dir, npu.chip, names.len()))
-        .observed("firmware_files", names.clone())
-        .expected("firmware_files", npu.firmware_files.clone());
+    let f = Finding::new(
+        id,
+        Status::Pass,
+        format!(
+            "{} holds the {} firmware ({} files)",
+            npu.firmware_dir,
+            npu.chip,
+            names.len()
+        ),
+    )
+    .observed("firmware_files", names.clone())
+    .expected("firmware_files", npu.firmware_files.clone());
     if missing.is_empty() {
         return f;
     }
     let mut f = f;
     // A device node proves the firmware loaded at this boot; the next boot will not.
-    f.status = if node_up && dev.is_some() { Status::Warn } else { Status::Fail };
+    f.status = if node_up && dev.is_some() {
+        Status::Warn
+    } else {
+        Status::Fail
+    };
     f.summary = format!(
         "{} firmware files missing in {}: {}",
         npu.chip,
         npu.firmware_dir,
-        missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        missing
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     f.remedy(match npu.generation {
         Some(5) => "sudo apt install --reinstall h10-hailort-pcie-driver && sudo reboot",
@@ -492,7 +679,10 @@ fn firmware(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
 
 fn firmware_mismatch(ctx: &Ctx<'_>) -> Finding {
     let id = "hailo.firmware_mismatch";
-    let logged: Vec<_> = ctx.logs.host(|e| matches!(e, LogEvent::HailoFirmwareMismatch { .. })).collect();
+    let logged: Vec<_> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::HailoFirmwareMismatch { .. }))
+        .collect();
     if let Some((_, LogEvent::HailoFirmwareMismatch { host, device })) = logged.last() {
         return Finding::new(id, Status::Fail, format!("the chip runs firmware {device} but the host runtime is {host}"))
             .observed("device_firmware_version", device.to_string())
@@ -510,16 +700,29 @@ fn firmware_mismatch(ctx: &Ctx<'_>) -> Finding {
     };
     // "Now": the clock on a live board; for a captured tree, its newest dpkg.log line (a capture
     // is taken no earlier than that), which makes the boot time a lower bound.
-    let Some(now) = ctx.snap.now_unix_s.or_else(|| entries.iter().map(|e| e.time_unix_s).max()) else {
+    let Some(now) = ctx
+        .snap
+        .now_unix_s
+        .or_else(|| entries.iter().map(|e| e.time_unix_s).max())
+    else {
         return Finding::skip(id, "/var/log/dpkg.log has no install or upgrade lines");
     };
     let boot = now - uptime as i64;
     let changed: Vec<_> = entries
         .iter()
-        .filter(|e| ctx.profile.packages.firmware.contains(&e.package) && e.action == "upgrade" && e.from != e.to && e.time_unix_s > boot)
+        .filter(|e| {
+            ctx.profile.packages.firmware.contains(&e.package)
+                && e.action == "upgrade"
+                && e.from != e.to
+                && e.time_unix_s > boot
+        })
         .collect();
     let Some(last) = changed.last() else {
-        return Finding::new(id, Status::Pass, "no firmware package changed since this boot");
+        return Finding::new(
+            id,
+            Status::Pass,
+            "no firmware package changed since this boot",
+        );
     };
     let mut f = Finding::new(
         id,
@@ -535,7 +738,11 @@ fn firmware_mismatch(ctx: &Ctx<'_>) -> Finding {
     .expected("device_firmware_version", last.to.clone())
     .remedy("sudo reboot (or a PCI reset + driver reload), then confirm with `hailortcli fw-control identify` that the firmware version is the installed one");
     for e in &changed {
-        f.push_evidence("/var/log/dpkg.log", Some(e.line), &format!("{} {} {} -> {}", e.action, e.package, e.from, e.to));
+        f.push_evidence(
+            "/var/log/dpkg.log",
+            Some(e.line),
+            &format!("{} {} {} -> {}", e.action, e.package, e.from, e.to),
+        );
     }
     f.evidence("/proc/uptime", None, &format!("{uptime}"))
 }
@@ -552,21 +759,36 @@ fn pcie_link(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
         return Finding::skip(id, "no Hailo device on PCI");
     };
     let Some(speed) = &d.link_speed else {
-        return Finding::skip(id, format!("{} not readable", pci_path(d, "current_link_speed")));
+        return Finding::skip(
+            id,
+            format!("{} not readable", pci_path(d, "current_link_speed")),
+        );
     };
     let want = gts(&npu.pcie_link_speed);
     let have = gts(speed);
-    let mut f = Finding::new(id, Status::Pass, format!("{speed} x{}", d.link_width.map(|w| w.to_string()).unwrap_or("?".into())))
-        .observed("link_speed", speed.clone())
-        .observed("link_width", d.link_width)
-        .expected("link_speed", npu.pcie_link_speed.clone())
-        .expected("link_width", npu.pcie_link_width)
-        .evidence(&pci_path(d, "current_link_speed"), None, speed);
+    let mut f = Finding::new(
+        id,
+        Status::Pass,
+        format!(
+            "{speed} x{}",
+            d.link_width.map(|w| w.to_string()).unwrap_or("?".into())
+        ),
+    )
+    .observed("link_speed", speed.clone())
+    .observed("link_width", d.link_width)
+    .expected("link_speed", npu.pcie_link_speed.clone())
+    .expected("link_width", npu.pcie_link_width)
+    .evidence(&pci_path(d, "current_link_speed"), None, speed);
     let slow = matches!((have, want), (Some(h), Some(w)) if h + 0.01 < w);
     let narrow = matches!((d.link_width, npu.pcie_link_width), (Some(h), Some(w)) if h < w);
     if slow || narrow {
         f.status = Status::Warn;
-        f.summary = format!("the link trained at {speed} x{}, below {} x{}", d.link_width.unwrap_or(0), npu.pcie_link_speed, npu.pcie_link_width.unwrap_or(1));
+        f.summary = format!(
+            "the link trained at {speed} x{}, below {} x{}",
+            d.link_width.unwrap_or(0),
+            npu.pcie_link_speed,
+            npu.pcie_link_width.unwrap_or(1)
+        );
         f = f.remedy("add `dtparam=pciex1_gen=3` under [all] in /boot/firmware/config.txt and reboot; if it stays low, reseat the ribbon cable");
     }
     f
@@ -574,7 +796,12 @@ fn pcie_link(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
 
 fn device_degraded(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     let id = "hailo.device_degraded";
-    let device_side: Vec<_> = ctx.logs.find(Some(LogClass::Device), |e| matches!(e, LogEvent::CmaAllocFail { .. })).collect();
+    let device_side: Vec<_> = ctx
+        .logs
+        .find(Some(LogClass::Device), |e| {
+            matches!(e, LogEvent::CmaAllocFail { .. })
+        })
+        .collect();
     if !device_side.is_empty() {
         let n = device_side.len();
         return Finding::new(

@@ -15,21 +15,39 @@ fn workload_names(ctx: &Ctx<'_>) -> String {
 }
 
 fn unit_hint(ctx: &Ctx<'_>) -> String {
-    ctx.profile.limits.units.first().cloned().unwrap_or_else(|| "<workload>.service".into())
+    ctx.profile
+        .limits
+        .units
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "<workload>.service".into())
 }
 
 fn nofile(ctx: &Ctx<'_>) -> Finding {
     let id = "limits.nofile";
     let min = ctx.profile.limits.min_nofile;
-    let emfile: Vec<&LogHit> = ctx.logs.host(|e| matches!(e, LogEvent::Errno { errno: 24 })).map(|(h, _)| h).collect();
-    let enfile: Vec<&LogHit> = ctx.logs.host(|e| matches!(e, LogEvent::Errno { errno: 23 })).map(|(h, _)| h).collect();
+    let emfile: Vec<&LogHit> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::Errno { errno: 24 }))
+        .map(|(h, _)| h)
+        .collect();
+    let enfile: Vec<&LogHit> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::Errno { errno: 23 }))
+        .map(|(h, _)| h)
+        .collect();
     let unit = unit_hint(ctx);
     let remedy = format!(
         "for a service: sudo systemctl edit {unit} → [Service] LimitNOFILE=65536, then restart it; from a shell: ulimit -n 65536 before starting the workload (a shell's ulimit never reaches a service)"
     );
     let mut f = Finding::new(id, Status::Pass, "").expected("nofile_soft", min);
     let mut low = Vec::new();
-    let procs: &[ProcessInfo] = ctx.snap.processes.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
+    let procs: &[ProcessInfo] = ctx
+        .snap
+        .processes
+        .as_ref()
+        .map(|p| p.as_slice())
+        .unwrap_or(&[]);
     let mut seen = Vec::new();
     for p in procs {
         let path = format!("/proc/{}/limits", p.pid);
@@ -37,8 +55,22 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
             Ok(l) => {
                 seen.push(format!("{}[{}]={}", p.comm, p.pid, show(l.nofile.soft)));
                 if l.nofile.soft.is_some_and(|s| s < min) {
-                    low.push(format!("{} (pid {}) runs with Max open files {} (hard {})", p.comm, p.pid, show(l.nofile.soft), show(l.nofile.hard)));
-                    f.push_evidence(&path, None, &format!("Max open files {} {}", show(l.nofile.soft), show(l.nofile.hard)));
+                    low.push(format!(
+                        "{} (pid {}) runs with Max open files {} (hard {})",
+                        p.comm,
+                        p.pid,
+                        show(l.nofile.soft),
+                        show(l.nofile.hard)
+                    ));
+                    f.push_evidence(
+                        &path,
+                        None,
+                        &format!(
+                            "Max open files {} {}",
+                            show(l.nofile.soft),
+                            show(l.nofile.hard)
+                        ),
+                    );
                 }
             }
             Err(e) => {
@@ -49,13 +81,29 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
     }
     f = f.observed("workloads", seen.clone());
     if let Ok(nr) = &ctx.snap.file_nr {
-        f = f.observed("file_handles_allocated", nr.allocated).observed("file_max", nr.max);
+        f = f
+            .observed("file_handles_allocated", nr.allocated)
+            .observed("file_max", nr.max);
         if nr.max > 0 && nr.allocated.saturating_mul(10) >= nr.max.saturating_mul(9) {
-            low.push(format!("the system file table is {}% full ({} of {})", nr.allocated * 100 / nr.max, nr.allocated, nr.max));
-            f.push_evidence("/proc/sys/fs/file-nr", None, &format!("{} {}", nr.allocated, nr.max));
+            low.push(format!(
+                "the system file table is {}% full ({} of {})",
+                nr.allocated * 100 / nr.max,
+                nr.allocated,
+                nr.max
+            ));
+            f.push_evidence(
+                "/proc/sys/fs/file-nr",
+                None,
+                &format!("{} {}", nr.allocated, nr.max),
+            );
         }
     }
-    for c in ctx.snap.configured_limits.iter().filter(|c| c.item == "nofile" && c.scope.starts_with("unit:")) {
+    for c in ctx
+        .snap
+        .configured_limits
+        .iter()
+        .filter(|c| c.item == "nofile" && c.scope.starts_with("unit:"))
+    {
         if c.value.is_some_and(|v| v < min) {
             low.push(format!("{} sets {}", c.file, c.text));
             f.push_evidence(&c.file, Some(c.line), &c.text);
@@ -87,7 +135,13 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
         return Finding::skip(id, format!("cannot list processes: {e}"));
     }
     if procs.is_empty() {
-        return Finding::skip(id, format!("no NPU workload is running (looked for: {}) and no open-file errors in the logs", workload_names(ctx)));
+        return Finding::skip(
+            id,
+            format!(
+                "no NPU workload is running (looked for: {}) and no open-file errors in the logs",
+                workload_names(ctx)
+            ),
+        );
     }
     if let Some(p) = procs.iter().find(|p| p.limits.is_err()) {
         f.status = Status::Error;
@@ -95,7 +149,11 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
             "cannot read the limits of {} (pid {}): {}",
             p.comm,
             p.pid,
-            p.limits.as_ref().err().map(|e| e.to_string()).unwrap_or_default()
+            p.limits
+                .as_ref()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
         );
         return f;
     }
@@ -106,16 +164,30 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
 fn memlock(ctx: &Ctx<'_>) -> Finding {
     let id = "limits.memlock";
     let min = ctx.profile.limits.min_memlock_bytes;
-    let mlock_fail: Vec<&LogHit> = ctx.logs.host(|e| matches!(e, LogEvent::MlockFail)).map(|(h, _)| h).collect();
+    let mlock_fail: Vec<&LogHit> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::MlockFail))
+        .map(|(h, _)| h)
+        .collect();
     let unit = unit_hint(ctx);
-    let procs: &[ProcessInfo] = ctx.snap.processes.as_ref().map(|p| p.as_slice()).unwrap_or(&[]);
+    let procs: &[ProcessInfo] = ctx
+        .snap
+        .processes
+        .as_ref()
+        .map(|p| p.as_slice())
+        .unwrap_or(&[]);
     let mut f = Finding::new(id, Status::Pass, "");
     if min > 0 {
         f = f.expected("memlock_soft_bytes", min);
     }
     let mut seen = Vec::new();
     let mut problems = Vec::new();
-    let configured: Vec<&ConfiguredLimit> = ctx.snap.configured_limits.iter().filter(|c| c.item == "memlock").collect();
+    let configured: Vec<&ConfiguredLimit> = ctx
+        .snap
+        .configured_limits
+        .iter()
+        .filter(|c| c.item == "memlock")
+        .collect();
     let mut unreadable = Vec::new();
     for p in procs {
         let l = match &p.limits {
@@ -128,7 +200,11 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
         let eff = l.memlock_bytes.soft;
         let path = format!("/proc/{}/limits", p.pid);
         seen.push(format!("{}[{}]={}", p.comm, p.pid, show(eff)));
-        f = f.observed(&format!("memlock_soft_bytes.{}", p.pid), eff.map(serde_json::Value::from).unwrap_or("unlimited".into()));
+        f = f.observed(
+            &format!("memlock_soft_bytes.{}", p.pid),
+            eff.map(serde_json::Value::from)
+                .unwrap_or("unlimited".into()),
+        );
         let below = |want: Option<u64>| match (eff, want) {
             (None, _) => false,
             (Some(_), None) => true,
@@ -151,11 +227,24 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
                     c.text
                 ));
                 f.push_evidence(&c.file, Some(c.line), &c.text);
-                f.push_evidence(&path, None, &format!("Max locked memory {} {} bytes", show(eff), show(l.memlock_bytes.hard)));
+                f.push_evidence(
+                    &path,
+                    None,
+                    &format!(
+                        "Max locked memory {} {} bytes",
+                        show(eff),
+                        show(l.memlock_bytes.hard)
+                    ),
+                );
             }
         }
         if min > 0 && below(Some(min)) {
-            problems.push(format!("{} (pid {}) has Max locked memory {} bytes, below {min}", p.comm, p.pid, show(eff)));
+            problems.push(format!(
+                "{} (pid {}) has Max locked memory {} bytes, below {min}",
+                p.comm,
+                p.pid,
+                show(eff)
+            ));
             f.push_evidence(&path, None, &format!("Max locked memory {}", show(eff)));
         }
     }
@@ -164,7 +253,10 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
     );
     if !mlock_fail.is_empty() {
         f.status = Status::Fail;
-        f.summary = format!("mlock failed in {} log line(s): the locked-memory limit is too low", mlock_fail.len());
+        f.summary = format!(
+            "mlock failed in {} log line(s): the locked-memory limit is too low",
+            mlock_fail.len()
+        );
         return f.with_hits(mlock_fail).remedy(remedy);
     }
     if !problems.is_empty() {
@@ -181,8 +273,17 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
         return f;
     }
     if seen.is_empty() {
-        return Finding::skip(id, format!("no NPU workload is running (looked for: {})", workload_names(ctx)));
+        return Finding::skip(
+            id,
+            format!(
+                "no NPU workload is running (looked for: {})",
+                workload_names(ctx)
+            ),
+        );
     }
-    f.summary = format!("locked-memory limits (bytes; neither rknpu nor HailoRT needs more): {}", seen.join(", "));
+    f.summary = format!(
+        "locked-memory limits (bytes; neither rknpu nor HailoRT needs more): {}",
+        seen.join(", ")
+    );
     f
 }

@@ -7,17 +7,35 @@ use crate::probe::LogClass;
 
 pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     let oom = oom_evidence(ctx);
-    vec![fragmentation(ctx), compaction(ctx, !oom.is_empty()), oom_check(ctx, oom)]
+    vec![
+        fragmentation(ctx),
+        compaction(ctx, !oom.is_empty()),
+        oom_check(ctx, oom),
+    ]
 }
 
 /// Page size assumed for buddyinfo (4 KiB pages: arm64 and x86_64 defaults).
 pub const PAGE_BYTES: u64 = 4096;
 
 /// Free bytes, free bytes in blocks of order >= `order`, and the largest free block, over all zones.
-pub fn buddy_summary(zones: &[crate::parse::buddyinfo::BuddyZone], order: usize) -> (u64, u64, u64) {
-    let free: u64 = zones.iter().map(|z| z.free_pages()).fold(0, u64::saturating_add);
-    let high: u64 = zones.iter().map(|z| z.free_pages_at_or_above(order)).fold(0, u64::saturating_add);
-    let largest = zones.iter().filter_map(|z| z.largest_order()).max().map(|o| 1u64 << o).unwrap_or(0);
+pub fn buddy_summary(
+    zones: &[crate::parse::buddyinfo::BuddyZone],
+    order: usize,
+) -> (u64, u64, u64) {
+    let free: u64 = zones
+        .iter()
+        .map(|z| z.free_pages())
+        .fold(0, u64::saturating_add);
+    let high: u64 = zones
+        .iter()
+        .map(|z| z.free_pages_at_or_above(order))
+        .fold(0, u64::saturating_add);
+    let largest = zones
+        .iter()
+        .filter_map(|z| z.largest_order())
+        .max()
+        .map(|o| 1u64 << o)
+        .unwrap_or(0);
     (
         free.saturating_mul(PAGE_BYTES),
         high.saturating_mul(PAGE_BYTES),
@@ -39,12 +57,21 @@ fn fragmentation(ctx: &Ctx<'_>) -> Finding {
     let mut f = Finding::new(
         id,
         Status::Pass,
-        format!("{} free, {} of it in blocks of {} or more; largest free block {}", mib(free), mib(high), mib(block), mib(largest)),
+        format!(
+            "{} free, {} of it in blocks of {} or more; largest free block {}",
+            mib(free),
+            mib(high),
+            mib(block),
+            mib(largest)
+        ),
     )
     .observed("free_bytes", free)
     .observed("free_high_order_bytes", high)
     .observed("largest_free_block_bytes", largest)
-    .expected("free_high_order_bytes", format!(">= {}", spec.min_free_high_order_bytes))
+    .expected(
+        "free_high_order_bytes",
+        format!(">= {}", spec.min_free_high_order_bytes),
+    )
     .evidence(
         "/proc/buddyinfo",
         None,
@@ -55,7 +82,9 @@ fn fragmentation(ctx: &Ctx<'_>) -> Finding {
             .join(" | "),
     );
     // Fragmented = plenty free overall, little of it in large blocks.
-    if high < spec.min_free_high_order_bytes && free >= spec.min_free_high_order_bytes.saturating_mul(4) {
+    if high < spec.min_free_high_order_bytes
+        && free >= spec.min_free_high_order_bytes.saturating_mul(4)
+    {
         f.status = Status::Warn;
         f.summary = format!(
             "memory is fragmented: {} free but only {} in blocks of {} or more (largest {})",
@@ -71,7 +100,12 @@ fn fragmentation(ctx: &Ctx<'_>) -> Finding {
 
 fn oom_evidence<'a>(ctx: &'a Ctx<'_>) -> Vec<&'a LogHit> {
     ctx.logs
-        .find(Some(LogClass::Kernel), |e| matches!(e, LogEvent::PageAllocFailure { order: 0 } | LogEvent::OomKill))
+        .find(Some(LogClass::Kernel), |e| {
+            matches!(
+                e,
+                LogEvent::PageAllocFailure { order: 0 } | LogEvent::OomKill
+            )
+        })
         .map(|(h, _)| h)
         .collect()
 }
@@ -89,12 +123,19 @@ fn compaction(ctx: &Ctx<'_>, real_oom: bool) -> Finding {
         .collect();
     let high_order: Vec<&LogHit> = ctx
         .logs
-        .find(Some(LogClass::Kernel), |e| matches!(e, LogEvent::PageAllocFailure { order } if *order > 0))
+        .find(
+            Some(LogClass::Kernel),
+            |e| matches!(e, LogEvent::PageAllocFailure { order } if *order > 0),
+        )
         .map(|(h, _)| h)
         .collect();
     let vm = ctx.snap.vmstat.as_ref().ok();
     let counter = |k: &str| vm.and_then(|v| v.get(k).copied()).unwrap_or(0);
-    let (stall, fail, success) = (counter("compact_stall"), counter("compact_fail"), counter("compact_success"));
+    let (stall, fail, success) = (
+        counter("compact_stall"),
+        counter("compact_fail"),
+        counter("compact_success"),
+    );
     let mut f = Finding::new(id, Status::Pass, "");
     if vm.is_some() {
         f = f
@@ -115,25 +156,48 @@ fn compaction(ctx: &Ctx<'_>, real_oom: bool) -> Finding {
             ebusy.len(),
             mib(cma_free)
         );
-        return f.with_hits(ebusy).observed("action", "compact").remedy(remedy);
+        return f
+            .with_hits(ebusy)
+            .observed("action", "compact")
+            .remedy(remedy);
     }
     if !high_order.is_empty() {
         f.status = Status::Warn;
         f.summary = format!("{} higher-order page allocation failure(s) in the kernel log: free memory is fragmented", high_order.len());
-        return f.with_hits(high_order).observed("action", "compact").remedy(remedy);
+        return f
+            .with_hits(high_order)
+            .observed("action", "compact")
+            .remedy(remedy);
     }
     let frag = ctx.snap.buddyinfo.as_ref().ok().map(|z| {
         let (free, high, _) = buddy_summary(z, ctx.profile.memory.fragmentation_order);
-        high < ctx.profile.memory.min_free_high_order_bytes && free >= ctx.profile.memory.min_free_high_order_bytes.saturating_mul(4)
+        high < ctx.profile.memory.min_free_high_order_bytes
+            && free
+                >= ctx
+                    .profile
+                    .memory
+                    .min_free_high_order_bytes
+                    .saturating_mul(4)
     });
     if fail > success && fail >= 10 && frag == Some(true) {
         f.status = Status::Warn;
         f.summary = format!("direct compaction keeps failing (compact_fail {fail} > compact_success {success}) and free memory is fragmented");
-        return f.evidence("/proc/vmstat", None, &format!("compact_fail {fail} compact_success {success}")).observed("action", "compact").remedy(remedy);
+        return f
+            .evidence(
+                "/proc/vmstat",
+                None,
+                &format!("compact_fail {fail} compact_success {success}"),
+            )
+            .observed("action", "compact")
+            .remedy(remedy);
     }
     if vm.is_none() && ctx.logs.hits.is_empty() {
         return match &ctx.snap.vmstat {
-            Err(e) if !e.is_not_found() => Finding::new(id, Status::Error, format!("cannot read the compaction counters: {e}")),
+            Err(e) if !e.is_not_found() => Finding::new(
+                id,
+                Status::Error,
+                format!("cannot read the compaction counters: {e}"),
+            ),
             _ => Finding::skip(id, "no /proc/vmstat and no kernel log to judge from"),
         };
     }
@@ -145,11 +209,13 @@ fn oom_check(ctx: &Ctx<'_>, oom: Vec<&LogHit>) -> Finding {
     let id = "memory.oom";
     let mem = ctx.snap.meminfo.as_ref().ok();
     let mut f = Finding::new(id, Status::Pass, "");
-    let avail_pct = mem.and_then(|m| m.mem_available_bytes.map(|a| (a, m.mem_total_bytes))).map(|(a, t)| {
-        f.observed.insert("mem_available_bytes".into(), a.into());
-        f.observed.insert("mem_total_bytes".into(), t.into());
-        a.saturating_mul(100).checked_div(t).unwrap_or(100)
-    });
+    let avail_pct = mem
+        .and_then(|m| m.mem_available_bytes.map(|a| (a, m.mem_total_bytes)))
+        .map(|(a, t)| {
+            f.observed.insert("mem_available_bytes".into(), a.into());
+            f.observed.insert("mem_total_bytes".into(), t.into());
+            a.saturating_mul(100).checked_div(t).unwrap_or(100)
+        });
     let remedy = "the workload does not fit: use a smaller or more quantised model, stop the desktop (Xorg, lightdm) on inference boxes, or use a board with more RAM; compaction will not help";
     if !oom.is_empty() {
         f.status = Status::Fail;
@@ -160,7 +226,11 @@ fn oom_check(ctx: &Ctx<'_>, oom: Vec<&LogHit>) -> Finding {
         );
         return f.with_hits(oom).remedy(remedy);
     }
-    let enomem: Vec<&LogHit> = ctx.logs.host(|e| matches!(e, LogEvent::Errno { errno: 12 })).map(|(h, _)| h).collect();
+    let enomem: Vec<&LogHit> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::Errno { errno: 12 }))
+        .map(|(h, _)| h)
+        .collect();
     if let Some(p) = avail_pct {
         if p < 5 {
             f.status = Status::Warn;
@@ -179,10 +249,17 @@ fn oom_check(ctx: &Ctx<'_>, oom: Vec<&LogHit>) -> Finding {
     }
     if mem.is_none() {
         return match &ctx.snap.meminfo {
-            Err(e) if !e.is_not_found() => Finding::new(id, Status::Error, format!("cannot read MemAvailable: {e}")),
+            Err(e) if !e.is_not_found() => {
+                Finding::new(id, Status::Error, format!("cannot read MemAvailable: {e}"))
+            }
             _ => Finding::skip(id, "no /proc/meminfo and no OOM lines in the logs read"),
         };
     }
-    f.summary = format!("no OOM in the logs read{}", avail_pct.map(|p| format!("; MemAvailable {p}% of RAM")).unwrap_or_default());
+    f.summary = format!(
+        "no OOM in the logs read{}",
+        avail_pct
+            .map(|p| format!("; MemAvailable {p}% of RAM"))
+            .unwrap_or_default()
+    );
     f
 }

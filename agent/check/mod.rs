@@ -10,7 +10,9 @@ mod board;
 mod cma;
 mod hailo;
 mod limits;
+mod llm;
 mod memory;
+mod moe;
 pub use memory::buddy_summary;
 mod rknpu;
 
@@ -45,6 +47,9 @@ pub const CHECK_IDS: &[&str] = &[
     "memory.fragmentation",
     "memory.compaction",
     "memory.oom",
+    "kernel.numa_balancing",
+    "llm.override_tensor",
+    "llm.vram_budget",
 ];
 
 /// A finding's status. Severity order: `pass` = `skip` < `info` < `error` < `warn` < `fail`.
@@ -176,7 +181,12 @@ impl Finding {
 
     /// Adds evidence in place (at most 8 items are kept).
     pub fn push_evidence(&mut self, file: &str, line: Option<usize>, text: &str) {
-        if self.evidence.len() >= 8 || self.evidence.iter().any(|e| e.file == file && e.line == line) {
+        if self.evidence.len() >= 8
+            || self
+                .evidence
+                .iter()
+                .any(|e| e.file == file && e.line == line)
+        {
             return;
         }
         self.evidence.push(Evidence {
@@ -231,7 +241,10 @@ impl LogIndex {
     pub fn build(snap: &Snapshot, signatures: &[Signature]) -> Self {
         let mut idx = LogIndex::default();
         // One searcher per signature, built once (not once per line).
-        let finders: Vec<memchr::memmem::Finder<'_>> = signatures.iter().map(|s| memchr::memmem::Finder::new(s.contains.as_bytes())).collect();
+        let finders: Vec<memchr::memmem::Finder<'_>> = signatures
+            .iter()
+            .map(|s| memchr::memmem::Finder::new(s.contains.as_bytes()))
+            .collect();
         for log in &snap.logs {
             for (i, line) in log.lines.iter().enumerate() {
                 let events = classify(line);
@@ -256,9 +269,17 @@ impl LogIndex {
     }
 
     /// Hits from logs of `class` (any class when `None`) with an event satisfying `pred`.
-    pub fn find(&self, class: Option<LogClass>, pred: impl Fn(&LogEvent) -> bool) -> std::vec::IntoIter<(&LogHit, &LogEvent)> {
+    pub fn find(
+        &self,
+        class: Option<LogClass>,
+        pred: impl Fn(&LogEvent) -> bool,
+    ) -> std::vec::IntoIter<(&LogHit, &LogEvent)> {
         let mut out = Vec::new();
-        for h in self.hits.iter().filter(|h| class.is_none_or(|c| h.class == c)) {
+        for h in self
+            .hits
+            .iter()
+            .filter(|h| class.is_none_or(|c| h.class == c))
+        {
             for e in h.events.iter().filter(|e| pred(e)) {
                 out.push((h, e));
             }
@@ -267,7 +288,10 @@ impl LogIndex {
     }
 
     /// Host-side (kernel and workload) hits with an event satisfying `pred`.
-    pub fn host(&self, pred: impl Fn(&LogEvent) -> bool) -> std::vec::IntoIter<(&LogHit, &LogEvent)> {
+    pub fn host(
+        &self,
+        pred: impl Fn(&LogEvent) -> bool,
+    ) -> std::vec::IntoIter<(&LogHit, &LogEvent)> {
         let mut out = Vec::new();
         for h in self.hits.iter().filter(|h| h.class != LogClass::Device) {
             for e in h.events.iter().filter(|e| pred(e)) {
@@ -308,8 +332,14 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.extend(limits::all(&ctx));
     findings.extend(cma::all(&ctx));
     findings.extend(memory::all(&ctx));
+    findings.extend(llm::all(&ctx));
     apply_signatures(&ctx, &mut findings);
-    findings.sort_by_key(|f| CHECK_IDS.iter().position(|id| *id == f.id).unwrap_or(usize::MAX));
+    findings.sort_by_key(|f| {
+        CHECK_IDS
+            .iter()
+            .position(|id| *id == f.id)
+            .unwrap_or(usize::MAX)
+    });
     findings
 }
 

@@ -9,7 +9,12 @@ pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     if ctx.profile.npu.kind != NpuKind::Rknpu {
         return ["rknpu.driver_version", "rknpu.device_node"]
             .iter()
-            .map(|id| Finding::skip(id, format!("profile {} has no Rockchip NPU", ctx.profile.id)))
+            .map(|id| {
+                Finding::skip(
+                    id,
+                    format!("profile {} has no Rockchip NPU", ctx.profile.id),
+                )
+            })
             .collect();
     }
     vec![driver_version(ctx), device_node(ctx)]
@@ -27,7 +32,12 @@ fn find_version(ctx: &Ctx<'_>) -> Option<Found> {
     for (path, content) in &ctx.snap.rknpu_version_files {
         if let Ok(text) = content {
             if let Some(version) = Version::parse_loose(text) {
-                return Some(Found { file: path.clone(), line: None, text: text.trim().to_string(), version });
+                return Some(Found {
+                    file: path.clone(),
+                    line: None,
+                    text: text.trim().to_string(),
+                    version,
+                });
             }
         }
     }
@@ -35,7 +45,14 @@ fn find_version(ctx: &Ctx<'_>) -> Option<Found> {
         ctx.logs
             .host(move |e| pred(e).is_some())
             .last()
-            .and_then(|(h, e)| pred(e).map(|v| Found { file: h.file.clone(), line: Some(h.line), text: h.text.clone(), version: v }))
+            .and_then(|(h, e)| {
+                pred(e).map(|v| Found {
+                    file: h.file.clone(),
+                    line: Some(h.line),
+                    text: h.text.clone(),
+                    version: v,
+                })
+            })
     };
     from_log(|e| match e {
         LogEvent::RknpuDrmInit { version } => Some(*version),
@@ -52,12 +69,20 @@ fn find_version(ctx: &Ctx<'_>) -> Option<Found> {
 fn rocket_present(ctx: &Ctx<'_>) -> Vec<(String, String)> {
     let mut why = Vec::new();
     if ctx.snap.modules.iter().any(|m| m.name == "rocket") {
-        why.push(("/sys/module/rocket".to_string(), "module rocket loaded".to_string()));
+        why.push((
+            "/sys/module/rocket".to_string(),
+            "module rocket loaded".to_string(),
+        ));
     }
     if let Some((h, _)) = ctx.logs.host(|e| matches!(e, LogEvent::RocketInit)).next() {
         why.push((h.file.clone(), h.text.clone()));
     }
-    for n in ctx.snap.device_nodes.iter().filter(|n| n.starts_with("/dev/accel/")) {
+    for n in ctx
+        .snap
+        .device_nodes
+        .iter()
+        .filter(|n| n.starts_with("/dev/accel/"))
+    {
         why.push((n.clone(), "accel device node".to_string()));
     }
     why
@@ -72,7 +97,14 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
         .as_deref()
         .and_then(Version::parse_loose)
         .unwrap_or(Version::new(0, 9, 8));
-    let kernel = ctx.snap.identity.kernel_release.as_ref().ok().cloned().unwrap_or_default();
+    let kernel = ctx
+        .snap
+        .identity
+        .kernel_release
+        .as_ref()
+        .ok()
+        .cloned()
+        .unwrap_or_default();
     let malformed = ctx
         .snap
         .rknpu_version_files
@@ -80,8 +112,15 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
         .find(|(_, r)| r.as_ref().is_ok_and(|t| Version::parse_loose(t).is_none()));
     let Some(found) = find_version(ctx) else {
         if let Some((path, Ok(text))) = malformed {
-            return Finding::new(id, Status::Error, format!("{path} does not hold a version: {:?}", text.trim().chars().take(60).collect::<String>()))
-                .evidence(path, None, text.trim());
+            return Finding::new(
+                id,
+                Status::Error,
+                format!(
+                    "{path} does not hold a version: {:?}",
+                    text.trim().chars().take(60).collect::<String>()
+                ),
+            )
+            .evidence(path, None, text.trim());
         }
         let rocket = rocket_present(ctx);
         if !rocket.is_empty() {
@@ -111,7 +150,11 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
             .expected("driver_version", min.to_string())
             .remedy("mount debugfs (sudo mount -t debugfs none /sys/kernel/debug) and check again; if it is still missing, boot a vendor kernel that carries rknpu >= 0.9.8");
     };
-    let builtin = !ctx.snap.modules.iter().any(|m| m.name == "rknpu" && m.version.is_some());
+    let builtin = !ctx
+        .snap
+        .modules
+        .iter()
+        .any(|m| m.name == "rknpu" && m.version.is_some());
     let v = found.version;
     let mut f = Finding::new(id, Status::Pass, format!("rknpu {v} (>= {min})"))
         .observed("driver_version", v.to_string())
@@ -123,8 +166,16 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
         return f;
     }
     f.status = Status::Warn;
-    let below_066 = if v < Version::new(0, 9, 6) { " (below 0.9.6, which even RKLLM 1.0 needs)" } else { "" };
-    let kernel_part = if kernel.is_empty() { "the kernel".to_string() } else { format!("kernel {kernel}") };
+    let below_066 = if v < Version::new(0, 9, 6) {
+        " (below 0.9.6, which even RKLLM 1.0 needs)"
+    } else {
+        ""
+    };
+    let kernel_part = if kernel.is_empty() {
+        "the kernel".to_string()
+    } else {
+        format!("kernel {kernel}")
+    };
     f.summary = format!(
         "rknpu {v} is below {min}, which current RKLLM needs{below_066}; the driver is part of {kernel_part}{}",
         if builtin { " (no /sys/module/rknpu/version: built into the image, no module to swap)" } else { "" }
@@ -138,14 +189,19 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
         .host(|e| {
             matches!(
                 e,
-                LogEvent::RknpuTooLow { .. } | LogEvent::RknnBadModelMagic | LogEvent::Errno { errno: 14 }
+                LogEvent::RknpuTooLow { .. }
+                    | LogEvent::RknnBadModelMagic
+                    | LogEvent::Errno { errno: 14 }
             )
         })
         .map(|(h, _)| h)
         .collect();
     if !hits.is_empty() {
         f.status = Status::Fail;
-        f.summary.push_str(&format!("; the workload already failed on it ({} log line(s))", hits.len()));
+        f.summary.push_str(&format!(
+            "; the workload already failed on it ({} log line(s))",
+            hits.len()
+        ));
         f = f.with_hits(hits);
     }
     f
@@ -177,8 +233,18 @@ fn device_node(ctx: &Ctx<'_>) -> Finding {
         .observed("drm_nodes", drm.iter().map(|n| format!("{}={}", n.name, n.driver.clone().unwrap_or_default())).collect::<Vec<_>>())
         .remedy("boot a vendor kernel with the rknpu driver enabled (CONFIG_ROCKCHIP_RKNPU) and the npu@fdab0000 node");
     }
-    let mut f = Finding::new(id, Status::Pass, format!("rknpu DRM node(s): {}", nodes.join(", ")))
-        .observed("rknpu_nodes", nodes.iter().map(|s| format!("/dev/dri/{s}")).collect::<Vec<_>>());
+    let mut f = Finding::new(
+        id,
+        Status::Pass,
+        format!("rknpu DRM node(s): {}", nodes.join(", ")),
+    )
+    .observed(
+        "rknpu_nodes",
+        nodes
+            .iter()
+            .map(|s| format!("/dev/dri/{s}"))
+            .collect::<Vec<_>>(),
+    );
     for n in &nodes {
         f.push_evidence(&format!("/sys/class/drm/{n}/device/driver"), None, "rknpu");
     }

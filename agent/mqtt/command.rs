@@ -25,10 +25,6 @@ pub const ACTIONS: &[&str] = &["compact", "set_cma", "reboot", "rescan", "releas
 /// Largest accepted command payload (bytes). Larger ones are rejected without parsing.
 pub const MAX_COMMAND_BYTES: usize = 4096;
 
-/// Identical bytes for a cmd_id within this many seconds are a QoS 1 re-delivery (ignored);
-/// later, a replay (rejected).
-pub const DUPLICATE_WINDOW_S: i64 = 10;
-
 /// Clock skew tolerated between requester and board, seconds.
 pub const CLOCK_SKEW_S: i64 = 60;
 
@@ -51,7 +47,10 @@ pub enum CmdStatus {
 impl CmdStatus {
     /// True for `successful`, `failed` and `rejected`.
     pub fn is_final(self) -> bool {
-        matches!(self, CmdStatus::Successful | CmdStatus::Failed | CmdStatus::Rejected)
+        matches!(
+            self,
+            CmdStatus::Successful | CmdStatus::Failed | CmdStatus::Rejected
+        )
     }
 }
 
@@ -83,15 +82,32 @@ pub struct AnyStatus {
 }
 
 /// The bytes a signature covers.
-pub fn signed_message(board: &str, action: &str, cmd_id: &str, args: &Map<String, Value>, issued_at: i64, expires_at: i64) -> Vec<u8> {
+pub fn signed_message(
+    board: &str,
+    action: &str,
+    cmd_id: &str,
+    args: &Map<String, Value>,
+    issued_at: i64,
+    expires_at: i64,
+) -> Vec<u8> {
     // serde_json's Map is ordered by key (no preserve_order feature): canonical.
     let args = serde_json::to_string(args).unwrap_or_default();
-    format!("npu-agent-command-v1\n{board}\n{action}\n{cmd_id}\n{args}\n{issued_at}\n{expires_at}\n").into_bytes()
+    format!(
+        "npu-agent-command-v1\n{board}\n{action}\n{cmd_id}\n{args}\n{issued_at}\n{expires_at}\n"
+    )
+    .into_bytes()
 }
 
 /// Signs an init message in place.
 pub fn sign(key: &SigningKey, action: &str, cmd_id: &str, msg: &mut InitMessage) {
-    let sig = key.sign(&signed_message(&msg.board, action, cmd_id, &msg.args, msg.issued_at, msg.expires_at));
+    let sig = key.sign(&signed_message(
+        &msg.board,
+        action,
+        cmd_id,
+        &msg.args,
+        msg.issued_at,
+        msg.expires_at,
+    ));
     msg.signature = Some(base64::engine::general_purpose::STANDARD.encode(sig.to_bytes()));
 }
 
@@ -104,8 +120,13 @@ pub fn keygen(out: &std::path::Path) -> Result<std::path::PathBuf, String> {
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| format!("no randomness: {e}"))?;
     let key = SigningKey::from_bytes(&seed);
-    let private = key.to_pkcs8_pem(LineEnding::LF).map_err(|e| e.to_string())?;
-    let public = key.verifying_key().to_public_key_pem(LineEnding::LF).map_err(|e| e.to_string())?;
+    let private = key
+        .to_pkcs8_pem(LineEnding::LF)
+        .map_err(|e| e.to_string())?;
+    let public = key
+        .verifying_key()
+        .to_public_key_pem(LineEnding::LF)
+        .map_err(|e| e.to_string())?;
     let pub_path = std::path::PathBuf::from(format!("{}.pub", out.display()));
     for p in [out, pub_path.as_path()] {
         if p.exists() {
@@ -118,7 +139,9 @@ pub fn keygen(out: &std::path::Path) -> Result<std::path::PathBuf, String> {
         .mode(0o600)
         .open(out)
         .map_err(|e| format!("{}: {e}", out.display()))?;
-    f.write_all(private.as_bytes()).and_then(|_| f.sync_all()).map_err(|e| format!("{}: {e}", out.display()))?;
+    f.write_all(private.as_bytes())
+        .and_then(|_| f.sync_all())
+        .map_err(|e| format!("{}: {e}", out.display()))?;
     std::fs::write(&pub_path, public).map_err(|e| format!("{}: {e}", pub_path.display()))?;
     Ok(pub_path)
 }
@@ -127,13 +150,15 @@ pub fn keygen(out: &std::path::Path) -> Result<std::path::PathBuf, String> {
 pub fn load_signing_key(path: &std::path::Path) -> Result<SigningKey, String> {
     use ed25519_dalek::pkcs8::DecodePrivateKey;
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    SigningKey::from_pkcs8_pem(&text).map_err(|e| format!("{}: not an Ed25519 PKCS#8 PEM key: {e}", path.display()))
+    SigningKey::from_pkcs8_pem(&text)
+        .map_err(|e| format!("{}: not an Ed25519 PKCS#8 PEM key: {e}", path.display()))
 }
 
 /// Parses an SPKI PEM public key.
 pub fn parse_verifying_key(text: &str) -> Result<VerifyingKey, String> {
     use ed25519_dalek::pkcs8::DecodePublicKey;
-    VerifyingKey::from_public_key_pem(text).map_err(|e| format!("not an Ed25519 public key PEM: {e}"))
+    VerifyingKey::from_public_key_pem(text)
+        .map_err(|e| format!("not an Ed25519 public key PEM: {e}"))
 }
 
 /// Arguments after validation, per action.
@@ -183,16 +208,32 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
         "reboot" => &["reason"],
         "rescan" => &[],
         "release_npu" => &["model"],
-        other => return Err(format!("unknown action {other:?} (known: {})", ACTIONS.join(", "))),
+        other => {
+            return Err(format!(
+                "unknown action {other:?} (known: {})",
+                ACTIONS.join(", ")
+            ))
+        }
     };
     if let Some(k) = args.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(format!("unknown argument {k:?} for {action} (allowed: {})", if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") }));
+        return Err(format!(
+            "unknown argument {k:?} for {action} (allowed: {})",
+            if allowed.is_empty() {
+                "none".to_string()
+            } else {
+                allowed.join(", ")
+            }
+        ));
     }
     let string = |k: &str, max: usize| -> Result<Option<String>, String> {
         match args.get(k) {
             None => Ok(None),
-            Some(Value::String(s)) if s.len() <= max && !s.chars().any(char::is_control) => Ok(Some(s.clone())),
-            Some(_) => Err(format!("argument {k:?} must be a string of at most {max} printable characters")),
+            Some(Value::String(s)) if s.len() <= max && !s.chars().any(char::is_control) => {
+                Ok(Some(s.clone()))
+            }
+            Some(_) => Err(format!(
+                "argument {k:?} must be a string of at most {max} printable characters"
+            )),
         }
     };
     Ok(match action {
@@ -204,13 +245,16 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
             },
         },
         "set_cma" => Action::SetCma {
-            size: string("size", 16)?.ok_or("set_cma needs the argument \"size\" (e.g. \"256M\")")?,
+            size: string("size", 16)?
+                .ok_or("set_cma needs the argument \"size\" (e.g. \"256M\")")?,
         },
         "reboot" => Action::Reboot {
             reason: string("reason", 200)?.unwrap_or_else(|| "requested over MQTT".into()),
         },
         "rescan" => Action::Rescan,
-        _ => Action::ReleaseNpu { model: string("model", 200)? },
+        _ => Action::ReleaseNpu {
+            model: string("model", 200)?,
+        },
     })
 }
 
@@ -257,19 +301,26 @@ pub struct Ledger {
     /// action → unix seconds of the last execution.
     #[serde(default)]
     pub last_run: BTreeMap<String, i64>,
-    /// Hash of the payload per recent cmd_id, to tell a duplicate delivery from a replay (not persisted).
-    #[serde(skip)]
-    pub recent_payload: HashMap<String, (u64, i64)>,
+    /// cmd_id → hash of the accepted payload: the same bytes again are a re-delivery (a QoS 1
+    /// duplicate, or a retained `init` delivered again after a restart) and are ignored; other
+    /// bytes under a used cmd_id are a replay and are rejected.
+    #[serde(default)]
+    pub payload_hash: HashMap<String, u64>,
 }
 
 impl Ledger {
     /// Keeps the newest 2000 ids (older ones are expired anyway by `max_command_age_s`).
     pub fn prune(&mut self) {
         while self.seen.len() > 2000 {
-            let oldest = self.seen.iter().min_by_key(|(_, t)| **t).map(|(k, _)| k.clone());
+            let oldest = self
+                .seen
+                .iter()
+                .min_by_key(|(_, t)| **t)
+                .map(|(k, _)| k.clone());
             match oldest {
                 Some(k) => {
                     self.seen.remove(&k);
+                    self.payload_hash.remove(&k);
                 }
                 None => break,
             }
@@ -278,21 +329,35 @@ impl Ledger {
 }
 
 fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100000001b3))
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
+    })
 }
 
 fn valid_cmd_id(id: &str) -> bool {
-    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// Decides what to do with a message on `topic` (already known to be a command topic of this
 /// board or of `all`). Updates the ledger when it accepts (the caller persists it before acting).
-pub fn gate(policy: &Policy, ledger: &mut Ledger, topic: &super::topics::CommandTopic, payload: &[u8], now: i64) -> Verdict {
+pub fn gate(
+    policy: &Policy,
+    ledger: &mut Ledger,
+    topic: &super::topics::CommandTopic,
+    payload: &[u8],
+    now: i64,
+) -> Verdict {
     if payload.is_empty() {
         return Verdict::Ignore("cleared");
     }
     if payload.len() > MAX_COMMAND_BYTES {
-        return Verdict::Reject(format!("payload of {} bytes exceeds the {MAX_COMMAND_BYTES}-byte limit", payload.len()));
+        return Verdict::Reject(format!(
+            "payload of {} bytes exceeds the {MAX_COMMAND_BYTES}-byte limit",
+            payload.len()
+        ));
     }
     let Ok(text) = std::str::from_utf8(payload) else {
         return Verdict::Reject("payload is not UTF-8 JSON".into());
@@ -310,38 +375,55 @@ pub fn gate(policy: &Policy, ledger: &mut Ledger, topic: &super::topics::Command
         return Verdict::Reject("cmd_id must be 1-64 characters of [A-Za-z0-9._-]".into());
     }
     if msg.board != topic.board {
-        return Verdict::Reject(format!("command names board {:?} but was sent on {:?}'s topic", msg.board, topic.board));
+        return Verdict::Reject(format!(
+            "command names board {:?} but was sent on {:?}'s topic",
+            msg.board, topic.board
+        ));
     }
     if topic.board != policy.board && topic.board != super::topics::ALL {
-        return Verdict::Reject(format!("command is for board {:?}, this is {:?}", topic.board, policy.board));
+        return Verdict::Reject(format!(
+            "command is for board {:?}, this is {:?}",
+            topic.board, policy.board
+        ));
     }
     let action = match parse_args(&topic.action, &msg.args) {
         Ok(a) => a,
         Err(e) => return Verdict::Reject(e),
     };
-    // A second delivery of the same bytes within seconds is a QoS 1 duplicate: ignore it.
+    // The same bytes under a cmd_id already accepted: a re-delivery, never run twice.
     let h = fnv(payload);
-    if let Some((prev, at)) = ledger.recent_payload.get(&topic.cmd_id) {
-        if *prev == h && now - at < DUPLICATE_WINDOW_S {
-            return Verdict::Ignore("duplicate delivery");
-        }
+    if ledger.seen.contains_key(&topic.cmd_id) && ledger.payload_hash.get(&topic.cmd_id) == Some(&h)
+    {
+        return Verdict::Ignore("duplicate delivery");
     }
     if ledger.seen.contains_key(&topic.cmd_id) {
         if topic.board == super::topics::ALL {
             // The fleet-wide init stays retained until the requester clears it.
             return Verdict::Ignore("fleet-wide command already handled");
         }
-        return Verdict::Reject(format!("cmd_id {:?} was already executed (replay)", topic.cmd_id));
+        return Verdict::Reject(format!(
+            "cmd_id {:?} was already executed (replay)",
+            topic.cmd_id
+        ));
     }
     let max_age = policy.max_command_age_s as i64;
     if now > msg.expires_at + CLOCK_SKEW_S {
         return Verdict::Reject(format!("expired {} s ago", now - msg.expires_at));
     }
     if msg.issued_at > now + CLOCK_SKEW_S {
-        return Verdict::Reject(format!("issued {} s in the future (clock skew above {CLOCK_SKEW_S} s)", msg.issued_at - now));
+        return Verdict::Reject(format!(
+            "issued {} s in the future (clock skew above {CLOCK_SKEW_S} s)",
+            msg.issued_at - now
+        ));
     }
-    if now - msg.issued_at > max_age + CLOCK_SKEW_S || msg.expires_at - msg.issued_at > max_age || msg.expires_at < msg.issued_at {
-        return Verdict::Reject(format!("lifetime outside the {max_age} s window (issued_at {}, expires_at {})", msg.issued_at, msg.expires_at));
+    if now - msg.issued_at > max_age + CLOCK_SKEW_S
+        || msg.expires_at - msg.issued_at > max_age
+        || msg.expires_at < msg.issued_at
+    {
+        return Verdict::Reject(format!(
+            "lifetime outside the {max_age} s window (issued_at {}, expires_at {})",
+            msg.issued_at, msg.expires_at
+        ));
     }
     let unsigned_ok = policy.allow_unsigned.iter().any(|a| a == &topic.action);
     match &msg.signature {
@@ -371,13 +453,16 @@ pub fn gate(policy: &Policy, ledger: &mut Ledger, topic: &super::topics::Command
     if let Some(last) = ledger.last_run.get(&topic.action) {
         let wait = rate_limit_s(&topic.action) - (now - last);
         if wait > 0 {
-            return Verdict::Reject(format!("rate limited: {} ran {} s ago; retry in {wait} s", topic.action, now - last));
+            return Verdict::Reject(format!(
+                "rate limited: {} ran {} s ago; retry in {wait} s",
+                topic.action,
+                now - last
+            ));
         }
     }
     ledger.seen.insert(topic.cmd_id.clone(), now);
     ledger.last_run.insert(topic.action.clone(), now);
-    ledger.recent_payload.retain(|_, (_, at)| now - *at < DUPLICATE_WINDOW_S);
-    ledger.recent_payload.insert(topic.cmd_id.clone(), (h, now));
+    ledger.payload_hash.insert(topic.cmd_id.clone(), h);
     ledger.prune();
     Verdict::Execute(action)
 }
@@ -401,7 +486,11 @@ mod tests {
     }
 
     fn topic(board: &str, action: &str, id: &str) -> CommandTopic {
-        CommandTopic { board: board.into(), action: action.into(), cmd_id: id.into() }
+        CommandTopic {
+            board: board.into(),
+            action: action.into(),
+            cmd_id: id.into(),
+        }
     }
 
     fn init(board: &str, args: Value, now: i64) -> InitMessage {
@@ -426,10 +515,53 @@ mod tests {
         let mut l = Ledger::default();
         let mut m = init("b1", serde_json::json!({"size": "256M"}), NOW);
         sign(&key(), "set_cma", "c1", &mut m);
-        let v = gate(&policy(), &mut l, &topic("b1", "set_cma", "c1"), &bytes(&m), NOW);
-        assert_eq!(v, Verdict::Execute(Action::SetCma { size: "256M".into() }));
-        assert_eq!(gate(&policy(), &mut l, &topic("b1", "set_cma", "c1"), &bytes(&m), NOW + 1), Verdict::Ignore("duplicate delivery"));
-        match gate(&policy(), &mut l, &topic("b1", "set_cma", "c1"), &bytes(&m), NOW + 100) {
+        let v = gate(
+            &policy(),
+            &mut l,
+            &topic("b1", "set_cma", "c1"),
+            &bytes(&m),
+            NOW,
+        );
+        assert_eq!(
+            v,
+            Verdict::Execute(Action::SetCma {
+                size: "256M".into()
+            })
+        );
+        assert_eq!(
+            gate(
+                &policy(),
+                &mut l,
+                &topic("b1", "set_cma", "c1"),
+                &bytes(&m),
+                NOW + 1
+            ),
+            Verdict::Ignore("duplicate delivery")
+        );
+        // The retained init delivered again after a restart (same bytes): still never run twice,
+        // and nothing is published over the final state.
+        let mut restarted: Ledger =
+            serde_json::from_str(&serde_json::to_string(&l).unwrap()).unwrap();
+        assert_eq!(
+            gate(
+                &policy(),
+                &mut restarted,
+                &topic("b1", "set_cma", "c1"),
+                &bytes(&m),
+                NOW + 100
+            ),
+            Verdict::Ignore("duplicate delivery")
+        );
+        // A new message under the used cmd_id is a replay.
+        let mut again = init("b1", serde_json::json!({"size": "256M"}), NOW + 100);
+        sign(&key(), "set_cma", "c1", &mut again);
+        match gate(
+            &policy(),
+            &mut restarted,
+            &topic("b1", "set_cma", "c1"),
+            &bytes(&again),
+            NOW + 100,
+        ) {
             Verdict::Reject(r) => assert!(r.contains("replay"), "{r}"),
             v => panic!("{v:?}"),
         }
@@ -448,9 +580,15 @@ mod tests {
         let mut l = Ledger::default();
         let t = topic("b1", "reboot", "r1");
         let unsigned = init("b1", serde_json::json!({}), NOW);
-        assert!(rejected(gate(&p, &mut l, &t, &bytes(&unsigned), NOW)).contains("unsigned reboot refused"));
+        assert!(rejected(gate(&p, &mut l, &t, &bytes(&unsigned), NOW))
+            .contains("unsigned reboot refused"));
         let mut forged = unsigned.clone();
-        sign(&SigningKey::from_bytes(&[9u8; 32]), "reboot", "r1", &mut forged);
+        sign(
+            &SigningKey::from_bytes(&[9u8; 32]),
+            "reboot",
+            "r1",
+            &mut forged,
+        );
         assert!(rejected(gate(&p, &mut l, &t, &bytes(&forged), NOW)).contains("bad signature"));
         // Signed for another cmd_id: the signature does not cover this one.
         let mut moved = unsigned.clone();
@@ -463,17 +601,66 @@ mod tests {
         sign(&key(), "reboot", "r1", &mut future);
         assert!(rejected(gate(&p, &mut l, &t, &bytes(&future), NOW)).contains("future"));
         let other_board = init("b2", serde_json::json!({}), NOW);
-        assert!(rejected(gate(&p, &mut l, &t, &bytes(&other_board), NOW)).contains("names board \"b2\""));
-        assert!(rejected(gate(&p, &mut l, &topic("b2", "compact", "x"), &bytes(&init("b2", serde_json::json!({}), NOW)), NOW)).contains("this is \"b1\""));
-        assert!(rejected(gate(&p, &mut l, &topic("b1", "format_disk", "x"), &bytes(&init("b1", serde_json::json!({}), NOW)), NOW)).contains("unknown action"));
-        assert!(rejected(gate(&p, &mut l, &topic("b1", "compact", "x"), br#"{"status":"init","board":"b1""#, NOW)).contains("malformed"));
-        assert!(rejected(gate(&p, &mut l, &topic("b1", "compact", "x"), &vec![b'{'; 5000], NOW)).contains("exceeds"));
+        assert!(rejected(gate(&p, &mut l, &t, &bytes(&other_board), NOW))
+            .contains("names board \"b2\""));
+        assert!(rejected(gate(
+            &p,
+            &mut l,
+            &topic("b2", "compact", "x"),
+            &bytes(&init("b2", serde_json::json!({}), NOW)),
+            NOW
+        ))
+        .contains("this is \"b1\""));
+        assert!(rejected(gate(
+            &p,
+            &mut l,
+            &topic("b1", "format_disk", "x"),
+            &bytes(&init("b1", serde_json::json!({}), NOW)),
+            NOW
+        ))
+        .contains("unknown action"));
+        assert!(rejected(gate(
+            &p,
+            &mut l,
+            &topic("b1", "compact", "x"),
+            br#"{"status":"init","board":"b1""#,
+            NOW
+        ))
+        .contains("malformed"));
+        assert!(rejected(gate(
+            &p,
+            &mut l,
+            &topic("b1", "compact", "x"),
+            &vec![b'{'; 5000],
+            NOW
+        ))
+        .contains("exceeds"));
         let extra = br#"{"status":"init","board":"b1","issued_at":1764400000,"expires_at":1764400060,"shell":"rm -rf /"}"#;
-        assert!(rejected(gate(&p, &mut l, &topic("b1", "compact", "x"), extra, NOW)).contains("unknown field"));
+        assert!(
+            rejected(gate(&p, &mut l, &topic("b1", "compact", "x"), extra, NOW))
+                .contains("unknown field")
+        );
         let badarg = init("b1", serde_json::json!({"drop_caches": "yes"}), NOW);
-        assert!(rejected(gate(&p, &mut l, &topic("b1", "compact", "x"), &bytes(&badarg), NOW)).contains("true or false"));
-        assert!(rejected(gate(&p, &mut l, &topic("b1", "compact", "../x"), &bytes(&init("b1", serde_json::json!({}), NOW)), NOW)).contains("cmd_id"));
-        assert!(l.seen.is_empty(), "nothing rejected may be recorded as executed");
+        assert!(rejected(gate(
+            &p,
+            &mut l,
+            &topic("b1", "compact", "x"),
+            &bytes(&badarg),
+            NOW
+        ))
+        .contains("true or false"));
+        assert!(rejected(gate(
+            &p,
+            &mut l,
+            &topic("b1", "compact", "../x"),
+            &bytes(&init("b1", serde_json::json!({}), NOW)),
+            NOW
+        ))
+        .contains("cmd_id"));
+        assert!(
+            l.seen.is_empty(),
+            "nothing rejected may be recorded as executed"
+        );
     }
 
     #[test]
@@ -481,16 +668,53 @@ mod tests {
         let p = policy();
         let mut l = Ledger::default();
         let m = init("b1", serde_json::json!({"drop_caches": true}), NOW);
-        assert_eq!(gate(&p, &mut l, &topic("b1", "compact", "a"), &bytes(&m), NOW), Verdict::Execute(Action::Compact { drop_caches: true }));
-        assert!(rejected(gate(&p, &mut l, &topic("b1", "compact", "b"), &bytes(&m), NOW + 5)).contains("rate limited"));
+        assert_eq!(
+            gate(&p, &mut l, &topic("b1", "compact", "a"), &bytes(&m), NOW),
+            Verdict::Execute(Action::Compact { drop_caches: true })
+        );
+        assert!(rejected(gate(
+            &p,
+            &mut l,
+            &topic("b1", "compact", "b"),
+            &bytes(&m),
+            NOW + 5
+        ))
+        .contains("rate limited"));
         // Rescans are not rate limited (the daemon bounds its queue instead).
         let r = init("b1", serde_json::json!({}), NOW);
-        assert!(matches!(gate(&p, &mut l, &topic("b1", "rescan", "r1"), &bytes(&r), NOW), Verdict::Execute(_)));
-        assert!(matches!(gate(&p, &mut l, &topic("b1", "rescan", "r2"), &bytes(&r), NOW), Verdict::Execute(_)));
-        assert!(matches!(gate(&p, &mut l, &topic("b1", "compact", "c"), &bytes(&m), NOW + 31), Verdict::Execute(_)));
+        assert!(matches!(
+            gate(&p, &mut l, &topic("b1", "rescan", "r1"), &bytes(&r), NOW),
+            Verdict::Execute(_)
+        ));
+        assert!(matches!(
+            gate(&p, &mut l, &topic("b1", "rescan", "r2"), &bytes(&r), NOW),
+            Verdict::Execute(_)
+        ));
+        assert!(matches!(
+            gate(
+                &p,
+                &mut l,
+                &topic("b1", "compact", "c"),
+                &bytes(&m),
+                NOW + 31
+            ),
+            Verdict::Execute(_)
+        ));
         // Echoes of the agent's own states are ignored.
-        assert_eq!(gate(&p, &mut l, &topic("b1", "compact", "a"), br#"{"status":"successful"}"#, NOW), Verdict::Ignore("not an init message"));
-        assert_eq!(gate(&p, &mut l, &topic("b1", "compact", "a"), b"", NOW), Verdict::Ignore("cleared"));
+        assert_eq!(
+            gate(
+                &p,
+                &mut l,
+                &topic("b1", "compact", "a"),
+                br#"{"status":"successful"}"#,
+                NOW
+            ),
+            Verdict::Ignore("not an init message")
+        );
+        assert_eq!(
+            gate(&p, &mut l, &topic("b1", "compact", "a"), b"", NOW),
+            Verdict::Ignore("cleared")
+        );
     }
 
     #[test]
@@ -498,8 +722,31 @@ mod tests {
         let p = policy();
         let mut l = Ledger::default();
         let m = init("all", serde_json::json!({}), NOW);
-        assert_eq!(gate(&p, &mut l, &topic("all", "rescan", "f1"), &bytes(&m), NOW), Verdict::Execute(Action::Rescan));
-        assert_eq!(gate(&p, &mut l, &topic("all", "rescan", "f1"), &bytes(&m), NOW + 100), Verdict::Ignore("fleet-wide command already handled"));
+        assert_eq!(
+            gate(&p, &mut l, &topic("all", "rescan", "f1"), &bytes(&m), NOW),
+            Verdict::Execute(Action::Rescan)
+        );
+        assert_eq!(
+            gate(
+                &p,
+                &mut l,
+                &topic("all", "rescan", "f1"),
+                &bytes(&m),
+                NOW + 100
+            ),
+            Verdict::Ignore("duplicate delivery")
+        );
+        let other = init("all", serde_json::json!({}), NOW + 5);
+        assert_eq!(
+            gate(
+                &p,
+                &mut l,
+                &topic("all", "rescan", "f1"),
+                &bytes(&other),
+                NOW + 100
+            ),
+            Verdict::Ignore("fleet-wide command already handled")
+        );
     }
 
     #[test]
@@ -511,7 +758,10 @@ mod tests {
         let v = parse_verifying_key(&std::fs::read_to_string(&pubp).unwrap()).unwrap();
         assert_eq!(k.verifying_key(), v);
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert!(keygen(&path).unwrap_err().contains("exists"));
     }
 }

@@ -117,10 +117,18 @@ fn options(o: &LinkOptions) -> MqttOptions {
         m.set_credentials(u.clone(), p.clone());
     }
     if let Some((topic, payload)) = &o.last_will {
-        m.set_last_will(LastWill::new(topic.clone(), payload.clone(), QoS::AtLeastOnce, true, None));
+        m.set_last_will(LastWill::new(
+            topic.clone(),
+            payload.clone(),
+            QoS::AtLeastOnce,
+            true,
+            None,
+        ));
     }
     if let (true, Some(cfg)) = (o.url.tls, &o.tls) {
-        m.set_transport(rumqttc::Transport::tls_with_config(rumqttc::TlsConfiguration::Rustls(cfg.clone())));
+        m.set_transport(rumqttc::Transport::tls_with_config(
+            rumqttc::TlsConfiguration::Rustls(cfg.clone()),
+        ));
     }
     m
 }
@@ -133,7 +141,14 @@ impl Link {
         let progress_ms = Arc::new(AtomicU64::new(now_ms()));
         let dropped = Arc::new(AtomicU64::new(0));
         let stopping = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(poll_loop(eventloop, tx, progress_ms.clone(), dropped.clone(), stopping.clone(), o.lossless));
+        let task = tokio::spawn(poll_loop(
+            eventloop,
+            tx,
+            progress_ms.clone(),
+            dropped.clone(),
+            stopping.clone(),
+            o.lossless,
+        ));
         Link {
             client,
             events: rx,
@@ -161,7 +176,14 @@ impl Link {
     }
 }
 
-async fn poll_loop(mut eventloop: EventLoop, tx: mpsc::Sender<LinkEvent>, progress: Arc<AtomicU64>, dropped: Arc<AtomicU64>, stopping: Arc<AtomicBool>, lossless: bool) {
+async fn poll_loop(
+    mut eventloop: EventLoop,
+    tx: mpsc::Sender<LinkEvent>,
+    progress: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+    stopping: Arc<AtomicBool>,
+    lossless: bool,
+) {
     let mut backoff = Duration::ZERO;
     loop {
         let polled = eventloop.poll().await;
@@ -169,7 +191,11 @@ async fn poll_loop(mut eventloop: EventLoop, tx: mpsc::Sender<LinkEvent>, progre
         match polled {
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                 backoff = Duration::ZERO;
-                let _ = tx.send(LinkEvent::Connected { session_present: ack.session_present }).await;
+                let _ = tx
+                    .send(LinkEvent::Connected {
+                        session_present: ack.session_present,
+                    })
+                    .await;
             }
             Ok(Event::Incoming(Packet::Publish(p))) => {
                 let ev = LinkEvent::Message {
@@ -185,7 +211,9 @@ async fn poll_loop(mut eventloop: EventLoop, tx: mpsc::Sender<LinkEvent>, progre
                     dropped.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect)) if stopping.load(Ordering::SeqCst) => {
+            Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect))
+                if stopping.load(Ordering::SeqCst) =>
+            {
                 // Let the DISCONNECT reach the socket, then stop.
                 let _ = tokio::time::timeout(Duration::from_millis(200), eventloop.poll()).await;
                 return;
@@ -195,7 +223,9 @@ async fn poll_loop(mut eventloop: EventLoop, tx: mpsc::Sender<LinkEvent>, progre
                 if stopping.load(Ordering::SeqCst) {
                     return;
                 }
-                let _ = tx.try_send(LinkEvent::Disconnected { reason: e.to_string() });
+                let _ = tx.try_send(LinkEvent::Disconnected {
+                    reason: e.to_string(),
+                });
                 backoff = next_backoff(backoff);
                 tokio::time::sleep(backoff).await;
             }
@@ -215,8 +245,14 @@ mod tests {
             b = next_backoff(b);
             seen.push(b);
         }
-        assert!(seen[0] >= BACKOFF_MIN.mul_f64(0.75) && seen[0] <= BACKOFF_MIN.mul_f64(1.25), "{seen:?}");
-        assert!(seen.iter().all(|d| *d <= BACKOFF_MAX.mul_f64(1.25)), "{seen:?}");
+        assert!(
+            seen[0] >= BACKOFF_MIN.mul_f64(0.75) && seen[0] <= BACKOFF_MIN.mul_f64(1.25),
+            "{seen:?}"
+        );
+        assert!(
+            seen.iter().all(|d| *d <= BACKOFF_MAX.mul_f64(1.25)),
+            "{seen:?}"
+        );
         assert!(seen[9] >= BACKOFF_MAX.mul_f64(0.75), "{seen:?}");
     }
 }

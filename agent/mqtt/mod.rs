@@ -25,7 +25,9 @@ pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
     } else if let Some(r) = url.strip_prefix("mqtt://") {
         (false, r)
     } else {
-        return Err(format!("{url:?}: the broker URL must start with mqtt:// or mqtts://"));
+        return Err(format!(
+            "{url:?}: the broker URL must start with mqtt:// or mqtts://"
+        ));
     };
     let rest = rest.trim_end_matches('/');
     if rest.is_empty() || rest.contains(['/', '@', '?', '#', ' ']) {
@@ -33,7 +35,9 @@ pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
     }
     let (host, port) = if let Some(h) = rest.strip_prefix('[') {
         // [IPv6]:port
-        let (h, p) = h.split_once(']').ok_or_else(|| format!("{url:?}: unclosed '['"))?;
+        let (h, p) = h
+            .split_once(']')
+            .ok_or_else(|| format!("{url:?}: unclosed '['"))?;
         (h.to_string(), p.strip_prefix(':'))
     } else {
         match rest.rsplit_once(':') {
@@ -42,7 +46,9 @@ pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
         }
     };
     let port = match port {
-        Some(p) => p.parse::<u16>().map_err(|_| format!("{url:?}: bad port {p:?}"))?,
+        Some(p) => p
+            .parse::<u16>()
+            .map_err(|_| format!("{url:?}: bad port {p:?}"))?,
         None if tls => 8883,
         None => 1883,
     };
@@ -62,7 +68,10 @@ pub struct TlsFiles {
 }
 
 /// The system CA bundle locations tried when no `ca_file` is set.
-pub const SYSTEM_CA_FILES: &[&str] = &["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"];
+pub const SYSTEM_CA_FILES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+];
 
 /// Builds a rustls client config with the ring provider (no aws-lc-rs).
 pub fn tls_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, String> {
@@ -79,7 +88,9 @@ pub fn tls_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, String>
     };
     for cert in CertificateDer::pem_slice_iter(&ca) {
         let cert = cert.map_err(|e| format!("CA file: {e}"))?;
-        roots.add(cert).map_err(|e| format!("CA certificate: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("CA certificate: {e}"))?;
     }
     if roots.is_empty() {
         return Err("the CA file holds no certificate".into());
@@ -95,7 +106,9 @@ pub fn tls_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, String>
                 .collect::<Result<_, _>>()
                 .map_err(|e| format!("client certificate: {e}"))?;
             let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("client key: {e}"))?;
-            builder.with_client_auth_cert(chain, key).map_err(|e| format!("client certificate/key: {e}"))?
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("client certificate/key: {e}"))?
         }
         None => builder.with_no_client_auth(),
     };
@@ -108,10 +121,24 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(parse_url("mqtt://127.0.0.1:1884").unwrap(), BrokerUrl { host: "127.0.0.1".into(), port: 1884, tls: false });
+        assert_eq!(
+            parse_url("mqtt://127.0.0.1:1884").unwrap(),
+            BrokerUrl {
+                host: "127.0.0.1".into(),
+                port: 1884,
+                tls: false
+            }
+        );
         assert_eq!(parse_url("mqtts://broker.example.net").unwrap().port, 8883);
         assert_eq!(parse_url("mqtt://[::1]:1883").unwrap().host, "::1");
-        for bad in ["http://x", "mqtt://", "mqtt://h:99999", "mqtt://u:p@h", "mqtt://h/x", "h:1883"] {
+        for bad in [
+            "http://x",
+            "mqtt://",
+            "mqtt://h:99999",
+            "mqtt://u:p@h",
+            "mqtt://h/x",
+            "h:1883",
+        ] {
             assert!(parse_url(bad).is_err(), "{bad}");
         }
     }

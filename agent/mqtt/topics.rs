@@ -22,7 +22,10 @@ pub fn command(root: &str, board: &str, action: &str, cmd_id: &str) -> String {
 
 /// The subscriptions a board needs for its commands: its own and the fleet-wide ones.
 pub fn command_filters(root: &str, board: &str) -> [String; 2] {
-    [format!("{root}/{board}/cmd/+/+"), format!("{root}/{ALL}/cmd/+/+")]
+    [
+        format!("{root}/{board}/cmd/+/+"),
+        format!("{root}/{ALL}/cmd/+/+"),
+    ]
 }
 
 /// A parsed command topic.
@@ -41,11 +44,15 @@ pub fn parse_command(root: &str, topic: &str) -> Option<CommandTopic> {
     let rest = topic.strip_prefix(root)?.strip_prefix('/')?;
     let parts: Vec<&str> = rest.split('/').collect();
     match parts.as_slice() {
-        [board, "cmd", action, cmd_id] if !board.is_empty() && !action.is_empty() && !cmd_id.is_empty() => Some(CommandTopic {
-            board: board.to_string(),
-            action: action.to_string(),
-            cmd_id: cmd_id.to_string(),
-        }),
+        [board, "cmd", action, cmd_id]
+            if !board.is_empty() && !action.is_empty() && !cmd_id.is_empty() =>
+        {
+            Some(CommandTopic {
+                board: board.to_string(),
+                action: action.to_string(),
+                cmd_id: cmd_id.to_string(),
+            })
+        }
         _ => None,
     }
 }
@@ -66,11 +73,20 @@ mod tests {
         let t = command("npu-fleet", "rock5b-01", "compact", "c-1");
         assert_eq!(t, "npu-fleet/rock5b-01/cmd/compact/c-1");
         let p = parse_command("npu-fleet", &t).unwrap();
-        assert_eq!((p.board.as_str(), p.action.as_str(), p.cmd_id.as_str()), ("rock5b-01", "compact", "c-1"));
+        assert_eq!(
+            (p.board.as_str(), p.action.as_str(), p.cmd_id.as_str()),
+            ("rock5b-01", "compact", "c-1")
+        );
         assert_eq!(parse_command("npu-fleet", "npu-fleet/x/status"), None);
         assert_eq!(parse_command("npu-fleet", "other/x/cmd/a/b"), None);
         assert_eq!(parse_command("npu-fleet", "npu-fleet/x/cmd/a/b/c"), None);
-        assert_eq!(parse_board_leaf("npu-fleet", "npu-fleet/b1/status", "status"), Some("b1"));
-        assert_eq!(command_filters("r", "b"), ["r/b/cmd/+/+".to_string(), "r/all/cmd/+/+".to_string()]);
+        assert_eq!(
+            parse_board_leaf("npu-fleet", "npu-fleet/b1/status", "status"),
+            Some("b1")
+        );
+        assert_eq!(
+            command_filters("r", "b"),
+            ["r/b/cmd/+/+".to_string(), "r/all/cmd/+/+".to_string()]
+        );
     }
 }

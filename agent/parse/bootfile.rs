@@ -84,12 +84,15 @@ pub fn find_boot_cma(kind: BootFileKind, text: &str) -> BootCma {
             }
         }
         BootFileKind::Extlinux => {
-            let generated = text.contains("u-boot-update") || text.to_ascii_lowercase().contains("do not edit");
+            let generated =
+                text.contains("u-boot-update") || text.to_ascii_lowercase().contains("do not edit");
             let mut best: Option<(CmaParam, usize)> = None;
             let mut occurrences = 0;
             for (i, l) in text.lines().enumerate() {
                 let t = l.trim();
-                let rest = t.strip_prefix("append").or_else(|| t.strip_prefix("APPEND"));
+                let rest = t
+                    .strip_prefix("append")
+                    .or_else(|| t.strip_prefix("APPEND"));
                 if let Some(args) = rest {
                     if let Some((cma, n)) = find_cma(args) {
                         occurrences += n;
@@ -131,7 +134,9 @@ pub fn pi_config_cma(text: &str) -> Option<(CmaParam, usize)> {
             continue;
         }
         if line.starts_with('[') {
-            let section = line.trim_matches(|c| c == '[' || c == ']').to_ascii_lowercase();
+            let section = line
+                .trim_matches(|c| c == '[' || c == ']')
+                .to_ascii_lowercase();
             active = matches!(section.as_str(), "all" | "pi5");
             continue;
         }
@@ -148,7 +153,10 @@ pub fn pi_config_cma(text: &str) -> Option<(CmaParam, usize)> {
         let mut params = value.split(',').map(str::trim);
         if key == "dtoverlay" {
             let overlay = params.next().unwrap_or("");
-            if !(overlay == "cma" || overlay.starts_with("vc4-kms-v3d") || overlay.starts_with("vc4-fkms-v3d")) {
+            if !(overlay == "cma"
+                || overlay.starts_with("vc4-kms-v3d")
+                || overlay.starts_with("vc4-fkms-v3d"))
+            {
                 continue;
             }
         }
@@ -181,7 +189,8 @@ mod tests {
 
     #[test]
     fn armbian_extraargs_last_definition_wins() {
-        let t = "verbosity=1\nextraargs=cma=128M\nfdtfile=x.dtb\nextraargs=net.ifnames=0 cma=256M\n";
+        let t =
+            "verbosity=1\nextraargs=cma=128M\nfdtfile=x.dtb\nextraargs=net.ifnames=0 cma=256M\n";
         let c = find_boot_cma(BootFileKind::ArmbianEnv, t);
         assert_eq!(c.cma.unwrap().size_bytes, Some(256 << 20));
         assert_eq!(c.line, Some(4));
@@ -197,18 +206,28 @@ mod tests {
 
     #[test]
     fn pi_cmdline_reads_first_line_only() {
-        let c = find_boot_cma(BootFileKind::PiCmdline, "console=tty1 rootwait cma=256M\ncma=64M\n");
+        let c = find_boot_cma(
+            BootFileKind::PiCmdline,
+            "console=tty1 rootwait cma=256M\ncma=64M\n",
+        );
         assert_eq!(c.cma.unwrap().size_bytes, Some(256 << 20));
         assert_eq!(c.line, Some(1));
     }
 
     #[test]
     fn pi_config_overlays() {
-        let t = "dtoverlay=vc4-kms-v3d\n[cm4]\ndtoverlay=cma,cma-64\n[all]\ndtoverlay=cma,cma-512\n";
+        let t =
+            "dtoverlay=vc4-kms-v3d\n[cm4]\ndtoverlay=cma,cma-64\n[all]\ndtoverlay=cma,cma-512\n";
         let (cma, line) = pi_config_cma(t).unwrap();
         assert_eq!(cma.size_bytes, Some(512 << 20));
         assert_eq!(line, 5);
-        assert_eq!(pi_config_cma("dtoverlay=vc4-kms-v3d,cma-size=134217728\n").unwrap().0.size_bytes, Some(128 << 20));
+        assert_eq!(
+            pi_config_cma("dtoverlay=vc4-kms-v3d,cma-size=134217728\n")
+                .unwrap()
+                .0
+                .size_bytes,
+            Some(128 << 20)
+        );
         assert_eq!(pi_config_cma("dtoverlay=vc4-kms-v3d\n"), None);
     }
 

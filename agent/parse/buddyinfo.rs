@@ -45,7 +45,13 @@ pub fn parse_buddyinfo(text: &str) -> Result<Vec<BuddyZone>, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let err = || format!("line {}: not `Node N, zone NAME counts…`: {:?}", i + 1, super::meminfo::truncate(line));
+        let err = || {
+            format!(
+                "line {}: not `Node N, zone NAME counts…`: {:?}",
+                i + 1,
+                super::meminfo::truncate(line)
+            )
+        };
         let rest = line.trim().strip_prefix("Node ").ok_or_else(err)?;
         let (node, rest) = rest.split_once(',').ok_or_else(err)?;
         let node: u32 = node.trim().parse().map_err(|_| err())?;
@@ -59,7 +65,11 @@ pub fn parse_buddyinfo(text: &str) -> Result<Vec<BuddyZone>, String> {
         if free_blocks.is_empty() || free_blocks.len() > 64 {
             return Err(err());
         }
-        zones.push(BuddyZone { node, zone, free_blocks });
+        zones.push(BuddyZone {
+            node,
+            zone,
+            free_blocks,
+        });
     }
     if zones.is_empty() {
         return Err("no zone lines".into());

@@ -32,7 +32,10 @@ pub fn printable(s: &str) -> String {
 /// Big-endian 32-bit cells. Errors when the length is not a multiple of 4 or is zero.
 pub fn cells(bytes: &[u8]) -> Result<Vec<u32>, String> {
     if bytes.is_empty() || bytes.len() % 4 != 0 {
-        return Err(format!("{} bytes is not a whole number of 32-bit cells", bytes.len()));
+        return Err(format!(
+            "{} bytes is not a whole number of 32-bit cells",
+            bytes.len()
+        ));
     }
     Ok(bytes
         .chunks_exact(4)
@@ -65,12 +68,18 @@ mod tests {
 
     #[test]
     fn control_characters_are_dropped() {
-        assert_eq!(string(b"\xff\xfeRadxa\x1b[31m ROCK 5B\0"), "Radxa[31m ROCK 5B");
+        assert_eq!(
+            string(b"\xff\xfeRadxa\x1b[31m ROCK 5B\0"),
+            "Radxa[31m ROCK 5B"
+        );
     }
 
     #[test]
     fn model_stops_at_nul() {
-        assert_eq!(string(b"Raspberry Pi 5 Model B Rev 1.1\0junk"), "Raspberry Pi 5 Model B Rev 1.1");
+        assert_eq!(
+            string(b"Raspberry Pi 5 Model B Rev 1.1\0junk"),
+            "Raspberry Pi 5 Model B Rev 1.1"
+        );
     }
 
     #[test]

@@ -41,9 +41,10 @@ fn state_of(status: &str) -> DpkgState {
     match status.split_whitespace().nth(2) {
         Some("installed") => DpkgState::Installed,
         Some("config-files") => DpkgState::ConfigFiles,
-        Some("unpacked" | "half-configured" | "half-installed" | "triggers-awaited" | "triggers-pending") => {
-            DpkgState::Partial
-        }
+        Some(
+            "unpacked" | "half-configured" | "half-installed" | "triggers-awaited"
+            | "triggers-pending",
+        ) => DpkgState::Partial,
         _ => DpkgState::NotInstalled,
     }
 }

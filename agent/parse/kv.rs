@@ -55,7 +55,9 @@ mod tests {
 
     #[test]
     fn parses_os_release_and_armbian_env() {
-        let e = parse_kv("PRETTY_NAME=\"Debian GNU/Linux 13 (trixie)\"\n# c\nID=debian\r\nbad line\n=x\n");
+        let e = parse_kv(
+            "PRETTY_NAME=\"Debian GNU/Linux 13 (trixie)\"\n# c\nID=debian\r\nbad line\n=x\n",
+        );
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].value, "Debian GNU/Linux 13 (trixie)");
         assert_eq!(e[1].value, "debian");

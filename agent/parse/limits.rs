@@ -62,7 +62,8 @@ pub fn parse_limits(text: &str) -> Result<ProcessLimits, String> {
 
 /// Formats a limit value: a number or `unlimited`.
 pub fn show(v: Option<u64>) -> String {
-    v.map(|n| n.to_string()).unwrap_or_else(|| "unlimited".into())
+    v.map(|n| n.to_string())
+        .unwrap_or_else(|| "unlimited".into())
 }
 
 #[cfg(test)]
@@ -81,7 +82,10 @@ mod tests {
 
     #[test]
     fn unlimited_is_none() {
-        let t = SAMPLE.replace("Max locked memory         8388608              8388608", "Max locked memory         unlimited            unlimited");
+        let t = SAMPLE.replace(
+            "Max locked memory         8388608              8388608",
+            "Max locked memory         unlimited            unlimited",
+        );
         assert_eq!(parse_limits(&t).unwrap().memlock_bytes.soft, None);
     }
 

@@ -26,8 +26,23 @@ const MAX_VALUE_KB: u64 = 1 << 40;
 
 /// Fields every kernel since 2.6 prints and procfs-core requires.
 const REQUIRED: &[&str] = &[
-    "MemTotal", "MemFree", "Buffers", "Cached", "SwapCached", "Active", "Inactive", "SwapTotal", "SwapFree", "Dirty",
-    "Writeback", "Mapped", "Slab", "Committed_AS", "VmallocTotal", "VmallocUsed", "VmallocChunk",
+    "MemTotal",
+    "MemFree",
+    "Buffers",
+    "Cached",
+    "SwapCached",
+    "Active",
+    "Inactive",
+    "SwapTotal",
+    "SwapFree",
+    "Dirty",
+    "Writeback",
+    "Mapped",
+    "Slab",
+    "Committed_AS",
+    "VmallocTotal",
+    "VmallocUsed",
+    "VmallocChunk",
 ];
 
 /// Parses `/proc/meminfo` text. Errors name the first offending line or the missing field.
@@ -47,7 +62,11 @@ pub fn parse_meminfo(text: &str) -> Result<MemInfo, String> {
             .unwrap_or(false);
         let unit_ok = matches!(unit, None | Some("kB")) && parts.next().is_none();
         if !(key_ok && value_ok && unit_ok) {
-            return Err(format!("line {}: not `Key: value kB`: {:?}", i + 1, truncate(line)));
+            return Err(format!(
+                "line {}: not `Key: value kB`: {:?}",
+                i + 1,
+                truncate(line)
+            ));
         }
     }
     // procfs-core's own error text points at its source files; name the missing fields instead.
@@ -92,7 +111,11 @@ mod tests {
 
     #[test]
     fn no_cma_lines_without_config_cma() {
-        let text: String = SAMPLE.lines().filter(|l| !l.starts_with("Cma")).map(|l| format!("{l}\n")).collect();
+        let text: String = SAMPLE
+            .lines()
+            .filter(|l| !l.starts_with("Cma"))
+            .map(|l| format!("{l}\n"))
+            .collect();
         let m = parse_meminfo(&text).unwrap();
         assert_eq!(m.cma_total_bytes, None);
     }

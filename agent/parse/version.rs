@@ -17,7 +17,11 @@ pub struct Version {
 impl Version {
     /// A version from its three numbers.
     pub const fn new(major: u32, minor: u32, patch: u32) -> Self {
-        Version { major, minor, patch }
+        Version {
+            major,
+            minor,
+            patch,
+        }
     }
 
     /// Parses the first `N.N[.N]` found after an optional Debian epoch (`1:`) and `v` prefix.
@@ -75,7 +79,10 @@ mod tests {
         assert_eq!(v("RKNPU driver: v0.9.8\n"), Some(Version::new(0, 9, 8)));
         assert_eq!(v("4.19.0-3"), Some(Version::new(4, 19, 0)));
         assert_eq!(v("4.20.0+1"), Some(Version::new(4, 20, 0)));
-        assert_eq!(v("5:28.0.0-1~debian.13~trixie"), Some(Version::new(28, 0, 0)));
+        assert_eq!(
+            v("5:28.0.0-1~debian.13~trixie"),
+            Some(Version::new(28, 0, 0))
+        );
         assert_eq!(v("3.31.0+1-1"), Some(Version::new(3, 31, 0)));
         assert_eq!(v("0.9"), Some(Version::new(0, 9, 0)));
         assert_eq!(v("6.1.43-20-rk2312"), Some(Version::new(6, 1, 43)));

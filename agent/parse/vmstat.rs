@@ -10,7 +10,11 @@ pub fn parse_vmstat(text: &str) -> Result<BTreeMap<String, u64>, String> {
             continue;
         }
         let mut parts = line.split_whitespace();
-        match (parts.next(), parts.next().map(str::parse::<u64>), parts.next()) {
+        match (
+            parts.next(),
+            parts.next().map(str::parse::<u64>),
+            parts.next(),
+        ) {
             (Some(name), Some(Ok(value)), None) => {
                 out.insert(name.to_string(), value);
             }

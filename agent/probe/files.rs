@@ -28,11 +28,20 @@ pub fn probe_modules(root: &SysRoot, profile: &Profile) -> Vec<ModuleVersion> {
 
 /// `.ko` files of Hailo modules in the places DKMS, the non-DKMS fallback and Raspberry Pi's
 /// in-tree build put them.
-pub fn probe_module_files(root: &SysRoot, profile: &Profile, release: Option<&String>) -> Vec<String> {
+pub fn probe_module_files(
+    root: &SysRoot,
+    profile: &Profile,
+    release: Option<&String>,
+) -> Vec<String> {
     let Some(release) = release else {
         return Vec::new();
     };
-    let mut names: Vec<&String> = profile.npu.modules.iter().chain(&profile.npu.wrong_modules).collect();
+    let mut names: Vec<&String> = profile
+        .npu
+        .modules
+        .iter()
+        .chain(&profile.npu.wrong_modules)
+        .collect();
     names.dedup();
     let dirs = [
         "updates/dkms",
@@ -76,7 +85,9 @@ pub fn probe_drm(root: &SysRoot) -> Probed<Vec<DrmNode>> {
         .into_iter()
         .filter(|n| n.starts_with("renderD") || (n.starts_with("card") && !n.contains('-')))
         .map(|n| DrmNode {
-            driver: root.link_basename(&format!("/sys/class/drm/{n}/device/driver")).ok(),
+            driver: root
+                .link_basename(&format!("/sys/class/drm/{n}/device/driver"))
+                .ok(),
             name: n,
         })
         .collect())
@@ -118,7 +129,14 @@ pub fn parse_dpkg_log(text: &str) -> Vec<DpkgLogEntry> {
 
 /// `libhailort.so.*` files in the usual library directories.
 pub fn probe_libraries(root: &SysRoot) -> Vec<String> {
-    let dirs = ["/usr/lib", "/usr/lib/aarch64-linux-gnu", "/usr/local/lib", "/lib", "/lib/aarch64-linux-gnu", "/usr/lib/x86_64-linux-gnu"];
+    let dirs = [
+        "/usr/lib",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/local/lib",
+        "/lib",
+        "/lib/aarch64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+    ];
     let mut out = Vec::new();
     for d in dirs {
         for f in root.list_dir(d).unwrap_or_default() {
@@ -140,10 +158,15 @@ pub fn elf_needed(bytes: &[u8]) -> Result<Vec<String>, String> {
         use object::read::elf::{Dyn, SectionHeader};
         let endian = f.endian();
         let data = f.data();
-        let sections = f.elf_header().sections(endian, data).map_err(|e| e.to_string())?;
+        let sections = f
+            .elf_header()
+            .sections(endian, data)
+            .map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         for (index, section) in sections.iter().enumerate() {
-            if let Some((dynamic, link)) = section.dynamic(endian, data).map_err(|e| e.to_string())? {
+            if let Some((dynamic, link)) =
+                section.dynamic(endian, data).map_err(|e| e.to_string())?
+            {
                 let strings = sections
                     .strings(endian, data, link)
                     .map_err(|e| e.to_string())?;
@@ -159,8 +182,12 @@ pub fn elf_needed(bytes: &[u8]) -> Result<Vec<String>, String> {
         Ok(out)
     }
     match object::FileKind::parse(bytes).map_err(|e| format!("not an ELF file: {e}"))? {
-        object::FileKind::Elf64 => needed(&ElfFile64::<Endianness>::parse(bytes).map_err(|e| e.to_string())?),
-        object::FileKind::Elf32 => needed(&ElfFile32::<Endianness>::parse(bytes).map_err(|e| e.to_string())?),
+        object::FileKind::Elf64 => {
+            needed(&ElfFile64::<Endianness>::parse(bytes).map_err(|e| e.to_string())?)
+        }
+        object::FileKind::Elf32 => {
+            needed(&ElfFile32::<Endianness>::parse(bytes).map_err(|e| e.to_string())?)
+        }
         other => Err(format!("not an ELF file ({other:?})")),
     }
 }
@@ -191,11 +218,17 @@ pub fn probe_processes(root: &SysRoot, names: &[String]) -> Probed<Vec<ProcessIn
         return Ok(out);
     }
     for entry in root.list_dir("/proc")? {
-        let Ok(pid) = entry.parse::<u32>() else { continue };
-        let Ok(comm) = root.read_string(&format!("/proc/{pid}/comm")) else { continue };
+        let Ok(pid) = entry.parse::<u32>() else {
+            continue;
+        };
+        let Ok(comm) = root.read_string(&format!("/proc/{pid}/comm")) else {
+            continue;
+        };
         let comm = comm.trim().to_string();
         let interp = comm.starts_with("python") || comm.starts_with("node");
-        let cheap_hit = names.iter().any(|n| *n == comm || (n.len() > 15 && n.starts_with(&comm)));
+        let cheap_hit = names
+            .iter()
+            .any(|n| *n == comm || (n.len() > 15 && n.starts_with(&comm)));
         if !cheap_hit && !interp {
             continue;
         }
@@ -231,7 +264,9 @@ pub fn parse_systemd_limit(value: &str) -> Option<Option<u64>> {
 pub fn probe_configured_limits(root: &SysRoot, units: &[String]) -> Vec<ConfiguredLimit> {
     let mut out = Vec::new();
     let scan_systemd = |path: &str, scope: &str, default: bool, out: &mut Vec<ConfiguredLimit>| {
-        let Ok(text) = root.read_string(path) else { return };
+        let Ok(text) = root.read_string(path) else {
+            return;
+        };
         for (i, line) in text.lines().enumerate() {
             let t = line.trim();
             let (prefix_nofile, prefix_memlock) = if default {
@@ -259,19 +294,41 @@ pub fn probe_configured_limits(root: &SysRoot, units: &[String]) -> Vec<Configur
         }
     };
     for unit in units {
-        for dir in ["/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system"] {
-            scan_systemd(&format!("{dir}/{unit}"), &format!("unit:{unit}"), false, &mut out);
+        for dir in [
+            "/etc/systemd/system",
+            "/lib/systemd/system",
+            "/usr/lib/systemd/system",
+        ] {
+            scan_systemd(
+                &format!("{dir}/{unit}"),
+                &format!("unit:{unit}"),
+                false,
+                &mut out,
+            );
             let dropins = format!("{dir}/{unit}.d");
             for f in root.list_dir(&dropins).unwrap_or_default() {
                 if f.ends_with(".conf") {
-                    scan_systemd(&format!("{dropins}/{f}"), &format!("unit:{unit}"), false, &mut out);
+                    scan_systemd(
+                        &format!("{dropins}/{f}"),
+                        &format!("unit:{unit}"),
+                        false,
+                        &mut out,
+                    );
                 }
             }
         }
     }
     scan_systemd("/etc/systemd/system.conf", "default", true, &mut out);
-    for f in root.list_dir("/etc/systemd/system.conf.d").unwrap_or_default() {
-        scan_systemd(&format!("/etc/systemd/system.conf.d/{f}"), "default", true, &mut out);
+    for f in root
+        .list_dir("/etc/systemd/system.conf.d")
+        .unwrap_or_default()
+    {
+        scan_systemd(
+            &format!("/etc/systemd/system.conf.d/{f}"),
+            "default",
+            true,
+            &mut out,
+        );
     }
     let mut pam_files = vec!["/etc/security/limits.conf".to_string()];
     for f in root.list_dir("/etc/security/limits.d").unwrap_or_default() {
@@ -280,7 +337,9 @@ pub fn probe_configured_limits(root: &SysRoot, units: &[String]) -> Vec<Configur
         }
     }
     for path in pam_files {
-        let Ok(text) = root.read_string(&path) else { continue };
+        let Ok(text) = root.read_string(&path) else {
+            continue;
+        };
         for (i, line) in text.lines().enumerate() {
             let t = line.trim();
             if t.starts_with('#') {
@@ -330,17 +389,29 @@ pub fn probe_dt_cma(root: &SysRoot) -> Option<DtCma> {
         .and_then(|b| devicetree::cells(&b).ok())
         .map(|c| {
             // Pi 5: #address-cells = 2, #size-cells = 1 (3 cells per range); else 2 + 2.
-            let per = if c.len() % 3 == 0 { 3 } else if c.len() % 4 == 0 { 4 } else { 2 };
+            let per = if c.len() % 3 == 0 {
+                3
+            } else if c.len() % 4 == 0 {
+                4
+            } else {
+                2
+            };
             c.chunks_exact(per)
                 .map(|r| match per {
                     3 => ((u64::from(r[0]) << 32) | u64::from(r[1]), u64::from(r[2])),
-                    4 => ((u64::from(r[0]) << 32) | u64::from(r[1]), (u64::from(r[2]) << 32) | u64::from(r[3])),
+                    4 => (
+                        (u64::from(r[0]) << 32) | u64::from(r[1]),
+                        (u64::from(r[2]) << 32) | u64::from(r[3]),
+                    ),
                     _ => (u64::from(r[0]), u64::from(r[1])),
                 })
                 .collect()
         })
         .unwrap_or_default();
-    Some(DtCma { size_bytes, alloc_ranges })
+    Some(DtCma {
+        size_bytes,
+        alloc_ranges,
+    })
 }
 
 /// Expands `*` in the last path component against the directory listing.
@@ -371,7 +442,9 @@ pub fn probe_logs(root: &SysRoot, profile: &Profile) -> Vec<LogFile> {
     for (class, patterns) in classes {
         for pat in patterns.iter() {
             for path in expand(root, pat) {
-                if out.iter().any(|l| l.path == path) || profile.logs.device.contains(&path) && class != LogClass::Device {
+                if out.iter().any(|l| l.path == path)
+                    || profile.logs.device.contains(&path) && class != LogClass::Device
+                {
                     continue;
                 }
                 if let Ok(text) = root.read_tail(&path, LOG_TAIL_BYTES) {
@@ -404,8 +477,16 @@ mod tests {
     fn workload_matching() {
         let names = vec!["flask_server".to_string(), "llm_demo".to_string()];
         assert!(is_workload("llm_demo", &[], &names));
-        assert!(is_workload("python3", &["python3".into(), "/opt/x/flask_server.py".into()], &names));
-        assert!(!is_workload("bash", &["bash".into(), "flask_server.py".into()], &names));
+        assert!(is_workload(
+            "python3",
+            &["python3".into(), "/opt/x/flask_server.py".into()],
+            &names
+        ));
+        assert!(!is_workload(
+            "bash",
+            &["bash".into(), "flask_server.py".into()],
+            &names
+        ));
     }
 
     #[test]
@@ -428,6 +509,9 @@ mod tests {
         // The test binary itself is a dynamically linked ELF on glibc hosts.
         let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
         let needed = elf_needed(&me).unwrap();
-        assert!(needed.iter().any(|n| n.starts_with("libc.so")), "{needed:?}");
+        assert!(
+            needed.iter().any(|n| n.starts_with("libc.so")),
+            "{needed:?}"
+        );
     }
 }

@@ -6,6 +6,7 @@
 //! [`probe`] then reads what the chosen profile names (workloads, logs, boot files, firmware).
 
 mod files;
+pub mod llm;
 
 use crate::parse::{buddyinfo, devicetree, dpkg, kv, limits, meminfo, vmstat};
 use crate::profile::Profile;
@@ -243,6 +244,8 @@ pub struct Snapshot {
     pub uptime_s: Probed<f64>,
     /// `/proc/sys/kernel/random/boot_id`.
     pub boot_id: Probed<String>,
+    /// Server-profile inputs (NUMA, LLM processes, model headers, GPU memory).
+    pub llm: llm::LlmProbe,
 }
 
 /// Reads the identity files.
@@ -341,7 +344,9 @@ pub fn probe(
     let meminfo = read_parsed(root, "/proc/meminfo", meminfo::parse_meminfo);
     let buddyinfo = read_parsed(root, "/proc/buddyinfo", buddyinfo::parse_buddyinfo);
     let vmstat = read_parsed(root, "/proc/vmstat", vmstat::parse_vmstat);
-    let cmdline = root.read_string("/proc/cmdline").map(|s| s.trim().to_string());
+    let cmdline = root
+        .read_string("/proc/cmdline")
+        .map(|s| s.trim().to_string());
     let uptime_s = read_parsed(root, "/proc/uptime", |t| {
         t.split_whitespace()
             .next()
@@ -371,14 +376,22 @@ pub fn probe(
         module_files: probe_module_files(root, profile, identity.kernel_release.as_ref().ok()),
         device_nodes: probe_device_nodes(root),
         drm: probe_drm(root),
-        rknpu_version_files: ["/sys/kernel/debug/rknpu/version", "/proc/rknpu/version", "/sys/module/rknpu/version"]
-            .iter()
-            .map(|p| (p.to_string(), root.read_string(p)))
-            .collect(),
+        rknpu_version_files: [
+            "/sys/kernel/debug/rknpu/version",
+            "/proc/rknpu/version",
+            "/sys/module/rknpu/version",
+        ]
+        .iter()
+        .map(|p| (p.to_string(), root.read_string(p)))
+        .collect(),
         dpkg,
         // Only the firmware-package check reads dpkg.log; a profile without one skips the read.
         dpkg_log: if profile.packages.firmware.is_empty() {
-            Err(ReadError { path: "/var/log/dpkg.log".into(), kind: crate::root::ReadErrorKind::NotFound, detail: "not read: the profile names no firmware package".into() })
+            Err(ReadError {
+                path: "/var/log/dpkg.log".into(),
+                kind: crate::root::ReadErrorKind::NotFound,
+                detail: "not read: the profile names no firmware package".into(),
+            })
         } else {
             probe_dpkg_log(root)
         },
@@ -396,14 +409,22 @@ pub fn probe(
             .filter(|p| root.exists(p))
             .map(|p| BinaryNeeded {
                 path: p.clone(),
-                needed: root.read(p).and_then(|b| elf_needed(&b).map_err(|e| ReadError::malformed(p, e))),
+                needed: root
+                    .read(p)
+                    .and_then(|b| elf_needed(&b).map_err(|e| ReadError::malformed(p, e))),
             })
             .collect(),
         processes: probe_processes(root, &profile.limits.workloads),
         file_nr: read_parsed(root, "/proc/sys/fs/file-nr", |t| {
-            let f: Vec<u64> = t.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+            let f: Vec<u64> = t
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
             match f.as_slice() {
-                [allocated, _free, max] => Ok(FileNr { allocated: *allocated, max: *max }),
+                [allocated, _free, max] => Ok(FileNr {
+                    allocated: *allocated,
+                    max: *max,
+                }),
                 _ => Err("expected three numbers".to_string()),
             }
         }),
@@ -427,13 +448,18 @@ pub fn probe(
         logs: probe_logs(root, profile),
         uptime_s,
         boot_id,
+        llm: llm::probe_llm(root, profile),
         identity,
         pci,
     }
 }
 
 /// Reads `path` and parses it, turning a parse error into a `Malformed` read error.
-pub fn read_parsed<T>(root: &SysRoot, path: &str, parse: impl Fn(&str) -> Result<T, String>) -> Probed<T> {
+pub fn read_parsed<T>(
+    root: &SysRoot,
+    path: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Probed<T> {
     let text = root.read_string(path)?;
     parse(&text).map_err(|e| ReadError::malformed(path, e))
 }

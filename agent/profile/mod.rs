@@ -17,10 +17,26 @@ use std::fmt;
 
 /// Profiles compiled into the binary: (file name, TOML text).
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("rpi5-hailo10h.toml", include_str!("../../board-profiles/rpi5-hailo10h.toml")),
-    ("rpi5-hailo8.toml", include_str!("../../board-profiles/rpi5-hailo8.toml")),
-    ("rk3588-rknpu.toml", include_str!("../../board-profiles/rk3588-rknpu.toml")),
-    ("generic.toml", include_str!("../../board-profiles/generic.toml")),
+    (
+        "rpi5-hailo10h.toml",
+        include_str!("../../board-profiles/rpi5-hailo10h.toml"),
+    ),
+    (
+        "rpi5-hailo8.toml",
+        include_str!("../../board-profiles/rpi5-hailo8.toml"),
+    ),
+    (
+        "rk3588-rknpu.toml",
+        include_str!("../../board-profiles/rk3588-rknpu.toml"),
+    ),
+    (
+        "generic.toml",
+        include_str!("../../board-profiles/generic.toml"),
+    ),
+    (
+        "x86-hybrid-moe.toml",
+        include_str!("../../board-profiles/x86-hybrid-moe.toml"),
+    ),
 ];
 
 /// Directory (under the root) whose `*.toml` files add profiles or replace built-in ones by id.
@@ -94,14 +110,42 @@ fn find_key_line(text: &str, key_path: &str) -> Option<usize> {
 fn validate(p: &Profile) -> Result<(), (String, String)> {
     let err = |k: &str, m: String| Err((k.to_string(), m));
     if p.schema != 1 {
-        return err("schema", format!("unsupported schema {} (this agent reads 1)", p.schema));
+        return err(
+            "schema",
+            format!("unsupported schema {} (this agent reads 1)", p.schema),
+        );
     }
-    if p.id.is_empty() || !p.id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
-        return err("id", format!("{:?} must be lowercase letters, digits and '-'", p.id));
+    if p.id.is_empty()
+        || !p
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return err(
+            "id",
+            format!("{:?} must be lowercase letters, digits and '-'", p.id),
+        );
     }
-    for (i, id) in p.r#match.pci_ids.iter().chain(p.npu.pci_ids.iter()).enumerate() {
+    for (i, v) in p.r#match.pci_vendors.iter().enumerate() {
+        if v.len() != 4 || u16::from_str_radix(v, 16).is_err() {
+            return err(
+                &format!("pci_vendors[{i}]"),
+                format!("{v:?} is not a 4-digit hex vendor id"),
+            );
+        }
+    }
+    for (i, id) in p
+        .r#match
+        .pci_ids
+        .iter()
+        .chain(p.npu.pci_ids.iter())
+        .enumerate()
+    {
         if parse_pci_id(id).is_none() {
-            return err(&format!("pci_ids[{i}]"), format!("{id:?} is not `vvvv:dddd` in hex"));
+            return err(
+                &format!("pci_ids[{i}]"),
+                format!("{id:?} is not `vvvv:dddd` in hex"),
+            );
         }
     }
     if let Some(v) = &p.npu.min_driver_version {
@@ -111,21 +155,39 @@ fn validate(p: &Profile) -> Result<(), (String, String)> {
     }
     if let (Some(min), Some(rec)) = (p.cma.min_total_bytes, p.cma.recommended_total_bytes) {
         if rec < min {
-            return err("cma.recommended_total_bytes", format!("{rec} is below min_total_bytes {min}"));
+            return err(
+                "cma.recommended_total_bytes",
+                format!("{rec} is below min_total_bytes {min}"),
+            );
         }
     }
     if p.cma.min_free_percent > 100 {
-        return err("cma.min_free_percent", format!("{} is above 100", p.cma.min_free_percent));
+        return err(
+            "cma.min_free_percent",
+            format!("{} is above 100", p.cma.min_free_percent),
+        );
     }
     if p.memory.fragmentation_order > 10 {
-        return err("memory.fragmentation_order", format!("{} is above the buddy maximum 10", p.memory.fragmentation_order));
+        return err(
+            "memory.fragmentation_order",
+            format!(
+                "{} is above the buddy maximum 10",
+                p.memory.fragmentation_order
+            ),
+        );
     }
     for (i, s) in p.signature.iter().enumerate() {
         if s.contains.is_empty() {
-            return err(&format!("signature[{i}].contains"), "must not be empty".into());
+            return err(
+                &format!("signature[{i}].contains"),
+                "must not be empty".into(),
+            );
         }
         if !crate::check::CHECK_IDS.contains(&s.check.as_str()) {
-            return err(&format!("signature[{i}].check"), format!("{:?} is not a check id", s.check));
+            return err(
+                &format!("signature[{i}].check"),
+                format!("{:?} is not a check id", s.check),
+            );
         }
     }
     for path in p.logs.all() {
@@ -142,7 +204,10 @@ pub fn parse_pci_id(s: &str) -> Option<(u16, u16)> {
     if v.len() != 4 || d.len() != 4 {
         return None;
     }
-    Some((u16::from_str_radix(v, 16).ok()?, u16::from_str_radix(d, 16).ok()?))
+    Some((
+        u16::from_str_radix(v, 16).ok()?,
+        u16::from_str_radix(d, 16).ok()?,
+    ))
 }
 
 /// The built-in profiles plus those in `/etc/npu-agent/profiles.d/` under `root` (a file there
@@ -190,6 +255,20 @@ pub struct DetectInput<'a> {
     pub pci_ids: &'a [(u16, u16)],
     /// Installed package names.
     pub installed: &'a [String],
+    /// CPU architecture (`x86_64`).
+    pub arch: Option<&'a str>,
+    /// Names of running processes (see [`MatchRules::processes`]).
+    pub processes: &'a [String],
+}
+
+/// True when some profile would match on running processes on this architecture, so detection
+/// should list them.
+pub fn wants_processes(profiles: &[Profile], arch: Option<&str>) -> bool {
+    profiles.iter().any(|p| {
+        let m = &p.r#match;
+        !m.processes.is_empty()
+            && (m.arch.is_empty() || arch.is_some_and(|a| m.arch.iter().any(|x| x == a)))
+    })
 }
 
 /// A profile chosen for a board, and why.
@@ -215,6 +294,9 @@ fn compat_matches(pattern: &str, entry: &str) -> bool {
 pub fn score(p: &Profile, input: &DetectInput<'_>) -> Option<(u32, Vec<String>)> {
     let m = &p.r#match;
     if m.is_empty() {
+        return None;
+    }
+    if !m.arch.is_empty() && !input.arch.is_some_and(|a| m.arch.iter().any(|x| x == a)) {
         return None;
     }
     let mut score = 0;
@@ -251,6 +333,20 @@ pub fn score(p: &Profile, input: &DetectInput<'_>) -> Option<(u32, Vec<String>)>
         score += 1;
         why.push(format!("package {pkg} installed"));
     }
+    if let Some(v) = m.pci_vendors.iter().find(|v| {
+        u16::from_str_radix(v, 16)
+            .is_ok_and(|v| input.pci_ids.iter().any(|(vendor, _)| *vendor == v))
+    }) {
+        score += 4;
+        why.push(format!("PCI vendor {v}"));
+    }
+    if let Some(name) = m.processes.iter().find(|n| input.processes.contains(n)) {
+        score += 2;
+        why.push(format!("process {name} running"));
+    }
+    if score > 0 && !m.arch.is_empty() {
+        why.push(format!("arch {}", input.arch.unwrap_or("")));
+    }
     if score == 0 {
         return None;
     }
@@ -262,7 +358,12 @@ pub fn detect(profiles: &[Profile], input: &DetectInput<'_>) -> Option<Detection
     let best = profiles
         .iter()
         .filter_map(|p| score(p, input).map(|(s, why)| (s, why, p)))
-        .max_by_key(|(s, _, p)| (*s, std::cmp::Reverse(profiles.iter().position(|q| q.id == p.id))));
+        .max_by_key(|(s, _, p)| {
+            (
+                *s,
+                std::cmp::Reverse(profiles.iter().position(|q| q.id == p.id)),
+            )
+        });
     if let Some((_, why, p)) = best {
         return Some(Detection {
             profile: p.clone(),
@@ -270,11 +371,14 @@ pub fn detect(profiles: &[Profile], input: &DetectInput<'_>) -> Option<Detection
             fallback: false,
         });
     }
-    profiles.iter().find(|p| p.id == "generic").map(|p| Detection {
-        profile: p.clone(),
-        reason: "no board profile matches this board; generic checks only".into(),
-        fallback: true,
-    })
+    profiles
+        .iter()
+        .find(|p| p.id == "generic")
+        .map(|p| Detection {
+            profile: p.clone(),
+            reason: "no board profile matches this board; generic checks only".into(),
+            fallback: true,
+        })
 }
 
 impl BootFileSpec {
@@ -319,13 +423,39 @@ mod tests {
     fn most_specific_profile_wins() {
         let (all, errs) = load_all(&SysRoot::new("/nonexistent"));
         assert!(errs.is_empty());
-        let compat = vec!["raspberrypi,5-model-b".to_string(), "brcm,bcm2712".to_string()];
-        let h8 = detect(&all, &DetectInput { compatible: &compat, pci_ids: &[(0x1e60, 0x2864)], ..Default::default() }).unwrap();
+        let compat = vec![
+            "raspberrypi,5-model-b".to_string(),
+            "brcm,bcm2712".to_string(),
+        ];
+        let h8 = detect(
+            &all,
+            &DetectInput {
+                compatible: &compat,
+                pci_ids: &[(0x1e60, 0x2864)],
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(h8.profile.id, "rpi5-hailo8");
         assert!(h8.reason.contains("PCI device 1e60:2864"), "{}", h8.reason);
-        let h10 = detect(&all, &DetectInput { compatible: &compat, pci_ids: &[(0x1e60, 0x45c4)], ..Default::default() }).unwrap();
+        let h10 = detect(
+            &all,
+            &DetectInput {
+                compatible: &compat,
+                pci_ids: &[(0x1e60, 0x45c4)],
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(h10.profile.id, "rpi5-hailo10h");
-        let none = detect(&all, &DetectInput { compatible: &["acme,board".to_string()], ..Default::default() }).unwrap();
+        let none = detect(
+            &all,
+            &DetectInput {
+                compatible: &["acme,board".to_string()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(none.profile.id, "generic");
         assert!(none.fallback);
     }

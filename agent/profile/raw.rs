@@ -41,6 +41,31 @@ pub struct Profile {
     /// Known fault lines: a substring raises a check with a diagnosis and remedy.
     #[serde(default)]
     pub signature: Vec<Signature>,
+    /// Server checks (`kernel.numa_balancing`, `llm.override_tensor`, `llm.vram_budget`).
+    #[serde(default)]
+    pub llm: LlmSpec,
+}
+
+/// Server checks: which processes are LLM servers, and the VRAM kept back. A profile without
+/// `servers` skips the three server checks.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSpec {
+    /// Process names (`comm` or argv[0]'s basename) of llama.cpp-style servers whose `-ot`, `-ngl`
+    /// and cache flags are checked; `ktransformers` matches a Python process running it.
+    #[serde(default)]
+    pub servers: Vec<String>,
+    /// VRAM (bytes) counted on top of weights and KV cache for the CUDA context and compute
+    /// buffers: an estimate, the real figure depends on `-b`/`-ub` and the build.
+    #[serde(default)]
+    pub vram_reserve_bytes: u64,
+}
+
+impl LlmSpec {
+    /// True when the profile runs the server checks.
+    pub fn enabled(&self) -> bool {
+        !self.servers.is_empty()
+    }
 }
 
 /// Detection rules; a profile with none of them matches only when chosen by id.
@@ -59,12 +84,26 @@ pub struct MatchRules {
     /// Installed packages that hint at this profile, any of.
     #[serde(default)]
     pub packages: Vec<String>,
+    /// CPU architectures (`x86_64`): when set, the profile matches only on one of them.
+    #[serde(default)]
+    pub arch: Vec<String>,
+    /// PCI vendor ids (hex, `10de` = NVIDIA), any device of the vendor, any of.
+    #[serde(default)]
+    pub pci_vendors: Vec<String>,
+    /// Running processes (`comm`; `ktransformers` for a Python process running it), any of.
+    #[serde(default)]
+    pub processes: Vec<String>,
 }
 
 impl MatchRules {
     /// True when the profile declares no rule (e.g. `generic`).
     pub fn is_empty(&self) -> bool {
-        self.compatible.is_empty() && self.model.is_empty() && self.pci_ids.is_empty() && self.packages.is_empty()
+        self.compatible.is_empty()
+            && self.model.is_empty()
+            && self.pci_ids.is_empty()
+            && self.packages.is_empty()
+            && self.pci_vendors.is_empty()
+            && self.processes.is_empty()
     }
 }
 
@@ -297,7 +336,10 @@ pub struct LogSpec {
 impl LogSpec {
     /// Every path, kernel first.
     pub fn all(&self) -> impl Iterator<Item = &String> {
-        self.kernel.iter().chain(self.workload.iter()).chain(self.device.iter())
+        self.kernel
+            .iter()
+            .chain(self.workload.iter())
+            .chain(self.device.iter())
     }
 }
 

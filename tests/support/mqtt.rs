@@ -12,10 +12,18 @@ use std::time::{Duration, Instant};
 
 /// Fails in CI when a tool is missing; elsewhere returns false so the test can say why it skips.
 pub fn require_tool(name: &str) -> bool {
-    let found = Command::new("sh").arg("-c").arg(format!("command -v {name}")).output().map(|o| o.status.success()).unwrap_or(false)
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {name}"))
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
         || Path::new(&format!("/usr/sbin/{name}")).exists();
     if !found {
-        assert!(std::env::var_os("CI").is_none(), "{name} is required in CI (apt-get install {name})");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is required in CI (apt-get install {name})"
+        );
         eprintln!("SKIP: {name} not installed (set CI=true to make this a failure)");
     }
     found
@@ -31,7 +39,11 @@ fn mosquitto_bin() -> String {
 
 /// A free TCP port on 127.0.0.1 (bound and released).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A mosquitto broker process.
@@ -57,7 +69,12 @@ impl Broker {
             format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nset_tcp_nodelay true\nlog_dest stderr\nlog_type error\n{extra}\n"),
         )
         .unwrap();
-        let mut b = Broker { port, child: None, conf, _dir: dir };
+        let mut b = Broker {
+            port,
+            child: None,
+            conf,
+            _dir: dir,
+        };
         b.restart();
         b
     }
@@ -74,7 +91,11 @@ impl Broker {
         self.child = Some(child);
         let t0 = Instant::now();
         while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(10), "mosquitto did not listen on {}", self.port);
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "mosquitto did not listen on {}",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -108,10 +129,21 @@ impl Board {
     /// Copies `tests/fixtures/boards/<case>/root` and writes `/etc/npu-agent/agent.toml`.
     pub fn from_fixture(case: &str, id: &str, config: &str) -> Board {
         let dir = tempfile::tempdir().unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/boards").join(case).join("root");
-        let status = Command::new("cp").arg("-a").arg(format!("{}/.", src.display())).arg(dir.path()).status().unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/boards")
+            .join(case)
+            .join("root");
+        let status = Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", src.display()))
+            .arg(dir.path())
+            .status()
+            .unwrap();
         assert!(status.success());
-        let b = Board { dir, id: id.to_string() };
+        let b = Board {
+            dir,
+            id: id.to_string(),
+        };
         b.write("/etc/npu-agent/agent.toml", config);
         b
     }
@@ -151,7 +183,11 @@ impl Agent {
 
     pub fn start_env(board: &Board, env: &[(&str, &str)]) -> Agent {
         let log = board.root().join("agent.log");
-        let f = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
             .args(["run", "--root"])
             .arg(board.root())
@@ -160,7 +196,10 @@ impl Agent {
             .stderr(f)
             .spawn()
             .expect("start npu-agent run");
-        Agent { child: Some(child), log }
+        Agent {
+            child: Some(child),
+            log,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -178,7 +217,10 @@ impl Agent {
     /// SIGTERM and wait for a clean exit; returns the exit code.
     pub fn terminate(&mut self) -> Option<i32> {
         let mut c = self.child.take()?;
-        let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
         let t0 = Instant::now();
         loop {
             if let Ok(Some(s)) = c.try_wait() {
@@ -237,7 +279,11 @@ impl Client {
     pub fn connect(port: u16, subscriptions: &[&str]) -> Client {
         let mut id = [0u8; 4];
         getrandom::fill(&mut id).unwrap();
-        let mut o = rumqttc::MqttOptions::new(format!("test-{:08x}", u32::from_le_bytes(id)), "127.0.0.1", port);
+        let mut o = rumqttc::MqttOptions::new(
+            format!("test-{:08x}", u32::from_le_bytes(id)),
+            "127.0.0.1",
+            port,
+        );
         o.set_keep_alive(Duration::from_secs(5));
         o.set_max_packet_size(1 << 20, 1 << 20);
         let mut net = rumqttc::NetworkOptions::new();
@@ -252,22 +298,30 @@ impl Client {
         let thread = std::thread::spawn(move || {
             for ev in conn.iter() {
                 match ev {
-                    Ok(rumqttc::Event::Incoming(rumqttc::Packet::Publish(p))) => ib.lock().unwrap().push_back(Msg {
-                        topic: p.topic.clone(),
-                        payload: p.payload.to_vec(),
-                        retain: p.retain,
-                        at: Instant::now(),
-                    }),
+                    Ok(rumqttc::Event::Incoming(rumqttc::Packet::Publish(p))) => {
+                        ib.lock().unwrap().push_back(Msg {
+                            topic: p.topic.clone(),
+                            payload: p.payload.to_vec(),
+                            retain: p.retain,
+                            at: Instant::now(),
+                        })
+                    }
                     Ok(_) => {}
                     Err(_) => std::thread::sleep(Duration::from_millis(50)),
                 }
             }
         });
-        Client { client, inbox, _thread: thread }
+        Client {
+            client,
+            inbox,
+            _thread: thread,
+        }
     }
 
     pub fn publish(&self, topic: &str, payload: &[u8], retain: bool) {
-        self.client.publish(topic, rumqttc::QoS::AtLeastOnce, retain, payload.to_vec()).unwrap();
+        self.client
+            .publish(topic, rumqttc::QoS::AtLeastOnce, retain, payload.to_vec())
+            .unwrap();
     }
 
     /// Waits for a message matching `pred` (consumed messages before it are dropped).
@@ -282,7 +336,10 @@ impl Client {
                     }
                 }
             }
-            assert!(t0.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+            assert!(
+                t0.elapsed() < timeout,
+                "timed out after {timeout:?} waiting for {what}"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -294,7 +351,15 @@ impl Client {
 }
 
 /// An init message for a command, optionally signed.
-pub fn init_payload(board: &str, action: &str, cmd_id: &str, args: serde_json::Value, issued_at: i64, lifetime_s: i64, key: Option<&ed25519_dalek::SigningKey>) -> Vec<u8> {
+pub fn init_payload(
+    board: &str,
+    action: &str,
+    cmd_id: &str,
+    args: serde_json::Value,
+    issued_at: i64,
+    lifetime_s: i64,
+    key: Option<&ed25519_dalek::SigningKey>,
+) -> Vec<u8> {
     let mut m = npu_agent::mqtt::command::InitMessage {
         status: npu_agent::mqtt::command::CmdStatus::Init,
         board: board.into(),

@@ -27,6 +27,13 @@ pub fn skip(reason: &str) {
     let _ = writeln!(std::io::stderr(), "SKIPPED (CI unset): {reason}");
 }
 
+/// Prints a line that shows in `cargo test`'s output without `--nocapture` (straight to stderr,
+/// past libtest's capture of `eprintln!`): scenario times, `bench:` figures.
+pub fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 pub fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -35,7 +42,10 @@ pub fn manifest_dir() -> PathBuf {
 /// --target-dir): the host binary lives at `<target>/<profile>/npu-agent`.
 pub fn target_dir() -> PathBuf {
     let host = Path::new(env!("CARGO_BIN_EXE_npu-agent"));
-    host.parent().and_then(Path::parent).expect("host binary is <target>/<profile>/npu-agent").to_path_buf()
+    host.parent()
+        .and_then(Path::parent)
+        .expect("host binary is <target>/<profile>/npu-agent")
+        .to_path_buf()
 }
 
 pub fn host_agent() -> PathBuf {
@@ -46,7 +56,11 @@ pub fn host_agent() -> PathBuf {
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = env::var_os("PATH").unwrap_or_default();
     env::split_paths(&path)
-        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].iter().map(PathBuf::from))
+        .chain(
+            ["/usr/local/sbin", "/usr/sbin", "/sbin"]
+                .iter()
+                .map(PathBuf::from),
+        )
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
@@ -54,12 +68,24 @@ pub fn which(name: &str) -> Option<PathBuf> {
 /// Every tool in `names`, or None after `skip` (which panics under CI) naming the missing ones.
 pub fn tools<const N: usize>(names: [&str; N], why: &str) -> Option<[PathBuf; N]> {
     let found: Vec<Option<PathBuf>> = names.iter().map(|n| which(n)).collect();
-    let missing: Vec<&str> = names.iter().zip(&found).filter(|(_, f)| f.is_none()).map(|(n, _)| *n).collect();
+    let missing: Vec<&str> = names
+        .iter()
+        .zip(&found)
+        .filter(|(_, f)| f.is_none())
+        .map(|(n, _)| *n)
+        .collect();
     if !missing.is_empty() {
         skip(&format!("{} not found on PATH ({why})", missing.join(", ")));
         return None;
     }
-    Some(found.into_iter().map(|f| f.expect("checked")).collect::<Vec<_>>().try_into().expect("N entries"))
+    Some(
+        found
+            .into_iter()
+            .map(|f| f.expect("checked"))
+            .collect::<Vec<_>>()
+            .try_into()
+            .expect("N entries"),
+    )
 }
 
 /// The static aarch64 agent.
@@ -160,7 +186,8 @@ pub fn elf_facts(path: &Path) -> ElfFacts {
     use object::elf;
     use object::read::elf::{Dyn, ElfFile64, FileHeader, ProgramHeader};
     let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    let file = ElfFile64::<object::Endianness>::parse(&*data).unwrap_or_else(|e| panic!("{} is not a 64-bit ELF: {e}", path.display()));
+    let file = ElfFile64::<object::Endianness>::parse(&*data)
+        .unwrap_or_else(|e| panic!("{} is not a 64-bit ELF: {e}", path.display()));
     let endian = file.endian();
     let hdr = file.elf_header();
     let mut interpreter = None;
@@ -170,8 +197,16 @@ pub fn elf_facts(path: &Path) -> ElfFacts {
             interpreter = Some(String::from_utf8_lossy(i).into_owned());
         }
         if let Some(dyns) = ph.dynamic(endian, &*data).expect("PT_DYNAMIC readable") {
-            needed += dyns.iter().filter(|d| d.d_tag(endian) == u64::from(elf::DT_NEEDED)).count();
+            needed += dyns
+                .iter()
+                .filter(|d| d.d_tag(endian) == u64::from(elf::DT_NEEDED))
+                .count();
         }
     }
-    ElfFacts { aarch64: hdr.e_machine(endian) == elf::EM_AARCH64, interpreter, needed, size: data.len() as u64 }
+    ElfFacts {
+        aarch64: hdr.e_machine(endian) == elf::EM_AARCH64,
+        interpreter,
+        needed,
+        size: data.len() as u64,
+    }
 }

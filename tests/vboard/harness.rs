@@ -19,7 +19,15 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Modules the guest loads, in dependency order (the package ships no modules.dep for busybox).
-const MODULES: [&str; 7] = ["virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "failover", "net_failover", "virtio_net"];
+const MODULES: [&str; 7] = [
+    "virtio_ring",
+    "virtio",
+    "virtio_mmio",
+    "virtio_blk",
+    "failover",
+    "net_failover",
+    "virtio_net",
+];
 const INIT: &str = include_str!("guest/init");
 const LIB_SH: &str = include_str!("guest/lib.sh");
 /// What the harness-as-bootloader always adds: the serial console of `-M virt` (last, so it is
@@ -60,11 +68,17 @@ pub fn assets() -> Option<&'static Assets> {
         let guest = match fetch_guest(&cache) {
             Ok(g) => g,
             Err(e) => {
-                skip(&format!("the guest kernel and busybox could not be fetched into {}: {e}", cache.display()));
+                skip(&format!(
+                    "the guest kernel and busybox could not be fetched into {}: {e}",
+                    cache.display()
+                ));
                 return None;
             }
         };
-        let packages = fs::read_to_string(guest.join("READY")).unwrap_or_default().trim().to_string();
+        let packages = fs::read_to_string(guest.join("READY"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
         let mut a = Assets {
             qemu,
             dtc,
@@ -86,7 +100,9 @@ pub fn assets() -> Option<&'static Assets> {
 
 /// `NPU_AGENT_VBOARD_CACHE`, else `<target>/vboard-cache`. Delete it to fetch the current kernel.
 pub fn cache_dir() -> PathBuf {
-    std::env::var_os("NPU_AGENT_VBOARD_CACHE").map(PathBuf::from).unwrap_or_else(|| common::target_dir().join("vboard-cache"))
+    std::env::var_os("NPU_AGENT_VBOARD_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| common::target_dir().join("vboard-cache"))
 }
 
 /// Where consoles and qemu logs of every boot are kept for a look after the run.
@@ -95,9 +111,16 @@ pub fn log_dir() -> PathBuf {
 }
 
 fn run(cmd: &mut Command) -> Result<Output, String> {
-    let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{cmd:?}: {e}"))?;
     if !out.status.success() {
-        return Err(format!("{cmd:?} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     Ok(out)
 }
@@ -117,21 +140,31 @@ fn fetch_guest(cache: &Path) -> Result<PathBuf, String> {
     // arm64 package lists: once per machine.
     let archs = run(Command::new("dpkg").arg("--print-foreign-architectures"))?;
     let mut updated = false;
-    if !String::from_utf8_lossy(&archs.stdout).split_whitespace().any(|a| a == "arm64") {
+    if !String::from_utf8_lossy(&archs.stdout)
+        .split_whitespace()
+        .any(|a| a == "arm64")
+    {
         run(Command::new("dpkg").args(["--add-architecture", "arm64"]))?;
         run(Command::new("apt-get").args(["update", "-qq"]))?;
         updated = true;
     }
     let kernel_pkg = loop {
-        let show = Command::new("apt-cache").args(["show", "--no-all-versions", "linux-image-cloud-arm64:arm64"]).output();
-        let depends = show
-            .ok()
-            .filter(|o| o.status.success())
-            .and_then(|o| String::from_utf8_lossy(&o.stdout).lines().find_map(|l| l.strip_prefix("Depends:").map(str::to_string)));
+        let show = Command::new("apt-cache")
+            .args(["show", "--no-all-versions", "linux-image-cloud-arm64:arm64"])
+            .output();
+        let depends = show.ok().filter(|o| o.status.success()).and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .find_map(|l| l.strip_prefix("Depends:").map(str::to_string))
+        });
         // "Depends: linux-image-6.1.0-57-cloud-arm64 (= 6.1.192-3)"
         let name = depends
             .as_deref()
-            .and_then(|d| d.split([',', '|']).map(str::trim).find(|p| p.starts_with("linux-image-")))
+            .and_then(|d| {
+                d.split([',', '|'])
+                    .map(str::trim)
+                    .find(|p| p.starts_with("linux-image-"))
+            })
             .and_then(|p| p.split_whitespace().next())
             .map(str::to_string);
         match name {
@@ -160,29 +193,55 @@ fn fetch_guest(cache: &Path) -> Result<PathBuf, String> {
     for e in fs::read_dir(&debs).map_err(|e| e.to_string())? {
         let deb = e.map_err(|e| e.to_string())?.path();
         run(Command::new("dpkg").arg("-x").arg(&deb).arg(&x))?;
-        let v = run(Command::new("dpkg-deb").args(["-f"]).arg(&deb).args(["Package", "Version"]))?;
-        versions.push(String::from_utf8_lossy(&v.stdout).lines().map(|l| l.split_once(": ").map_or(l, |p| p.1)).collect::<Vec<_>>().join(" "));
+        let v = run(Command::new("dpkg-deb")
+            .args(["-f"])
+            .arg(&deb)
+            .args(["Package", "Version"]))?;
+        versions.push(
+            String::from_utf8_lossy(&v.stdout)
+                .lines()
+                .map(|l| l.split_once(": ").map_or(l, |p| p.1))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
     }
     versions.sort();
     let vmlinuz = fs::read_dir(x.join("boot"))
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
+        })
         .ok_or("no /boot/vmlinuz-* in the kernel package")?;
     fs::copy(&vmlinuz, out.join("vmlinuz")).map_err(|e| e.to_string())?;
-    let mods = fs::read_dir(x.join("lib/modules")).map_err(|e| e.to_string())?.next().ok_or("no /lib/modules")?.map_err(|e| e.to_string())?.path();
+    let mods = fs::read_dir(x.join("lib/modules"))
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or("no /lib/modules")?
+        .map_err(|e| e.to_string())?
+        .path();
     for m in MODULES {
-        let found = find_file(&mods.join("kernel"), &format!("{m}.ko")).ok_or_else(|| format!("module {m}.ko not in {kernel_pkg}"))?;
+        let found = find_file(&mods.join("kernel"), &format!("{m}.ko"))
+            .ok_or_else(|| format!("module {m}.ko not in {kernel_pkg}"))?;
         fs::copy(found, out.join("modules").join(format!("{m}.ko"))).map_err(|e| e.to_string())?;
     }
     fs::copy(x.join("bin/busybox"), out.join("busybox")).map_err(|e| e.to_string())?;
     fs::write(out.join("READY"), versions.join("; ") + "\n").map_err(|e| e.to_string())?;
     // Atomic publish: a concurrent run that got there first wins, ours is dropped.
     if fs::rename(&out, &dir).is_err() && !dir.join("READY").is_file() {
-        return Err(format!("cannot move {} to {}", out.display(), dir.display()));
+        return Err(format!(
+            "cannot move {} to {}",
+            out.display(),
+            dir.display()
+        ));
     }
     let _ = fs::remove_dir_all(&tmp);
-    eprintln!("vboard: fetched {} in {:.1} s", versions.join("; "), t0.elapsed().as_secs_f64());
+    eprintln!(
+        "vboard: fetched {} in {:.1} s",
+        versions.join("; "),
+        t0.elapsed().as_secs_f64()
+    );
     Ok(dir)
 }
 
@@ -203,17 +262,49 @@ fn find_file(dir: &Path, name: &str) -> Option<PathBuf> {
 impl Assets {
     fn base_archive(&self) -> Vec<u8> {
         let mut a = Newc::new();
-        for d in ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "lib", "lib/modules", "etc", "etc/vboard", "etc/npu-agent", "dev", "proc", "sys", "tmp", "run", "root", "var", "var/lib", "var/log"] {
+        for d in [
+            "bin",
+            "sbin",
+            "usr",
+            "usr/bin",
+            "usr/sbin",
+            "lib",
+            "lib/modules",
+            "etc",
+            "etc/vboard",
+            "etc/npu-agent",
+            "dev",
+            "proc",
+            "sys",
+            "tmp",
+            "run",
+            "root",
+            "var",
+            "var/lib",
+            "var/log",
+        ] {
             a.dir(d);
         }
         a.char_dev("dev/console", 0o600, 5, 1);
         a.char_dev("dev/null", 0o666, 1, 3);
-        a.file("bin/busybox", 0o755, &fs::read(&self.busybox).expect("cached busybox"));
+        a.file(
+            "bin/busybox",
+            0o755,
+            &fs::read(&self.busybox).expect("cached busybox"),
+        );
         a.symlink("bin/sh", "busybox");
         for m in MODULES {
-            a.file(&format!("lib/modules/{m}.ko"), 0o644, &fs::read(self.modules_dir.join(format!("{m}.ko"))).expect("cached module"));
+            a.file(
+                &format!("lib/modules/{m}.ko"),
+                0o644,
+                &fs::read(self.modules_dir.join(format!("{m}.ko"))).expect("cached module"),
+            );
         }
-        a.file("usr/bin/npu-agent", 0o755, &fs::read(&self.agent).expect("aarch64 agent"));
+        a.file(
+            "usr/bin/npu-agent",
+            0o755,
+            &fs::read(&self.agent).expect("aarch64 agent"),
+        );
         a.file("init", 0o755, INIT.as_bytes());
         a.file("etc/vboard/lib.sh", 0o644, LIB_SH.as_bytes());
         a.finish()
@@ -230,7 +321,10 @@ impl Assets {
         let data = data.to_vec();
         let writer = std::thread::spawn(move || stdin.write_all(&data));
         let out = child.wait_with_output().expect("gzip output");
-        writer.join().expect("writer thread").expect("write to gzip");
+        writer
+            .join()
+            .expect("writer thread")
+            .expect("write to gzip");
         assert!(out.status.success(), "gzip failed");
         out.stdout
     }
@@ -241,15 +335,34 @@ impl Assets {
         run(Command::new(&self.qemu)
             .arg("-M")
             .arg(format!("virt,dumpdtb={}", dtb.display()))
-            .args(["-cpu", "cortex-a72", "-smp", "1", "-m", &mem_mb.to_string(), "-nodefaults", "-display", "none"]))
+            .args([
+                "-cpu",
+                "cortex-a72",
+                "-smp",
+                "1",
+                "-m",
+                &mem_mb.to_string(),
+                "-nodefaults",
+                "-display",
+                "none",
+            ]))
         .expect("dump qemu's virt device tree");
-        let out = run(Command::new(&self.dtc).args(["-q", "-I", "dtb", "-O", "dts"]).arg(&dtb)).expect("dtc -I dtb");
+        let out = run(Command::new(&self.dtc)
+            .args(["-q", "-I", "dtb", "-O", "dts"])
+            .arg(&dtb))
+        .expect("dtc -I dtb");
         String::from_utf8(out.stdout).expect("dts is text")
     }
 
     /// debugfs reads one file of an ext4 image (the guest must be off). None if it is not there.
     pub fn read_image_file(&self, image: &Path, path: &str) -> Option<String> {
-        let out = Command::new(&self.debugfs).arg("-R").arg(format!("cat {path}")).arg(image).stdin(Stdio::null()).output().expect("run debugfs");
+        let out = Command::new(&self.debugfs)
+            .arg("-R")
+            .arg(format!("cat {path}"))
+            .arg(image)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run debugfs");
         let err = String::from_utf8_lossy(&out.stderr);
         if !out.status.success() || err.contains("not found") {
             return None;
@@ -348,7 +461,11 @@ impl Personality {
                 let env = read("/armbianEnv.txt").unwrap_or_default();
                 let get = |k: &str| {
                     // The last assignment wins, as when U-Boot's env import reads the file.
-                    env.lines().rev().filter_map(|l| l.trim_end_matches('\r').split_once('=')).find(|(key, _)| key.trim() == k).map(|(_, v)| v.trim().to_string())
+                    env.lines()
+                        .rev()
+                        .filter_map(|l| l.trim_end_matches('\r').split_once('='))
+                        .find(|(key, _)| key.trim() == k)
+                        .map(|(_, v)| v.trim().to_string())
                 };
                 let mut args = format!(
                     "root={} rootwait rootfstype={} consoleblank=0 loglevel={}",
@@ -367,10 +484,23 @@ impl Personality {
             Personality::Pi5 => {
                 let cmdline = read("/cmdline.txt").unwrap_or_default();
                 let first = cmdline.lines().next().unwrap_or("").trim();
-                let first = first.split_whitespace().map(|w| if let Some(rest) = w.strip_prefix("console=serial0") { format!("console=ttyAMA0{rest}") } else { w.to_string() }).collect::<Vec<_>>().join(" ");
+                let first = first
+                    .split_whitespace()
+                    .map(|w| {
+                        if let Some(rest) = w.strip_prefix("console=serial0") {
+                            format!("console=ttyAMA0{rest}")
+                        } else {
+                            w.to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 let config = read("/config.txt").unwrap_or_default();
                 let pool = pi_config_cma(&config).unwrap_or(64 << 20);
-                (format!("coherent_pool=1M 8250.nr_uarts=1 {first} {HARNESS_ARGS}"), Some(pool))
+                (
+                    format!("coherent_pool=1M 8250.nr_uarts=1 {first} {HARNESS_ARGS}"),
+                    Some(pool),
+                )
             }
         }
     }
@@ -411,13 +541,18 @@ pub fn pi_config_cma(config: &str) -> Option<u64> {
             applies = matches!(&l[1..l.len() - 1], "all" | "pi5");
             continue;
         }
-        let Some(ov) = l.strip_prefix("dtoverlay=") else { continue };
+        let Some(ov) = l.strip_prefix("dtoverlay=") else {
+            continue;
+        };
         if !applies {
             continue;
         }
         let mut parts = ov.split(',');
         let name = parts.next().unwrap_or("").trim();
-        if !matches!(name, "cma" | "vc4-kms-v3d" | "vc4-kms-v3d-pi5" | "vc4-fkms-v3d") {
+        if !matches!(
+            name,
+            "cma" | "vc4-kms-v3d" | "vc4-kms-v3d-pi5" | "vc4-fkms-v3d"
+        ) {
             continue;
         }
         for p in parts {
@@ -425,7 +560,10 @@ pub fn pi_config_cma(config: &str) -> Option<u64> {
             if let Some(mb) = p.strip_prefix("cma-").and_then(|n| n.parse::<u64>().ok()) {
                 size = Some(mb << 20);
             } else if let Some(v) = p.strip_prefix("cma-size=") {
-                size = v.strip_prefix("0x").map_or_else(|| v.parse().ok(), |h| u64::from_str_radix(h, 16).ok()).or(size);
+                size = v
+                    .strip_prefix("0x")
+                    .map_or_else(|| v.parse().ok(), |h| u64::from_str_radix(h, 16).ok())
+                    .or(size);
             } else if p == "cma-default" {
                 size = None;
             }
@@ -489,12 +627,22 @@ impl BoardSpec {
     }
 
     pub fn file(mut self, path: &str, mode: u32, data: impl Into<Vec<u8>>) -> Self {
-        self.files.push(GuestFile { path: path.into(), mode, data: data.into() });
+        self.files.push(GuestFile {
+            path: path.into(),
+            mode,
+            data: data.into(),
+        });
         self
     }
 
     pub fn init(mut self, script: &str) -> Self {
         self.init = script.into();
+        self
+    }
+
+    /// Guest RAM in MiB (default 1024).
+    pub fn mem(mut self, mb: u32) -> Self {
+        self.mem_mb = mb;
         self
     }
 
@@ -526,7 +674,10 @@ impl Board {
             Some(_) => Some(common::tools(["nc"], "relays the guest's broker connections to 127.0.0.1; Debian package netcat-openbsd")?[0].clone()),
             None => None,
         };
-        let dir = tempfile::Builder::new().prefix("vboard-").tempdir().expect("temp dir");
+        let dir = tempfile::Builder::new()
+            .prefix("vboard-")
+            .tempdir()
+            .expect("temp dir");
         let stage = dir.path().join("boot-stage");
         fs::create_dir_all(&stage).expect("stage dir");
         for (name, content) in &spec.boot_files {
@@ -538,31 +689,62 @@ impl Board {
         let state_img = dir.path().join("state.img");
         // ext4 without a journal: what the guest syncs before a reboot is in place for debugfs
         // (a journal would hold it until a checkpoint that a `reboot -f` never reaches).
-        run(Command::new(&assets.mkfs).args(["-q", "-F", "-L", "vb-boot", "-O", "^has_journal", "-d"]).arg(&stage).arg(&boot_img).arg("16M"))
-            .expect("mkfs.ext4 boot partition");
-        run(Command::new(&assets.mkfs).args(["-q", "-F", "-L", "vb-state", "-O", "^has_journal"]).arg(&state_img).arg("16M"))
-            .expect("mkfs.ext4 state disk");
+        run(Command::new(&assets.mkfs)
+            .args(["-q", "-F", "-L", "vb-boot", "-O", "^has_journal", "-d"])
+            .arg(&stage)
+            .arg(&boot_img)
+            .arg("16M"))
+        .expect("mkfs.ext4 boot partition");
+        run(Command::new(&assets.mkfs)
+            .args(["-q", "-F", "-L", "vb-state", "-O", "^has_journal"])
+            .arg(&state_img)
+            .arg("16M"))
+        .expect("mkfs.ext4 state disk");
         let virt_dts = assets.virt_dts(spec.mem_mb, dir.path());
-        Some(Board { spec, assets, dir, boot_img, state_img, virt_dts, boots: 0, running: Arc::new(AtomicBool::new(false)), nc })
+        Some(Board {
+            spec,
+            assets,
+            dir,
+            boot_img,
+            state_img,
+            virt_dts,
+            boots: 0,
+            running: Arc::new(AtomicBool::new(false)),
+            nc,
+        })
     }
 
     /// A file on the boot partition as it is now (the board must be off).
     pub fn boot_file(&self, name: &str) -> Option<String> {
-        assert!(!self.running.load(Ordering::SeqCst), "read the boot partition only while the board is off");
-        self.assets.read_image_file(&self.boot_img, &format!("/{}", name.trim_start_matches('/')))
+        assert!(
+            !self.running.load(Ordering::SeqCst),
+            "read the boot partition only while the board is off"
+        );
+        self.assets.read_image_file(
+            &self.boot_img,
+            &format!("/{}", name.trim_start_matches('/')),
+        )
     }
 
     /// A file on the persistent state disk (`/var/lib/npu-agent/NAME` in the guest).
     pub fn state_file(&self, name: &str) -> Option<String> {
-        assert!(!self.running.load(Ordering::SeqCst), "read the state disk only while the board is off");
-        self.assets.read_image_file(&self.state_img, &format!("/{}", name.trim_start_matches('/')))
+        assert!(
+            !self.running.load(Ordering::SeqCst),
+            "read the state disk only while the board is off"
+        );
+        self.assets.read_image_file(
+            &self.state_img,
+            &format!("/{}", name.trim_start_matches('/')),
+        )
     }
 
     /// What the bootloader would boot with now: (kernel command line, device-tree CMA pool).
     pub fn boot_chain(&self) -> (String, Option<u64>) {
         let img = self.boot_img.clone();
         let assets = self.assets;
-        self.spec.personality.boot_chain(&move |p| assets.read_image_file(&img, p))
+        self.spec
+            .personality
+            .boot_chain(&move |p| assets.read_image_file(&img, p))
     }
 
     pub fn boots(&self) -> u32 {
@@ -577,14 +759,21 @@ impl Board {
 
     /// Boots once more, with these commands for this boot only.
     pub fn boot_with(&mut self, init: &str) -> Boot {
-        assert!(!self.running.swap(true, Ordering::SeqCst), "the previous boot is still running: wait_end() or drop it first");
+        assert!(
+            !self.running.swap(true, Ordering::SeqCst),
+            "the previous boot is still running: wait_end() or drop it first"
+        );
         self.boots += 1;
         let n = self.boots;
         let p = self.spec.personality;
         let (cmdline, dt_cma) = self.boot_chain();
         let dir = self.dir.path();
 
-        let dts = format!("{}{}", self.virt_dts, p.dts_block(&self.spec.serial, dt_cma));
+        let dts = format!(
+            "{}{}",
+            self.virt_dts,
+            p.dts_block(&self.spec.serial, dt_cma)
+        );
         let dtb = dir.join(format!("board-boot{n}.dtb"));
         let mut dtc = Command::new(&self.assets.dtc)
             .args(["-q", "-I", "dts", "-O", "dtb", "-o"])
@@ -594,9 +783,17 @@ impl Board {
             .stderr(Stdio::piped())
             .spawn()
             .expect("run dtc");
-        dtc.stdin.take().expect("stdin").write_all(dts.as_bytes()).expect("dts to dtc");
+        dtc.stdin
+            .take()
+            .expect("stdin")
+            .write_all(dts.as_bytes())
+            .expect("dts to dtc");
         let out = dtc.wait_with_output().expect("dtc");
-        assert!(out.status.success(), "dtc: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "dtc: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
 
         // initrd = shared part + this board's files and this boot's commands (the kernel unpacks
         // concatenated archives in order; later files replace earlier ones).
@@ -609,9 +806,21 @@ impl Board {
             u8::from(self.spec.broker_port.is_some())
         );
         let mut files = vec![
-            GuestFile { path: "/etc/vboard/boot.env".into(), mode: 0o644, data: env.into_bytes() },
-            GuestFile { path: "/etc/vboard/run.sh".into(), mode: 0o644, data: init.as_bytes().to_vec() },
-            GuestFile { path: "/etc/os-release".into(), mode: 0o644, data: p.os_release().into() },
+            GuestFile {
+                path: "/etc/vboard/boot.env".into(),
+                mode: 0o644,
+                data: env.into_bytes(),
+            },
+            GuestFile {
+                path: "/etc/vboard/run.sh".into(),
+                mode: 0o644,
+                data: init.as_bytes().to_vec(),
+            },
+            GuestFile {
+                path: "/etc/os-release".into(),
+                mode: 0o644,
+                data: p.os_release().into(),
+            },
         ];
         files.extend(self.spec.files.iter().cloned());
         for f in &files {
@@ -626,22 +835,40 @@ impl Board {
         let console = dir.join(format!("console-boot{n}.log"));
         let qemu_log = dir.join(format!("qemu-boot{n}.log"));
         let mut cmd = Command::new(&self.assets.qemu);
-        cmd.args(["-M", "virt", "-cpu", "cortex-a72", "-smp", "1", "-m", &self.spec.mem_mb.to_string()])
-            // No default devices (no unrestricted user network), no display, no monitor; the
-            // serial console goes to a file; a guest reboot ends qemu (the harness reboots it).
-            .args(["-nodefaults", "-no-reboot", "-display", "none", "-monitor", "none"])
-            .arg("-serial")
-            .arg(format!("file:{}", console.display()))
-            .arg("-kernel")
-            .arg(&self.assets.kernel)
-            .arg("-initrd")
-            .arg(&initrd_path)
-            .arg("-dtb")
-            .arg(&dtb)
-            .arg("-append")
-            .arg(&cmdline);
+        cmd.args([
+            "-M",
+            "virt",
+            "-cpu",
+            "cortex-a72",
+            "-smp",
+            "1",
+            "-m",
+            &self.spec.mem_mb.to_string(),
+        ])
+        // No default devices (no unrestricted user network), no display, no monitor; the
+        // serial console goes to a file; a guest reboot ends qemu (the harness reboots it).
+        .args([
+            "-nodefaults",
+            "-no-reboot",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+        ])
+        .arg("-serial")
+        .arg(format!("file:{}", console.display()))
+        .arg("-kernel")
+        .arg(&self.assets.kernel)
+        .arg("-initrd")
+        .arg(&initrd_path)
+        .arg("-dtb")
+        .arg(&dtb)
+        .arg("-append")
+        .arg(&cmdline);
         for (img, id) in [(&self.boot_img, "boot"), (&self.state_img, "state")] {
-            cmd.arg("-drive").arg(format!("file={},format=raw,if=none,id={id}", img.display())).args(["-device", &format!("virtio-blk-device,drive={id}")]);
+            cmd.arg("-drive")
+                .arg(format!("file={},format=raw,if=none,id={id}", img.display()))
+                .args(["-device", &format!("virtio-blk-device,drive={id}")]);
         }
         if let Some(port) = self.spec.broker_port {
             // restrict=on: the guest reaches nothing but the forward, 10.0.2.100:1883, which
@@ -713,10 +940,13 @@ impl Boot {
     /// The serial console so far (CR LF as LF).
     pub fn console(&self) -> String {
         let raw = fs::read(&self.console).unwrap_or_default();
-        String::from_utf8_lossy(&raw).replace("\r\n", "\n").replace('\r', "")
+        String::from_utf8_lossy(&raw)
+            .replace("\r\n", "\n")
+            .replace('\r', "")
     }
 
-    fn tail(&self) -> String {
+    /// The last 40 console lines and qemu's own log, for a failure message.
+    pub fn tail(&self) -> String {
         let c = self.console();
         let lines: Vec<&str> = c.lines().collect();
         let from = lines.len().saturating_sub(40);
@@ -729,6 +959,11 @@ impl Boot {
         )
     }
 
+    /// True while qemu runs (the guest has neither rebooted nor powered off).
+    pub fn alive(&mut self) -> bool {
+        !self.exited()
+    }
+
     fn exited(&mut self) -> bool {
         match self.child.as_mut() {
             Some(c) => c.try_wait().expect("poll qemu").is_some(),
@@ -738,7 +973,12 @@ impl Boot {
 
     /// Waits until the console satisfies `pred`; panics with the console's tail on timeout, or if
     /// qemu exits first. Returns the console.
-    pub fn wait_until(&mut self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+    pub fn wait_until(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
         let deadline = Instant::now() + timeout;
         loop {
             let c = self.console();
@@ -746,7 +986,12 @@ impl Boot {
                 return c;
             }
             if c.contains("VBOARD-FAIL") || c.contains("Kernel panic") {
-                panic!("{} boot {}: guest failed while waiting for {what}\n{}", self.name, self.number, self.tail());
+                panic!(
+                    "{} boot {}: guest failed while waiting for {what}\n{}",
+                    self.name,
+                    self.number,
+                    self.tail()
+                );
             }
             if self.exited() {
                 // One last read: the line may have landed just before the exit.
@@ -754,10 +999,20 @@ impl Boot {
                 if pred(&c) {
                     return c;
                 }
-                panic!("{} boot {}: qemu exited before {what}\n{}", self.name, self.number, self.tail());
+                panic!(
+                    "{} boot {}: qemu exited before {what}\n{}",
+                    self.name,
+                    self.number,
+                    self.tail()
+                );
             }
             if Instant::now() > deadline {
-                panic!("{} boot {}: no {what} after {timeout:?}\n{}", self.name, self.number, self.tail());
+                panic!(
+                    "{} boot {}: no {what} after {timeout:?}\n{}",
+                    self.name,
+                    self.number,
+                    self.tail()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -778,7 +1033,12 @@ impl Boot {
         while !self.exited() {
             if Instant::now() > deadline {
                 self.kill();
-                panic!("{} boot {}: still running after {timeout:?}\n{}", self.name, self.number, self.tail());
+                panic!(
+                    "{} boot {}: still running after {timeout:?}\n{}",
+                    self.name,
+                    self.number,
+                    self.tail()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -786,15 +1046,30 @@ impl Boot {
         self.release();
         let c = self.console();
         let end = if c.contains("Kernel panic") || c.contains("VBOARD-FAIL") {
-            panic!("{} boot {}: the guest failed\n{}", self.name, self.number, self.tail());
+            panic!(
+                "{} boot {}: the guest failed\n{}",
+                self.name,
+                self.number,
+                self.tail()
+            );
         } else if c.contains("reboot: Restarting system") {
             BootEnd::Reboot
         } else if c.contains("reboot: Power down") {
             BootEnd::PowerOff
         } else {
-            panic!("{} boot {}: qemu exited without a reboot or power-off\n{}", self.name, self.number, self.tail());
+            panic!(
+                "{} boot {}: qemu exited without a reboot or power-off\n{}",
+                self.name,
+                self.number,
+                self.tail()
+            );
         };
-        eprintln!("vboard: {} boot {} ended ({end:?}) after {:.2} s", self.name, self.number, took.as_secs_f64());
+        eprintln!(
+            "vboard: {} boot {} ended ({end:?}) after {:.2} s",
+            self.name,
+            self.number,
+            took.as_secs_f64()
+        );
         self.ended = Some((end, took));
         end
     }
@@ -811,12 +1086,18 @@ impl Boot {
 
     /// CmaTotal in bytes as /init read it from /proc/meminfo.
     pub fn cma_total_bytes(&self) -> u64 {
-        self.up_field("cma_total_kb").parse::<u64>().expect("cma_total_kb is a number") * 1024
+        self.up_field("cma_total_kb")
+            .parse::<u64>()
+            .expect("cma_total_kb is a number")
+            * 1024
     }
 
     fn up_field(&self, key: &str) -> String {
         let c = self.console();
-        let line = c.lines().find(|l| l.starts_with("VBOARD-UP ")).unwrap_or_else(|| panic!("no VBOARD-UP line\n{}", self.tail()));
+        let line = c
+            .lines()
+            .find(|l| l.starts_with("VBOARD-UP "))
+            .unwrap_or_else(|| panic!("no VBOARD-UP line\n{}", self.tail()));
         line.split_whitespace()
             .find_map(|w| w.strip_prefix(&format!("{key}=")).map(str::to_string))
             .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
@@ -827,9 +1108,18 @@ impl Boot {
         let c = self.console();
         let begin = format!("VBOARD-BEGIN {name}\n");
         let end = format!("VBOARD-END {name} rc=");
-        let start = c.rfind(&begin).unwrap_or_else(|| panic!("no section {name}\n{}", self.tail())) + begin.len();
-        let len = c[start..].find(&end).unwrap_or_else(|| panic!("section {name} not ended\n{}", self.tail()));
-        let rc = c[start + len + end.len()..].split_whitespace().next().and_then(|r| r.parse().ok()).expect("rc");
+        let start = c
+            .rfind(&begin)
+            .unwrap_or_else(|| panic!("no section {name}\n{}", self.tail()))
+            + begin.len();
+        let len = c[start..]
+            .find(&end)
+            .unwrap_or_else(|| panic!("section {name} not ended\n{}", self.tail()));
+        let rc = c[start + len + end.len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|r| r.parse().ok())
+            .expect("rc");
         (c[start..start + len].trim_end_matches('\n').to_string(), rc)
     }
 
@@ -840,7 +1130,8 @@ impl Boot {
     /// A section parsed as JSON (e.g. `vb_section check npu-agent check --format json`).
     pub fn json(&self, name: &str) -> Value {
         let s = self.section(name);
-        serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("section {name} is not JSON ({e}):\n{s}"))
+        serde_json::from_str(s.trim())
+            .unwrap_or_else(|e| panic!("section {name} is not JSON ({e}):\n{s}"))
     }
 
     /// `vb_mem COMM` lines: VmRSS / VmHWM of each process with that name.
@@ -856,7 +1147,11 @@ impl Boot {
                         .and_then(|v| v.parse::<u64>().ok())
                         .unwrap_or_else(|| panic!("no {k} in VBOARD-MEM {rest}"))
                 };
-                Mem { pid: u32::try_from(field("pid")).expect("pid"), rss_kb: field("rss_kb"), hwm_kb: field("hwm_kb") }
+                Mem {
+                    pid: u32::try_from(field("pid")).expect("pid"),
+                    rss_kb: field("rss_kb"),
+                    hwm_kb: field("hwm_kb"),
+                }
             })
             .collect()
     }
@@ -877,7 +1172,10 @@ impl Boot {
             // Keep the console for a look after the run.
             let logs = log_dir();
             if fs::create_dir_all(&logs).is_ok() {
-                let _ = fs::copy(&self.console, logs.join(format!("{}-boot{}.console", self.name, self.number)));
+                let _ = fs::copy(
+                    &self.console,
+                    logs.join(format!("{}-boot{}.console", self.name, self.number)),
+                );
             }
         }
     }
@@ -901,7 +1199,11 @@ pub struct Mosquitto {
 impl Mosquitto {
     /// A port on 127.0.0.1 that was free a moment ago.
     pub fn free_port() -> u16 {
-        TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0").local_addr().expect("addr").port()
+        TcpListener::bind("127.0.0.1:0")
+            .expect("bind 127.0.0.1:0")
+            .local_addr()
+            .expect("addr")
+            .port()
     }
 
     pub fn start() -> Option<Mosquitto> {
@@ -911,19 +1213,41 @@ impl Mosquitto {
     /// mosquitto on 127.0.0.1:PORT only, anonymous, no persistence; waits until it accepts.
     pub fn start_on(port: u16) -> Option<Mosquitto> {
         let [bin] = common::tools(["mosquitto"], "the MQTT broker; Debian package mosquitto")?;
-        let dir = tempfile::Builder::new().prefix("vboard-mosquitto-").tempdir().expect("temp dir");
+        let dir = tempfile::Builder::new()
+            .prefix("vboard-mosquitto-")
+            .tempdir()
+            .expect("temp dir");
         let conf = dir.path().join("mosquitto.conf");
         fs::write(&conf, format!("listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type all\n"))
             .expect("write mosquitto.conf");
         let log = fs::File::create(dir.path().join("mosquitto.log")).expect("log");
-        let child = Command::new(bin).arg("-c").arg(&conf).stdin(Stdio::null()).stdout(log.try_clone().expect("fd")).stderr(log).spawn().expect("start mosquitto");
-        let mut m = Mosquitto { port, child: Some(child), dir };
+        let child = Command::new(bin)
+            .arg("-c")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("fd"))
+            .stderr(log)
+            .spawn()
+            .expect("start mosquitto");
+        let mut m = Mosquitto {
+            port,
+            child: Some(child),
+            dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if let Some(st) = m.child.as_mut().and_then(|c| c.try_wait().expect("poll mosquitto")) {
+            if let Some(st) = m
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().expect("poll mosquitto"))
+            {
                 panic!("mosquitto exited ({st}) on port {port}:\n{}", m.log());
             }
-            assert!(Instant::now() < deadline, "mosquitto did not listen on {port}:\n{}", m.log());
+            assert!(
+                Instant::now() < deadline,
+                "mosquitto did not listen on {port}:\n{}",
+                m.log()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Some(m)

@@ -13,7 +13,10 @@ const S_IFCHR: u32 = 0o020000;
 
 impl Newc {
     pub fn new() -> Self {
-        Newc { buf: Vec::new(), ino: 1 }
+        Newc {
+            buf: Vec::new(),
+            ino: 1,
+        }
     }
 
     fn entry(&mut self, name: &str, mode: u32, rdev: (u32, u32), data: &[u8]) {

@@ -26,6 +26,18 @@ vb_mem() {
   done
 }
 
+# vb_mem_every SECS COMM: vb_mem COMM every SECS seconds, until the boot ends (the harness ends a
+# boot that runs this by a reboot from inside, or by stopping qemu).
+vb_mem_every() { while :; do vb_mem "$2"; sleep "$1"; done; }
+
+# vb_agent [ARGS...]: `npu-agent run ARGS` in the background (config from /etc/npu-agent/), its
+# output on the console as "AGENT: ..." lines, and "AGENT: VBOARD-MARK agent-exit rc=N" if it
+# ever stops. Prints "VBOARD-MARK agent-started".
+vb_agent() {
+  { npu-agent run "$@" 2>&1; echo "VBOARD-MARK agent-exit rc=$?"; } | while IFS= read -r _l; do echo "AGENT: $_l"; done &
+  vb_mark agent-started
+}
+
 # vb_net_up: eth0 on qemu's user network; the host broker is at 10.0.2.100:1883 (a guestfwd to
 # 127.0.0.1 on the host; restrict=on, so nothing else is reachable).
 vb_net_up() {

@@ -1,0 +1,579 @@
+//! Server-profile probes (`x86-hybrid-moe`): NUMA nodes and `kernel.numa_balancing`, the
+//! sysctl files that set it, the LLM server processes (argv, `numa_maps`), the GGUF headers of
+//! their models (every shard of a split model), and GPU memory from `nvidia-smi`.
+//!
+//! Like every probe these only read: under a captured tree `nvidia-smi` output comes from
+//! [`NVIDIA_SMI_CSV`] (and, optionally, [`NVIDIA_SMI_APPS_CSV`]); on the live system `nvidia-smi`
+//! is run, when it is installed, with a 5 s timeout. NVML is not used: the agent is a static musl
+//! binary and cannot `dlopen` `libnvidia-ml.so`.
+
+use super::Probed;
+use crate::parse::{devicetree, gguf, llmargs, numa, nvsmi};
+use crate::profile::Profile;
+use crate::root::{ReadError, ReadErrorKind, SysRoot};
+use std::time::{Duration, Instant};
+
+/// Captured `nvidia-smi --query-gpu=index,name,memory.total,memory.used,memory.free --format=csv`
+/// output in a board tree (read when the root is not the live system, or nvidia-smi is absent).
+pub const NVIDIA_SMI_CSV: &str = "/run/npu-agent/nvidia-smi.csv";
+/// Captured `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` output (optional).
+pub const NVIDIA_SMI_APPS_CSV: &str = "/run/npu-agent/nvidia-smi-apps.csv";
+/// First read of a model header; most fit (a 671B model's header with its tokenizer is ~6 MB).
+const HEAD_FIRST: u64 = 8 << 20;
+/// Largest header read.
+const HEAD_MAX: u64 = 64 << 20;
+/// Most LLM processes examined.
+const MAX_SOURCES: usize = 16;
+
+/// A `kernel.numa_balancing` line in a sysctl file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SysctlSetting {
+    /// Board path.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// The value as written.
+    pub value: String,
+    /// The line.
+    pub text: String,
+}
+
+/// One shard of a model file.
+#[derive(Debug, Clone)]
+pub struct ModelShard {
+    /// Board path.
+    pub path: String,
+    /// The header, or why it could not be read.
+    pub header: Probed<gguf::GgufHeader>,
+    /// File length, when the file could be opened.
+    pub file_len: Option<u64>,
+}
+
+/// The model a command line loads.
+#[derive(Debug, Clone)]
+pub struct ModelFiles {
+    /// `-m` as written.
+    pub arg: String,
+    /// Board path it resolves to.
+    pub path: String,
+    /// The file and, for a split model, its other shards (first shard first).
+    pub shards: Vec<ModelShard>,
+}
+
+/// One LLM command line: a running process, or the one given with `--llm-cmdline`.
+#[derive(Debug, Clone)]
+pub struct LlmSource {
+    /// Process id; `None` for `--llm-cmdline`.
+    pub pid: Option<u32>,
+    /// `comm`, or `--llm-cmdline`.
+    pub comm: String,
+    /// The arguments, or why the command line could not be split.
+    pub args: Result<llmargs::LlmArgs, String>,
+    /// `/proc/<pid>/numa_maps` (processes only).
+    pub numa_maps: Option<Probed<numa::NumaMaps>>,
+    /// The model, when `-m` is given.
+    pub model: Option<ModelFiles>,
+}
+
+impl LlmSource {
+    /// `llama-server (pid 4242)` or `--llm-cmdline`.
+    pub fn label(&self) -> String {
+        match self.pid {
+            Some(p) => format!("{} (pid {p})", self.comm),
+            None => "--llm-cmdline".to_string(),
+        }
+    }
+}
+
+/// Everything the server checks read.
+#[derive(Debug, Clone)]
+pub struct LlmProbe {
+    /// The profile has server checks (`[llm]`); nothing else is read otherwise.
+    pub enabled: bool,
+    /// NUMA node ids from `/sys/devices/system/node/node*`.
+    pub numa_nodes: Probed<Vec<u32>>,
+    /// `/sys/devices/system/node/has_memory`.
+    pub nodes_with_memory: Option<Vec<u32>>,
+    /// `/proc/sys/kernel/numa_balancing`, trimmed.
+    pub numa_balancing: Probed<String>,
+    /// `kernel.numa_balancing` lines in sysctl files, in the order systemd-sysctl applies them.
+    pub sysctl_settings: Vec<SysctlSetting>,
+    /// Listing `/proc` failed.
+    pub processes_error: Option<ReadError>,
+    /// LLM command lines.
+    pub sources: Vec<LlmSource>,
+    /// GPU memory.
+    pub gpus: Probed<Vec<nvsmi::GpuMemory>>,
+    /// Where the GPU figures come from (a file, or the command run).
+    pub gpu_source: String,
+    /// Per-process GPU memory, when known.
+    pub gpu_apps: Option<Vec<(u32, u64)>>,
+}
+
+impl LlmProbe {
+    /// Nothing read (a profile without server checks).
+    pub fn disabled() -> Self {
+        let none = |p: &str| ReadError {
+            path: p.into(),
+            kind: ReadErrorKind::NotFound,
+            detail: "not read: the profile has no server checks".into(),
+        };
+        LlmProbe {
+            enabled: false,
+            numa_nodes: Err(none("/sys/devices/system/node")),
+            nodes_with_memory: None,
+            numa_balancing: Err(none("/proc/sys/kernel/numa_balancing")),
+            sysctl_settings: Vec::new(),
+            processes_error: None,
+            sources: Vec::new(),
+            gpus: Err(none(NVIDIA_SMI_CSV)),
+            gpu_source: String::new(),
+            gpu_apps: None,
+        }
+    }
+}
+
+fn basename(s: &str) -> &str {
+    s.rsplit('/').next().unwrap_or(s)
+}
+
+/// True when a process is an LLM server the profile names: `comm` (15 characters at most, so a
+/// longer name matches by prefix), argv[0]'s basename, or `ktransformers` for a Python process
+/// running KTransformers.
+pub fn is_llm_process(comm: &str, argv: &[String], names: &[String]) -> bool {
+    let hit = |s: &str| names.iter().any(|n| n == s);
+    if hit(comm)
+        || names
+            .iter()
+            .any(|n| n.len() > 15 && comm.len() == 15 && n.starts_with(comm))
+    {
+        return true;
+    }
+    if argv.first().is_some_and(|a| hit(basename(a))) {
+        return true;
+    }
+    hit("ktransformers") && llmargs::is_ktransformers(argv)
+}
+
+/// Names of running processes for profile detection: `comm`, and `ktransformers` for a Python
+/// process running it.
+pub fn detect_process_names(root: &SysRoot) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for entry in root.list_dir("/proc").unwrap_or_default() {
+        let Ok(pid) = entry.parse::<u32>() else {
+            continue;
+        };
+        let Ok(comm) = root.read_string(&format!("/proc/{pid}/comm")) else {
+            continue;
+        };
+        let comm = comm.trim().to_string();
+        if comm.starts_with("python") {
+            let argv = root
+                .read(&format!("/proc/{pid}/cmdline"))
+                .map(|b| devicetree::string_list(&b))
+                .unwrap_or_default();
+            if llmargs::is_ktransformers(&argv) && !out.iter().any(|n| n == "ktransformers") {
+                out.push("ktransformers".into());
+            }
+        }
+        if !out.contains(&comm) {
+            out.push(comm);
+        }
+    }
+    out
+}
+
+/// Reads what the server checks need; [`LlmProbe::disabled`] for other profiles.
+pub fn probe_llm(root: &SysRoot, profile: &Profile) -> LlmProbe {
+    if !profile.llm.enabled() {
+        return LlmProbe::disabled();
+    }
+    let numa_nodes = root.list_dir("/sys/devices/system/node").map(|names| {
+        let mut ids: Vec<u32> = names
+            .iter()
+            .filter_map(|n| n.strip_prefix("node").and_then(|d| d.parse().ok()))
+            .collect();
+        ids.sort_unstable();
+        ids
+    });
+    let nodes_with_memory = root
+        .read_string("/sys/devices/system/node/has_memory")
+        .ok()
+        .and_then(|t| numa::parse_node_list(&t));
+    let numa_balancing = root
+        .read_string("/proc/sys/kernel/numa_balancing")
+        .map(|s| s.trim().to_string());
+    let (gpus, gpu_source, gpu_apps) = probe_gpus(root);
+    let mut p = LlmProbe {
+        enabled: true,
+        numa_nodes,
+        nodes_with_memory,
+        numa_balancing,
+        sysctl_settings: probe_sysctl(root),
+        processes_error: None,
+        sources: Vec::new(),
+        gpus,
+        gpu_source,
+        gpu_apps,
+    };
+    match root.list_dir("/proc") {
+        Err(e) => p.processes_error = Some(e),
+        Ok(entries) => {
+            for entry in entries {
+                let Ok(pid) = entry.parse::<u32>() else {
+                    continue;
+                };
+                let Ok(comm) = root.read_string(&format!("/proc/{pid}/comm")) else {
+                    continue;
+                };
+                let comm = comm.trim().to_string();
+                let cheap = profile.llm.servers.iter().any(|n| {
+                    *n == comm || (n.len() > 15 && comm.len() == 15 && n.starts_with(&comm))
+                });
+                if !cheap && !comm.starts_with("python") {
+                    continue;
+                }
+                let argv = root
+                    .read(&format!("/proc/{pid}/cmdline"))
+                    .map(|b| devicetree::string_list(&b))
+                    .unwrap_or_default();
+                if argv.is_empty() || !is_llm_process(&comm, &argv, &profile.llm.servers) {
+                    continue;
+                }
+                if p.sources.len() >= MAX_SOURCES {
+                    break;
+                }
+                let args = llmargs::parse_llm_args(&argv);
+                let cwd =
+                    std::fs::read_link(root.join(&format!("/proc/{pid}/cwd")).unwrap_or_default())
+                        .ok()
+                        .map(|t| t.to_string_lossy().into_owned())
+                        .filter(|t| t.starts_with('/'));
+                let model = args
+                    .model
+                    .as_ref()
+                    .map(|m| probe_model(root, m, cwd.as_deref()));
+                let model_paths: Vec<String> = model
+                    .iter()
+                    .flat_map(|m| m.shards.iter().map(|s| s.path.clone()))
+                    .collect();
+                let numa_maps = Some(
+                    root.read_string(&format!("/proc/{pid}/numa_maps"))
+                        .map(|t| numa::parse_numa_maps(&t, &model_paths)),
+                );
+                p.sources.push(LlmSource {
+                    pid: Some(pid),
+                    comm,
+                    args: Ok(args),
+                    numa_maps,
+                    model,
+                });
+            }
+        }
+    }
+    p
+}
+
+/// Adds the command line given with `check --llm-cmdline` (relative `-m` paths resolve against
+/// the current directory on the live system, against `/` under a captured tree).
+pub fn add_cmdline(root: &SysRoot, probe: &mut LlmProbe, line: &str) {
+    let args = llmargs::shell_words(line).map(|w| llmargs::parse_llm_args(&w));
+    let cwd = if root.is_live() {
+        std::env::current_dir()
+            .ok()
+            .map(|d| d.to_string_lossy().into_owned())
+    } else {
+        Some("/".to_string())
+    };
+    let model = args
+        .as_ref()
+        .ok()
+        .and_then(|a| a.model.as_ref())
+        .map(|m| probe_model(root, m, cwd.as_deref()));
+    probe.sources.push(LlmSource {
+        pid: None,
+        comm: "--llm-cmdline".into(),
+        args,
+        numa_maps: None,
+        model,
+    });
+}
+
+/// Joins `rel` to `base` and removes `.` and `..` (never above `/`).
+fn normalize(base: &str, rel: &str) -> String {
+    let joined = if rel.starts_with('/') {
+        rel.to_string()
+    } else {
+        format!("{base}/{rel}")
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for c in joined.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+fn probe_model(root: &SysRoot, arg: &str, cwd: Option<&str>) -> ModelFiles {
+    if !arg.starts_with('/') && cwd.is_none() {
+        let header = Err(ReadError { path: arg.to_string(), kind: ReadErrorKind::NotFound, detail: "a relative path, and the process's working directory (/proc/<pid>/cwd) is unreadable".into() });
+        return ModelFiles {
+            arg: arg.to_string(),
+            path: arg.to_string(),
+            shards: vec![ModelShard {
+                path: arg.to_string(),
+                header,
+                file_len: None,
+            }],
+        };
+    }
+    let path = normalize(cwd.unwrap_or("/"), arg);
+    let first = read_shard(root, &path);
+    let mut shards = vec![];
+    let count = first
+        .header
+        .as_ref()
+        .ok()
+        .and_then(|h| h.get("split.count"))
+        .and_then(gguf::MetaValue::as_u64)
+        .unwrap_or(1);
+    let others: Vec<String> = if count > 1 {
+        gguf::split_paths(&path, count.min(512))
+            .into_iter()
+            .filter(|p| *p != path)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    shards.push(first);
+    for p in others {
+        shards.push(read_shard(root, &p));
+    }
+    ModelFiles {
+        arg: arg.to_string(),
+        path,
+        shards,
+    }
+}
+
+fn read_shard(root: &SysRoot, path: &str) -> ModelShard {
+    let mut cap = HEAD_FIRST;
+    loop {
+        let (buf, len) = match root.read_head(path, cap) {
+            Ok(x) => x,
+            Err(e) => {
+                return ModelShard {
+                    path: path.to_string(),
+                    header: Err(e),
+                    file_len: None,
+                }
+            }
+        };
+        let header = match gguf::parse_header(&buf) {
+            Ok(h) => Ok(h),
+            Err(gguf::GgufError::Truncated { needed }) if (buf.len() as u64) < len && cap < HEAD_MAX => {
+                cap = needed.max(cap.saturating_mul(4)).min(HEAD_MAX);
+                continue;
+            }
+            Err(gguf::GgufError::Truncated { needed }) if (buf.len() as u64) >= len => Err(ReadError::malformed(
+                path,
+                format!("the file ends inside its GGUF header (needs offset {needed}, the file has {len} bytes)"),
+            )),
+            Err(gguf::GgufError::Truncated { .. }) => Err(ReadError::malformed(path, format!("GGUF header larger than {} MiB", HEAD_MAX >> 20))),
+            Err(e) => Err(ReadError::malformed(path, e.to_string())),
+        };
+        return ModelShard {
+            path: path.to_string(),
+            header,
+            file_len: Some(len),
+        };
+    }
+}
+
+/// `kernel.numa_balancing` in sysctl files, in systemd-sysctl's order: files from
+/// `/etc/sysctl.d`, `/run/sysctl.d`, `/usr/local/lib/sysctl.d`, `/usr/lib/sysctl.d`, `/lib/sysctl.d`
+/// (a name in an earlier directory hides the same name in later ones) sorted by name, then
+/// `/etc/sysctl.conf`; the last setting wins at boot.
+pub fn probe_sysctl(root: &SysRoot) -> Vec<SysctlSetting> {
+    let dirs = [
+        "/etc/sysctl.d",
+        "/run/sysctl.d",
+        "/usr/local/lib/sysctl.d",
+        "/usr/lib/sysctl.d",
+        "/lib/sysctl.d",
+    ];
+    let mut files: Vec<(String, String)> = Vec::new();
+    for d in dirs {
+        for name in root.list_dir(d).unwrap_or_default() {
+            if name.ends_with(".conf") && !files.iter().any(|(n, _)| *n == name) {
+                files.push((name.clone(), format!("{d}/{name}")));
+            }
+        }
+    }
+    files.sort();
+    let mut paths: Vec<String> = files.into_iter().map(|(_, p)| p).collect();
+    paths.push("/etc/sysctl.conf".into());
+    let mut out = Vec::new();
+    for path in paths {
+        let Ok(text) = root.read_string(&path) else {
+            continue;
+        };
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if t.starts_with('#') || t.starts_with(';') {
+                continue;
+            }
+            let Some((k, v)) = t.split_once('=') else {
+                continue;
+            };
+            let k = k.trim().trim_start_matches('-').replace('/', ".");
+            if k == "kernel.numa_balancing" {
+                out.push(SysctlSetting {
+                    file: path.clone(),
+                    line: i + 1,
+                    value: v.trim().to_string(),
+                    text: t.to_string(),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Runs a command with a timeout; its stdout, or why not.
+fn run_with_timeout(
+    bin: &std::path::Path,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<String, String> {
+    use std::io::Read;
+    let mut child = std::process::Command::new(bin)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut out = String::new();
+                if let Some(mut s) = child.stdout.take() {
+                    let _ = s.by_ref().take(1 << 20).read_to_string(&mut out);
+                }
+                return if status.success() {
+                    Ok(out)
+                } else {
+                    Err(format!("{} exited with {status}", bin.display()))
+                };
+            }
+            Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{} did not answer within {} s",
+                    bin.display(),
+                    timeout.as_secs()
+                ));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+const QUERY_GPU: &str = "--query-gpu=index,name,memory.total,memory.used,memory.free";
+
+/// GPU memory, where it came from, and per-process use.
+type GpuProbe = (
+    Probed<Vec<nvsmi::GpuMemory>>,
+    String,
+    Option<Vec<(u32, u64)>>,
+);
+
+fn probe_gpus(root: &SysRoot) -> GpuProbe {
+    if root.is_live() {
+        if let Some(bin) = find_in_path("nvidia-smi") {
+            let source = format!("nvidia-smi {QUERY_GPU} --format=csv");
+            let gpus = run_with_timeout(&bin, &[QUERY_GPU, "--format=csv"], Duration::from_secs(5))
+                .map_err(|e| ReadError {
+                    path: "nvidia-smi".into(),
+                    kind: ReadErrorKind::Io,
+                    detail: e,
+                })
+                .and_then(|t| {
+                    nvsmi::parse_query_gpu(&t).map_err(|e| ReadError::malformed("nvidia-smi", e))
+                });
+            let apps = run_with_timeout(
+                &bin,
+                &["--query-compute-apps=pid,used_memory", "--format=csv"],
+                Duration::from_secs(5),
+            )
+            .ok()
+            .map(|t| nvsmi::parse_compute_apps(&t));
+            return (gpus, source, apps);
+        }
+    }
+    let gpus = root.read_string(NVIDIA_SMI_CSV).and_then(|t| {
+        nvsmi::parse_query_gpu(&t).map_err(|e| ReadError::malformed(NVIDIA_SMI_CSV, e))
+    });
+    let apps = root
+        .read_string(NVIDIA_SMI_APPS_CSV)
+        .ok()
+        .map(|t| nvsmi::parse_compute_apps(&t));
+    (gpus, NVIDIA_SMI_CSV.to_string(), apps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_normalize() {
+        assert_eq!(
+            normalize("/opt/ik", "../models/./r1.gguf"),
+            "/opt/models/r1.gguf"
+        );
+        assert_eq!(normalize("/", "/m/x.gguf"), "/m/x.gguf");
+        assert_eq!(normalize("/", "../../x"), "/x");
+    }
+
+    #[test]
+    fn llm_process_names() {
+        let names = vec![
+            "llama-server".to_string(),
+            "llama-sweep-bench".to_string(),
+            "ktransformers".to_string(),
+        ];
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert!(is_llm_process("llama-server", &[], &names));
+        assert!(
+            is_llm_process("llama-sweep-ben", &[], &names),
+            "comm is cut to 15 characters"
+        );
+        assert!(is_llm_process(
+            "python3",
+            &v(&["python3", "-m", "ktransformers.server.main"]),
+            &names
+        ));
+        assert!(!is_llm_process(
+            "python3",
+            &v(&["python3", "app.py"]),
+            &names
+        ));
+        assert!(!is_llm_process("bash", &v(&["bash"]), &names));
+    }
+}

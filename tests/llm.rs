@@ -1,0 +1,992 @@
+//! Server profile (issue 7): the GGUF reader against gguf-py's own writer and reader, exact byte
+//! counts on the board fixtures (OWN-10..15), full-size DeepSeek-V3 (61 layers, 256 experts) and
+//! Qwen3-235B-A22B (94 layers, 128 experts) headers written by the test writer, every `-ot`
+//! mistake the check names, the KV-cache arithmetic, NUMA balancing states, profile detection,
+//! and hostile GGUF bytes.
+
+#[path = "support/gguf.rs"]
+mod gguf_writer;
+
+use gguf_writer::*;
+use npu_agent::parse::gguf as reader;
+use proptest::prelude::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const GIB: u64 = 1 << 30;
+const GUIDE: &str = r"blk\.[0-9]+\.ffn_.*_exps\.weight=CPU";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `check --format json --root ROOT [extra]` → (exit code, report).
+fn check(root: &Path, extra: &[&str]) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        .args(["check", "--format", "json", "--root"])
+        .arg(root)
+        .args(extra)
+        .output()
+        .expect("run npu-agent");
+    let code = out.status.code().expect("no signal");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (code, v)
+}
+
+fn findings<'a>(r: &'a Value, id: &str) -> Vec<&'a Value> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == id)
+        .collect()
+}
+
+fn one<'a>(r: &'a Value, id: &str) -> &'a Value {
+    let f = findings(r, id);
+    assert_eq!(f.len(), 1, "{id}: {f:?}");
+    f[0]
+}
+
+fn summary(f: &Value) -> &str {
+    f["summary"].as_str().unwrap_or("")
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn board(case: &str) -> PathBuf {
+    repo().join("tests/fixtures/boards").join(case).join("root")
+}
+
+fn experts(layers: impl Iterator<Item = u64>) -> Vec<String> {
+    layers
+        .flat_map(|l| ["gate", "up", "down"].map(|k| format!("blk.{l}.ffn_{k}_exps.weight")))
+        .collect()
+}
+
+/// A DeepSeek-V3 MoE layer's routed experts: gate and up Q4_K, down Q6_K.
+fn ds_layer_expert_bytes(n_expert: u64) -> u64 {
+    2 * bytes(&[7168, 2048, n_expert], Q4_K) + bytes(&[2048, 7168, n_expert], Q6_K)
+}
+
+/// Bytes of `tensors` that the guide's placement keeps on the GPU with -ngl 99: everything but
+/// token_embd and the routed experts.
+fn guide_gpu_bytes(tensors: &[Tensor]) -> u64 {
+    tensors
+        .iter()
+        .filter(|(n, _, _)| n != "token_embd.weight" && !is_expert(n))
+        .map(|(_, ne, ty)| bytes(ne, *ty))
+        .sum()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reader against gguf-py
+
+#[test]
+fn reader_agrees_with_gguf_py_on_every_type() {
+    let dir = repo().join("tests/fixtures/gguf");
+    let file = std::fs::read(dir.join("reference-types.gguf")).unwrap();
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reference-types.json")).unwrap())
+            .unwrap();
+    assert_eq!(reference["file_size"].as_u64().unwrap(), file.len() as u64);
+    let h = reader::parse_header(&file).unwrap();
+    let refs = reference["tensors"].as_array().unwrap();
+    assert_eq!(h.tensors.len(), refs.len());
+    assert!(
+        refs.len() >= 20,
+        "the reference covers the types the agent sizes"
+    );
+    for (i, (t, r)) in h.tensors.iter().zip(refs).enumerate() {
+        assert_eq!(t.name, r["name"].as_str().unwrap());
+        assert_eq!(u64::from(t.ty), r["type"].as_u64().unwrap(), "{}", t.name);
+        let ne: Vec<u64> = r["ne"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        assert_eq!(t.dims, ne, "{}", t.name);
+        let (b, exact) = h.tensor_bytes(i, Some(file.len() as u64)).unwrap();
+        assert!(
+            exact,
+            "{} ({}) is in the agent's type table",
+            t.name, r["type_name"]
+        );
+        assert_eq!(
+            b,
+            r["n_bytes"].as_u64().unwrap(),
+            "{} ({})",
+            t.name,
+            r["type_name"]
+        );
+        assert_eq!(
+            h.data_start + t.offset,
+            r["data_offset"].as_u64().unwrap(),
+            "{}",
+            t.name
+        );
+    }
+    let end = h.data_end().unwrap();
+    assert!(
+        end <= file.len() as u64 && file.len() as u64 - end < h.alignment,
+        "data end {end} vs file {}",
+        file.len()
+    );
+}
+
+#[test]
+fn test_writer_and_agent_table_agree_on_deepseek_v3() {
+    // 61 layers, 256 experts: the real DeepSeek-V3 tensor list.
+    let tensors = deepseek_tensors(61, 3, 256);
+    assert_eq!(tensors.len(), 1 + 3 * 12 + 58 * 17 + 2);
+    let h = reader::parse_header(&header(&deepseek_kv(61, 256), &tensors)).unwrap();
+    assert_eq!(h.arch_u64("block_count"), Some(61));
+    let mut total = 0;
+    for (i, (name, ne, ty)) in tensors.iter().enumerate() {
+        let (b, exact) = h.tensor_bytes(i, None).unwrap();
+        assert!(exact);
+        assert_eq!(b, bytes(ne, *ty), "{name}");
+        total += b;
+    }
+    // 58 MoE layers x (2 x 2113929216 + 3082813440) bytes of routed experts.
+    assert_eq!(ds_layer_expert_bytes(256), 7_310_671_872);
+    let expert_total: u64 = tensors
+        .iter()
+        .filter(|t| is_expert(&t.0))
+        .map(|t| bytes(&t.1, t.2))
+        .sum();
+    assert_eq!(expert_total, 58 * 7_310_671_872);
+    assert_eq!(
+        total, 434_703_548_416,
+        "the whole 61-layer Q4_K_M-like model (gguf-py's table gives the same)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Board fixtures: exact figures
+
+fn fixture_model() -> Vec<Tensor> {
+    deepseek_tensors(14, 3, 256)
+}
+
+#[test]
+fn own10_balancing_on_two_nodes_fails_with_the_sysctl_remedy() {
+    let (code, r) = check(&board("own-x86-moe-numa2-balancing-on"), &[]);
+    assert_eq!(code, 1);
+    assert_eq!(r["profile"], "x86-hybrid-moe");
+    let f = one(&r, "kernel.numa_balancing");
+    assert_eq!(f["status"], "fail");
+    assert_eq!(f["observed"]["numa_balancing"], 1);
+    assert_eq!(f["observed"]["numa_nodes"], serde_json::json!([0, 1]));
+    assert_eq!(f["expected"]["numa_balancing"], 0);
+    let remedy = f["remedy"].as_str().unwrap();
+    assert!(
+        remedy.contains("sudo sysctl -w kernel.numa_balancing=0"),
+        "{remedy}"
+    );
+    assert!(remedy.contains("/etc/sysctl.d/"), "{remedy}");
+    let p = &f["observed"]["processes"][0];
+    assert_eq!(p["pid"], 4242);
+    assert_eq!(p["interleaved"], false);
+    // 94% of 19660800 pages of 4 KiB on node 0.
+    assert_eq!(
+        p["model_bytes_by_node"]["node0"],
+        (19_660_800f64 * 0.94) as u64 * 4096
+    );
+    assert!(
+        summary(f).contains("policy default (not interleaved)"),
+        "{}",
+        summary(f)
+    );
+}
+
+#[test]
+fn own11_guide_command_line_passes_with_exact_bytes() {
+    let (code, r) = check(&board("own-x86-moe-numa2-guide-cmdline-healthy"), &[]);
+    assert_eq!(code, 0, "{r}");
+    let tensors = fixture_model();
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "pass", "{}", summary(ot));
+    assert_eq!(ot["observed"]["routed_expert_tensors"], 33);
+    assert_eq!(
+        ot["observed"]["routed_expert_bytes"],
+        11 * ds_layer_expert_bytes(256)
+    );
+    assert_eq!(ot["observed"]["experts_on_gpu"], serde_json::json!([]));
+    let gpu = guide_gpu_bytes(&tensors);
+    assert_eq!(ot["observed"]["gpu_weight_bytes"], gpu);
+    assert_eq!(ot["observed"]["rule_matches"][0]["matched"], 33);
+    assert_eq!(ot["observed"]["rule_matches"][0]["applied"], 33);
+    // Three shards were read: the first shard alone has 100 tensors.
+    assert!(
+        ot["evidence"][1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("226 tensors"),
+        "{}",
+        ot["evidence"]
+    );
+    let v = one(&r, "llm.vram_budget");
+    assert_eq!(v["status"], "pass", "{}", summary(v));
+    let kv = 576 * 2 * 32768 * 14; // -mla 3: latent K only, f16, 32768 cells, 14 layers
+    assert_eq!(v["observed"]["weights_gpu_bytes"], gpu);
+    assert_eq!(v["observed"]["kv_cache_gpu_bytes"], kv);
+    assert_eq!(v["observed"]["need_bytes"], gpu + kv + GIB);
+    assert_eq!(v["observed"]["vram_free_bytes"], 23720u64 << 20);
+    let n = one(&r, "kernel.numa_balancing");
+    assert_eq!(n["status"], "pass");
+    assert_eq!(n["observed"]["processes"][0]["interleaved"], true);
+}
+
+#[test]
+fn own12_single_digit_class_names_the_two_digit_layers() {
+    let (_, r) = check(&board("own-x86-moe-ot-single-digit-layers"), &[]);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "fail");
+    assert_eq!(names(&ot["observed"]["experts_on_gpu"]), experts(10..14));
+    assert_eq!(
+        ot["observed"]["experts_on_gpu_bytes"],
+        4 * ds_layer_expert_bytes(256)
+    );
+    let s = summary(ot);
+    assert!(
+        s.contains("blk.N.ffn_{gate,up,down}_exps.weight for N in 10-13"),
+        "{s}"
+    );
+    assert!(
+        s.contains("covers only layers with 1 digit(s) (blk.3-9)"),
+        "{s}"
+    );
+    assert_eq!(ot["remedy"], format!("write rule 1 as -ot '{GUIDE}'"));
+    let v = one(&r, "llm.vram_budget");
+    assert_eq!(v["status"], "fail");
+    let tensors = fixture_model();
+    let need =
+        guide_gpu_bytes(&tensors) + 4 * ds_layer_expert_bytes(256) + 576 * 2 * 32768 * 14 + GIB;
+    assert_eq!(v["observed"]["need_bytes"], need);
+    let opts = v["observed"]["options"].as_array().unwrap();
+    let ot_opt = opts
+        .iter()
+        .find(|o| o["flag"].as_str().unwrap().starts_with("-ot"))
+        .unwrap();
+    assert_eq!(ot_opt["saves_bytes"], 4 * ds_layer_expert_bytes(256));
+    assert_eq!(ot_opt["closes_gap"], true);
+    let ctk = opts.iter().find(|o| o["flag"] == "-ctk q8_0").unwrap();
+    assert_eq!(ctk["saves_bytes"], 14 * 32768 * (576 * 2 - 576 / 32 * 34));
+    assert_eq!(ctk["closes_gap"], false);
+}
+
+#[test]
+fn own13_misspelt_name_is_spelled_out() {
+    let (_, r) = check(&board("own-x86-moe-ot-misspelt-exps"), &[]);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "fail");
+    assert_eq!(names(&ot["observed"]["experts_on_gpu"]), experts(3..14));
+    assert_eq!(ot["observed"]["rule_matches"][0]["matched"], 0);
+    let s = summary(ot);
+    assert!(
+        s.contains("`_exp.weight` is in no tensor name of this model (did you mean `_exps.weight`"),
+        "{s}"
+    );
+    assert_eq!(ot["remedy"], format!("write rule 1 as -ot '{GUIDE}'"));
+    assert_eq!(one(&r, "llm.vram_budget")["status"], "fail");
+}
+
+#[test]
+fn own14_dropped_rule_puts_every_expert_on_the_gpu() {
+    let (_, r) = check(&board("own-x86-moe-no-ot-ngl99"), &[]);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "fail");
+    assert_eq!(names(&ot["observed"]["experts_on_gpu"]), experts(3..14));
+    assert!(
+        summary(ot)
+            .contains("no -ot rule keeps the experts in RAM: -ngl 99 offloads 14 of 14 layers"),
+        "{}",
+        summary(ot)
+    );
+    assert_eq!(ot["remedy"], format!("add -ot '{GUIDE}'"));
+    let v = one(&r, "llm.vram_budget");
+    let tensors = fixture_model();
+    let all_gpu: u64 = tensors
+        .iter()
+        .filter(|t| t.0 != "token_embd.weight")
+        .map(|t| bytes(&t.1, t.2))
+        .sum();
+    assert_eq!(v["observed"]["weights_gpu_bytes"], all_gpu);
+    let opts = v["observed"]["options"].as_array().unwrap();
+    assert_eq!(opts[0]["flag"], format!("-ot '{GUIDE}' as the first rule"));
+    assert_eq!(opts[0]["saves_bytes"], 11 * ds_layer_expert_bytes(256));
+    // The -ngl option is the largest layer count that fits, computed here independently.
+    let ngl_opt = opts
+        .iter()
+        .find(|o| o["flag"].as_str().unwrap().starts_with("-ngl "))
+        .unwrap();
+    let k: u64 = ngl_opt["flag"].as_str().unwrap()[5..].parse().unwrap();
+    let free = 23720u64 << 20;
+    let need_at = |k: u64| -> u64 {
+        let w: u64 = tensors
+            .iter()
+            .filter(|(n, _, _)| {
+                let layer = n
+                    .strip_prefix("blk.")
+                    .and_then(|r| r.split('.').next())
+                    .and_then(|x| x.parse::<u64>().ok());
+                match layer {
+                    Some(l) => l >= 14u64.saturating_sub(k),
+                    None => n.starts_with("output") && k > 14,
+                }
+            })
+            .map(|(_, ne, ty)| bytes(ne, *ty))
+            .sum();
+        let kv = 576 * 2 * 32768 * k.min(14);
+        w + kv + if w + kv > 0 { GIB } else { 0 }
+    };
+    assert!(
+        need_at(k) <= free && need_at(k + 1) > free,
+        "-ngl {k}: {} / {}",
+        need_at(k),
+        need_at(k + 1)
+    );
+    assert_eq!(
+        ngl_opt["saves_bytes"],
+        v["observed"]["need_bytes"].as_u64().unwrap() - need_at(k)
+    );
+}
+
+#[test]
+fn own15_unescaped_dots_pass_with_a_note() {
+    let (code, r) = check(&board("own-x86-moe-ot-unescaped-dots"), &[]);
+    assert_eq!(code, 0);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "pass");
+    assert!(summary(ot).contains("has unescaped `.` (any character); on this model it matches the same 33 tensors as `\\.` would"), "{}", summary(ot));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generated trees: full-size models and every rule mistake
+
+struct Host {
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    /// An x86_64 host with an NVIDIA GPU (`free_mib` free, 844 MiB used) and `nodes` NUMA nodes.
+    fn new(nodes: u32, balancing: &str, free_mib: u64) -> Host {
+        let h = Host {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        h.put("proc/sys/kernel/arch", "x86_64\n");
+        h.put("proc/sys/kernel/numa_balancing", &format!("{balancing}\n"));
+        for n in 0..nodes {
+            h.put(
+                &format!("sys/devices/system/node/node{n}/cpulist"),
+                "0-63\n",
+            );
+        }
+        h.put("sys/bus/pci/devices/0000:01:00.0/vendor", "0x10de\n");
+        h.put("sys/bus/pci/devices/0000:01:00.0/device", "0x2684\n");
+        h.put(
+            "run/npu-agent/nvidia-smi.csv",
+            &format!("index, name, memory.total [MiB], memory.used [MiB], memory.free [MiB]\n0, NVIDIA GPU, {} MiB, 844 MiB, {free_mib} MiB\n", free_mib + 844),
+        );
+        h
+    }
+    fn put(&self, rel: &str, text: &str) {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+    fn deepseek(&self) -> &Self {
+        write(
+            &self.root().join("models/ds/DeepSeek-V3-Q4_K_M.gguf"),
+            &deepseek_kv(61, 256),
+            &deepseek_tensors(61, 3, 256),
+        );
+        self
+    }
+    fn qwen(&self) -> &Self {
+        write(
+            &self.root().join("models/qwen/Qwen3-235B-A22B-Q4_K_M.gguf"),
+            &qwen3moe_kv(94),
+            &qwen3moe_tensors(94),
+        );
+        self
+    }
+    fn process(&self, pid: u32, comm: &str, argv: &[&str]) {
+        self.put(&format!("proc/{pid}/comm"), &format!("{comm}\n"));
+        let mut b = Vec::new();
+        for a in argv {
+            b.extend_from_slice(a.as_bytes());
+            b.push(0);
+        }
+        let p = self.root().join(format!("proc/{pid}/cmdline"));
+        std::fs::write(p, b).unwrap();
+    }
+    fn run(&self, cmdline: &str) -> Value {
+        check(self.root(), &["--llm-cmdline", cmdline]).1
+    }
+}
+
+const DS: &str = "/opt/ik_llama.cpp/build/bin/llama-server -m /models/ds/DeepSeek-V3-Q4_K_M.gguf";
+const QW: &str = "llama-server -m /models/qwen/Qwen3-235B-A22B-Q4_K_M.gguf";
+
+#[test]
+fn deepseek_v3_full_size_guide_rule() {
+    let h = Host::new(2, "0", 23720);
+    h.deepseek();
+    let r = h.run(&format!(
+        "{DS} -ngl 99 -ot '{GUIDE}' -c 8192 -fa -mla 3 -fmoe"
+    ));
+    assert_eq!(r["profile"], "x86-hybrid-moe");
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "pass", "{}", summary(ot));
+    assert_eq!(ot["observed"]["routed_expert_tensors"], 174);
+    assert_eq!(ot["observed"]["routed_expert_bytes"], 58 * 7_310_671_872u64);
+    assert_eq!(ot["observed"]["engine"], "ik_llama.cpp");
+    let gpu = guide_gpu_bytes(&deepseek_tensors(61, 3, 256));
+    assert_eq!(ot["observed"]["gpu_weight_bytes"], gpu);
+    let v = one(&r, "llm.vram_budget");
+    let kv = 576 * 2 * 8192 * 61;
+    assert_eq!(v["observed"]["kv_cache_gpu_bytes"], kv);
+    assert_eq!(v["observed"]["need_bytes"], gpu + kv + GIB);
+    assert_eq!(v["status"], "pass", "{}", summary(v));
+}
+
+#[test]
+fn deepseek_v3_single_digit_class_leaves_layers_10_to_60() {
+    let h = Host::new(1, "0", 23720);
+    h.deepseek();
+    let r = h.run(&format!(
+        r"{DS} -ngl 99 -ot 'blk\.[0-9]\.ffn_.*_exps\.weight=CPU' -c 8192 -fa -mla 3"
+    ));
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "fail");
+    assert_eq!(names(&ot["observed"]["experts_on_gpu"]), experts(10..61));
+    assert_eq!(
+        ot["observed"]["experts_on_gpu_bytes"],
+        51 * 7_310_671_872u64
+    );
+    assert!(summary(ot).contains("for N in 10-60"), "{}", summary(ot));
+    let v = one(&r, "llm.vram_budget");
+    assert_eq!(v["status"], "fail");
+    assert!(summary(v).contains("closes the gap: -ot"), "{}", summary(v));
+}
+
+#[test]
+fn partial_ngl_without_ot_offloads_the_last_layers() {
+    let h = Host::new(1, "0", 23720);
+    h.deepseek();
+    let r = h.run(&format!("{DS} -ngl 40 -c 4096 -mla 3 -fa"));
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "fail");
+    // -ngl 40 on 61 layers: blk.21..60 on the GPU, the output layer not.
+    assert_eq!(names(&ot["observed"]["experts_on_gpu"]), experts(21..61));
+    assert!(
+        summary(ot).contains("-ngl 40 offloads 40 of 61 layers"),
+        "{}",
+        summary(ot)
+    );
+    let v = one(&r, "llm.vram_budget");
+    let t = deepseek_tensors(61, 3, 256);
+    let w: u64 = t
+        .iter()
+        .filter(|(n, _, _)| {
+            n.strip_prefix("blk.")
+                .and_then(|r| r.split('.').next())
+                .and_then(|x| x.parse::<u64>().ok())
+                .is_some_and(|l| l >= 21)
+        })
+        .map(|(_, ne, ty)| bytes(ne, *ty))
+        .sum();
+    assert_eq!(v["observed"]["weights_gpu_bytes"], w);
+    assert_eq!(v["observed"]["kv_cache_gpu_bytes"], 576 * 2 * 4096 * 40);
+}
+
+#[test]
+fn qwen3_upstream_kv_cache_and_cpu_moe() {
+    let h = Host::new(1, "0", 23720);
+    h.qwen();
+    let r = h.run(&format!("{QW} -ngl 99 --cpu-moe -c 32768"));
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "pass", "{}", summary(ot));
+    assert_eq!(ot["observed"]["routed_expert_tensors"], 94 * 3);
+    assert_eq!(ot["observed"]["engine"], "llama.cpp");
+    let v = one(&r, "llm.vram_budget");
+    // 4 KV heads x 128 for K and for V, f16, 32768 cells, 94 layers.
+    let kv: u64 = 94 * 2 * (4 * 128 * 2) * 32768;
+    assert_eq!(kv, 6_308_233_216);
+    assert_eq!(v["observed"]["kv_cache_gpu_bytes"], kv);
+    let w = guide_gpu_bytes(&qwen3moe_tensors(94));
+    assert_eq!(v["observed"]["weights_gpu_bytes"], w);
+    // -ctk q8_0 halves K roughly: 512 elements at 34/32 bytes instead of 2.
+    let opts = v["observed"]["options"].as_array().unwrap();
+    assert_eq!(
+        opts.iter()
+            .find(|o| o["flag"] == "-ctk q8_0")
+            .map(|o| o["saves_bytes"].clone()),
+        Some((94 * 32768 * (1024 - 544)).into()),
+        "{opts:?}"
+    );
+    assert!(
+        opts.iter().all(|o| o["flag"] != "-ctv q8_0"),
+        "no -fa: no quantized V offered"
+    );
+    assert!(
+        opts.iter()
+            .all(|o| !o["flag"].as_str().unwrap().starts_with("-mla")),
+        "upstream has no -mla"
+    );
+}
+
+#[test]
+fn qwen3_n_cpu_moe_is_deliberate() {
+    let h = Host::new(1, "0", 80_000);
+    h.qwen();
+    let r = h.run(&format!(
+        "{QW} -ngl 99 --n-cpu-moe 90 -c 8192 -fa on -ctk q8_0 -ctv q8_0"
+    ));
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "pass", "{}", summary(ot));
+    assert_eq!(names(&ot["observed"]["experts_on_gpu"]), experts(90..94));
+    assert!(
+        summary(ot).contains("--n-cpu-moe leaves the other layers' experts to -ngl: deliberate"),
+        "{}",
+        summary(ot)
+    );
+    let v = one(&r, "llm.vram_budget");
+    assert_eq!(v["observed"]["kv_cache_gpu_bytes"], 94 * 2 * 544 * 8192);
+}
+
+#[test]
+fn ik_llama_without_mla_counts_full_attention_and_offers_mla_3() {
+    let h = Host::new(1, "0", 23720);
+    h.deepseek();
+    let r = h.run(&format!("{DS} -ngl 99 -ot exps=CPU -c 8192 -fmoe"));
+    let v = one(&r, "llm.vram_budget");
+    // -mla 0: 128 heads x (K 192 + V 128) f16 per cell and layer.
+    let kv0: u64 = 128 * (192 + 128) * 2 * 8192 * 61;
+    assert_eq!(v["observed"]["kv_cache_gpu_bytes"], kv0);
+    let opts = v["observed"]["options"].as_array().unwrap();
+    let mla = opts
+        .iter()
+        .find(|o| o["flag"] == "-mla 3 (with -fa)")
+        .expect("-mla 3 offered");
+    assert_eq!(mla["saves_bytes"], kv0 - 576 * 2 * 8192 * 61);
+    assert!(summary(v).contains("no -mla: assuming 0"), "{}", summary(v));
+}
+
+#[test]
+fn shadowed_rule_and_its_fix() {
+    let h = Host::new(1, "0", 23720);
+    h.deepseek();
+    let r = h.run(&format!(
+        r"{DS} -ngl 99 -ot exps=CPU -ot 'blk\.3\.ffn_up_exps=CUDA0' -mla 3 -fa"
+    ));
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "warn");
+    assert!(summary(ot).contains(r"rule 2 (`blk\.3\.ffn_up_exps=CUDA0`) never applies: every tensor it matches (1) is taken first by rule 1 (`exps=CPU`)"), "{}", summary(ot));
+    // In the right order the specific rule wins for its tensor: deliberate, a pass.
+    let r = h.run(&format!(
+        r"{DS} -ngl 99 -ot 'blk\.3\.ffn_up_exps=CUDA0' -ot exps=CPU -mla 3 -fa"
+    ));
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "pass", "{}", summary(ot));
+    assert_eq!(
+        names(&ot["observed"]["experts_on_gpu"]),
+        vec!["blk.3.ffn_up_exps.weight".to_string()]
+    );
+    assert_eq!(ot["observed"]["experts_on_gpu_by_ngl"], 0);
+}
+
+#[test]
+fn buffer_names_and_malformed_rules_stop_llama_cpp() {
+    let h = Host::new(1, "0", 23720);
+    h.deepseek();
+    for (ot, needle) in [
+        ("exps=cpu", "buffer names are case-sensitive"),
+        ("exps=CUDA1", "this host has 1 NVIDIA GPU(s)"),
+        ("exps=GPU", "unknown buffer type"),
+        (
+            r"blk\.[0-9]{1,2}\.ffn_.*_exps=CPU",
+            "a comma inside the regex",
+        ),
+        ("(?i)EXPS=CPU", "will refuse the pattern"),
+    ] {
+        let r = h.run(&format!("{DS} -ngl 99 -ot '{ot}' -mla 3 -fa"));
+        let f = one(&r, "llm.override_tensor");
+        assert_eq!(f["status"], "fail", "{ot}: {}", summary(f));
+        assert!(summary(f).contains(needle), "{ot}: {}", summary(f));
+    }
+}
+
+#[test]
+fn anchors_lookaheads_and_over_broad_rules() {
+    let h = Host::new(1, "0", 23720);
+    h.deepseek();
+    let r = h.run(&format!("{DS} -ngl 99 -ot '^ffn_.*_exps=CPU' -mla 3 -fa"));
+    let f = one(&r, "llm.override_tensor");
+    assert_eq!(f["status"], "fail");
+    assert!(
+        summary(f).contains("the `^` anchor ties it to the start of the name"),
+        "{}",
+        summary(f)
+    );
+    assert_eq!(f["remedy"], "write rule 1 as -ot 'ffn_.*_exps=CPU'");
+    // A lookahead is valid ECMAScript that this agent does not evaluate: a warning, no guess.
+    let r = h.run(&format!(
+        r"{DS} -ngl 99 -ot 'blk\.(?!3\.)[0-9]+\.ffn_.*_exps=CPU' -mla 3 -fa"
+    ));
+    let f = one(&r, "llm.override_tensor");
+    assert_eq!(f["status"], "warn", "{}", summary(f));
+    assert!(summary(f).contains("does not evaluate"), "{}", summary(f));
+    // ffn_.*=CPU also keeps the dense FFNs and shared experts in RAM: a note only.
+    let r = h.run(&format!("{DS} -ngl 99 -ot 'ffn_.*=CPU' -mla 3 -fa"));
+    let f = one(&r, "llm.override_tensor");
+    assert_eq!(f["status"], "pass", "{}", summary(f));
+    let t = deepseek_tensors(61, 3, 256);
+    let extra = t
+        .iter()
+        .filter(|(n, _, _)| n.contains(".ffn_") && !is_expert(n))
+        .count();
+    assert_eq!(
+        extra,
+        3 * 4 + 58 * 5,
+        "ffn_norm, dense FFNs, router and shared experts"
+    );
+    assert!(
+        summary(f).contains(&format!(
+            "also keeps {extra} tensors that -ngl 99 would offload in RAM"
+        )),
+        "{}",
+        summary(f)
+    );
+}
+
+#[test]
+fn deliberate_partial_rule_warns_and_fails_only_when_it_does_not_fit() {
+    let h = Host::new(1, "0", 80_000);
+    h.deepseek();
+    // Layers 57-60 keep their experts on an 80 GB GPU by a rule that names the others.
+    let cmd = format!(
+        r"{DS} -ngl 99 -ot 'blk\.([0-9]|[1-4][0-9]|5[0-6])\.ffn_.*_exps=CPU' -c 4096 -mla 3 -fa"
+    );
+    let r = h.run(&cmd);
+    let f = one(&r, "llm.override_tensor");
+    assert_eq!(f["status"], "warn", "{}", summary(f));
+    assert_eq!(names(&f["observed"]["experts_on_gpu"]), experts(57..61));
+    assert_eq!(
+        one(&r, "llm.vram_budget")["status"],
+        "pass",
+        "{}",
+        summary(one(&r, "llm.vram_budget"))
+    );
+    let small = Host::new(1, "0", 23720);
+    small.deepseek();
+    let r = small.run(&cmd);
+    assert_eq!(one(&r, "llm.override_tensor")["status"], "fail");
+    assert_eq!(one(&r, "llm.vram_budget")["status"], "fail");
+}
+
+#[test]
+fn running_process_with_relative_model_path_and_split_shards() {
+    let h = Host::new(2, "1", 23720);
+    let t = deepseek_tensors(61, 3, 256);
+    // Two shards: names of the llama.cpp split form, split.count in the first.
+    let mut kv = deepseek_kv(61, 256);
+    kv.push(("split.no", Kv::U32(0)));
+    kv.push(("split.count", Kv::U32(2)));
+    write(
+        &h.root().join("srv/m/ds-00001-of-00002.gguf"),
+        &kv,
+        &t[..500],
+    );
+    write(
+        &h.root().join("srv/m/ds-00002-of-00002.gguf"),
+        &[("split.no", Kv::U32(1)), ("split.count", Kv::U32(2))],
+        &t[500..],
+    );
+    h.process(
+        7001,
+        "llama-server",
+        &[
+            "./llama-server",
+            "-m",
+            "m/ds-00001-of-00002.gguf",
+            "-ngl",
+            "99",
+            "-ot",
+            "exps=CPU",
+            "-mla",
+            "3",
+            "-fa",
+        ],
+    );
+    std::os::unix::fs::symlink("/srv", h.root().join("proc/7001/cwd")).unwrap();
+    let (_, r) = check(h.root(), &[]);
+    let f = one(&r, "llm.override_tensor");
+    assert_eq!(f["status"], "pass", "{}", summary(f));
+    assert_eq!(f["observed"]["model"], "/srv/m/ds-00001-of-00002.gguf");
+    assert_eq!(f["observed"]["routed_expert_tensors"], 174);
+    assert_eq!(one(&r, "kernel.numa_balancing")["status"], "fail");
+    // A missing shard: skip with the reason, never a guess.
+    std::fs::remove_file(h.root().join("srv/m/ds-00002-of-00002.gguf")).unwrap();
+    let (_, r) = check(h.root(), &[]);
+    let f = one(&r, "llm.override_tensor");
+    assert_eq!(f["status"], "skip");
+    assert!(
+        summary(f).contains("ds-00002-of-00002.gguf"),
+        "{}",
+        summary(f)
+    );
+}
+
+#[test]
+fn two_servers_give_two_findings_each() {
+    let h = Host::new(1, "0", 23720);
+    h.deepseek().qwen();
+    h.process(
+        10,
+        "llama-server",
+        &[
+            "llama-server",
+            "-m",
+            "/models/ds/DeepSeek-V3-Q4_K_M.gguf",
+            "-ngl",
+            "99",
+            "-ot",
+            "exps=CPU",
+            "-mla",
+            "3",
+            "-fa",
+        ],
+    );
+    h.process(
+        11,
+        "llama-server",
+        &[
+            "llama-server",
+            "-m",
+            "/models/qwen/Qwen3-235B-A22B-Q4_K_M.gguf",
+            "-ngl",
+            "99",
+        ],
+    );
+    let (code, r) = check(h.root(), &[]);
+    assert_eq!(code, 1);
+    let ot: Vec<&str> = findings(&r, "llm.override_tensor")
+        .iter()
+        .map(|f| f["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(ot, vec!["pass", "fail"]);
+    assert_eq!(findings(&r, "llm.vram_budget").len(), 2);
+}
+
+#[test]
+fn vram_without_nvidia_smi_is_information() {
+    let h = Host::new(1, "0", 23720);
+    h.deepseek();
+    std::fs::remove_file(h.root().join("run/npu-agent/nvidia-smi.csv")).unwrap();
+    let r = h.run(&format!("{DS} -ngl 99 -ot exps=CPU -c 8192 -mla 3 -fa"));
+    let v = one(&r, "llm.vram_budget");
+    assert_eq!(v["status"], "info");
+    assert!(summary(v).contains("free VRAM unknown"), "{}", summary(v));
+}
+
+#[test]
+fn unreadable_inputs_give_skip_or_error() {
+    let h = Host::new(1, "0", 23720);
+    h.put("models/bad.gguf", "GGUF\u{3}\0\0\0garbage");
+    let r = h.run("llama-server -m /models/bad.gguf -ngl 99");
+    assert_eq!(one(&r, "llm.override_tensor")["status"], "error");
+    let r = h.run("llama-server -m /models/absent.gguf -ngl 99 -ot exps=cpu");
+    let f = one(&r, "llm.override_tensor");
+    assert_eq!(
+        f["status"],
+        "fail",
+        "an unknown buffer stops llama.cpp with or without the model: {}",
+        summary(f)
+    );
+    let r = h.run("llama-server -m /models/absent.gguf -ngl 99");
+    assert_eq!(one(&r, "llm.override_tensor")["status"], "skip");
+    let r = h.run("llama-server -ot 'x");
+    assert_eq!(one(&r, "llm.override_tensor")["status"], "error");
+    let r = h.run("llama-server -hf unsloth/DeepSeek-R1-GGUF -ngl 99");
+    assert!(summary(one(&r, "llm.override_tensor")).contains("-hf/-mu"));
+}
+
+#[test]
+fn ktransformers_is_found_and_not_judged_by_ot() {
+    let h = Host::new(2, "0", 23720);
+    h.process(
+        99,
+        "python3",
+        &[
+            "python3",
+            "-m",
+            "ktransformers.server.main",
+            "--model_path",
+            "/m",
+            "--gguf_path",
+            "/g",
+        ],
+    );
+    let (_, r) = check(h.root(), &[]);
+    let f = one(&r, "llm.override_tensor");
+    assert_eq!(f["status"], "skip");
+    assert!(summary(f).contains("KTransformers"), "{}", summary(f));
+}
+
+// ---------------------------------------------------------------------------------------------
+// NUMA balancing states
+
+#[test]
+fn numa_balancing_states() {
+    let status = |nodes: u32, value: &str, setup: &dyn Fn(&Host)| {
+        let h = Host::new(nodes, value, 23720);
+        setup(&h);
+        let (_, r) = check(h.root(), &[]);
+        let f = one(&r, "kernel.numa_balancing").clone();
+        (
+            f["status"].as_str().unwrap().to_string(),
+            summary(&f).to_string(),
+            f["remedy"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    assert_eq!(status(1, "1", &|_| {}).0, "pass");
+    assert_eq!(status(2, "0", &|_| {}).0, "pass");
+    let (s, text, _) = status(2, "2", &|_| {});
+    assert_eq!(s, "pass");
+    assert!(text.contains("memory-tiering"), "{text}");
+    assert_eq!(status(2, "x", &|_| {}).0, "error");
+    // Two node directories, one with memory (a CPU-less or memory-less node): nothing to balance.
+    assert_eq!(
+        status(2, "1", &|h| h
+            .put("sys/devices/system/node/has_memory", "0\n"))
+        .0,
+        "pass"
+    );
+    // Off now, but a sysctl file turns it on at the next boot.
+    let (s, text, remedy) = status(2, "0", &|h| {
+        h.put("etc/sysctl.d/50-tune.conf", "kernel.numa_balancing = 1\n")
+    });
+    assert_eq!(s, "warn");
+    assert!(
+        text.contains("/etc/sysctl.d/50-tune.conf line 1 sets it to 1 at the next boot"),
+        "{text}"
+    );
+    assert!(remedy.contains("/etc/sysctl.d/50-tune.conf"), "{remedy}");
+    // On, although a file sets 0: not applied.
+    let (s, text, _) = status(2, "1", &|h| {
+        h.put(
+            "etc/sysctl.d/60-numa.conf",
+            "# moe\nkernel/numa_balancing=0\n",
+        )
+    });
+    assert_eq!(s, "fail");
+    assert!(
+        text.contains("/etc/sysctl.d/60-numa.conf line 2 sets 0 but it is not in effect"),
+        "{text}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Profile detection
+
+fn profile_of(h: &Host, extra: &[&str]) -> String {
+    check(h.root(), extra).1["profile"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn server_profile_matches_only_x86_with_gpu_or_server() {
+    // NVIDIA GPU on x86_64.
+    let h = Host::new(1, "0", 23720);
+    assert_eq!(profile_of(&h, &[]), "x86-hybrid-moe");
+    // The same GPU on aarch64 (a Jetson-like box): not this profile.
+    h.put("proc/sys/kernel/arch", "aarch64\n");
+    assert_eq!(profile_of(&h, &[]), "generic");
+    // x86_64 without a GPU: generic, unless a server runs or a command line is given.
+    let bare = tempfile::tempdir().unwrap();
+    let b = Host { dir: bare };
+    b.put("proc/sys/kernel/arch", "x86_64\n");
+    assert_eq!(profile_of(&b, &[]), "generic");
+    assert_eq!(
+        profile_of(&b, &["--llm-cmdline", "llama-server -m /x.gguf"]),
+        "x86-hybrid-moe"
+    );
+    b.process(5, "llama-server", &["llama-server"]);
+    assert_eq!(profile_of(&b, &[]), "x86-hybrid-moe");
+    // The shared x86 case (AMD XDNA NPU, no NVIDIA GPU, no llama process) stays generic.
+    let (_, r) = check(&board("x86-xdna-memlock-2954mb-under-systemd"), &[]);
+    assert_eq!(r["profile"], "generic");
+    for id in [
+        "kernel.numa_balancing",
+        "llm.override_tensor",
+        "llm.vram_budget",
+    ] {
+        let f = one(&r, id);
+        assert_eq!(f["status"], "skip");
+        assert!(
+            summary(f).contains("has no server checks"),
+            "{}",
+            summary(f)
+        );
+    }
+}
+
+#[test]
+fn profile_files_validate_pci_vendors() {
+    let bad = "schema = 1\nid = \"x\"\nname = \"X\"\n[match]\npci_vendors = [\"nvidia\"]\n";
+    let e = npu_agent::profile::parse_profile("x.toml", bad).unwrap_err();
+    assert!(e.message.contains("pci_vendors[0]"), "{e}");
+    assert_eq!(e.line, Some(5));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile GGUF bytes
+
+fn valid_header() -> Vec<u8> {
+    header(&deepseek_kv(4, 8), &deepseek_tensors(4, 3, 8))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn gguf_mutations_never_panic(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..16), cut in any::<prop::sample::Index>()) {
+        let mut b = valid_header();
+        for (i, v) in flips {
+            let at = i.index(b.len());
+            b[at] = v;
+        }
+        let n = cut.index(b.len() + 1);
+        if let Ok(h) = reader::parse_header(&b[..n]) {
+            for i in 0..h.tensors.len() {
+                let _ = h.tensor_bytes(i, Some(n as u64));
+            }
+            let _ = h.data_end();
+        }
+    }
+
+    #[test]
+    fn gguf_prefixes_of_a_valid_header_ask_for_more(cut in any::<prop::sample::Index>()) {
+        let b = valid_header();
+        let n = cut.index(b.len());
+        let is_truncated = matches!(reader::parse_header(&b[..n]), Err(reader::GgufError::Truncated { .. }));
+        prop_assert!(is_truncated);
+    }
+}

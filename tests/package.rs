@@ -1,0 +1,828 @@
+//! The Debian packages and the systemd unit.
+//!
+//! The packages are built by `bash packaging/build-debs.sh` (which `.ci/run` runs before
+//! `cargo test`) into `<target dir>/debian/`; building them here would make `cargo test` slow.
+//! These tests check both packages' fields and files (a stale package fails: its unit and
+//! config must equal the tree's), lint them, review the unit's sandbox, and — as root — install
+//! the amd64 package on this machine with `dpkg -i`, check the files and the enabled unit,
+//! upgrade it over an edited config, remove and purge it (purged even when an assertion fails).
+//!
+//! Under `CI=true` a missing tool (dpkg, lintian, systemd-analyze), a missing package or not
+//! being root is a failure; otherwise the test prints why it skips.
+//!
+//! Installing on a machine whose PID 1 is not systemd (this CI container, or an image being built
+//! in a chroot) must only enable the unit; with systemd running it must also start it (and the
+//! agent stands by, having no broker), which the test checks too.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const UNIT: &str = include_str!("../systemd/npu-agent.service");
+const AGENT_TOML: &str = include_str!("../packaging/agent.toml");
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+const UNIT_PATH: &str = "/usr/lib/systemd/system/npu-agent.service";
+const WANTS_LINK: &str = "/etc/systemd/system/multi-user.target.wants/npu-agent.service";
+
+fn in_ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+/// `Some(())` when the requirement holds; in CI a failure, elsewhere a printed skip.
+fn need(ok: bool, what: &str) -> Option<()> {
+    if ok {
+        return Some(());
+    }
+    assert!(!in_ci(), "{what} (required under CI=true)");
+    eprintln!("SKIP: {what} (set CI=true to make this a failure)");
+    None
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {tool}"))
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn run(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"))
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn ok(cmd: &str, args: &[&str]) -> String {
+    let o = run(cmd, args);
+    assert!(
+        o.status.success(),
+        "{cmd} {args:?} failed ({}):\n{}",
+        o.status,
+        text(&o)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The target directory this test binary was built in (`<target>/debug/deps/package-…`).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_path_buf()
+}
+
+/// The two packages, or `None` (skip) when they were not built.
+fn debs() -> Option<(PathBuf, PathBuf)> {
+    need(
+        have("dpkg-deb"),
+        "dpkg-deb is not installed (apt-get install dpkg)",
+    )?;
+    let dir = target_dir().join("debian");
+    let arm = dir.join(format!("npu-agent_{VERSION}-1_arm64.deb"));
+    let amd = dir.join(format!("npu-agent_{VERSION}-1_amd64.deb"));
+    need(
+        arm.is_file() && amd.is_file(),
+        &format!(
+            "{} and {} not built: run `bash packaging/build-debs.sh`",
+            arm.display(),
+            amd.display()
+        ),
+    )?;
+    Some((arm, amd))
+}
+
+fn field(deb: &Path, name: &str) -> String {
+    ok("dpkg-deb", &["-f", deb.to_str().unwrap(), name])
+        .trim()
+        .to_string()
+}
+
+/// One file's bytes from a package's data.
+fn member(deb: &Path, path: &str) -> Vec<u8> {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "dpkg-deb --fsys-tarfile '{}' | tar -xOf - '.{path}'",
+            deb.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{path} not in {}: {}",
+        deb.display(),
+        text(&o)
+    );
+    o.stdout
+}
+
+fn control_file(deb: &Path, name: &str) -> String {
+    ok("dpkg-deb", &["-I", deb.to_str().unwrap(), name])
+}
+
+#[test]
+fn both_packages_carry_the_agent_unit_and_config() {
+    let Some((arm, amd)) = debs() else { return };
+    for (deb, arch) in [(&arm, "arm64"), (&amd, "amd64")] {
+        assert_eq!(field(deb, "Package"), "npu-agent");
+        assert_eq!(field(deb, "Version"), format!("{VERSION}-1"));
+        assert_eq!(field(deb, "Architecture"), arch);
+        assert_eq!(field(deb, "Section"), "admin");
+        // (mode, path) of every file.
+        let listing = ok("dpkg-deb", &["-c", deb.to_str().unwrap()]);
+        let files: Vec<(String, String)> = listing
+            .lines()
+            .filter(|l| !l.starts_with('d'))
+            .map(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                (
+                    cols[0].to_string(),
+                    cols[cols.len() - 1].trim_start_matches('.').to_string(),
+                )
+            })
+            .collect();
+        let mut paths: Vec<&str> = files.iter().map(|(_, p)| p.as_str()).collect();
+        paths.sort();
+        assert_eq!(
+            paths,
+            vec![
+                "/etc/npu-agent/agent.d/README",
+                "/etc/npu-agent/agent.toml",
+                "/etc/npu-agent/profiles.d/README",
+                "/usr/bin/npu-agent",
+                UNIT_PATH,
+                "/usr/share/doc/npu-agent/README.md",
+                "/usr/share/doc/npu-agent/changelog.Debian.gz",
+                "/usr/share/doc/npu-agent/copyright",
+                "/usr/share/lintian/overrides/npu-agent",
+                "/usr/share/man/man1/npu-agent.1.gz",
+                "/usr/share/npu-agent/npu-agent.toml.example",
+            ],
+            "{arch}"
+        );
+        for (mode, path) in &files {
+            let want = if path == "/usr/bin/npu-agent" {
+                "-rwxr-xr-x"
+            } else {
+                "-rw-r--r--"
+            };
+            assert_eq!(mode, want, "{arch} {path}");
+        }
+        // The package is of this tree (a stale one fails here: rebuild it).
+        assert_eq!(
+            String::from_utf8(member(deb, UNIT_PATH)).unwrap(),
+            UNIT,
+            "{arch}: packaged unit differs from systemd/npu-agent.service"
+        );
+        assert_eq!(
+            String::from_utf8(member(deb, "/etc/npu-agent/agent.toml")).unwrap(),
+            AGENT_TOML,
+            "{arch}"
+        );
+        assert_eq!(
+            String::from_utf8(member(deb, "/usr/share/npu-agent/npu-agent.toml.example")).unwrap(),
+            include_str!("../image/npu-agent.toml.example")
+        );
+        // Config is a conffile: dpkg keeps an admin's edits on upgrade.
+        let conffiles: Vec<String> = control_file(deb, "conffiles")
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert!(
+            conffiles.contains(&"/etc/npu-agent/agent.toml".to_string()),
+            "{conffiles:?}"
+        );
+        // Maintainer scripts: enable on install; start only where systemd runs (not in a chroot).
+        let postinst = control_file(deb, "postinst");
+        assert!(
+            postinst.contains("deb-systemd-helper enable npu-agent.service"),
+            "{postinst}"
+        );
+        let invoke = postinst
+            .find("deb-systemd-invoke")
+            .expect("postinst starts the unit");
+        let guard = postinst[..invoke]
+            .rfind("if [ -d /run/systemd/system ]; then")
+            .expect("start guarded by a running systemd");
+        assert!(postinst[guard..invoke].lines().count() < 10, "{postinst}");
+        assert!(
+            postinst.contains("install -d -m 0750 /var/lib/npu-agent"),
+            "{postinst}"
+        );
+        assert!(control_file(deb, "prerm").contains("deb-systemd-invoke stop npu-agent.service"));
+        let postrm = control_file(deb, "postrm");
+        assert!(
+            postrm.contains("deb-systemd-helper mask npu-agent.service")
+                && postrm.contains("deb-systemd-helper purge npu-agent.service"),
+            "{postrm}"
+        );
+        assert!(postrm.contains("rm -rf /etc/npu-agent/secrets"), "{postrm}");
+        for script in ["postinst", "prerm", "postrm"] {
+            let o = Command::new("sh")
+                .arg("-n")
+                .stdin(Stdio::piped())
+                .spawn()
+                .and_then(|mut c| {
+                    use std::io::Write;
+                    c.stdin
+                        .take()
+                        .unwrap()
+                        .write_all(control_file(deb, script).as_bytes())?;
+                    c.wait_with_output()
+                })
+                .unwrap();
+            assert!(o.status.success(), "{arch} {script}: sh -n: {}", text(&o));
+        }
+    }
+    // arm64: the static aarch64 musl binary, no dependency on libc.
+    assert_eq!(field(&arm, "Depends"), "init-system-helpers (>= 1.50)");
+    let bin = member(&arm, "/usr/bin/npu-agent");
+    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(bin.as_slice()).unwrap();
+    use object::read::elf::ProgramHeader as _;
+    use object::Object as _;
+    assert_eq!(elf.architecture(), object::Architecture::Aarch64);
+    let endian = elf.endian();
+    assert!(
+        elf.elf_program_headers()
+            .iter()
+            .all(|p| p.p_type(endian) != object::elf::PT_INTERP),
+        "the arm64 binary has an ELF interpreter: not static"
+    );
+    // amd64: the glibc build.
+    let deps = field(&amd, "Depends");
+    assert!(
+        deps.contains("libc6 (>= ") && deps.contains("init-system-helpers (>= 1.50)"),
+        "{deps}"
+    );
+    let bin = member(&amd, "/usr/bin/npu-agent");
+    assert_eq!(
+        object::File::parse(bin.as_slice()).unwrap().architecture(),
+        object::Architecture::X86_64
+    );
+}
+
+#[test]
+fn lintian_finds_no_error_or_warning() {
+    let Some((arm, amd)) = debs() else { return };
+    if need(
+        have("lintian"),
+        "lintian is not installed (apt-get install lintian)",
+    )
+    .is_none()
+    {
+        return;
+    }
+    for deb in [&arm, &amd] {
+        // Overridden tags (packaging/lintian-overrides, each explained there) do not count.
+        let o = run(
+            "lintian",
+            &[
+                "--fail-on",
+                "error,warning",
+                "--display-info",
+                deb.to_str().unwrap(),
+            ],
+        );
+        let out = text(&o);
+        println!("lintian {}:\n{out}", deb.display());
+        let bad: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with("E: ") || l.starts_with("W: "))
+            .collect();
+        assert!(
+            bad.is_empty() && o.status.success(),
+            "lintian {} ({}):\n{out}",
+            deb.display(),
+            o.status
+        );
+    }
+}
+
+/// `key -> values` of one section of a unit file.
+fn unit_section(section: &str) -> Vec<(String, String)> {
+    let mut cur = String::new();
+    let mut out = Vec::new();
+    for line in UNIT.lines().map(str::trim) {
+        if line.starts_with('[') {
+            cur = line.to_string();
+        } else if !line.is_empty() && !line.starts_with('#') && cur == format!("[{section}]") {
+            let (k, v) = line.split_once('=').unwrap();
+            out.push((k.to_string(), v.to_string()));
+        }
+    }
+    out
+}
+
+fn values<'a>(kv: &'a [(String, String)], key: &str) -> Vec<&'a str> {
+    kv.iter()
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .collect()
+}
+
+#[test]
+fn the_unit_is_notify_watchdog_restart_after_network_and_sandboxed() {
+    let unit = unit_section("Unit");
+    assert_eq!(values(&unit, "Wants"), vec!["network-online.target"]);
+    assert!(values(&unit, "After").contains(&"network-online.target"));
+    assert_eq!(values(&unit, "StartLimitIntervalSec"), vec!["0"]);
+    let svc = unit_section("Service");
+    assert_eq!(values(&svc, "Type"), vec!["notify"]);
+    assert_eq!(values(&svc, "ExecStart"), vec!["/usr/bin/npu-agent run"]);
+    assert_eq!(values(&svc, "Restart"), vec!["always"]);
+    let restart_sec: u64 = values(&svc, "RestartSec")[0].parse().unwrap();
+    assert!((5..=60).contains(&restart_sec), "RestartSec={restart_sec}");
+    let watchdog: u64 = values(&svc, "WatchdogSec")[0].parse().unwrap();
+    // The daemon pings at half the interval; standby every min(5 s, half).
+    assert!((10..=120).contains(&watchdog), "WatchdogSec={watchdog}");
+    // Exactly the writable places the agent needs.
+    assert_eq!(values(&svc, "ProtectSystem"), vec!["strict"]);
+    assert_eq!(
+        values(&svc, "ReadWritePaths"),
+        vec!["/etc/npu-agent", "-/boot", "/proc/sys/vm"]
+    );
+    assert_eq!(values(&svc, "StateDirectory"), vec!["npu-agent"]);
+    assert_eq!(
+        values(&svc, "CapabilityBoundingSet"),
+        vec!["CAP_DAC_READ_SEARCH"]
+    );
+    assert_eq!(values(&svc, "NoNewPrivileges"), vec!["yes"]);
+    // The agent's own file layout matches the unit.
+    assert_eq!(
+        npu_agent::action::state::DEFAULT_STATE_DIR,
+        "/var/lib/npu-agent"
+    );
+    assert!(npu_agent::provision::DROPIN.starts_with("/etc/npu-agent/"));
+    assert!(npu_agent::config::FIRST_BOOT_FILES
+        .iter()
+        .all(|f| f.starts_with("/boot/")));
+    assert_eq!(
+        values(&unit_section("Install"), "WantedBy"),
+        vec!["multi-user.target"]
+    );
+    // Every directive is under a comment, or is one of the self-explaining ones.
+    let obvious = [
+        "Description",
+        "Documentation",
+        "WantedBy",
+        "NoNewPrivileges",
+        "ProtectSystem",
+        "PrivateTmp",
+        "PrivateMounts",
+        "ProtectKernelTunables",
+        "ProtectControlGroups",
+        "ProtectClock",
+        "ProtectHostname",
+        "RestrictNamespaces",
+        "RestrictRealtime",
+        "RestrictSUIDSGID",
+        "LockPersonality",
+        "MemoryDenyWriteExecute",
+        "PrivateIPC",
+        "SystemCallArchitectures",
+        "SystemCallFilter",
+        "SystemCallErrorNumber",
+        "Restart",
+        "Type",
+        "StateDirectoryMode",
+        "ReadWritePaths",
+        "ProtectHome",
+        "CapabilityBoundingSet",
+    ];
+    let lines: Vec<&str> = UNIT.lines().collect();
+    for (i, l) in lines.iter().enumerate() {
+        let Some((k, _)) = l.split_once('=') else {
+            continue;
+        };
+        if l.starts_with('#') || obvious.contains(&k) {
+            continue;
+        }
+        // The nearest line above that is not a directive (the head of its group) is a comment.
+        let head = lines[..i]
+            .iter()
+            .rev()
+            .find(|x| x.starts_with('#') || !x.contains('='));
+        assert!(
+            head.is_some_and(|h| h.starts_with('#')),
+            "unit line {} `{l}` has no comment above it",
+            i + 1
+        );
+    }
+}
+
+#[test]
+fn systemd_security_review_is_printed_and_below_3() {
+    if need(
+        have("systemd-analyze"),
+        "systemd-analyze is not installed (apt-get install systemd)",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/npu-agent.service");
+    // --threshold=30: fail above an exposure of 3.0 ("OK" is below 4.0, 0 is a perfect sandbox).
+    let o = run(
+        "systemd-analyze",
+        &[
+            "security",
+            "--offline=yes",
+            "--no-pager",
+            "--threshold=30",
+            unit.to_str().unwrap(),
+        ],
+    );
+    let out = text(&o);
+    println!("{out}");
+    assert!(
+        o.status.success(),
+        "exposure above 3.0 or review failed ({}):\n{out}",
+        o.status
+    );
+    let score = out
+        .lines()
+        .find_map(|l| l.split_once("Overall exposure level for npu-agent.service: "))
+        .map(|(_, r)| r.to_string())
+        .expect("score line");
+    let value: f64 = score.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(value <= 3.0, "{score}");
+}
+
+/// Purges the package when dropped (an assertion failing mid-test leaves nothing installed).
+struct Purge;
+
+impl Drop for Purge {
+    fn drop(&mut self) {
+        let o = run("dpkg", &["--purge", "npu-agent"]);
+        if !o.status.success() {
+            eprintln!("cleanup: dpkg --purge npu-agent: {}", text(&o));
+        }
+    }
+}
+
+fn status() -> String {
+    let o = run(
+        "dpkg-query",
+        &["-W", "-f=${Status} ${Version}", "npu-agent"],
+    );
+    if o.status.success() {
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    } else {
+        "not installed".into()
+    }
+}
+
+fn mode(path: &str) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+fn is_enabled() -> String {
+    String::from_utf8_lossy(
+        &run(
+            "systemctl",
+            &["--root=/", "is-enabled", "npu-agent.service"],
+        )
+        .stdout,
+    )
+    .trim()
+    .to_string()
+}
+
+/// Processes running /usr/bin/npu-agent.
+fn agent_processes() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|p| p == Path::new("/usr/bin/npu-agent"))
+        })
+        .collect()
+}
+
+fn links_to_unit() -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![PathBuf::from("/etc/systemd/system")];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.filter_map(|e| e.ok()) {
+            let p = e.path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            if meta.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "npu-agent.service") {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// A copy of `deb` with another version (to upgrade to).
+fn rebuilt_with_version(deb: &Path, version: &str, dir: &Path) -> PathBuf {
+    let tree = dir.join("tree");
+    ok(
+        "dpkg-deb",
+        &["-R", deb.to_str().unwrap(), tree.to_str().unwrap()],
+    );
+    let control = tree.join("DEBIAN/control");
+    let c = std::fs::read_to_string(&control).unwrap();
+    let c: String = c
+        .lines()
+        .map(|l| {
+            if l.starts_with("Version: ") {
+                format!("Version: {version}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(&control, c).unwrap();
+    let out = dir.join(format!("npu-agent_{version}_amd64.deb"));
+    ok(
+        "dpkg-deb",
+        &[
+            "--root-owner-group",
+            "-b",
+            tree.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ],
+    );
+    out
+}
+
+#[test]
+fn dpkg_installs_enables_upgrades_removes_and_purges_on_this_machine() {
+    let Some((_, amd)) = debs() else { return };
+    if need(
+        have("dpkg") && have("systemctl") && have("systemd-analyze"),
+        "dpkg, systemctl and systemd-analyze are needed",
+    )
+    .is_none()
+    {
+        return;
+    }
+    if need(rustix::process::geteuid().is_root(), "dpkg -i needs root").is_none() {
+        return;
+    }
+    if need(
+        std::env::consts::ARCH == "x86_64",
+        "the amd64 package installs on x86_64 only",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let before = status();
+    if before.starts_with("install ok installed") {
+        // A real installation outside CI is not ours to remove; in CI it is a leftover.
+        if need(
+            in_ci(),
+            &format!("npu-agent is already installed here ({before}); not touching it"),
+        )
+        .is_none()
+        {
+            return;
+        }
+    }
+    let _purge = Purge;
+    let _ = run("dpkg", &["--purge", "npu-agent"]);
+    let systemd_running = Path::new("/run/systemd/system").is_dir();
+
+    // Install.
+    let o = run("dpkg", &["-i", amd.to_str().unwrap()]);
+    println!("dpkg -i:\n{}", text(&o));
+    assert!(o.status.success(), "dpkg -i failed:\n{}", text(&o));
+    assert_eq!(status(), format!("install ok installed {VERSION}-1"));
+    assert_eq!(mode("/usr/bin/npu-agent"), 0o755);
+    assert!(ok("/usr/bin/npu-agent", &["--version"]).contains(VERSION));
+    assert_eq!(std::fs::read_to_string(UNIT_PATH).unwrap(), UNIT);
+    assert_eq!(
+        std::fs::read_to_string("/etc/npu-agent/agent.toml").unwrap(),
+        AGENT_TOML
+    );
+    assert!(
+        Path::new("/etc/npu-agent/profiles.d").is_dir()
+            && Path::new("/etc/npu-agent/agent.d").is_dir()
+    );
+    assert_eq!(mode("/var/lib/npu-agent"), 0o750);
+    let conffiles = ok("dpkg-query", &["-W", "-f=${Conffiles}", "npu-agent"]);
+    assert!(
+        conffiles.contains(" /etc/npu-agent/agent.toml "),
+        "{conffiles}"
+    );
+    assert!(Path::new("/usr/share/man/man1/npu-agent.1.gz").is_file());
+    // Enabled on install...
+    // (deb-systemd-helper links /lib/systemd/system/…, the same file on a merged-/usr system.)
+    let link = std::fs::read_link(WANTS_LINK).unwrap_or_else(|e| panic!("{WANTS_LINK}: {e}"));
+    assert!(
+        link.ends_with("systemd/system/npu-agent.service"),
+        "{}",
+        link.display()
+    );
+    assert_eq!(
+        std::fs::canonicalize(WANTS_LINK).unwrap(),
+        std::fs::canonicalize(UNIT_PATH).unwrap()
+    );
+    assert_eq!(is_enabled(), "enabled");
+    // ... and started only where systemd runs (here: a container, like an image chroot).
+    if systemd_running {
+        assert_eq!(
+            ok("systemctl", &["is-active", "npu-agent.service"]).trim(),
+            "active"
+        );
+    } else {
+        assert_eq!(
+            agent_processes(),
+            Vec::<u32>::new(),
+            "started without a running systemd"
+        );
+        println!("no systemd running (PID 1 is not systemd): the unit was only enabled, as in an image chroot");
+    }
+    // The installed unit verifies (ExecStart exists, the man page it names exists).
+    let v = run("systemd-analyze", &["verify", UNIT_PATH]);
+    println!("systemd-analyze verify {UNIT_PATH}:\n{}", text(&v));
+    assert!(
+        v.status.success() && text(&v).trim().is_empty(),
+        "systemd-analyze verify:\n{}",
+        text(&v)
+    );
+    // The packaged config loads: the agent would stand by for a broker.
+    let pc = ok("/usr/bin/npu-agent", &["run", "--print-config"]);
+    assert!(pc.contains("url = \"\""), "{pc}");
+
+    // An admin edit and a provisioned board's files survive an upgrade.
+    let edited = AGENT_TOML.replace("# interval_s = 60", "interval_s = 30");
+    assert_ne!(edited, AGENT_TOML);
+    std::fs::write("/etc/npu-agent/agent.toml", &edited).unwrap();
+    std::fs::write(
+        "/etc/npu-agent/agent.d/90-provisioned.toml",
+        "board_id = \"cam-3\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all("/etc/npu-agent/secrets").unwrap();
+    std::fs::write("/etc/npu-agent/secrets/mqtt-password", "pw\n").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let next = rebuilt_with_version(&amd, &format!("{VERSION}-2"), tmp.path());
+    let o = run("dpkg", &["-i", next.to_str().unwrap()]);
+    println!("dpkg -i (upgrade):\n{}", text(&o));
+    assert!(o.status.success(), "upgrade failed:\n{}", text(&o));
+    assert_eq!(status(), format!("install ok installed {VERSION}-2"));
+    assert_eq!(
+        std::fs::read_to_string("/etc/npu-agent/agent.toml").unwrap(),
+        edited
+    );
+    assert!(
+        !Path::new("/etc/npu-agent/agent.toml.dpkg-new").exists()
+            && !Path::new("/etc/npu-agent/agent.toml.dpkg-dist").exists()
+    );
+    assert_eq!(
+        std::fs::read_to_string("/etc/npu-agent/agent.d/90-provisioned.toml").unwrap(),
+        "board_id = \"cam-3\"\n"
+    );
+    assert_eq!(is_enabled(), "enabled");
+    let pc = ok("/usr/bin/npu-agent", &["run", "--print-config"]);
+    assert!(
+        pc.contains("interval_s = 30") && pc.contains("board_id = \"cam-3\""),
+        "{pc}"
+    );
+
+    // Remove: the program and unit go, the config stays, the unit is stopped and masked.
+    let o = run("dpkg", &["-r", "npu-agent"]);
+    assert!(o.status.success(), "dpkg -r failed:\n{}", text(&o));
+    assert!(
+        status().starts_with("deinstall ok config-files"),
+        "{}",
+        status()
+    );
+    assert!(!Path::new("/usr/bin/npu-agent").exists() && !Path::new(UNIT_PATH).exists());
+    assert_eq!(
+        std::fs::read_to_string("/etc/npu-agent/agent.toml").unwrap(),
+        edited
+    );
+    assert_eq!(
+        std::fs::read_link("/etc/systemd/system/npu-agent.service").unwrap(),
+        Path::new("/dev/null")
+    );
+    assert_eq!(is_enabled(), "masked");
+    assert_eq!(agent_processes(), Vec::<u32>::new());
+
+    // Purge: config, provisioned secrets, state and every unit link go.
+    let o = run("dpkg", &["--purge", "npu-agent"]);
+    assert!(o.status.success(), "dpkg --purge failed:\n{}", text(&o));
+    assert_eq!(status(), "not installed");
+    assert!(
+        !Path::new("/etc/npu-agent").exists(),
+        "{:?}",
+        std::fs::read_dir("/etc/npu-agent").map(|d| d.count())
+    );
+    assert!(!Path::new("/var/lib/npu-agent").exists());
+    assert_eq!(links_to_unit(), Vec::<PathBuf>::new());
+
+    // The image hooks' installer, as it runs in an image chroot (no systemd here either).
+    let installer = Path::new(env!("CARGO_MANIFEST_DIR")).join("image/install-into-image.sh");
+    let boot = tempfile::tempdir().unwrap();
+    // A provisioning file must never be baked into an image: refused before installing.
+    std::fs::write(
+        boot.path().join("npu-agent.toml"),
+        "board_id = \"same-for-all\"\n",
+    )
+    .unwrap();
+    let o = run(
+        "sh",
+        &[
+            installer.to_str().unwrap(),
+            amd.to_str().unwrap(),
+            boot.path().to_str().unwrap(),
+        ],
+    );
+    assert!(
+        !o.status.success() && text(&o).contains("npu-agent.toml is in the image"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(status(), "not installed");
+    std::fs::remove_file(boot.path().join("npu-agent.toml")).unwrap();
+    let o = run(
+        "sh",
+        &[
+            installer.to_str().unwrap(),
+            amd.to_str().unwrap(),
+            boot.path().to_str().unwrap(),
+        ],
+    );
+    println!("install-into-image.sh:\n{}", text(&o));
+    assert!(
+        o.status.success(),
+        "install-into-image.sh failed:\n{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains(&format!(
+            "installed npu-agent {VERSION}-1, npu-agent.service enabled"
+        )),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(status(), format!("install ok installed {VERSION}-1"));
+    assert_eq!(is_enabled(), "enabled");
+    assert_eq!(
+        std::fs::read_to_string(boot.path().join("npu-agent.toml.example")).unwrap(),
+        include_str!("../image/npu-agent.toml.example")
+    );
+    if !systemd_running {
+        assert_eq!(agent_processes(), Vec::<u32>::new());
+    }
+    let o = run("dpkg", &["--purge", "npu-agent"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(links_to_unit(), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn packaging_and_image_scripts_pass_shellcheck() {
+    if need(
+        have("shellcheck"),
+        "shellcheck is not installed (apt-get install shellcheck)",
+    )
+    .is_none()
+    {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scripts = [
+        "packaging/build-debs.sh",
+        "packaging/deb/postinst",
+        "packaging/deb/postrm",
+        "image/install-into-image.sh",
+        "image/armbian/userpatches/customize-image.sh",
+        "image/pi-gen/stage-npu-agent/prerun.sh",
+        "image/pi-gen/stage-npu-agent/00-npu-agent/00-run.sh",
+        "image/pi-gen/stage-npu-agent/00-npu-agent/01-run-chroot.sh",
+    ];
+    for s in scripts {
+        let p = root.join(s);
+        use std::os::unix::fs::PermissionsExt;
+        assert!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o111 != 0,
+            "{s} is not executable"
+        );
+        let o = run("shellcheck", &[p.to_str().unwrap()]);
+        assert!(o.status.success(), "shellcheck {s}:\n{}", text(&o));
+    }
+}
