@@ -11,7 +11,11 @@ pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
 }
 
 fn workload_names(ctx: &Ctx<'_>) -> String {
-    ctx.profile.limits.workloads.join(", ")
+    if ctx.profile.limits.workloads.is_empty() {
+        format!("none: profile {} names no workload process", ctx.profile.id)
+    } else {
+        ctx.profile.limits.workloads.join(", ")
+    }
 }
 
 fn unit_hint(ctx: &Ctx<'_>) -> String {
