@@ -48,7 +48,9 @@ fn main() {
     if !require_tool("mosquitto") {
         return;
     }
-    let mut broker = Broker::start();
+    // A broker sized for a fleet: mosquitto keeps at most 1,000 queued messages per client by
+    // default and drops the rest, which would cut `fleet watch` short on 10,000 boards.
+    let mut broker = Broker::start_with(free_port(), "max_queued_messages 0\nmax_queued_bytes 0");
     let board = Board::from_fixture("own-rk3588-opi5plus-rknpu-0.9.8-healthy", "b1", "");
     board.write(
         "/etc/npu-agent/agent.toml",
