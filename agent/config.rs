@@ -19,6 +19,27 @@ pub const CONFIG_DIR: &str = "/etc/npu-agent/agent.d";
 /// First-boot provisioning files on the boot partition, Pi OS then Armbian.
 pub const FIRST_BOOT_FILES: &[&str] = &["/boot/firmware/npu-agent.toml", "/boot/npu-agent.toml"];
 
+/// Largest config or profile file read from a host path (`--config`, `--profile FILE`): 1 MiB.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Reads a text file given on the command line, refusing more than `max_bytes` (a FIFO or
+/// `/dev/zero` must not exhaust memory) and invalid UTF-8.
+pub fn read_host_text(path: &std::path::Path, max_bytes: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    std::fs::File::open(path)?
+        .take(max_bytes + 1)
+        .read_to_end(&mut buf)?;
+    if buf.len() as u64 > max_bytes {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {max_bytes} bytes"),
+        ));
+    }
+    String::from_utf8(buf)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// A configuration error: which file (or variable), which line, what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -437,7 +458,7 @@ pub fn load(
     let mut sources = Sources::default();
     match explicit {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            let text = read_host_text(path, MAX_CONFIG_BYTES).map_err(|e| ConfigError {
                 source: path.display().to_string(),
                 line: None,
                 message: e.to_string(),

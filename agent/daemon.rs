@@ -217,6 +217,7 @@ struct Agent {
     status_dropped: u64,
     last_diagnosis: Option<Box<Diagnosis>>,
     force_publish: bool,
+    last_auto_compact: Option<Instant>,
 }
 
 impl Agent {
@@ -612,6 +613,7 @@ async fn main_loop(s: Setup) -> i32 {
         status_dropped: 0,
         last_diagnosis: None,
         force_publish: false,
+        last_auto_compact: None,
         s,
     };
     // A reboot asked for before this start: did the board really reboot? And is a boot-file
@@ -903,8 +905,13 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
     match done {
         Done::Diagnosed(Ok(d)) => {
             agent.diagnosing = false;
-            // The planner's automatic actions (compaction when it helps).
-            if agent.s.actions.auto_compact && !agent.busy {
+            // The planner's automatic actions (compaction when it helps), at most once per
+            // cooldown whatever the outcome: a compaction that fails or is refused (no
+            // CONFIG_COMPACTION, read-only /proc/sys) must not retry on every rescan.
+            let cooled = agent.last_auto_compact.is_none_or(|t| {
+                t.elapsed() >= Duration::from_secs(agent.s.actions.compact_cooldown_s)
+            });
+            if agent.s.actions.auto_compact && !agent.busy && cooled {
                 let compact: action::state::CompactState =
                     load_or_default(&agent.s.state, "compact.json");
                 let ps = crate::action::planner::PlannerState { compact };
@@ -917,6 +924,7 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
                 );
                 for p in plan.run {
                     if p.action == crate::action::planner::ActionKind::Compact {
+                        agent.last_auto_compact = Some(Instant::now());
                         enqueue(
                             agent,
                             None,

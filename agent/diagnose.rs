@@ -195,8 +195,8 @@ pub fn diagnose_with(
             (p, format!("chosen with --profile {id}"), id == "generic")
         }
         ProfileChoice::File(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|source| DiagnoseError::ProfileFile {
+            let text = crate::config::read_host_text(path, crate::config::MAX_CONFIG_BYTES)
+                .map_err(|source| DiagnoseError::ProfileFile {
                     path: path.display().to_string(),
                     source,
                 })?;

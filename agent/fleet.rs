@@ -226,7 +226,24 @@ async fn send_async(
     let mut online: BTreeMap<String, bool> = BTreeMap::new();
     let mut last_error = String::new();
     let mut code = EXIT_FAILED;
+    let started = Instant::now();
+    let mut connected = false;
     loop {
+        // An unreachable broker is reported after 10 s, not after the whole --wait.
+        if !connected && started.elapsed() > Duration::from_secs(10) {
+            let _ = writeln!(
+                err,
+                "npu-agent: cannot reach {}: {}",
+                a.broker,
+                if last_error.is_empty() {
+                    "no answer"
+                } else {
+                    last_error.as_str()
+                }
+            );
+            link.abort();
+            return EXIT_FAILED;
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             let _ = writeln!(
@@ -241,12 +258,16 @@ async fn send_async(
             );
             break;
         }
-        let ev = match tokio::time::timeout(left, link.events.recv()).await {
-            Ok(Some(ev)) => ev,
-            Ok(None) | Err(_) => continue,
-        };
+        let ev =
+            match tokio::time::timeout(left.min(Duration::from_millis(500)), link.events.recv())
+                .await
+            {
+                Ok(Some(ev)) => ev,
+                Ok(None) | Err(_) => continue,
+            };
         match ev {
             LinkEvent::Connected { .. } => {
+                connected = true;
                 let _ = link
                     .client
                     .try_subscribe(reply_filter.clone(), QoS::AtLeastOnce);

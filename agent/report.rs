@@ -109,24 +109,44 @@ fn paint(style: Style, s: Status, text: &str) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
+/// Text from a board (model, log lines, file names) as it may be shown on a terminal: control
+/// characters (escape sequences included) and invalid UTF-8 replacements are dropped, and the
+/// text is cut at 400 characters.
+pub fn clean(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .filter(|c| (!c.is_control() || *c == '\t') && *c != char::REPLACEMENT_CHARACTER)
+        .take(400)
+        .collect();
+    if s.chars().count() > 400 {
+        out.push('…');
+    }
+    out
+}
+
 /// Renders the report as a table a person reads at a glance: one line per check, then the remedy
 /// and evidence under every check that fired.
 pub fn render_text(r: &Report, style: Style) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "npu-agent check: {}", r.model);
+    let _ = writeln!(out, "npu-agent check: {}", clean(&r.model));
     let health = match r.health {
         Health::Ok => paint(style, Status::Pass, "OK"),
         Health::Warn => paint(style, Status::Warn, "WARN"),
         Health::Fail => paint(style, Status::Fail, "FAIL"),
     };
-    let _ = writeln!(out, "profile {} ({})", r.profile, r.profile_reason);
+    let _ = writeln!(
+        out,
+        "profile {} ({})",
+        clean(&r.profile),
+        clean(&r.profile_reason)
+    );
     let _ = writeln!(
         out,
         "health {health}   board {}   agent {}",
         r.board_id, r.agent_version
     );
     for e in &r.profile_errors {
-        let _ = writeln!(out, "profile error (skipped): {e}");
+        let _ = writeln!(out, "profile error (skipped): {}", clean(e));
     }
     let _ = writeln!(out);
     let width = r
@@ -156,7 +176,7 @@ pub fn render_text(r: &Report, style: Style) -> String {
                 "{}  {:<width$}  {}",
                 paint(style, Status::Skip, &label),
                 name,
-                f.summary
+                clean(&f.summary)
             );
             i += run;
             continue;
@@ -168,7 +188,7 @@ pub fn render_text(r: &Report, style: Style) -> String {
             "{}  {:<width$}  {}",
             paint(style, f.status, &label),
             f.id,
-            f.summary
+            clean(&f.summary)
         );
         let detail = f.status.fires() || f.status == Status::Error || style.verbose;
         if !detail {
@@ -176,17 +196,17 @@ pub fn render_text(r: &Report, style: Style) -> String {
         }
         let pad = " ".repeat(8 + width);
         if !f.remedy.is_empty() {
-            let _ = writeln!(out, "{pad}fix: {}", f.remedy);
+            let _ = writeln!(out, "{pad}fix: {}", clean(&f.remedy));
         }
         for e in f.evidence.iter().take(4) {
             let loc = match e.line {
-                Some(l) => format!("{}:{l}", e.file),
-                None => e.file.clone(),
+                Some(l) => format!("{}:{l}", clean(&e.file)),
+                None => clean(&e.file),
             };
             if e.text.is_empty() {
                 let _ = writeln!(out, "{pad}evidence: {loc}");
             } else {
-                let _ = writeln!(out, "{pad}evidence: {loc}: {}", e.text);
+                let _ = writeln!(out, "{pad}evidence: {loc}: {}", clean(&e.text));
             }
         }
     }
@@ -202,4 +222,19 @@ pub fn render_text(r: &Report, style: Style) -> String {
         count(Status::Error)
     );
     out
+}
+
+#[cfg(test)]
+mod clean_tests {
+    use super::clean;
+
+    #[test]
+    fn terminal_escapes_are_dropped() {
+        assert_eq!(
+            clean("6.1\x1b[31m\x07]0;owned\x1b[2J"),
+            "6.1[31m]0;owned[2J"
+        );
+        assert_eq!(clean("a\tb"), "a\tb");
+        assert_eq!(clean(&"x".repeat(500)).chars().count(), 401);
+    }
 }

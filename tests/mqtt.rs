@@ -880,3 +880,39 @@ fn run_refuses_a_bad_config_and_prints_the_effective_one() {
     assert_eq!(code, 2);
     assert!(err.contains("mqtt.url is not set"), "{err}");
 }
+
+#[test]
+fn a_refused_automatic_compaction_is_not_retried_in_a_loop() {
+    // Fragmented memory asks for compaction, but this tree has no /proc/sys/vm/compact_memory
+    // (a kernel without CONFIG_COMPACTION): one refused attempt per cooldown, not a busy loop.
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let broker = Broker::start();
+    let board = Board::from_fixture("own-rk3588s-opi5-pending-cma-fragmented", "frag", "");
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "frag", ""),
+    );
+    let c = Client::connect(broker.port, &["npu-fleet/frag/status"]);
+    let mut agent = Agent::start(&board);
+    let first = status_of(&c, "frag");
+    std::thread::sleep(Duration::from_secs(6));
+    let later = c.drain();
+    assert!(
+        later.len() <= 8,
+        "{} statuses in 6 s with interval_s = 2: a publish loop",
+        later.len()
+    );
+    let last = later
+        .last()
+        .map(|m| m.json())
+        .unwrap_or_else(|| first.json());
+    assert_eq!(
+        last["last_action"]["action"], "compact",
+        "{}",
+        last["last_action"]
+    );
+    assert_eq!(last["last_action"]["status"], "failed");
+    assert!(agent.is_running());
+}

@@ -108,6 +108,10 @@ pub fn parse_cma_size(text: &str) -> Result<CmaSize, SizeError> {
     })
 }
 
+/// Smallest non-zero pool `cma set` accepts (4 MiB): anything smaller is almost surely a missing
+/// suffix.
+pub const MIN_SENSIBLE_BYTES: u64 = 4 << 20;
+
 /// Checks a size against the profile minimum (`min_total_bytes`, bytes; `None` or 0 = no
 /// minimum) and against [`MAX_RAM_PERCENT`] of `mem_total_bytes` (`/proc/meminfo` `MemTotal`,
 /// bytes). Returns the accepted maximum in bytes.
@@ -119,6 +123,14 @@ pub fn validate_cma_size(
     min_total_bytes: Option<u64>,
     mem_total_bytes: Result<u64, String>,
 ) -> Result<u64, SizeError> {
+    // A non-zero pool under 4 MiB is a typo (`cma=256` is 256 bytes), whatever the profile says;
+    // `0` stays allowed (CMA deliberately off).
+    if size.bytes > 0 && size.bytes < MIN_SENSIBLE_BYTES {
+        return Err(SizeError::BelowMinimum {
+            size_bytes: size.bytes,
+            min_bytes: MIN_SENSIBLE_BYTES,
+        });
+    }
     if let Some(min) = min_total_bytes.filter(|m| *m > 0) {
         if size.bytes < min {
             return Err(SizeError::BelowMinimum {

@@ -271,7 +271,7 @@ pub fn probe_identity(root: &SysRoot) -> Identity {
         .and_then(|t| kv::last(&kv::parse_kv(&t), "PRETTY_NAME").map(|e| e.value.clone()));
     let kernel_release = root
         .read_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string());
+        .map(|s| devicetree::printable(s.trim()).chars().take(128).collect());
     let arch = root
         .read_string("/proc/sys/kernel/arch")
         .ok()
