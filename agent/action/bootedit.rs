@@ -1066,3 +1066,22 @@ mod tests {
         assert_eq!(big.new_text, "[all]\ndtoverlay=cma,cma-size=1073741824\n");
     }
 }
+
+#[cfg(test)]
+mod floor_tests {
+    use super::*;
+
+    #[test]
+    fn sizes_without_a_suffix_are_refused_but_zero_is_allowed() {
+        let ram = Ok(16u64 << 30);
+        for typo in ["256", "1K", "2M"] {
+            let s = parse_cma_size(typo).unwrap();
+            assert!(
+                matches!(validate_cma_size(&s, None, ram.clone()), Err(SizeError::BelowMinimum { min_bytes, .. }) if min_bytes == MIN_SENSIBLE_BYTES),
+                "{typo}"
+            );
+        }
+        assert!(validate_cma_size(&parse_cma_size("0").unwrap(), None, ram.clone()).is_ok());
+        assert!(validate_cma_size(&parse_cma_size("4M").unwrap(), None, ram).is_ok());
+    }
+}
