@@ -277,6 +277,14 @@ impl SysRoot {
         Ok(text)
     }
 
+    /// Size in bytes of a board file, `None` when it cannot be opened.
+    pub fn file_len(&self, board_path: &str) -> Option<u64> {
+        self.open_in_root(board_path, false)
+            .ok()
+            .and_then(|f| f.metadata().ok())
+            .map(|m| m.len())
+    }
+
     /// Names in a directory, sorted. A missing directory is `NotFound`.
     pub fn list_dir(&self, board_path: &str) -> Result<Vec<String>, ReadError> {
         let mut names: Vec<String> = if self.dirfd.is_some() {

@@ -306,3 +306,62 @@ fn json_report_has_the_status_fields() {
     )
     .is_ok());
 }
+
+#[test]
+fn a_log_read_from_its_tail_gives_no_misleading_line_numbers() {
+    // kern.log bigger than the 2 MiB read from its end: the evidence names the file, not a line
+    // number counted from the middle of it.
+    let tree = tempfile::tempdir().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/boards/rpi3bplus-cma-ebusy-with-free-cma/root");
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", src.display()))
+        .arg(tree.path())
+        .status()
+        .unwrap()
+        .success());
+    let log = tree.path().join("var/log/kern.log");
+    let tail = std::fs::read_to_string(&log).unwrap();
+    let mut big = "padding line of an old boot\n".repeat(120_000);
+    big.push_str(&tail);
+    std::fs::write(&log, big).unwrap();
+    let o = agent(&[
+        "check",
+        "--root",
+        tree.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let f = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "memory.compaction")
+        .unwrap();
+    assert_eq!(f["status"], "fail");
+    let ev = f["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["file"] == "/var/log/kern.log")
+        .unwrap();
+    assert!(ev.get("line").is_none(), "{ev}");
+    // A short log keeps exact line numbers.
+    let o = agent(&[
+        "check",
+        "--root",
+        &case("rpi3bplus-cma-ebusy-with-free-cma"),
+        "--format",
+        "json",
+    ]);
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let f = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "memory.compaction")
+        .unwrap();
+    assert_eq!(f["evidence"][0]["line"], 1);
+}

@@ -471,7 +471,7 @@ fn version_mismatch(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
         .expected("library_version", d.to_string())
         .remedy(remedy)
         .with_hits(logged.iter().map(|(h, _)| *h));
-        f.push_evidence(&hit.file, Some(hit.line), &hit.text);
+        f.push_evidence(&hit.file, hit.line_no(), &hit.text);
         if let Some((p, v)) = &driver {
             f = f.evidence(p, None, &v.to_string());
         }
@@ -547,7 +547,7 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
             if !missing.contains(&m) {
                 missing.push(m);
             }
-            f.push_evidence(&hit.file, Some(hit.line), &hit.text);
+            f.push_evidence(&hit.file, hit.line_no(), &hit.text);
         }
     }
     // GenAI (hailo-ollama) depends on `hailort`, which can resolve to the Hailo-8 runtime (#194).

@@ -199,7 +199,7 @@ impl Finding {
     /// Adds log hits as evidence.
     pub fn with_hits<'a>(mut self, hits: impl IntoIterator<Item = &'a LogHit>) -> Self {
         for h in hits {
-            self.push_evidence(&h.file, Some(h.line), &h.text);
+            self.push_evidence(&h.file, h.line_no(), &h.text);
         }
         self
     }
@@ -217,14 +217,23 @@ impl Finding {
 pub struct LogHit {
     /// Board path of the log.
     pub file: String,
-    /// 1-based line in the part read.
+    /// 1-based line in the part read (the whole file unless `cut`).
     pub line: usize,
+    /// The log was longer than the part read: `line` counts from the start of that part.
+    pub cut: bool,
     /// The line.
     pub text: String,
     /// Which side wrote it.
     pub class: LogClass,
     /// Its events.
     pub events: Vec<LogEvent>,
+}
+
+impl LogHit {
+    /// The line number in the file, when known (not for a log read from its tail only).
+    pub fn line_no(&self) -> Option<usize> {
+        (!self.cut).then_some(self.line)
+    }
 }
 
 /// Classified lines of every log, and the profile signatures they matched.
@@ -251,6 +260,7 @@ impl LogIndex {
                 let hit = || LogHit {
                     file: log.path.clone(),
                     line: i + 1,
+                    cut: log.cut,
                     text: line.clone(),
                     class: log.class,
                     events: events.clone(),
@@ -354,7 +364,7 @@ fn apply_signatures(ctx: &Ctx<'_>, findings: &mut [Finding]) {
             f.summary = sig.diagnosis.clone();
             f.remedy = sig.remedy.clone();
         }
-        f.push_evidence(&hit.file, Some(hit.line), &hit.text);
+        f.push_evidence(&hit.file, hit.line_no(), &hit.text);
     }
 }
 

@@ -48,7 +48,7 @@ fn find_version(ctx: &Ctx<'_>) -> Option<Found> {
             .and_then(|(h, e)| {
                 pred(e).map(|v| Found {
                     file: h.file.clone(),
-                    line: Some(h.line),
+                    line: h.line_no(),
                     text: h.text.clone(),
                     version: v,
                 })

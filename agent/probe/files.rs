@@ -448,10 +448,12 @@ pub fn probe_logs(root: &SysRoot, profile: &Profile) -> Vec<LogFile> {
                     continue;
                 }
                 if let Ok(text) = root.read_tail(&path, LOG_TAIL_BYTES) {
+                    let cut = root.file_len(&path).is_some_and(|n| n > LOG_TAIL_BYTES);
                     out.push(LogFile {
                         path,
                         class,
                         lines: text.lines().map(str::to_string).collect(),
+                        cut,
                     });
                 }
             }

@@ -155,8 +155,10 @@ pub struct LogFile {
     pub path: String,
     /// Which side wrote it.
     pub class: LogClass,
-    /// Lines (at most [`LOG_TAIL_BYTES`] from the end), with their 1-based numbers in the tail.
+    /// Lines (at most [`LOG_TAIL_BYTES`] from the end).
     pub lines: Vec<String>,
+    /// The file was longer than the tail read, so line numbers in the file are unknown.
+    pub cut: bool,
 }
 
 /// An upgrade or install line from `/var/log/dpkg.log`.
