@@ -434,6 +434,21 @@ fn env_layer(vars: &[(String, String)]) -> Result<Option<Layer>, ConfigError> {
         .map(Some)
         .map_err(|mut e| {
             e.line = None;
+            // Name the variable the user set: NPU_AGENT_<SECTION>_<KEY> for the unknown key.
+            let names: Vec<&str> = vars
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .filter(|n| n.starts_with("NPU_AGENT_"))
+                .collect();
+            if let Some(bad) = names.iter().find(|n| {
+                let k = n.to_ascii_lowercase();
+                e.message
+                    .split('`')
+                    .nth(1)
+                    .is_some_and(|key| k.ends_with(&format!("_{key}")))
+            }) {
+                e.source = format!("environment variable {bad}");
+            }
             e.message = e.message.replace("unknown key", "unknown variable for key");
             e
         })
@@ -581,6 +596,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("urll"), "{e}");
+        assert_eq!(e.source, "environment variable NPU_AGENT_MQTT_URLL");
     }
 
     #[test]

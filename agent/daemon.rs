@@ -747,6 +747,10 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         LinkEvent::Connected { session_present } => {
             agent.connected = true;
             agent.session += 1;
+            eprintln!(
+                "npu-agent: connected to {} as board {} (session {})",
+                agent.s.cfg.mqtt.url, agent.s.board, agent.session
+            );
             let _ = agent
                 .s
                 .state

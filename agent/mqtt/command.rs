@@ -244,10 +244,18 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
                 Some(_) => return Err("argument \"drop_caches\" must be true or false".into()),
             },
         },
-        "set_cma" => Action::SetCma {
-            size: string("size", 16)?
-                .ok_or("set_cma needs the argument \"size\" (e.g. \"256M\")")?,
-        },
+        "set_cma" => {
+            let size =
+                string("size", 16)?.ok_or("set_cma needs the argument \"size\" (e.g. \"256M\")")?;
+            // The syntax is checked here (before rate limits); the profile minimum and the RAM
+            // bound are checked by the edit itself.
+            if crate::parse::size::parse_size_bytes(&size).is_none() {
+                return Err(format!(
+                    "set_cma size {size:?} is not a size (e.g. \"256M\")"
+                ));
+            }
+            Action::SetCma { size }
+        }
         "reboot" => Action::Reboot {
             reason: string("reason", 200)?.unwrap_or_else(|| "requested over MQTT".into()),
         },
@@ -640,6 +648,16 @@ mod tests {
             rejected(gate(&p, &mut l, &topic("b1", "compact", "x"), extra, NOW))
                 .contains("unknown field")
         );
+        let mut badsize = init("b1", serde_json::json!({"size": "abc"}), NOW);
+        sign(&key(), "set_cma", "x", &mut badsize);
+        assert!(rejected(gate(
+            &p,
+            &mut l,
+            &topic("b1", "set_cma", "x"),
+            &bytes(&badsize),
+            NOW
+        ))
+        .contains("not a size"));
         let badarg = init("b1", serde_json::json!({"drop_caches": "yes"}), NOW);
         assert!(rejected(gate(
             &p,
