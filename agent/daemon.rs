@@ -136,6 +136,7 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         max_incoming_packet_bytes: MAX_INCOMING_PACKET_BYTES,
         connect_timeout_s: 5,
         lossless: false,
+        protocol: crate::mqtt::link::Protocol::V5,
     };
     let actions = ActionConfig {
         auto_compact: cfg.actions.auto_compact,
@@ -779,6 +780,15 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                 crate::ha::on_connect(agent_ha(agent), &l.client);
             }
             agent.flush();
+        }
+        LinkEvent::ProtocolRefused { reason } => {
+            eprintln!(
+                "npu-agent: {} refuses MQTT 5 ({reason}); speaking MQTT 3.1.1 from now on",
+                agent.s.cfg.mqtt.url
+            );
+            agent.s.link.protocol = crate::mqtt::link::Protocol::V311;
+            agent.connected = false;
+            agent.link = Some(Link::start(&agent.s.link));
         }
         LinkEvent::Disconnected { reason } => {
             if agent.connected {

@@ -69,6 +69,7 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
         max_incoming_packet_bytes: 4 << 20,
         connect_timeout_s: 5,
         lossless: true,
+        protocol: crate::mqtt::link::Protocol::V5,
     })
 }
 
@@ -205,7 +206,7 @@ pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
 
 async fn send_async(
     a: &SendArgs,
-    opts: LinkOptions,
+    mut opts: LinkOptions,
     board: &str,
     cmd_id: &str,
     payload: Vec<u8>,
@@ -266,6 +267,14 @@ async fn send_async(
                 Ok(None) | Err(_) => continue,
             };
         match ev {
+            LinkEvent::ProtocolRefused { reason } => {
+                let _ = writeln!(
+                    err,
+                    "npu-agent: the broker refuses MQTT 5 ({reason}); using MQTT 3.1.1"
+                );
+                opts.protocol = crate::mqtt::link::Protocol::V311;
+                link = Link::start(&opts);
+            }
             LinkEvent::Connected { .. } => {
                 connected = true;
                 let _ = link
@@ -515,7 +524,7 @@ pub fn watch(a: &WatchArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
 
 async fn watch_async(
     a: &WatchArgs,
-    opts: LinkOptions,
+    mut opts: LinkOptions,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
@@ -551,6 +560,14 @@ async fn watch_async(
             Err(_) => None,
         };
         match ev {
+            Some(LinkEvent::ProtocolRefused { reason }) => {
+                let _ = writeln!(
+                    err,
+                    "npu-agent: the broker refuses MQTT 5 ({reason}); using MQTT 3.1.1"
+                );
+                opts.protocol = crate::mqtt::link::Protocol::V311;
+                link = Link::start(&opts);
+            }
             Some(LinkEvent::Connected { .. }) => {
                 connected = true;
                 // QoS 0: a state topic needs only the latest value, and brokers cap the QoS 1

@@ -6,8 +6,8 @@
 
 use crate::check::CHECK_IDS;
 use crate::mqtt::command::Action;
+use crate::mqtt::link::MqttClient as AsyncClient;
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::AsyncClient;
 use serde_json::{json, Map, Value};
 
 /// What the discovery needs to know about the board.

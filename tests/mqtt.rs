@@ -916,3 +916,81 @@ fn a_refused_automatic_compaction_is_not_retried_in_a_loop() {
     assert_eq!(last["last_action"]["status"], "failed");
     assert!(agent.is_running());
 }
+
+async fn next_event(link: &mut npu_agent::mqtt::link::Link) -> npu_agent::mqtt::link::LinkEvent {
+    tokio::time::timeout(T, link.events.recv())
+        .await
+        .expect("link event")
+        .expect("channel open")
+}
+
+#[test]
+fn the_mqtt_311_fallback_link_publishes_and_receives() {
+    // The link the agent falls back to when a broker refuses MQTT 5, against a real broker.
+    if !require_tool("mosquitto") {
+        return;
+    }
+    use npu_agent::mqtt::link::{Link, LinkEvent, LinkOptions, MqttClient, Protocol};
+    let broker = Broker::start();
+    let observer = Client::connect(broker.port, &["v311/#"]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let opts = LinkOptions {
+            url: npu_agent::mqtt::parse_url(&broker.url()).unwrap(),
+            tls: None,
+            client_id: "v311-test".into(),
+            keep_alive: Duration::from_secs(5),
+            credentials: None,
+            last_will: Some(("v311/availability".into(), b"offline".to_vec())),
+            max_incoming_packet_bytes: 16 * 1024,
+            connect_timeout_s: 5,
+            lossless: true,
+            protocol: Protocol::V311,
+        };
+        let mut link = Link::start(&opts);
+        assert!(matches!(link.client, MqttClient::V311(_)));
+        assert!(matches!(
+            next_event(&mut link).await,
+            LinkEvent::Connected { .. }
+        ));
+        link.client
+            .try_subscribe("v311/cmd/#", rumqttc::v5::mqttbytes::QoS::AtLeastOnce)
+            .unwrap();
+        link.client
+            .try_publish(
+                "v311/status",
+                rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
+                true,
+                b"hello".to_vec(),
+            )
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        // A 200 KB message on a subscribed topic is within the 3.1.1 limit: delivered, no wedge.
+        observer.publish("v311/cmd/big", &vec![b'x'; 200_000], false);
+        observer.publish("v311/cmd/small", b"after", false);
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            if let LinkEvent::Message { topic, payload, .. } = next_event(&mut link).await {
+                got.push((topic, payload.len()));
+            }
+        }
+        assert_eq!(
+            got,
+            vec![
+                ("v311/cmd/big".to_string(), 200_000),
+                ("v311/cmd/small".to_string(), 5)
+            ]
+        );
+        link.abort();
+    });
+    let m = observer.wait_for(T, "the 3.1.1 publish", |m| m.topic == "v311/status");
+    assert_eq!(m.text(), "hello");
+    // Aborted without DISCONNECT: the broker sends the 3.1.1 last will.
+    let w = observer.wait_for(Duration::from_secs(20), "last will", |m| {
+        m.topic == "v311/availability"
+    });
+    assert_eq!(w.text(), "offline");
+}

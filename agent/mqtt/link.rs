@@ -5,6 +5,13 @@
 //! oversized retained message on a command topic cannot wedge the connection (#296, #884).
 //! Subscriptions and retained state are re-established by the owner on every `Connected` event
 //! (clean start: the session is never present, #250).
+//!
+//! A broker that refuses MQTT 5 (an unsupported-protocol CONNACK, or a CONNACK in 3.1.1 form) is
+//! reported as [`LinkEvent::ProtocolRefused`]; the owner then starts the link again with
+//! [`Protocol::V311`]. MQTT 3.1.1 has no Maximum Packet Size, so there the client accepts up to
+//! [`MAX_INCOMING_PACKET_BYTES_V311`]; a bigger retained message on a command topic would still
+//! break the connection, and only a broker-side limit (mosquitto `message_size_limit`, RabbitMQ
+//! `mqtt.max_packet_size`…) prevents that.
 
 use rumqttc::v5::mqttbytes::v5::{LastWill, Packet};
 use rumqttc::v5::mqttbytes::QoS;
@@ -16,6 +23,86 @@ use tokio::sync::mpsc;
 
 /// Largest packet the agent accepts from the broker (commands are at most 4 KiB).
 pub const MAX_INCOMING_PACKET_BYTES: u32 = 16 * 1024;
+
+/// Largest incoming packet over MQTT 3.1.1, where the broker cannot be told a limit.
+pub const MAX_INCOMING_PACKET_BYTES_V311: usize = 1 << 20;
+
+/// The MQTT protocol version spoken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// MQTT 5 (the default; Maximum Packet Size protects the connection).
+    V5,
+    /// MQTT 3.1.1, for brokers that refuse 5.
+    V311,
+}
+
+/// A publish/subscribe handle for either protocol (the `try_*` calls never wait).
+#[derive(Clone)]
+pub enum MqttClient {
+    /// MQTT 5.
+    V5(AsyncClient),
+    /// MQTT 3.1.1.
+    V311(rumqttc::AsyncClient),
+}
+
+fn v311_qos(q: QoS) -> rumqttc::QoS {
+    match q {
+        QoS::AtMostOnce => rumqttc::QoS::AtMostOnce,
+        QoS::AtLeastOnce => rumqttc::QoS::AtLeastOnce,
+        QoS::ExactlyOnce => rumqttc::QoS::ExactlyOnce,
+    }
+}
+
+impl MqttClient {
+    /// Queues a publish; `Err` when the request queue is full (the caller keeps it for later).
+    pub fn try_publish<S: Into<String>>(
+        &self,
+        topic: S,
+        qos: QoS,
+        retain: bool,
+        payload: Vec<u8>,
+    ) -> Result<(), String> {
+        match self {
+            MqttClient::V5(c) => c
+                .try_publish(topic, qos, retain, payload)
+                .map_err(|e| e.to_string()),
+            MqttClient::V311(c) => c
+                .try_publish(topic, v311_qos(qos), retain, payload)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Queues a subscription.
+    pub fn try_subscribe<S: Into<String>>(&self, filter: S, qos: QoS) -> Result<(), String> {
+        match self {
+            MqttClient::V5(c) => c.try_subscribe(filter, qos).map_err(|e| e.to_string()),
+            MqttClient::V311(c) => c
+                .try_subscribe(filter, v311_qos(qos))
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Queues a DISCONNECT.
+    pub fn try_disconnect(&self) -> Result<(), String> {
+        match self {
+            MqttClient::V5(c) => c.try_disconnect().map_err(|e| e.to_string()),
+            MqttClient::V311(c) => c.try_disconnect().map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// True when a failed MQTT 5 connection attempt means the broker does not speak MQTT 5 (rather
+/// than being down, unreachable or refusing the credentials).
+pub fn is_protocol_refusal(e: &rumqttc::v5::ConnectionError) -> bool {
+    use rumqttc::v5::mqttbytes::v5::ConnectReturnCode;
+    use rumqttc::v5::{ConnectionError, StateError};
+    matches!(
+        e,
+        ConnectionError::ConnectionRefused(ConnectReturnCode::UnsupportedProtocolVersion)
+            | ConnectionError::MqttState(StateError::Deserialization(_))
+            | ConnectionError::NotConnAck(_)
+    )
+}
 
 /// First back-off after a failed connection, and the cap.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -44,6 +131,8 @@ pub struct LinkOptions {
     /// Never drop an incoming message: wait for room in the event channel (operator tools that
     /// read thousands of retained messages). The agent leaves this off and drops on overflow.
     pub lossless: bool,
+    /// Protocol version to speak.
+    pub protocol: Protocol,
 }
 
 /// What the polling task reports.
@@ -53,6 +142,12 @@ pub enum LinkEvent {
     Connected {
         /// The broker kept a session (never with clean start).
         session_present: bool,
+    },
+    /// The broker does not speak MQTT 5: start the link again with [`Protocol::V311`]. The
+    /// polling task has stopped.
+    ProtocolRefused {
+        /// The error, as text.
+        reason: String,
     },
     /// The connection failed or dropped; the task backs off and retries by itself.
     Disconnected {
@@ -73,7 +168,7 @@ pub enum LinkEvent {
 /// A running connection: the client to publish with, the events, and the polling task.
 pub struct Link {
     /// Publish/subscribe handle (use the `try_*` methods).
-    pub client: AsyncClient,
+    pub client: MqttClient,
     /// Events from the polling task.
     pub events: mpsc::Receiver<LinkEvent>,
     /// Unix milliseconds of the last poll that returned (a stalled loop stops moving it).
@@ -133,22 +228,72 @@ fn options(o: &LinkOptions) -> MqttOptions {
     m
 }
 
+fn options_v311(o: &LinkOptions) -> rumqttc::MqttOptions {
+    let mut m = rumqttc::MqttOptions::new(o.client_id.clone(), o.url.host.clone(), o.url.port);
+    m.set_keep_alive(o.keep_alive.max(Duration::from_secs(5)));
+    m.set_clean_session(true);
+    m.set_max_packet_size(
+        MAX_INCOMING_PACKET_BYTES_V311,
+        MAX_INCOMING_PACKET_BYTES_V311,
+    );
+    m.set_request_channel_capacity(256);
+    m.set_inflight(32);
+    if let Some((u, p)) = &o.credentials {
+        m.set_credentials(u.clone(), p.clone());
+    }
+    if let Some((topic, payload)) = &o.last_will {
+        m.set_last_will(rumqttc::LastWill::new(
+            topic.clone(),
+            payload.clone(),
+            rumqttc::QoS::AtLeastOnce,
+            true,
+        ));
+    }
+    if let (true, Some(cfg)) = (o.url.tls, &o.tls) {
+        m.set_transport(rumqttc::Transport::tls_with_config(
+            rumqttc::TlsConfiguration::Rustls(cfg.clone()),
+        ));
+    }
+    m
+}
+
 impl Link {
     /// Starts the connection and its polling task (on the current tokio runtime).
     pub fn start(o: &LinkOptions) -> Link {
-        let (client, eventloop) = AsyncClient::new(options(o), 256);
         let (tx, rx) = mpsc::channel(1024);
         let progress_ms = Arc::new(AtomicU64::new(now_ms()));
         let dropped = Arc::new(AtomicU64::new(0));
         let stopping = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(poll_loop(
-            eventloop,
-            tx,
-            progress_ms.clone(),
-            dropped.clone(),
-            stopping.clone(),
-            o.lossless,
-        ));
+        let (client, task) = match o.protocol {
+            Protocol::V5 => {
+                let (client, eventloop) = AsyncClient::new(options(o), 256);
+                let task = tokio::spawn(poll_loop(
+                    eventloop,
+                    tx,
+                    progress_ms.clone(),
+                    dropped.clone(),
+                    stopping.clone(),
+                    o.lossless,
+                ));
+                (MqttClient::V5(client), task)
+            }
+            Protocol::V311 => {
+                let (client, mut eventloop) = rumqttc::AsyncClient::new(options_v311(o), 256);
+                let mut net = rumqttc::NetworkOptions::new();
+                net.set_tcp_nodelay(true);
+                net.set_connection_timeout(o.connect_timeout_s);
+                eventloop.set_network_options(net);
+                let task = tokio::spawn(poll_loop_v311(
+                    eventloop,
+                    tx,
+                    progress_ms.clone(),
+                    dropped.clone(),
+                    stopping.clone(),
+                    o.lossless,
+                ));
+                (MqttClient::V311(client), task)
+            }
+        };
         Link {
             client,
             events: rx,
@@ -185,12 +330,15 @@ async fn poll_loop(
     lossless: bool,
 ) {
     let mut backoff = Duration::ZERO;
+    let mut ever_connected = false;
+    let mut refusals = 0;
     loop {
         let polled = eventloop.poll().await;
         progress.store(now_ms(), Ordering::Relaxed);
         match polled {
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                 backoff = Duration::ZERO;
+                ever_connected = true;
                 let _ = tx
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,
@@ -223,6 +371,74 @@ async fn poll_loop(
                 if stopping.load(Ordering::SeqCst) {
                     return;
                 }
+                // Twice refused before ever connecting: the broker does not speak MQTT 5.
+                if !ever_connected && is_protocol_refusal(&e) {
+                    refusals += 1;
+                    if refusals >= 2 {
+                        let _ = tx
+                            .send(LinkEvent::ProtocolRefused {
+                                reason: e.to_string(),
+                            })
+                            .await;
+                        return;
+                    }
+                }
+                let _ = tx.try_send(LinkEvent::Disconnected {
+                    reason: e.to_string(),
+                });
+                backoff = next_backoff(backoff);
+                tokio::time::sleep(backoff).await;
+            }
+        }
+    }
+}
+
+async fn poll_loop_v311(
+    mut eventloop: rumqttc::EventLoop,
+    tx: mpsc::Sender<LinkEvent>,
+    progress: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+    stopping: Arc<AtomicBool>,
+    lossless: bool,
+) {
+    let mut backoff = Duration::ZERO;
+    loop {
+        let polled = eventloop.poll().await;
+        progress.store(now_ms(), Ordering::Relaxed);
+        match polled {
+            Ok(rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(ack))) => {
+                backoff = Duration::ZERO;
+                let _ = tx
+                    .send(LinkEvent::Connected {
+                        session_present: ack.session_present,
+                    })
+                    .await;
+            }
+            Ok(rumqttc::Event::Incoming(rumqttc::Packet::Publish(p))) => {
+                let ev = LinkEvent::Message {
+                    topic: p.topic.clone(),
+                    payload: p.payload.to_vec(),
+                    retain: p.retain,
+                };
+                if lossless {
+                    if tx.send(ev).await.is_err() {
+                        return;
+                    }
+                } else if tx.try_send(ev).is_err() {
+                    dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(rumqttc::Event::Outgoing(rumqttc::Outgoing::Disconnect))
+                if stopping.load(Ordering::SeqCst) =>
+            {
+                let _ = tokio::time::timeout(Duration::from_millis(200), eventloop.poll()).await;
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                if stopping.load(Ordering::SeqCst) {
+                    return;
+                }
                 let _ = tx.try_send(LinkEvent::Disconnected {
                     reason: e.to_string(),
                 });
@@ -236,6 +452,25 @@ async fn poll_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protocol_refusals_are_told_from_outages() {
+        use rumqttc::v5::mqttbytes::v5::ConnectReturnCode;
+        use rumqttc::v5::{ConnectionError, StateError};
+        assert!(is_protocol_refusal(&ConnectionError::ConnectionRefused(
+            ConnectReturnCode::UnsupportedProtocolVersion
+        )));
+        // A 3.1.1 broker answers CONNACK return code 1, which is no MQTT 5 reason code.
+        assert!(is_protocol_refusal(&ConnectionError::MqttState(
+            StateError::Deserialization(rumqttc::v5::mqttbytes::Error::InvalidConnectReturnCode(1))
+        )));
+        assert!(!is_protocol_refusal(&ConnectionError::ConnectionRefused(
+            ConnectReturnCode::NotAuthorized
+        )));
+        assert!(!is_protocol_refusal(&ConnectionError::Io(
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused)
+        )));
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {
