@@ -56,6 +56,14 @@ printf '%-44s %10s %10s %16s\n' "target" "median_ms" "p90_ms" "instructions"
 row "baseline: /bin/true (fork + exec only)" /bin/true
 row "npu-agent check --root <pi5-hailo10h fixture>" "$BIN" check --root "$FIXTURE" --format json
 row "npu-agent check (this host)" "$BIN" check --format json
+# The static musl build is what boards run; it starts without the dynamic loader. Built when
+# the x86_64 musl target is installed (rustup target add x86_64-unknown-linux-musl).
+if rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl; then
+  cargo build --release --quiet --target x86_64-unknown-linux-musl
+  STATIC=target/x86_64-unknown-linux-musl/release/npu-agent
+  row "static musl: check --root <fixture>" "$STATIC" check --root "$FIXTURE" --format json
+  row "static musl: check (this host)" "$STATIC" check --format json
+fi
 if [ -f "$SEED" ]; then
   row "seed-doctor.sh (this host, 4 checks)" bash "$SEED"
 else
