@@ -95,6 +95,11 @@ fn status(report: &Value, id: &str) -> String {
         .to_string()
 }
 
+/// Asserts the most severe status of check `id`, printing its finding on failure.
+fn assert_status(r: &Value, id: &str, want: &str) {
+    assert_eq!(status(r, id), want, "{:#}", finding(r, id));
+}
+
 /// The rk3588 profile as shipped, but wanting a 256 MiB CMA pool.
 fn rk3588_profile_wanting_256m() -> String {
     let base =
@@ -190,12 +195,7 @@ fn rk3588_check_reads_cma_64m_from_the_real_kernel() {
         "{id:#}"
     );
     // Debian's cloud kernel has no rknpu driver: the check must notice, not pass.
-    assert_eq!(
-        status(&r, "rknpu.driver_version"),
-        "warn",
-        "{:#}",
-        finding(&r, "rknpu.driver_version")
-    );
+    assert_status(&r, "rknpu.driver_version", "warn");
     let pool = finding(&r, "cma.pool_size");
     assert_eq!(pool["status"], "fail", "{pool:#}");
     assert_eq!(pool["observed"]["cma_total_bytes"], 67108864u64, "{pool:#}");
@@ -205,18 +205,8 @@ fn rk3588_check_reads_cma_64m_from_the_real_kernel() {
     );
     assert_eq!(r["metrics"]["cma_total_bytes"], 67108864u64);
     // The boot file and the running kernel agree: cma=64M is in effect, no reboot pending.
-    assert_eq!(
-        status(&r, "cma.boot_param"),
-        "pass",
-        "{:#}",
-        finding(&r, "cma.boot_param")
-    );
-    assert_eq!(
-        status(&r, "reboot.pending"),
-        "pass",
-        "{:#}",
-        finding(&r, "reboot.pending")
-    );
+    assert_status(&r, "cma.boot_param", "pass");
+    assert_status(&r, "reboot.pending", "pass");
     eprintln!("scenario a: {:.1} s", t0.elapsed().as_secs_f64());
 }
 
@@ -314,24 +304,9 @@ vb_section check npu-agent check --format json"#,
     let r = b2.json("check");
     assert_eq!(r["boot_id"], id2.as_str());
     assert_eq!(r["metrics"]["cma_total_bytes"], 268435456u64);
-    assert_eq!(
-        status(&r, "reboot.pending"),
-        "pass",
-        "{:#}",
-        finding(&r, "reboot.pending")
-    );
-    assert_eq!(
-        status(&r, "cma.boot_param"),
-        "pass",
-        "{:#}",
-        finding(&r, "cma.boot_param")
-    );
-    assert_eq!(
-        status(&r, "cma.pool_size"),
-        "pass",
-        "{:#}",
-        finding(&r, "cma.pool_size")
-    );
+    assert_status(&r, "reboot.pending", "pass");
+    assert_status(&r, "cma.boot_param", "pass");
+    assert_status(&r, "cma.pool_size", "pass");
     eprintln!("scenario b: {:.1} s", t0.elapsed().as_secs_f64());
 }
 
@@ -385,26 +360,11 @@ vb_section check npu-agent check --format json"#,
     );
     assert_eq!(r["board_id"], "9f2b7c61d0e4a835");
     // No Hailo on this PCI bus: right to fail.
-    assert_eq!(
-        status(&r, "hailo.pci_device"),
-        "fail",
-        "{:#}",
-        finding(&r, "hailo.pci_device")
-    );
+    assert_status(&r, "hailo.pci_device", "fail");
     assert_eq!(r["health"], "fail");
     // 64 MiB from the device tree, no cma= anywhere: nothing harmful, nothing pending.
-    assert_eq!(
-        status(&r, "cma.boot_param"),
-        "pass",
-        "{:#}",
-        finding(&r, "cma.boot_param")
-    );
-    assert_eq!(
-        status(&r, "reboot.pending"),
-        "pass",
-        "{:#}",
-        finding(&r, "reboot.pending")
-    );
+    assert_status(&r, "cma.boot_param", "pass");
+    assert_status(&r, "reboot.pending", "pass");
     let p = b1.json("pending");
     let pending = finding(&p, "reboot.pending");
     assert_eq!(
@@ -446,24 +406,9 @@ vb_section check npu-agent check --format json"#,
     );
     let r = b2.json("check");
     assert_eq!(r["metrics"]["cma_total_bytes"], 268435456u64);
-    assert_eq!(
-        status(&r, "reboot.pending"),
-        "pass",
-        "{:#}",
-        finding(&r, "reboot.pending")
-    );
-    assert_eq!(
-        status(&r, "cma.boot_param"),
-        "pass",
-        "{:#}",
-        finding(&r, "cma.boot_param")
-    );
-    assert_eq!(
-        status(&r, "cma.pool_size"),
-        "pass",
-        "{:#}",
-        finding(&r, "cma.pool_size")
-    );
+    assert_status(&r, "reboot.pending", "pass");
+    assert_status(&r, "cma.boot_param", "pass");
+    assert_status(&r, "cma.pool_size", "pass");
     eprintln!("scenario c: {:.1} s", t0.elapsed().as_secs_f64());
 }
 
@@ -1259,12 +1204,7 @@ fn rk3588_fleet_status_commands_and_signed_cma_reboot_over_mqtt() {
     );
     assert_eq!(r["metrics"]["cma_total_bytes"], 268435456u64);
     assert_eq!(r["reboot_required"], false, "{r:#}");
-    assert_eq!(
-        status(&r, "reboot.pending"),
-        "pass",
-        "{:#}",
-        finding(&r, "reboot.pending")
-    );
+    assert_status(&r, "reboot.pending", "pass");
     assert!(
         r["session"].as_u64().is_some_and(|s| s >= 2),
         "the session counter lives on the state disk: {r:#}"
@@ -1471,18 +1411,8 @@ fn pi5_fleet_late_broker_then_signed_cma_overlay_and_reboot_over_mqtt() {
     );
     assert_eq!(r["metrics"]["cma_total_bytes"], 268435456u64);
     assert_eq!(r["reboot_required"], false, "{r:#}");
-    assert_eq!(
-        status(&r, "reboot.pending"),
-        "pass",
-        "{:#}",
-        finding(&r, "reboot.pending")
-    );
-    assert_eq!(
-        status(&r, "cma.boot_param"),
-        "pass",
-        "{:#}",
-        finding(&r, "cma.boot_param")
-    );
+    assert_status(&r, "reboot.pending", "pass");
+    assert_status(&r, "cma.boot_param", "pass");
     assert_agent_alive(&mut b2);
     common::say(&format!(
         "scenario 4 (Pi 5 signed set_cma + reboot): {:.1} s; cma.pool_size {pool_before} -> pass; reboot command {:.1} s from fleet send to successful",
