@@ -208,7 +208,6 @@ struct Agent {
     last_status_publish: Instant,
     last_action: Option<Value>,
     pending_replies: Vec<(String, Vec<u8>)>,
-    reboot_outcome: Option<(String, Vec<u8>)>,
     busy: bool,
     queue: Vec<(Option<CmdRef>, Action)>,
     rescan_wanted: bool,
@@ -298,6 +297,17 @@ impl Agent {
         r.board_id = self.s.board.clone();
         r.session = self.session;
         r.last_action = self.last_action.clone();
+        // The link's counters (rumqttc #263: coalesce or drop, never block): status publishes
+        // that found the request queue full, and incoming messages dropped on a full channel.
+        r.metrics
+            .insert("mqtt_status_coalesced".into(), self.status_dropped.into());
+        let incoming = self
+            .link
+            .as_ref()
+            .map(|l| l.dropped.load(Ordering::Relaxed))
+            .unwrap_or(0);
+        r.metrics
+            .insert("mqtt_incoming_dropped".into(), incoming.into());
         let edit: Option<action::state::BootEditState> = self
             .s
             .state
@@ -604,7 +614,6 @@ async fn main_loop(s: Setup) -> i32 {
         last_status_publish: Instant::now(),
         last_action: None,
         pending_replies: Vec::new(),
-        reboot_outcome: None,
         busy: false,
         queue: Vec::new(),
         rescan_wanted: false,
@@ -726,7 +735,6 @@ fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::ReconcileWhe
             );
             if !rec.cmd_id.starts_with("local-") {
                 let (t, p) = agent.lifecycle(&c, status, extra);
-                agent.reboot_outcome = Some((t.clone(), p.clone()));
                 agent.send_retained(t, p);
             }
         }

@@ -91,6 +91,8 @@ fn status_arrives_retained_and_parses() {
         assert_eq!(s["health"], "ok");
         assert!(s["session"].as_u64().unwrap() >= 1);
         assert_eq!(s["metrics"]["cma_total_bytes"], 268_435_456u64);
+        assert_eq!(s["metrics"]["mqtt_incoming_dropped"], 0u64);
+        assert!(s["metrics"]["mqtt_status_coalesced"].is_u64());
         assert!(s["findings"].as_array().unwrap().len() >= npu_agent::check::CHECK_IDS.len());
         assert!(time::OffsetDateTime::parse(
             s["time"].as_str().unwrap(),

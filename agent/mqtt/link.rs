@@ -321,6 +321,23 @@ impl Link {
     }
 }
 
+/// Hands an incoming message to the owner: waiting for room when `lossless`, else dropping it
+/// (counted) when the channel is full. `false` when the owner is gone.
+async fn forward(
+    tx: &mpsc::Sender<LinkEvent>,
+    ev: LinkEvent,
+    lossless: bool,
+    dropped: &AtomicU64,
+) -> bool {
+    if lossless {
+        return tx.send(ev).await.is_ok();
+    }
+    if tx.try_send(ev).is_err() {
+        dropped.fetch_add(1, Ordering::Relaxed);
+    }
+    true
+}
+
 async fn poll_loop(
     mut eventloop: EventLoop,
     tx: mpsc::Sender<LinkEvent>,
@@ -351,12 +368,8 @@ async fn poll_loop(
                     payload: p.payload.to_vec(),
                     retain: p.retain,
                 };
-                if lossless {
-                    if tx.send(ev).await.is_err() {
-                        return;
-                    }
-                } else if tx.try_send(ev).is_err() {
-                    dropped.fetch_add(1, Ordering::Relaxed);
+                if !forward(&tx, ev, lossless, &dropped).await {
+                    return;
                 }
             }
             Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect))
@@ -420,12 +433,8 @@ async fn poll_loop_v311(
                     payload: p.payload.to_vec(),
                     retain: p.retain,
                 };
-                if lossless {
-                    if tx.send(ev).await.is_err() {
-                        return;
-                    }
-                } else if tx.try_send(ev).is_err() {
-                    dropped.fetch_add(1, Ordering::Relaxed);
+                if !forward(&tx, ev, lossless, &dropped).await {
+                    return;
                 }
             }
             Ok(rumqttc::Event::Outgoing(rumqttc::Outgoing::Disconnect))
