@@ -183,6 +183,8 @@ enum Done {
         ok: bool,
         detail: String,
         result: Value,
+        /// A rescan's diagnosis: published as is, not run again.
+        diagnosis: Option<Box<Diagnosis>>,
     },
 }
 
@@ -394,19 +396,52 @@ fn spawn_action(
     let tx = tx.clone();
     tokio::task::spawn_blocking(move || {
         let name = a.name().to_string();
-        let (ok, detail, result) = execute(&root, &state, &actions, &choice, cmd.as_ref(), a, d);
+        let (ok, detail, result, diagnosis) =
+            execute(&root, &state, &actions, &choice, cmd.as_ref(), a, d);
         let _ = tx.send(Done::Action {
             cmd,
             name,
             ok,
             detail,
             result,
+            diagnosis,
         });
     });
 }
 
-/// Runs one action (blocking). Returns (succeeded, reason or summary, result object).
+/// Runs one action (blocking). Returns (succeeded, reason or summary, result object, and for a
+/// rescan the diagnosis it made).
 fn execute(
+    root: &SysRoot,
+    state: &StateDir,
+    actions: &ActionConfig,
+    choice: &ProfileChoice,
+    cmd: Option<&CmdRef>,
+    a: Action,
+    d: Option<Box<Diagnosis>>,
+) -> (bool, String, Value, Option<Box<Diagnosis>>) {
+    if let Action::Rescan = a {
+        return match diagnose::diagnose(root, choice) {
+            Ok(d) => {
+                let r = &d.report;
+                let detail = format!("health {:?}", r.health);
+                let fail: Vec<&str> = r
+                    .findings
+                    .iter()
+                    .filter(|f| f.status == Status::Fail)
+                    .map(|f| f.id.as_str())
+                    .collect();
+                let result = json!({"health": r.health, "fail": fail});
+                (true, detail, result, Some(Box::new(d)))
+            }
+            Err(e) => (false, e.to_string(), Value::Null, None),
+        };
+    }
+    let (ok, detail, result) = execute_action(root, state, actions, choice, cmd, a, d);
+    (ok, detail, result, None)
+}
+
+fn execute_action(
     root: &SysRoot,
     state: &StateDir,
     actions: &ActionConfig,
@@ -417,18 +452,8 @@ fn execute(
 ) -> (bool, String, Value) {
     let now = now_s();
     match a {
-        Action::Rescan => match diagnose::diagnose(root, choice) {
-            Ok(d) => {
-                let r = &d.report;
-                let detail = format!("health {:?}", r.health);
-                (
-                    true,
-                    detail,
-                    json!({"health": r.health, "fail": r.findings.iter().filter(|f| f.status == Status::Fail).map(|f| f.id.clone()).collect::<Vec<_>>()}),
-                )
-            }
-            Err(e) => (false, e.to_string(), Value::Null),
-        },
+        // Handled by `execute`, which keeps the diagnosis.
+        Action::Rescan => (false, "rescan is run by execute".into(), Value::Null),
         Action::Compact { drop_caches } => {
             use crate::action::compact::{
                 run_compaction, CompactOptions, CompactOutcome, RootKnobs,
@@ -987,6 +1012,7 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
             ok,
             detail,
             result,
+            diagnosis,
         } => {
             agent.busy = false;
             let status = if ok {
@@ -1009,9 +1035,12 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
                     agent.send_retained(t, p);
                 }
             }
-            // Every action changes what the checks see: rescan now and publish the result.
+            // Every action changes what the checks see: publish a fresh diagnosis now (a rescan
+            // brought its own; others get one).
             agent.force_publish = true;
-            if agent.diagnosing {
+            if let Some(d) = diagnosis {
+                handle_done(agent, Done::Diagnosed(Ok(d)), tx);
+            } else if agent.diagnosing {
                 agent.rescan_wanted = true;
             } else {
                 agent.diagnosing = true;
