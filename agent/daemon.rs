@@ -190,6 +190,7 @@ enum Done {
 
 /// Runs the daemon until SIGTERM/SIGINT. Returns the process exit code.
 pub fn run(cfg: Config) -> Result<i32, RunError> {
+    crate::logging::init();
     let s = setup(cfg)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -655,7 +656,7 @@ async fn main_loop(s: Setup) -> i32 {
     // edit now in effect?
     reconcile_reboot(&mut agent, crate::action::reboot::ReconcileWhen::Start);
     if let Err(e) = crate::action::cma::reconcile_boot_edit(&agent.s.state) {
-        eprintln!("npu-agent: cannot reconcile the boot-file edit state: {e}");
+        tracing::error!("cannot reconcile the boot-file edit state: {e}");
     }
     spawn_diagnose(&agent.s, &tx);
     agent.link = Some(Link::start(&agent.s.link));
@@ -671,7 +672,7 @@ async fn main_loop(s: Setup) -> i32 {
     {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("npu-agent: cannot watch SIGTERM: {e}");
+            tracing::error!("cannot watch SIGTERM: {e}");
             return 2;
         }
     };
@@ -732,8 +733,9 @@ fn restart_stalled_link(agent: &mut Agent) {
     .saturating_sub(l.progress_ms.load(Ordering::Relaxed));
     // With keep-alive pings the loop returns at least every keep-alive; three missed means stuck.
     if agent.connected && idle_ms > 3 * agent.s.link.keep_alive.as_millis() as u64 {
-        eprintln!(
-            "npu-agent: MQTT event loop made no progress for {idle_ms} ms; restarting the client"
+        tracing::warn!(
+            idle_ms,
+            "MQTT event loop made no progress; restarting the client"
         );
         if let Some(old) = agent.link.take() {
             old.abort();
@@ -764,7 +766,7 @@ fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::ReconcileWhe
             }
         }
         Ok(None) => {}
-        Err(e) => eprintln!("npu-agent: cannot reconcile the reboot state: {e}"),
+        Err(e) => tracing::error!("cannot reconcile the reboot state: {e}"),
     }
 }
 
@@ -781,9 +783,12 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         LinkEvent::Connected { session_present } => {
             agent.connected = true;
             agent.session += 1;
-            eprintln!(
-                "npu-agent: connected to {} as board {} (session {})",
-                agent.s.cfg.mqtt.url, agent.s.board, agent.session
+            tracing::info!(
+                broker = %agent.s.cfg.mqtt.url,
+                board = %agent.s.board,
+                session = agent.session,
+                session_present,
+                "connected"
             );
             let _ = agent
                 .s
@@ -815,9 +820,10 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
             agent.flush();
         }
         LinkEvent::ProtocolRefused { reason } => {
-            eprintln!(
-                "npu-agent: {} refuses MQTT 5 ({reason}); speaking MQTT 3.1.1 from now on",
-                agent.s.cfg.mqtt.url
+            tracing::warn!(
+                broker = %agent.s.cfg.mqtt.url,
+                %reason,
+                "broker refuses MQTT 5; speaking MQTT 3.1.1 from now on"
             );
             agent.s.link.protocol = crate::mqtt::link::Protocol::V311;
             agent.connected = false;
@@ -825,7 +831,7 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         }
         LinkEvent::Disconnected { reason } => {
             if agent.connected {
-                eprintln!("npu-agent: MQTT connection lost: {reason}");
+                tracing::warn!(%reason, "MQTT connection lost");
             }
             agent.connected = false;
         }
@@ -1004,7 +1010,7 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
         }
         Done::Diagnosed(Err(e)) => {
             agent.diagnosing = false;
-            eprintln!("npu-agent: diagnosis failed: {e}");
+            tracing::error!("diagnosis failed: {e}");
         }
         Done::Action {
             cmd,

@@ -25,6 +25,7 @@ pub mod daemon;
 pub mod diagnose;
 pub mod fleet;
 pub mod ha;
+pub mod logging;
 pub mod mqtt;
 pub mod parse;
 pub mod probe;

@@ -1,0 +1,280 @@
+//! The daemon's operator log: a lean `tracing` subscriber that writes one line per event to
+//! stderr (the systemd journal when run as a service), rate-limited per call site.
+//!
+//! Line shape: `npu-agent: LEVEL target: message key=value ...`. When stderr is connected to
+//! the journal (systemd sets `JOURNAL_STREAM`), each line starts with the syslog priority prefix
+//! (`<3>` error, `<4>` warn, `<6>` info, `<7>` debug) that journald turns into the entry's
+//! priority, so `journalctl -u npu-agent -p warning` works.
+//!
+//! Rate limit: at most [`BURST_PER_WINDOW`] lines per call site in each [`WINDOW_S`]-second
+//! window; the lines dropped are counted and reported on the next line that call site writes
+//! (`(N similar lines suppressed)`). A flood of hostile commands therefore cannot flood the journal.
+//!
+//! Spans are not used by the agent; the subscriber gives every span the same id and records
+//! nothing for them.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
+
+/// Lines one call site may write per window.
+pub const BURST_PER_WINDOW: u32 = 20;
+/// Length of a rate-limit window, seconds.
+pub const WINDOW_S: u64 = 60;
+/// Longest line written (bytes); longer ones are cut at a character boundary and end in `…`.
+pub const MAX_LINE_BYTES: usize = 2048;
+
+/// Per call site: window start, lines written in it, lines suppressed since the last written one.
+struct SiteState {
+    window_start: Instant,
+    written: u32,
+    suppressed: u64,
+}
+
+/// A `tracing` subscriber writing rate-limited lines to stderr. See the module docs.
+pub struct StderrLog {
+    max_level: Level,
+    journal_prefix: bool,
+    sites: Mutex<HashMap<tracing::callsite::Identifier, SiteState>>,
+}
+
+impl StderrLog {
+    /// A subscriber that writes events at `max_level` and more severe. `journal_prefix` adds
+    /// the syslog priority prefix (`<N>`) journald reads.
+    pub fn new(max_level: Level, journal_prefix: bool) -> Self {
+        StderrLog {
+            max_level,
+            journal_prefix,
+            sites: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Formats one event as the line written (without the trailing newline), or `None` when the
+    /// call site is over its rate limit. `now` is the monotonic time of the event.
+    pub fn format_event(&self, event: &Event<'_>, now: Instant) -> Option<String> {
+        let meta = event.metadata();
+        let suppressed = {
+            let mut sites = self.sites.lock().unwrap_or_else(|p| p.into_inner());
+            let st = sites.entry(meta.callsite()).or_insert(SiteState {
+                window_start: now,
+                written: 0,
+                suppressed: 0,
+            });
+            if now.duration_since(st.window_start).as_secs() >= WINDOW_S {
+                st.window_start = now;
+                st.written = 0;
+            }
+            if st.written >= BURST_PER_WINDOW {
+                st.suppressed = st.suppressed.saturating_add(1);
+                return None;
+            }
+            st.written += 1;
+            std::mem::take(&mut st.suppressed)
+        };
+        let mut v = LineVisitor::default();
+        event.record(&mut v);
+        let mut line = String::with_capacity(96);
+        if self.journal_prefix {
+            let prio = match *meta.level() {
+                Level::ERROR => 3,
+                Level::WARN => 4,
+                Level::INFO => 6,
+                _ => 7,
+            };
+            let _ = write!(line, "<{prio}>");
+        }
+        let target = meta
+            .target()
+            .strip_prefix("npu_agent::")
+            .unwrap_or(meta.target());
+        let _ = write!(
+            line,
+            "npu-agent: {} {}: {}",
+            meta.level(),
+            target,
+            v.message
+        );
+        line.push_str(&v.fields);
+        if suppressed > 0 {
+            let _ = write!(line, " ({suppressed} similar lines suppressed)");
+        }
+        Some(sanitize(line))
+    }
+}
+
+/// Replaces control characters (a board or broker controls much of what is logged) so that one
+/// event stays one journal line, and cuts the line at [`MAX_LINE_BYTES`].
+fn sanitize(line: String) -> String {
+    let mut out = String::with_capacity(line.len().min(MAX_LINE_BYTES + 4));
+    for c in line.chars() {
+        if out.len() + c.len_utf8() > MAX_LINE_BYTES {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Collects an event's `message` and its other fields as ` key=value`.
+#[derive(Default)]
+struct LineVisitor {
+    message: String,
+    fields: String,
+}
+
+impl Visit for LineVisitor {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.message.push_str(value);
+        } else if value.is_empty() || value.contains([' ', '"', '=']) {
+            let _ = write!(self.fields, " {}={:?}", field.name(), value);
+        } else {
+            let _ = write!(self.fields, " {}={}", field.name(), value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            let _ = write!(self.message, "{value:?}");
+        } else {
+            let _ = write!(self.fields, " {}={:?}", field.name(), value);
+        }
+    }
+}
+
+impl Subscriber for StderrLog {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.level() <= &self.max_level
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::from_level(
+            self.max_level,
+        ))
+    }
+
+    fn new_span(&self, _span: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+
+    fn record(&self, _span: &Id, _values: &Record<'_>) {}
+
+    fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        if let Some(mut line) = self.format_event(event, Instant::now()) {
+            line.push('\n');
+            // One write per line; a closed stderr is not worth dying for.
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+    }
+
+    fn enter(&self, _span: &Id) {}
+
+    fn exit(&self, _span: &Id) {}
+}
+
+/// Installs [`StderrLog`] as the process-wide subscriber (info level; the journal prefix when
+/// `JOURNAL_STREAM` is set). Called once by `npu-agent run`; a second call is a no-op.
+pub fn init() {
+    let journal = std::env::var_os("JOURNAL_STREAM").is_some();
+    let _ = tracing::subscriber::set_global_default(StderrLog::new(Level::INFO, journal));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Captures formatted lines instead of writing them.
+    struct Capture {
+        log: StderrLog,
+        lines: Mutex<Vec<String>>,
+    }
+
+    impl Subscriber for Capture {
+        fn enabled(&self, m: &Metadata<'_>) -> bool {
+            self.log.enabled(m)
+        }
+        fn new_span(&self, _span: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _span: &Id, _values: &Record<'_>) {}
+        fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
+        fn event(&self, event: &Event<'_>) {
+            if let Some(l) = self.log.format_event(event, Instant::now()) {
+                self.lines.lock().unwrap().push(l);
+            }
+        }
+        fn enter(&self, _span: &Id) {}
+        fn exit(&self, _span: &Id) {}
+    }
+
+    fn capture(journal: bool, f: impl FnOnce()) -> Vec<String> {
+        let c = Arc::new(Capture {
+            log: StderrLog::new(Level::INFO, journal),
+            lines: Mutex::new(Vec::new()),
+        });
+        tracing::subscriber::with_default(c.clone(), f);
+        let lines = c.lines.lock().unwrap().clone();
+        lines
+    }
+
+    #[test]
+    fn line_shape_fields_and_priority() {
+        let lines = capture(true, || {
+            tracing::warn!(cmd_id = "c1", reason = "rate limited", "command rejected");
+            tracing::debug!("not written at info");
+            tracing::error!(code = 5u8, "connection refused");
+        });
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[0],
+            "<4>npu-agent: WARN logging::tests: command rejected cmd_id=c1 reason=\"rate limited\""
+        );
+        assert_eq!(
+            lines[1],
+            "<3>npu-agent: ERROR logging::tests: connection refused code=5"
+        );
+    }
+
+    #[test]
+    fn rate_limited_per_call_site_with_a_count() {
+        let lines = capture(false, || {
+            for i in 0..(BURST_PER_WINDOW + 5) {
+                tracing::info!(i, "flood");
+            }
+            tracing::info!("other site");
+        });
+        // The flooding site wrote its burst; the other site is unaffected.
+        assert_eq!(lines.len() as u32, BURST_PER_WINDOW + 1);
+        assert_eq!(
+            lines.last().unwrap(),
+            "npu-agent: INFO logging::tests: other site"
+        );
+    }
+
+    #[test]
+    fn control_characters_and_long_lines_are_neutralised() {
+        let long = "x".repeat(MAX_LINE_BYTES * 2);
+        let lines = capture(false, || {
+            tracing::info!(model = "evil\n<0>root\x1b[31m", "board");
+            tracing::info!(blob = long.as_str(), "long");
+        });
+        assert!(!lines[0].contains('\n') && !lines[0].contains('\x1b'));
+        assert!(lines[0].contains("\\u{a}<0>root"), "{}", lines[0]);
+        assert!(lines[1].len() <= MAX_LINE_BYTES + '…'.len_utf8());
+        assert!(lines[1].ends_with('…'));
+    }
+}
