@@ -41,6 +41,7 @@ pub enum FleetAction {
         format: crate::cli::Format,
     },
     /// Send a command and print its lifecycle; exit 0 only on successful.
+    #[command(group = clap::ArgGroup::new("target").required(true).args(["board", "all"]))]
     Send {
         /// compact, set_cma, reboot, rescan or release_npu.
         action: String,
@@ -48,7 +49,7 @@ pub enum FleetAction {
         #[arg(long = "arg", value_name = "K=V")]
         args: Vec<String>,
         /// The board to send it to.
-        #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+        #[arg(long)]
         board: Option<String>,
         /// Send it to every board.
         #[arg(long)]

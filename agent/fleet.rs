@@ -229,7 +229,17 @@ async fn send_async(
     let mut code = EXIT_FAILED;
     let started = Instant::now();
     let mut connected = false;
+    // When the first CONNACK came, and whether the target board (any board for --all) has ever
+    // published: its retained availability/status arrives right after subscribing.
+    let mut connected_at: Option<Instant> = None;
+    let mut target_seen = false;
     loop {
+        if let Some(t) = connected_at {
+            if !target_seen && t.elapsed() > UNKNOWN_TARGET_AFTER {
+                let _ = writeln!(err, "npu-agent: {}", unknown_target(a));
+                break;
+            }
+        }
         // An unreachable broker is reported after 10 s, not after the whole --wait.
         if !connected && started.elapsed() > Duration::from_secs(10) {
             let _ = writeln!(
@@ -277,6 +287,7 @@ async fn send_async(
             }
             LinkEvent::Connected { .. } => {
                 connected = true;
+                connected_at.get_or_insert_with(Instant::now);
                 let _ = link
                     .client
                     .try_subscribe(reply_filter.clone(), QoS::AtLeastOnce);
@@ -284,6 +295,12 @@ async fn send_async(
                     let _ = link
                         .client
                         .try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
+                } else {
+                    for leaf in ["availability", "status"] {
+                        let _ = link
+                            .client
+                            .try_subscribe(format!("{root}/{board}/{leaf}"), QoS::AtMostOnce);
+                    }
                 }
                 if !sent
                     && link
@@ -300,7 +317,14 @@ async fn send_async(
                 topic, payload: p, ..
             } => {
                 if let Some(b) = topics::parse_board_leaf(root, &topic, "availability") {
-                    online.insert(b.to_string(), p == b"online");
+                    target_seen |= !p.is_empty();
+                    if a.board.is_none() {
+                        online.insert(b.to_string(), p == b"online");
+                    }
+                    continue;
+                }
+                if topics::parse_board_leaf(root, &topic, "status").is_some() {
+                    target_seen |= !p.is_empty();
                     continue;
                 }
                 let Some(t) = topics::parse_command(root, &topic) else {
@@ -379,6 +403,29 @@ async fn send_async(
     }
     link.shutdown(Duration::from_secs(2)).await;
     code
+}
+
+/// How long after connecting `fleet send` waits for any sign of its target board (retained
+/// availability or status, which a broker delivers at once on subscribing) before saying it is
+/// unknown instead of waiting the whole `--wait`.
+const UNKNOWN_TARGET_AFTER: Duration = Duration::from_secs(3);
+
+/// The message for a `fleet send` target that never published anything on this broker.
+fn unknown_target(a: &SendArgs) -> String {
+    let root = &a.topic_root;
+    match &a.board {
+        Some(b) => format!(
+            "no status was ever seen for board {b:?} under {root}/ on {}: no agent with that \
+             board_id has connected to this broker with this topic root (`npu-agent fleet watch \
+             --once --broker {}` lists the boards)",
+            a.broker, a.broker
+        ),
+        None => format!(
+            "no board at all under {root}/ on {}: no agent has published its availability there \
+             (check --topic-root and the agents' [mqtt] url and topic_root)",
+            a.broker
+        ),
+    }
 }
 
 fn compact_json(v: &Value) -> String {
@@ -465,10 +512,22 @@ pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
     row.worst = worst.into_iter().map(|(_, s)| s).collect();
 }
 
+/// An RFC 3339 time without its fraction of a second (`2026-11-30T18:08:27.123456789Z` ->
+/// `2026-11-30T18:08:27Z`); other text is returned as it is.
+pub fn whole_seconds(rfc3339: &str) -> String {
+    match rfc3339.split_once('.') {
+        Some((head, frac)) if head.len() == 19 && head.as_bytes()[10] == b'T' => {
+            let zone = frac.trim_start_matches(|c: char| c.is_ascii_digit());
+            format!("{head}{zone}")
+        }
+        _ => rfc3339.to_string(),
+    }
+}
+
 /// Renders rows as a table.
 pub fn render_rows(rows: &[BoardRow]) -> String {
     let mut out = format!(
-        "{:<24} {:<8} {:<6} {:<14} {:>10} {:<26} {}\n",
+        "{:<24} {:<8} {:<6} {:<14} {:>10} {:<20} {}\n",
         "BOARD", "LINK", "HEALTH", "PROFILE", "CMA_FREE", "LAST_SEEN", "WORST"
     );
     for r in rows {
@@ -487,8 +546,14 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
                 .join(", ")
         };
         out.push_str(&format!(
-            "{:<24} {:<8} {:<6} {:<14} {:>10} {:<26} {}\n",
-            r.board, r.availability, r.health, r.profile, cma, r.last_seen, worst
+            "{:<24} {:<8} {:<6} {:<14} {:>10} {:<20} {}\n",
+            r.board,
+            r.availability,
+            r.health,
+            r.profile,
+            cma,
+            whole_seconds(&r.last_seen),
+            worst
         ));
     }
     out
@@ -619,6 +684,14 @@ async fn watch_async(
         }
     }
     let list: Vec<BoardRow> = rows.into_values().collect();
+    if list.is_empty() && a.once {
+        let _ = writeln!(
+            err,
+            "npu-agent: no boards under {root}/ on {}: no agent has published a status or \
+             availability there (check --topic-root and the agents' [mqtt] url and topic_root)",
+            a.broker
+        );
+    }
     if a.json {
         let _ = writeln!(
             out,
@@ -654,6 +727,12 @@ mod tests {
         assert_eq!(r.worst, vec!["limits.nofile fail", "cma.free warn"]);
         assert_eq!(r.cma_free_bytes, Some(1 << 20));
         assert_eq!(r.session, 3);
+        r.last_seen = "2026-11-30T18:08:27.123456789Z".into();
+        assert!(render_rows(std::slice::from_ref(&r)).contains(" 2026-11-30T18:08:27Z "));
+        assert_eq!(whole_seconds("2026-11-30T18:08:27+01:00"), "2026-11-30T18:08:27+01:00");
+        assert_eq!(whole_seconds("2026-11-30T18:08:27.5+01:00"), "2026-11-30T18:08:27+01:00");
+        assert_eq!(whole_seconds(""), "");
+        assert_eq!(whole_seconds("x.y"), "x.y");
         apply_status(&mut r, b"garbage");
         assert_eq!(r.health, "unparsable");
         assert!(render_rows(&[r]).contains("unparsable"));

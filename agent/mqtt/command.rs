@@ -111,8 +111,8 @@ pub fn sign(key: &SigningKey, action: &str, cmd_id: &str, msg: &mut InitMessage)
     msg.signature = Some(base64::engine::general_purpose::STANDARD.encode(sig.to_bytes()));
 }
 
-/// Writes a new key pair: PKCS#8 PEM private key at `out` (mode 0600) and SPKI PEM public key at
-/// `out.pub`. Returns the public key path. Refuses to overwrite an existing file.
+/// Writes a new key pair: PKCS#8 v1 PEM private key at `out` (mode 0600) and SPKI PEM public key
+/// at `out.pub` (both as `openssl genpkey -algorithm ed25519` / `openssl pkey -pubout` write them). Returns the public key path. Refuses to overwrite an existing file.
 pub fn keygen(out: &std::path::Path) -> Result<std::path::PathBuf, String> {
     use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePrivateKey, EncodePublicKey};
     use std::io::Write;
@@ -120,9 +120,14 @@ pub fn keygen(out: &std::path::Path) -> Result<std::path::PathBuf, String> {
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| format!("no randomness: {e}"))?;
     let key = SigningKey::from_bytes(&seed);
-    let private = key
-        .to_pkcs8_pem(LineEnding::LF)
-        .map_err(|e| e.to_string())?;
+    // PKCS#8 v1 (RFC 5208: no embedded public key), which `openssl pkey` and python-cryptography
+    // read; ed25519-dalek's own encoder writes v2 (RFC 5958), which they refuse.
+    let private = ed25519_dalek::pkcs8::KeypairBytes {
+        secret_key: key.to_bytes(),
+        public_key: None,
+    }
+    .to_pkcs8_pem(LineEnding::LF)
+    .map_err(|e| e.to_string())?;
     let public = key
         .verifying_key()
         .to_public_key_pem(LineEnding::LF)
@@ -146,7 +151,8 @@ pub fn keygen(out: &std::path::Path) -> Result<std::path::PathBuf, String> {
     Ok(pub_path)
 }
 
-/// Reads a PKCS#8 PEM private key (as `keygen` writes).
+/// Reads an Ed25519 PKCS#8 PEM private key: v1 (as `keygen` and `openssl genpkey` write) or v2
+/// (with the public key, as `keygen` wrote before; the pair is checked).
 pub fn load_signing_key(path: &std::path::Path) -> Result<SigningKey, String> {
     use ed25519_dalek::pkcs8::DecodePrivateKey;
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -397,7 +397,7 @@ async fn poll_loop(
                     }
                 }
                 let _ = tx.try_send(LinkEvent::Disconnected {
-                    reason: e.to_string(),
+                    reason: super::explain_connection_error(&e.to_string()),
                 });
                 backoff = next_backoff(backoff);
                 tokio::time::sleep(backoff).await;
@@ -449,7 +449,7 @@ async fn poll_loop_v311(
                     return;
                 }
                 let _ = tx.try_send(LinkEvent::Disconnected {
-                    reason: e.to_string(),
+                    reason: super::explain_connection_error(&e.to_string()),
                 });
                 backoff = next_backoff(backoff);
                 tokio::time::sleep(backoff).await;

@@ -76,7 +76,7 @@ pub const SYSTEM_CA_FILES: &[&str] = &[
 /// Builds a rustls client config with the ring provider (no aws-lc-rs).
 pub fn tls_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, String> {
     use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use rustls::pki_types::CertificateDer;
     let mut roots = rustls::RootCertStore::empty();
     let ca = if files.ca_pem.is_empty() {
         SYSTEM_CA_FILES
@@ -104,15 +104,143 @@ pub fn tls_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, String>
         Some((cert, key)) => {
             let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
                 .collect::<Result<_, _>>()
-                .map_err(|e| format!("client certificate: {e}"))?;
-            let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("client key: {e}"))?;
-            builder
-                .with_client_auth_cert(chain, key)
-                .map_err(|e| format!("client certificate/key: {e}"))?
+                .map_err(|e| format!("client certificate (cert_file): not PEM: {e}"))?;
+            if chain.is_empty() {
+                return Err("client certificate (cert_file) holds no PEM certificate".into());
+            }
+            let key = client_key(key)?;
+            builder.with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(
+                certified_client_key(chain, key)?,
+            )))
         }
         None => builder.with_no_client_auth(),
     };
     Ok(Arc::new(config))
+}
+
+/// Reads the client's private key (`key_file`): PKCS#8, PKCS#1 (RSA) or SEC1 (EC) PEM.
+/// Errors say what is wrong in the operator's terms (an encrypted key needs `openssl pkey`).
+fn client_key(pem: &[u8]) -> Result<rustls::pki_types::PrivateKeyDer<'static>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::PrivateKeyDer;
+    if memchr::memmem::find(pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----").is_some()
+        || memchr::memmem::find(pem, b"Proc-Type: 4,ENCRYPTED").is_some()
+    {
+        return Err("client key (key_file) is protected by a passphrase, which the agent cannot \
+                    ask for: write an unencrypted copy with `openssl pkey -in client.key -out \
+                    client-plain.key` and keep it mode 0600"
+            .into());
+    }
+    PrivateKeyDer::from_pem_slice(pem)
+        .map_err(|e| format!("client key (key_file): not a PEM private key: {e}"))
+}
+
+/// Pairs the client certificate chain with its key, checking they belong together.
+///
+/// rustls's own pairing check parses the certificate with webpki, which accepts only X.509 v3;
+/// `openssl x509 -req` without extensions (as mosquitto's TLS guide signs client certificates)
+/// makes v1 ones, which brokers accept. The key match is therefore checked on the
+/// certificate's `subjectPublicKeyInfo` read directly from its DER, whatever the version.
+fn certified_client_key(
+    chain: Vec<rustls::pki_types::CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> Result<rustls::sign::CertifiedKey, String> {
+    let provider = rustls::crypto::ring::default_provider();
+    let signing_key = provider.key_provider.load_private_key(key).map_err(|e| {
+        format!("client key (key_file): unsupported key ({e}); RSA, ECDSA P-256/P-384 and Ed25519 work")
+    })?;
+    let cert_spki = cert_spki_der(chain[0].as_ref()).ok_or(
+        "client certificate (cert_file): the first PEM block is not an X.509 certificate",
+    )?;
+    if let Some(key_spki) = signing_key.public_key() {
+        if key_spki.as_ref() != cert_spki {
+            return Err("client key (key_file) does not belong to the client certificate \
+                        (cert_file): compare `openssl x509 -in client.crt -noout -pubkey` with \
+                        `openssl pkey -in client.key -pubout`"
+                .into());
+        }
+    }
+    Ok(rustls::sign::CertifiedKey::new(chain, signing_key))
+}
+
+/// One DER element at the start of `der`: (tag, content, rest). Definite lengths up to 4 bytes.
+fn der_element(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = der.split_first()?;
+    let (&first, mut rest) = rest.split_first()?;
+    let len = if first < 0x80 {
+        usize::from(first)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let (bytes, r) = rest.split_at(n);
+        rest = r;
+        bytes.iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b))
+    };
+    if rest.len() < len {
+        return None;
+    }
+    let (content, rest) = rest.split_at(len);
+    Some((tag, content, rest))
+}
+
+/// The complete `subjectPublicKeyInfo` element (tag and length included) of an X.509
+/// certificate in DER, v1 or v3 (RFC 5280 section 4.1: the version field is optional).
+pub fn cert_spki_der(cert: &[u8]) -> Option<&[u8]> {
+    const SEQUENCE: u8 = 0x30;
+    let (tag, certificate, _) = der_element(cert)?;
+    if tag != SEQUENCE {
+        return None;
+    }
+    let (tag, tbs, _) = der_element(certificate)?;
+    if tag != SEQUENCE {
+        return None;
+    }
+    let mut rest = tbs;
+    // [0] EXPLICIT version, absent in v1.
+    if rest.first() == Some(&0xa0) {
+        rest = der_element(rest)?.2;
+    }
+    // serialNumber, signature, issuer, validity, subject.
+    for want in [0x02, SEQUENCE, SEQUENCE, SEQUENCE, SEQUENCE] {
+        let (tag, _, r) = der_element(rest)?;
+        if tag != want {
+            return None;
+        }
+        rest = r;
+    }
+    let (tag, _, after) = der_element(rest)?;
+    (tag == SEQUENCE).then(|| &rest[..rest.len() - after.len()])
+}
+
+/// Adds what to do to a connection error whose cause an operator's certificates explain
+/// (the TLS library's own words name webpki error variants). Other errors are returned as they are.
+pub fn explain_connection_error(error: &str) -> String {
+    let hint = if error.contains("UnsupportedCertVersion") {
+        Some(
+            "the broker's certificate is X.509 v1 (signed by `openssl x509 -req` without \
+             extensions), and the agent verifies only v3 server certificates: sign it again with \
+             its names, e.g. `-extfile <(printf 'subjectAltName=DNS:broker.example.net,IP:127.0.0.1')`, \
+             which also makes it v3",
+        )
+    } else if error.contains("NotValidForName") || error.contains("not valid for name") {
+        Some(
+            "the broker's certificate does not list the host of the broker URL in its \
+             subjectAltName (the common name is not used): sign it again with \
+             `-extfile <(printf 'subjectAltName=DNS:<host>')` (or `IP:<address>` for a URL with an IP)",
+        )
+    } else if error.contains("UnknownIssuer") {
+        Some("the broker's certificate was not signed by the CA in ca_file")
+    } else if error.contains("Expired") || error.contains("NotValidYet") {
+        Some("a certificate is outside its validity dates (check the clocks and `-days`)")
+    } else {
+        None
+    };
+    match hint {
+        Some(h) => format!("{error} ({h})"),
+        None => error.to_string(),
+    }
 }
 
 #[cfg(test)]
