@@ -99,10 +99,17 @@ pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 sources.applied.join(", ")
             }
         );
+        // state_dir is a board path, resolved under root like every other file.
+        let state_path = SysRoot::new(&cfg.root)
+            .join(&cfg.state_dir)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|e| format!("invalid: {e}"));
         let _ = write!(
             out,
-            "{}{}",
+            "{}# state_dir {:?} under root {:?} is {state_path}\n{}",
             cfg.redacted(),
+            cfg.state_dir,
+            cfg.root,
             crate::provision::print_config_note(&provisioned)
         );
         return EXIT_OK;

@@ -300,6 +300,7 @@ impl Agent {
         r.board_id = self.s.board.clone();
         r.session = self.session;
         r.last_action = self.last_action.clone();
+        r.actions = d.profile.actions();
         // The link's counters (rumqttc #263: coalesce or drop, never block): status publishes
         // that found the request queue full, and incoming messages dropped on a full channel.
         r.metrics
@@ -892,6 +893,21 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                     agent.send_retained(tp, p);
                 }
                 Verdict::Execute(action) => {
+                    // An action this board's profile has nothing to act on is refused and does
+                    // not use up the rate limit.
+                    let refused = agent
+                        .last_diagnosis
+                        .as_ref()
+                        .and_then(|d| d.profile.refuses_action(action.name()));
+                    if let Some(reason) = refused {
+                        agent.ledger.last_run.remove(action.name());
+                        let _ = persist_ledger(agent);
+                        tracing::warn!(action = action.name(), cmd_id = %c.cmd_id, %reason, "command rejected");
+                        let (tp, p) =
+                            agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                        agent.send_retained(tp, p);
+                        return;
+                    }
                     // Remembered before acting: a restart never runs it twice.
                     if let Err(e) = persist_ledger(agent) {
                         let (tp, p) = agent.lifecycle(
@@ -1027,6 +1043,14 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
                 CmdStatus::Failed
             };
             let reboot_pending = name == "reboot" && ok;
+            // A command that failed (a compaction refused for want of compact_memory, a boot
+            // file that could not be edited) did not act: it does not use up its action's rate
+            // limit, so the operator can retry at once after fixing the cause.
+            if cmd.is_some() && !ok && agent.ledger.last_run.remove(&name).is_some() {
+                if let Err(e) = persist_ledger(agent) {
+                    tracing::warn!(action = %name, error = %e, "cannot persist the command ledger");
+                }
+            }
             agent.last_action = Some(
                 json!({"action": name, "status": if reboot_pending { CmdStatus::Executing } else { status }, "detail": detail, "time": rfc3339_now(), "cmd_id": cmd.as_ref().map(|c| c.cmd_id.clone())}),
             );

@@ -325,6 +325,7 @@ fn build_report(
         reboot_required,
         last_action: None,
         profile_errors: profile_errors.iter().map(|e| e.to_string()).collect(),
+        actions: Vec::new(),
     }
 }
 

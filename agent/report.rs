@@ -72,6 +72,10 @@ pub struct Report {
     /// Profile files that failed to load (they were skipped).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profile_errors: Vec<String>,
+    /// The remote actions this board takes under its profile (`npu-agent run` only; an action
+    /// missing here is `rejected` with the reason).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<String>,
 }
 
 impl Report {

@@ -381,6 +381,44 @@ pub fn detect(profiles: &[Profile], input: &DetectInput<'_>) -> Option<Detection
         })
 }
 
+/// The process name of Hailo's local model server, which `release_npu` asks to unload.
+const HAILO_OLLAMA: &str = "hailo-ollama";
+
+impl Profile {
+    /// Why a board with this profile refuses the remote `action`, or `None` when it takes it.
+    /// `release_npu` unloads models from a local hailo-ollama: only profiles of a Hailo NPU, or
+    /// ones that list `hailo-ollama` among their workloads or runtime binaries, have one.
+    pub fn refuses_action(&self, action: &str) -> Option<String> {
+        if action != "release_npu" {
+            return None;
+        }
+        let hailo = self.npu.kind == NpuKind::Hailo
+            || self.limits.workloads.iter().any(|w| w == HAILO_OLLAMA)
+            || self
+                .npu
+                .runtime_binaries
+                .iter()
+                .any(|b| b.rsplit('/').next() == Some(HAILO_OLLAMA));
+        (!hailo).then(|| {
+            format!(
+                "release_npu unloads models from a local hailo-ollama, and profile {:?} ({}) \
+                 has no Hailo NPU or hailo-ollama: nothing to release on this board",
+                self.id, self.name
+            )
+        })
+    }
+
+    /// The remote actions a board with this profile takes (the status's `actions`), in the
+    /// order of [`crate::mqtt::command::ACTIONS`].
+    pub fn actions(&self) -> Vec<String> {
+        crate::mqtt::command::ACTIONS
+            .iter()
+            .filter(|a| self.refuses_action(a).is_none())
+            .map(|a| a.to_string())
+            .collect()
+    }
+}
+
 impl BootFileSpec {
     /// The file kind.
     pub fn kind(&self) -> BootFileKind {
