@@ -833,6 +833,10 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         LinkEvent::Disconnected { reason } => {
             if agent.connected {
                 tracing::warn!(%reason, "MQTT connection lost");
+            } else {
+                // Not connected yet (or again): say why, e.g. a certificate the TLS library
+                // refuses, with what to do (the log's per-site rate limit bounds the retries).
+                tracing::warn!(broker = %agent.s.cfg.mqtt.url, %reason, "cannot connect to the MQTT broker");
             }
             agent.connected = false;
         }

@@ -729,8 +729,14 @@ mod tests {
         assert_eq!(r.session, 3);
         r.last_seen = "2026-11-30T18:08:27.123456789Z".into();
         assert!(render_rows(std::slice::from_ref(&r)).contains(" 2026-11-30T18:08:27Z "));
-        assert_eq!(whole_seconds("2026-11-30T18:08:27+01:00"), "2026-11-30T18:08:27+01:00");
-        assert_eq!(whole_seconds("2026-11-30T18:08:27.5+01:00"), "2026-11-30T18:08:27+01:00");
+        assert_eq!(
+            whole_seconds("2026-11-30T18:08:27+01:00"),
+            "2026-11-30T18:08:27+01:00"
+        );
+        assert_eq!(
+            whole_seconds("2026-11-30T18:08:27.5+01:00"),
+            "2026-11-30T18:08:27+01:00"
+        );
         assert_eq!(whole_seconds(""), "");
         assert_eq!(whole_seconds("x.y"), "x.y");
         apply_status(&mut r, b"garbage");

@@ -126,10 +126,12 @@ fn client_key(pem: &[u8]) -> Result<rustls::pki_types::PrivateKeyDer<'static>, S
     if memchr::memmem::find(pem, b"-----BEGIN ENCRYPTED PRIVATE KEY-----").is_some()
         || memchr::memmem::find(pem, b"Proc-Type: 4,ENCRYPTED").is_some()
     {
-        return Err("client key (key_file) is protected by a passphrase, which the agent cannot \
+        return Err(
+            "client key (key_file) is protected by a passphrase, which the agent cannot \
                     ask for: write an unencrypted copy with `openssl pkey -in client.key -out \
                     client-plain.key` and keep it mode 0600"
-            .into());
+                .into(),
+        );
     }
     PrivateKeyDer::from_pem_slice(pem)
         .map_err(|e| format!("client key (key_file): not a PEM private key: {e}"))
@@ -147,17 +149,20 @@ fn certified_client_key(
 ) -> Result<rustls::sign::CertifiedKey, String> {
     let provider = rustls::crypto::ring::default_provider();
     let signing_key = provider.key_provider.load_private_key(key).map_err(|e| {
-        format!("client key (key_file): unsupported key ({e}); RSA, ECDSA P-256/P-384 and Ed25519 work")
+        format!(
+            "client key (key_file): unsupported key ({e}); RSA, ECDSA P-256/P-384 and Ed25519 work"
+        )
     })?;
-    let cert_spki = cert_spki_der(chain[0].as_ref()).ok_or(
-        "client certificate (cert_file): the first PEM block is not an X.509 certificate",
-    )?;
+    let cert_spki = cert_spki_der(chain[0].as_ref())
+        .ok_or("client certificate (cert_file): the first PEM block is not an X.509 certificate")?;
     if let Some(key_spki) = signing_key.public_key() {
         if key_spki.as_ref() != cert_spki {
-            return Err("client key (key_file) does not belong to the client certificate \
+            return Err(
+                "client key (key_file) does not belong to the client certificate \
                         (cert_file): compare `openssl x509 -in client.crt -noout -pubkey` with \
                         `openssl pkey -in client.key -pubout`"
-                .into());
+                    .into(),
+            );
         }
     }
     Ok(rustls::sign::CertifiedKey::new(chain, signing_key))
@@ -176,7 +181,9 @@ fn der_element(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
         }
         let (bytes, r) = rest.split_at(n);
         rest = r;
-        bytes.iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b))
+        bytes
+            .iter()
+            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b))
     };
     if rest.len() < len {
         return None;
@@ -246,6 +253,68 @@ pub fn explain_connection_error(error: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_certificate_pairing_reads_the_spki_and_says_what_is_wrong() {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["board".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let der = cert.der().to_vec();
+        let signing = rustls::crypto::ring::default_provider()
+            .key_provider
+            .load_private_key(
+                PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).unwrap(),
+            )
+            .unwrap();
+        assert_eq!(
+            cert_spki_der(&der).unwrap(),
+            signing.public_key().unwrap().as_ref()
+        );
+        assert_eq!(cert_spki_der(&der[..der.len() - 1]), None);
+        assert_eq!(cert_spki_der(b"\x30\x03\x02\x01\x01"), None);
+        assert_eq!(cert_spki_der(&[]), None);
+        let chain = || vec![CertificateDer::from(der.clone())];
+        let pem_key = |k: &rcgen::KeyPair| {
+            PrivateKeyDer::from_pem_slice(k.serialize_pem().as_bytes()).unwrap()
+        };
+        assert!(certified_client_key(chain(), pem_key(&key)).is_ok());
+        let other = rcgen::KeyPair::generate().unwrap();
+        let e = certified_client_key(chain(), pem_key(&other))
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("does not belong to the client certificate"),
+            "{e}"
+        );
+        let e = client_key(
+            b"-----BEGIN ENCRYPTED PRIVATE KEY-----\nAA==\n-----END ENCRYPTED PRIVATE KEY-----\n",
+        )
+        .err()
+        .unwrap();
+        assert!(e.contains("passphrase"), "{e}");
+        assert!(client_key(b"garbage")
+            .unwrap_err()
+            .contains("not a PEM private key"));
+    }
+
+    #[test]
+    fn connection_errors_about_certificates_say_what_to_do() {
+        let v1 = explain_connection_error(
+            "TLS: invalid peer certificate: Other(OtherError(UnsupportedCertVersion))",
+        );
+        assert!(v1.contains("X.509 v1") && v1.contains("-extfile"), "{v1}");
+        let name =
+            explain_connection_error("invalid peer certificate: NotValidForNameContext { .. }");
+        assert!(name.contains("subjectAltName=DNS:<host>"), "{name}");
+        assert_eq!(
+            explain_connection_error("connection refused"),
+            "connection refused"
+        );
+    }
 
     #[test]
     fn urls() {
