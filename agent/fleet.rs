@@ -256,6 +256,10 @@ async fn send_async(
             return EXIT_FAILED;
         }
         let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() && connected && !target_seen {
+            let _ = writeln!(err, "npu-agent: {}", unknown_target(a));
+            break;
+        }
         if left.is_zero() {
             let _ = writeln!(
                 err,

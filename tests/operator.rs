@@ -571,3 +571,44 @@ fn print_config_shows_where_state_dir_resolves() {
     );
     assert!(out.contains(&want), "{out}");
 }
+
+#[test]
+fn a_v1_ca_certificate_works_as_ca_file() {
+    if !require_tool("mosquitto") || !require_tool("openssl") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = "openssl genrsa -out ca.key 2048\n\
+        openssl req -new -key ca.key -subj '/CN=v1 CA' -out ca.csr\n\
+        openssl x509 -req -in ca.csr -signkey ca.key -out ca.crt -days 30\n\
+        openssl genrsa -out server.key 2048\n\
+        openssl req -new -key server.key -subj /CN=broker -out server.csr\n\
+        printf 'subjectAltName=IP:127.0.0.1\\n' > server.ext\n\
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 30 -extfile server.ext\n";
+    std::fs::write(dir.path().join("pki.sh"), script).unwrap();
+    let (code, _, err) = run("bash", &["-e", "pki.sh"], dir.path(), &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(x509_text(&dir.path().join("ca.crt")).contains("Version: 1 (0x0)"));
+    let p = |f: &str| dir.path().join(f).display().to_string();
+    let tls_port = free_port();
+    let _broker = Broker::start_with(
+        free_port(),
+        &format!(
+            "user root\nlistener {tls_port} 127.0.0.1\ncafile {}\ncertfile {}\nkeyfile {}\n",
+            p("ca.crt"),
+            p("server.crt"),
+            p("server.key")
+        ),
+    );
+    let url = format!("mqtts://127.0.0.1:{tls_port}");
+    let ca = p("ca.crt");
+    let (code, out, err) = npu_agent(
+        &["fleet", "watch", "--once", "--broker", &url],
+        &[("NPU_AGENT_MQTT_CA_FILE", ca.as_str())],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains(&format!("no boards under npu-fleet/ on {url}")),
+        "{err}"
+    );
+}

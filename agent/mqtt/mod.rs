@@ -226,26 +226,28 @@ pub fn cert_spki_der(cert: &[u8]) -> Option<&[u8]> {
 pub fn explain_connection_error(error: &str) -> String {
     let hint = if error.contains("UnsupportedCertVersion") {
         Some(
-            "the broker's certificate is X.509 v1 (signed by `openssl x509 -req` without \
-             extensions), and the agent verifies only v3 server certificates: sign it again with \
-             its names, e.g. `-extfile <(printf 'subjectAltName=DNS:broker.example.net,IP:127.0.0.1')`, \
-             which also makes it v3",
+            "the broker's certificate, or a CA between it and ca_file, is X.509 v1, as \
+             `openssl x509 -req` makes it without extensions, and the agent verifies only v3 \
+             server certificates: sign it again with `-extfile server.ext`, where server.ext \
+             holds its names, e.g. `subjectAltName=DNS:broker.example.net,IP:127.0.0.1`; that \
+             also makes it v3",
         )
     } else if error.contains("NotValidForName") || error.contains("not valid for name") {
         Some(
             "the broker's certificate does not list the host of the broker URL in its \
-             subjectAltName (the common name is not used): sign it again with \
-             `-extfile <(printf 'subjectAltName=DNS:<host>')` (or `IP:<address>` for a URL with an IP)",
+             subjectAltName, and the common name is not used: sign it again with \
+             `-extfile server.ext`, where server.ext holds `subjectAltName=DNS:<host>`, or \
+             `IP:<address>` for a URL with an IP address",
         )
     } else if error.contains("UnknownIssuer") {
         Some("the broker's certificate was not signed by the CA in ca_file")
     } else if error.contains("Expired") || error.contains("NotValidYet") {
-        Some("a certificate is outside its validity dates (check the clocks and `-days`)")
+        Some("a certificate is outside its validity dates: check the clocks and `-days`")
     } else {
         None
     };
     match hint {
-        Some(h) => format!("{error} ({h})"),
+        Some(h) => format!("{error}; what to do: {h}"),
         None => error.to_string(),
     }
 }
@@ -310,6 +312,7 @@ mod tests {
         let name =
             explain_connection_error("invalid peer certificate: NotValidForNameContext { .. }");
         assert!(name.contains("subjectAltName=DNS:<host>"), "{name}");
+        assert!(name.contains("; what to do: "), "{name}");
         assert_eq!(
             explain_connection_error("connection refused"),
             "connection refused"
