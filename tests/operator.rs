@@ -573,7 +573,7 @@ fn print_config_shows_where_state_dir_resolves() {
 }
 
 #[test]
-fn a_v1_ca_certificate_works_as_ca_file() {
+fn a_v1_ca_and_a_server_certificate_with_copied_extensions_work() {
     if !require_tool("mosquitto") || !require_tool("openssl") {
         return;
     }
@@ -582,13 +582,18 @@ fn a_v1_ca_certificate_works_as_ca_file() {
         openssl req -new -key ca.key -subj '/CN=v1 CA' -out ca.csr\n\
         openssl x509 -req -in ca.csr -signkey ca.key -out ca.crt -days 30\n\
         openssl genrsa -out server.key 2048\n\
-        openssl req -new -key server.key -subj /CN=broker -out server.csr\n\
-        printf 'subjectAltName=IP:127.0.0.1\\n' > server.ext\n\
-        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 30 -extfile server.ext\n";
+        openssl req -new -key server.key -subj /CN=broker -addext subjectAltName=IP:127.0.0.1 -out server.csr\n\
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 30 -copy_extensions copy\n";
     std::fs::write(dir.path().join("pki.sh"), script).unwrap();
     let (code, _, err) = run("bash", &["-e", "pki.sh"], dir.path(), &[]);
     assert_eq!(code, 0, "{err}");
     assert!(x509_text(&dir.path().join("ca.crt")).contains("Version: 1 (0x0)"));
+    // The README's other way to name the broker: -addext on the request, -copy_extensions.
+    let server = x509_text(&dir.path().join("server.crt"));
+    assert!(
+        server.contains("Version: 3 (0x2)") && server.contains("IP Address:127.0.0.1"),
+        "{server}"
+    );
     let p = |f: &str| dir.path().join(f).display().to_string();
     let tls_port = free_port();
     let _broker = Broker::start_with(

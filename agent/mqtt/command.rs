@@ -112,7 +112,8 @@ pub fn sign(key: &SigningKey, action: &str, cmd_id: &str, msg: &mut InitMessage)
 }
 
 /// Writes a new key pair: PKCS#8 v1 PEM private key at `out` (mode 0600) and SPKI PEM public key
-/// at `out.pub` (both as `openssl genpkey -algorithm ed25519` / `openssl pkey -pubout` write them). Returns the public key path. Refuses to overwrite an existing file.
+/// at `out.pub` (as `openssl genpkey -algorithm ed25519` and `openssl pkey -pubout` write them).
+/// Returns the public key path. Refuses to overwrite an existing file.
 pub fn keygen(out: &std::path::Path) -> Result<std::path::PathBuf, String> {
     use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePrivateKey, EncodePublicKey};
     use std::io::Write;

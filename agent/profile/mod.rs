@@ -497,4 +497,26 @@ mod tests {
         assert_eq!(none.profile.id, "generic");
         assert!(none.fallback);
     }
+
+    #[test]
+    fn release_npu_is_offered_only_where_hailo_ollama_can_run() {
+        let (profiles, errors) = load_all(&SysRoot::new("/nonexistent-npu-agent-root"));
+        assert!(errors.is_empty(), "{errors:?}");
+        let by_id = |id: &str| profiles.iter().find(|p| p.id == id).unwrap();
+        let rk = by_id("rk3588-rknpu");
+        let reason = rk.refuses_action("release_npu").unwrap();
+        assert!(reason.contains("\"rk3588-rknpu\"") && reason.contains("nothing to release"));
+        assert_eq!(rk.actions(), ["compact", "set_cma", "reboot", "rescan"]);
+        assert_eq!(rk.refuses_action("compact"), None);
+        for id in ["rpi5-hailo10h", "rpi5-hailo8", "generic"] {
+            assert_eq!(by_id(id).refuses_action("release_npu"), None, "{id}");
+            assert!(
+                by_id(id).actions().contains(&"release_npu".to_string()),
+                "{id}"
+            );
+        }
+        assert!(by_id("x86-hybrid-moe")
+            .refuses_action("release_npu")
+            .is_some());
+    }
 }
