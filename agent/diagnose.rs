@@ -208,7 +208,14 @@ pub fn diagnose_with(
     let serial = identity.serial.clone();
     let dpkg = match dpkg {
         Some(d) => d,
-        None if profile.npu.kind == profile::NpuKind::Hailo => probe::probe_dpkg(root),
+        // Hailo checks read the packages; the rknpu runtime check reads rknpu2/rkllm packages.
+        None if matches!(
+            profile.npu.kind,
+            profile::NpuKind::Hailo | profile::NpuKind::Rknpu
+        ) =>
+        {
+            probe::probe_dpkg(root)
+        }
         None => Err(crate::root::ReadError {
             path: "/var/lib/dpkg/status".into(),
             kind: crate::root::ReadErrorKind::NotFound,
@@ -248,7 +255,9 @@ fn ids(profiles: &[Profile]) -> String {
 pub fn metrics(snap: &Snapshot, profile: &Profile) -> BTreeMap<String, Value> {
     let mut m = BTreeMap::new();
     if let Ok(mi) = &snap.meminfo {
-        m.insert("mem_total_bytes".into(), mi.mem_total_bytes.into());
+        if let Some(v) = mi.mem_total_bytes {
+            m.insert("mem_total_bytes".into(), v.into());
+        }
         if let Some(v) = mi.mem_available_bytes {
             m.insert("mem_available_bytes".into(), v.into());
         }

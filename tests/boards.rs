@@ -268,6 +268,11 @@ cases! {
     br20_rk3318_cma0 => "rk3318-armbian-cma-0-deliberate";
     br22_rk3588_rocket => "rk3588-mainline-rocket-no-rknpu", br22_extra;
     br23_x86_memlock => "x86-xdna-memlock-2954mb-under-systemd", br23_extra;
+    br29_pi5_hailo8l_msi_28 => "pi5-hailo8l-behind-pcie-switch-msi-28";
+    br31_turing_rk1_stray_dev_rknpu => "turing-rk1-rknpu-0.9.8-stray-dev-rknpu-symlink-in-pod";
+    br32_rpi4_cma_no_pool => "rpi4-nerves-32bit-cma-64M-and-256M-tokens-no-pool";
+    br34_youyeetoo_hdmirx_cma_enomem => "youyeetoo-r1-rk3588s-hdmirx-cma-alloc-enomem";
+    br35_rock5b_rkllm_query_platform => "rock5b-rkllm-1.0.1-query-platform-error-rknpu-0.9.6-module";
     own01_pi5_hailo10h_healthy => "own-pi5-hailo10h-5.1.1-healthy";
     own02_rk3588_healthy => "own-rk3588-opi5plus-rknpu-0.9.8-healthy", own02_extra;
     own03_pi5_hailo8_healthy => "own-pi5-hailo8-4.23-healthy";

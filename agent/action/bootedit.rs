@@ -11,7 +11,7 @@
 //!   (N in [`OVERLAY_SIZES_MB`]) or `cma-size=<bytes>` (4 MiB aligned).
 
 use crate::parse::bootfile::{find_boot_cma, pi_config_cma, BootFileKind};
-use crate::parse::size::{human_bytes, parse_size_bytes};
+use crate::parse::size::{human_bytes, memparse};
 
 /// Largest CMA pool `cma set` accepts, as a percentage of `MemTotal` (a safe fraction: the pool
 /// is taken from low memory that unmovable allocations also need, RK3588-MEMORY.md §4.4).
@@ -42,9 +42,17 @@ pub struct CmaSize {
 /// Why a requested size is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SizeError {
-    /// Not a number with an optional K/M/G suffix.
-    #[error("{0:?} is not a size: use a number with an optional K, M or G suffix (e.g. 256M)")]
+    /// Not a number with an optional K/M/G/T/P/E suffix (the kernel's `memparse`).
+    #[error("{0:?} is not a size: use a number (decimal, or 0x hex) with an optional K, M, G, T, P or E suffix (e.g. 256M, 0x10000000)")]
     Syntax(String),
+    /// A leading `0` that the kernel's `memparse` reads as octal (`0256M` is 174 MiB).
+    #[error("{text:?} starts with 0, which the kernel reads as an octal number ({bytes} bytes); write it without the leading 0 or in hex (0x...)")]
+    Octal {
+        /// The size as given.
+        text: String,
+        /// What the kernel would read, in bytes.
+        bytes: u64,
+    },
     /// A `@start-end` placement was given; `cma set` only sets the size.
     #[error(
         "{0:?} has a placement (@...): cma set only sets the size; edit the placement by hand"
@@ -92,16 +100,39 @@ pub fn format_cma_token(bytes: u64) -> String {
     bytes.to_string()
 }
 
-/// Parses the SIZE argument of `cma set` (`256M`, `1G`, `262144K`, `0`; binary units).
+/// Parses the SIZE argument of `cma set` the way the kernel's `memparse` reads `cma=`: decimal or
+/// `0x` hex, one optional suffix `K M G T P E` (either case, binary units): `256M`, `1g`,
+/// `262144K`, `0x10000000`, `0`. A `B`/`iB` after the suffix (`256MB`, `256MiB`) is accepted, as
+/// the kernel ignores it too.
 ///
-/// Errors: [`SizeError::Syntax`] for anything `memparse` would not read as a plain size,
+/// Errors: [`SizeError::Syntax`] for anything else (no number, other trailing text, overflow),
+/// [`SizeError::Octal`] for a leading `0` the kernel would read as octal,
 /// [`SizeError::Placement`] for `@start-end`.
 pub fn parse_cma_size(text: &str) -> Result<CmaSize, SizeError> {
     let t = text.trim();
     if t.contains('@') {
         return Err(SizeError::Placement(t.to_string()));
     }
-    let bytes = parse_size_bytes(t).ok_or_else(|| SizeError::Syntax(t.to_string()))?;
+    let syntax = || SizeError::Syntax(t.to_string());
+    let (bytes, rest) = memparse(t).ok_or_else(syntax)?;
+    let consumed = &t[..t.len() - rest.len()];
+    let hex = consumed.starts_with("0x") || consumed.starts_with("0X");
+    let suffixed = consumed.ends_with(|c: char| "KMGTPkmgtp".contains(c))
+        || (!hex && consumed.ends_with(['E', 'e']));
+    let rest_ok = rest.is_empty() || (suffixed && matches!(rest, "B" | "b" | "iB" | "ib"));
+    if rest.len() == t.len() || !rest_ok {
+        return Err(syntax());
+    }
+    if !hex
+        && consumed.len() > 1
+        && consumed.starts_with('0')
+        && consumed[1..].starts_with(|c: char| c.is_ascii_digit())
+    {
+        return Err(SizeError::Octal {
+            text: t.to_string(),
+            bytes,
+        });
+    }
     Ok(CmaSize {
         bytes,
         token: format_cma_token(bytes),
@@ -314,7 +345,7 @@ fn replace_arg(old_arg: &str, size: &CmaSize) -> String {
 /// Size in bytes of an existing `cma=` argument (`None` when it does not parse).
 fn arg_bytes(arg: &str) -> Option<u64> {
     let value = arg.strip_prefix("cma=")?;
-    parse_size_bytes(value.split('@').next().unwrap_or(""))
+    crate::parse::cmdline::parse_cma_value(value).size_bytes
 }
 
 /// Span `(from, to)` of the kernel arguments in a line, by file kind. `None` when the line
@@ -916,11 +947,40 @@ mod tests {
         assert_eq!(size("1024M").token, "1G");
         assert_eq!(size("0").token, "0");
         assert_eq!(size("4097").token, "4097");
-        assert!(matches!(parse_cma_size("256MB"), Err(SizeError::Syntax(_))));
         assert!(matches!(
             parse_cma_size("64M@0-1G"),
             Err(SizeError::Placement(_))
         ));
+    }
+
+    #[test]
+    fn sizes_follow_the_kernels_memparse() {
+        // Hex and every suffix letter, either case, as `cma=` on the kernel command line.
+        assert_eq!(size("0x10000000").bytes, 256 << 20);
+        assert_eq!(size("0x10000000").token, "256M");
+        assert_eq!(size("0x10M").bytes, 16 << 20);
+        assert_eq!(size("256m").token, "256M");
+        assert_eq!(size("1g").token, "1G");
+        assert_eq!(size("1T").bytes, 1 << 40);
+        // The kernel ignores a B after the suffix; so does cma set.
+        assert_eq!(size("256MB").token, "256M");
+        assert_eq!(size("256MiB").token, "256M");
+        // What memparse would not read as a size.
+        for bad in ["lots", "", "M", "-1M", "256Mx", "256 M", "0x", "16E"] {
+            assert!(
+                matches!(parse_cma_size(bad), Err(SizeError::Syntax(_))),
+                "{bad:?}: {:?}",
+                parse_cma_size(bad)
+            );
+        }
+        // A leading 0 is octal to the kernel: refused with the value it would have read.
+        assert_eq!(
+            parse_cma_size("0256M"),
+            Err(SizeError::Octal {
+                text: "0256M".into(),
+                bytes: 0o256 << 20
+            })
+        );
     }
 
     #[test]

@@ -152,11 +152,11 @@ pub fn cma_show(d: &Diagnosis, state: &StateDir) -> CmaShow {
                 show_arg(b).unwrap_or_else(|| "no cma=".into())
             ),
         ),
-        (Some(Some(b)), _) => match (b.size_bytes, total) {
+        (Some(Some(b)), _) => match (b.size_bytes.filter(|_| b.size_is_number), total) {
             (_, None) => (CmaVerdict::Unknown, format!("the kernel booted with cma={} but /proc/meminfo has no CmaTotal", b.raw)),
             (None, Some(t)) => (
                 CmaVerdict::Overridden,
-                format!("cma={} is not a size the kernel understands; the pool is {}", b.raw, human_bytes(t)),
+                format!("cma={} is not a number: the kernel's memparse reads it as 0 (no pool); the pool is {}", b.raw, human_bytes(t)),
             ),
             (Some(want), Some(t)) if close(want, t) => (
                 CmaVerdict::InEffect,
@@ -590,7 +590,9 @@ pub fn cma_set(
     };
     r.requested = Some(size.clone());
     let mem_total = match &d.snapshot.meminfo {
-        Ok(m) => Ok(m.mem_total_bytes),
+        Ok(m) => m
+            .mem_total_bytes
+            .ok_or_else(|| "/proc/meminfo has no MemTotal line".to_string()),
         Err(e) => Err(e.to_string()),
     };
     match validate_cma_size(&size, d.profile.cma.min_total_bytes, mem_total) {

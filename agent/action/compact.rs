@@ -80,7 +80,7 @@ pub fn read_figures(root: &SysRoot, high_order: usize) -> MemFigures {
     let mut f = MemFigures::default();
     if let Ok(m) = read_parsed(root, "/proc/meminfo", meminfo::parse_meminfo) {
         f.cma_free_bytes = m.cma_free_bytes;
-        f.mem_free_bytes = Some(m.mem_free_bytes);
+        f.mem_free_bytes = m.mem_free_bytes;
     }
     if let Ok(zones) = read_parsed(root, "/proc/buddyinfo", buddyinfo::parse_buddyinfo) {
         let (_, high, largest) = buddy_summary(&zones, high_order);

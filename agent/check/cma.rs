@@ -1,10 +1,11 @@
 //! CMA checks: pool size, free space, the boot-time `cma=` and whether a reboot is pending.
 //! Facts: RK3588-MEMORY.md §4-5, HAILO-PI5.md §6.3.
 
-use super::{mib, Ctx, Finding, Status};
+use super::{mib, Ctx, Finding, LogHit, Status};
 use crate::parse::bootfile::{find_boot_cma, BootCma, BootFileKind};
 use crate::parse::cmdline::{find_cma, CmaParam};
 use crate::parse::logline::LogEvent;
+use crate::probe::LogClass;
 use crate::profile::CmdlineCma;
 
 pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
@@ -16,16 +17,137 @@ pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     ]
 }
 
+/// Page size for the kernel's page counts in CMA log lines (4 KiB, the arm64/x86_64 default).
+const PAGE_BYTES: u64 = super::memory::PAGE_BYTES;
+
+/// CMA figures from every source the board offers: `/proc/meminfo` first, then the kernel log
+/// (the boot `Memory:` line, `cma: Reserved`/`created CMA memory pool`, and the `number of
+/// available pages` line printed after a failure).
+struct CmaFigures {
+    /// `CmaTotal` in bytes and where it came from.
+    total: Option<(u64, String)>,
+    /// `CmaFree` in bytes and where it came from.
+    free: Option<(u64, String)>,
+    /// `MemFree` in bytes (meminfo only).
+    mem_free: Option<u64>,
+    /// Why meminfo gave no CMA figures, when it did not.
+    meminfo_gap: Option<String>,
+    /// A needed meminfo field is present but malformed (the check ends in `error`).
+    malformed: Option<String>,
+}
+
+fn figures(ctx: &Ctx<'_>) -> CmaFigures {
+    let mut f = CmaFigures {
+        total: None,
+        free: None,
+        mem_free: None,
+        meminfo_gap: None,
+        malformed: None,
+    };
+    match &ctx.snap.meminfo {
+        Ok(m) => {
+            f.malformed = m
+                .field_error("CmaTotal")
+                .or_else(|| m.field_error("CmaFree"));
+            f.total = m.cma_total_bytes.map(|t| (t, "/proc/meminfo".to_string()));
+            f.free = m.cma_free_bytes.map(|t| (t, "/proc/meminfo".to_string()));
+            f.mem_free = m.mem_free_bytes;
+            if f.total.is_none() {
+                f.meminfo_gap = Some(if m.is_complete() {
+                    "/proc/meminfo has no CmaTotal line (no CONFIG_CMA)".into()
+                } else {
+                    "/proc/meminfo in this tree has no CmaTotal line".into()
+                });
+            }
+        }
+        Err(e) if e.is_not_found() => f.meminfo_gap = Some("no /proc/meminfo in this tree".into()),
+        Err(e) => {
+            f.meminfo_gap = Some(format!("cannot read /proc/meminfo: {e}"));
+            if e.kind == crate::root::ReadErrorKind::Malformed {
+                f.malformed = Some(e.to_string());
+            }
+        }
+    }
+    let kernel = |pred: fn(&LogEvent) -> bool| {
+        ctx.logs
+            .find(Some(LogClass::Kernel), pred)
+            .last()
+            .map(|(h, e)| (h.file.clone(), e.clone()))
+    };
+    if f.total.is_none() {
+        if let Some((
+            file,
+            LogEvent::CmaAvailablePages {
+                free_pages,
+                total_pages,
+            },
+        )) = kernel(|e| matches!(e, LogEvent::CmaAvailablePages { .. }))
+        {
+            f.total = Some((total_pages.saturating_mul(PAGE_BYTES), file.clone()));
+            f.free = Some((free_pages.saturating_mul(PAGE_BYTES), file));
+        } else if let Some((file, LogEvent::BootCmaReserved { bytes })) =
+            kernel(|e| matches!(e, LogEvent::BootCmaReserved { .. }))
+        {
+            f.total = Some((bytes, file));
+        } else if let Some((file, LogEvent::CmaReserved { bytes, .. })) =
+            kernel(|e| matches!(e, LogEvent::CmaReserved { .. }))
+        {
+            f.total = Some((bytes, file));
+        }
+    }
+    f
+}
+
+/// Devices the kernel log shows holding or failing to get contiguous memory, named as the
+/// kernel names them (`nvme nvme0 (host memory buffer 40 MiB)`, `vc4 (allocation failed)`).
+fn consumers<'a>(ctx: &'a Ctx<'_>) -> (Vec<String>, Vec<&'a LogHit>) {
+    let mut names: Vec<String> = Vec::new();
+    let mut hits = Vec::new();
+    for (h, e) in ctx.logs.find(Some(LogClass::Kernel), |e| {
+        matches!(e, LogEvent::CmaConsumer { .. })
+    }) {
+        if let LogEvent::CmaConsumer {
+            device,
+            bytes,
+            failed,
+        } = e
+        {
+            let what = match (bytes, failed) {
+                (Some(b), _) if h.text.contains("host memory buffer") => {
+                    format!("{device} (NVMe host memory buffer {})", mib(*b))
+                }
+                (Some(b), _) => format!("{device} ({})", mib(*b)),
+                (None, true) => format!("{device} (contiguous allocation failed)"),
+                (None, false) => device.clone(),
+            };
+            if !names.contains(&what) {
+                names.push(what);
+                hits.push(h);
+            }
+        }
+    }
+    (names, hits)
+}
+
 fn pool_size(ctx: &Ctx<'_>) -> Finding {
     let id = "cma.pool_size";
     let spec = &ctx.profile.cma;
-    let m = match &ctx.snap.meminfo {
-        Ok(m) => m,
-        Err(e) if e.is_not_found() => return Finding::skip(id, "no /proc/meminfo in this tree"),
-        Err(e) => return Finding::new(id, Status::Error, format!("cannot read CmaTotal: {e}")),
-    };
+    let fig = figures(ctx);
+    if let Some(e) = &fig.malformed {
+        return Finding::new(id, Status::Error, format!("cannot read CmaTotal: {e}"));
+    }
     let min = spec.min_total_bytes.unwrap_or(0);
-    let Some(total) = m.cma_total_bytes else {
+    let Some((total, source)) = fig.total.clone() else {
+        let complete = ctx.snap.meminfo.as_ref().is_ok_and(|m| m.is_complete());
+        if !complete {
+            return Finding::skip(
+                id,
+                format!(
+                    "CmaTotal unknown: {} and no CMA reservation line in the kernel log",
+                    fig.meminfo_gap.clone().unwrap_or_default()
+                ),
+            );
+        }
         return if min == 0 {
             Finding::new(id, Status::Pass, "no CMA pool: this kernel has no CONFIG_CMA (no CmaTotal line), and the profile needs none")
         } else {
@@ -47,12 +169,9 @@ fn pool_size(ctx: &Ctx<'_>) -> Finding {
     };
     let f = Finding::new(id, Status::Pass, format!("CmaTotal {}", mib(total)))
         .observed("cma_total_bytes", total)
+        .observed("sources", vec![source.clone()])
         .expected("cma_total_bytes", min)
-        .evidence(
-            "/proc/meminfo",
-            None,
-            &format!("CmaTotal: {} kB", total / 1024),
-        );
+        .evidence(&source, None, &format!("CmaTotal: {} kB", total / 1024));
     if total < min {
         let mut f = f;
         f.status = Status::Fail;
@@ -62,6 +181,28 @@ fn pool_size(ctx: &Ctx<'_>) -> Finding {
             mib(min)
         );
         return f.remedy(format!("sudo npu-agent cma set {suggest} && sudo reboot"));
+    }
+    // Other devices (display, capture, NVMe, codecs) that ran out of contiguous memory: a
+    // profile whose NPU does not need CMA must not hide them.
+    let failures: Vec<&LogHit> = ctx
+        .logs
+        .find(Some(LogClass::Kernel), |e| {
+            matches!(e, LogEvent::CmaAllocFail { ret: -12, .. })
+        })
+        .map(|(h, _)| h)
+        .collect();
+    if !failures.is_empty() && total < (256 << 20) {
+        let (names, hits) = consumers(ctx);
+        let mut f = f.with_hits(failures.iter().copied()).with_hits(hits);
+        f.status = Status::Warn;
+        f.summary = format!(
+            "CmaTotal is {} and contiguous allocations already failed (cma_alloc -12){}; the NPU may not need the pool, but these devices do",
+            mib(total),
+            if names.is_empty() { String::new() } else { format!(": {}", names.join(", ")) }
+        );
+        return f
+            .observed("cma_consumers", names)
+            .remedy(format!("sudo npu-agent cma set {suggest} && sudo reboot"));
     }
     if let Some(rec) = spec.recommended_total_bytes {
         if total < rec {
@@ -84,13 +225,96 @@ fn pool_size(ctx: &Ctx<'_>) -> Finding {
 
 fn free(ctx: &Ctx<'_>) -> Finding {
     let id = "cma.free";
-    let m = match &ctx.snap.meminfo {
-        Ok(m) => m,
-        Err(e) if e.is_not_found() => return Finding::skip(id, "no /proc/meminfo in this tree"),
-        Err(e) => return Finding::new(id, Status::Error, format!("cannot read CmaFree: {e}")),
+    let fig = figures(ctx);
+    let suggest = if ctx.profile.cma.suggested_size.is_empty() {
+        "256M"
+    } else {
+        &ctx.profile.cma.suggested_size
     };
-    let (Some(total), Some(free)) = (m.cma_total_bytes, m.cma_free_bytes) else {
-        return Finding::skip(id, "no CMA pool (no CmaTotal/CmaFree)");
+    let (names, consumer_hits) = consumers(ctx);
+    let enomem: Vec<&LogHit> = ctx
+        .logs
+        .find(Some(LogClass::Kernel), |e| {
+            matches!(e, LogEvent::CmaAllocFail { ret: -12, .. })
+        })
+        .map(|(h, _)| h)
+        .collect();
+    let mut sources: Vec<String> = Vec::new();
+    for (_, src) in fig.total.iter().chain(fig.free.iter()) {
+        if !sources.contains(src) {
+            sources.push(src.clone());
+        }
+    }
+    // 1. The kernel log already shows the pool running out: that is enough, whatever else can
+    //    be read.
+    if !enomem.is_empty() {
+        for h in &enomem {
+            if !sources.contains(&h.file) {
+                sources.push(h.file.clone());
+            }
+        }
+        let largest = ctx
+            .logs
+            .find(Some(LogClass::Kernel), |e| {
+                matches!(e, LogEvent::CmaAllocFail { ret: -12, .. })
+            })
+            .filter_map(|(_, e)| match e {
+                LogEvent::CmaAllocFail { pages, .. } => Some(*pages),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let now = match (&fig.total, &fig.free) {
+            (Some((t, _)), Some((fr, src))) => {
+                format!("; CmaFree {} of {} ({src})", mib(*fr), mib(*t))
+            }
+            (Some((t, src)), None) => format!("; CmaTotal {} ({src}), CmaFree unknown", mib(*t)),
+            _ => format!(
+                "; CmaTotal/CmaFree could not be read ({})",
+                fig.meminfo_gap
+                    .clone()
+                    .unwrap_or_else(|| "no figures".into())
+            ),
+        };
+        let mut f = Finding::new(
+            id,
+            Status::Fail,
+            format!(
+                "CMA ran out: {} cma_alloc failure(s) with -12 (ENOMEM, no free range; largest request {} pages = {}) in the kernel log{}{now}",
+                enomem.len(),
+                largest,
+                mib(largest.saturating_mul(PAGE_BYTES)),
+                if names.is_empty() { String::new() } else { format!("; CMA users in the log: {}", names.join(", ")) },
+            ),
+        )
+        .observed("cma_alloc_enomem_failures", enomem.len() as u64)
+        .observed("largest_failed_request_bytes", largest.saturating_mul(PAGE_BYTES))
+        .observed("cma_consumers", names.clone())
+        .with_hits(enomem.iter().copied())
+        .with_hits(consumer_hits.iter().copied());
+        if let Some((t, _)) = &fig.total {
+            f = f.observed("cma_total_bytes", *t);
+        }
+        if let Some((fr, _)) = &fig.free {
+            f = f.observed("cma_free_bytes", *fr);
+        }
+        return f.observed("sources", sources).remedy(format!(
+            "the pool is too small or held by other devices: give the device that failed its own reserved-memory pool (device tree), or enlarge the pool: sudo npu-agent cma set {suggest} && sudo reboot; compaction does not help with -12"
+        ));
+    }
+    if let Some(e) = &fig.malformed {
+        return Finding::new(id, Status::Error, format!("cannot read CmaFree: {e}"));
+    }
+    let (Some((total, _)), Some((free, free_src))) = (fig.total.clone(), fig.free.clone()) else {
+        return Finding::skip(
+            id,
+            format!(
+                "CmaFree unknown ({}) and no cma_alloc failure in the kernel log",
+                fig.meminfo_gap
+                    .clone()
+                    .unwrap_or_else(|| "no CmaFree line".into())
+            ),
+        );
     };
     if total == 0 {
         return Finding::skip(id, "no CMA pool (CmaTotal 0 kB): nothing can be exhausted");
@@ -105,33 +329,9 @@ fn free(ctx: &Ctx<'_>) -> Finding {
     .observed("cma_free_bytes", free)
     .observed("cma_total_bytes", total)
     .observed("cma_free_percent", pct)
+    .observed("sources", sources)
     .expected("cma_free_percent", format!(">= {min_pct}"))
-    .evidence(
-        "/proc/meminfo",
-        None,
-        &format!("CmaFree: {} kB", free / 1024),
-    );
-    let enomem: Vec<_> = ctx
-        .logs
-        .host(|e| matches!(e, LogEvent::CmaAllocFail { ret: -12, .. }))
-        .filter(|(h, _)| h.class == crate::probe::LogClass::Kernel)
-        .map(|(h, _)| h)
-        .collect();
-    let suggest = if ctx.profile.cma.suggested_size.is_empty() {
-        "256M"
-    } else {
-        &ctx.profile.cma.suggested_size
-    };
-    if !enomem.is_empty() {
-        f.status = Status::Fail;
-        f.summary = format!(
-            "CMA ran out: {} cma_alloc failure(s) with -12 (ENOMEM, no free range) in the kernel log; CmaFree now {} of {}",
-            enomem.len(),
-            mib(free),
-            mib(total)
-        );
-        return f.with_hits(enomem).remedy(format!("the pool is too small for the workload: sudo npu-agent cma set {suggest} && sudo reboot"));
-    }
+    .evidence(&free_src, None, &format!("CmaFree: {} kB", free / 1024));
     let fails = ctx
         .snap
         .vmstat
@@ -146,21 +346,47 @@ fn free(ctx: &Ctx<'_>) -> Finding {
             &format!("cma_alloc_fail {fails}"),
         );
     }
-    if pct < min_pct {
-        f.status = if fails > 0 {
-            Status::Warn
-        } else {
-            Status::Info
-        };
+    if pct >= min_pct {
+        return f;
+    }
+    // The kernel serves movable allocations from CMA only while free CMA is more than half of
+    // the free memory. With MemFree at least twice the whole pool that can never have been the
+    // case lately, so the used part of the pool is held by real CMA allocations.
+    if let Some(mem_free) = fig.mem_free.filter(|m| *m >= total.saturating_mul(2)) {
+        f.status = Status::Fail;
         f.summary = format!(
-            "CmaFree is {} of {} ({pct}%){}; free CMA is lent to movable pages, so this alone is not proof of exhaustion",
+            "CMA is held by real CMA users: CmaFree is {} of {} ({pct}%) while MemFree is {} — the kernel lends CMA to movable pages only when free CMA exceeds half of free memory, so this is not page cache; the next contiguous allocation will fail{}",
             mib(free),
             mib(total),
-            if fails > 0 { format!(", and {fails} CMA allocation(s) failed since boot") } else { String::new() }
+            mib(mem_free),
+            if names.is_empty() {
+                "; the kernel log read names no CMA user (display, video capture, NVMe host memory buffers and the NPU are the usual ones)".to_string()
+            } else {
+                format!("; CMA users in the kernel log: {}", names.join(", "))
+            }
         );
-        f = f.remedy("if allocations fail: sudo npu-agent compact --drop-caches; if they keep failing, enlarge the pool");
+        return f
+            .observed("mem_free_bytes", mem_free)
+            .observed("cma_consumers", names)
+            .with_hits(consumer_hits)
+            .remedy(format!("enlarge the pool so every device fits (sudo npu-agent cma set {suggest} && sudo reboot), or give the largest user its own reserved-memory pool; compaction cannot free memory that drivers hold"));
     }
-    f
+    f.status = if fails > 0 {
+        Status::Warn
+    } else {
+        Status::Info
+    };
+    f.summary = format!(
+        "CmaFree is {} of {} ({pct}%){}; {}, so free CMA may be lent to movable pages and this alone is not proof of exhaustion",
+        mib(free),
+        mib(total),
+        if fails > 0 { format!(", and {fails} CMA allocation(s) failed since boot") } else { String::new() },
+        match fig.mem_free {
+            Some(m) => format!("MemFree ({}) is under twice the pool", mib(m)),
+            None => "MemFree is unknown".to_string(),
+        }
+    );
+    f.remedy("if allocations fail: sudo npu-agent compact --drop-caches; if they keep failing, enlarge the pool")
 }
 
 /// The `cma=` of the kernel-argument boot files and the Pi `config.txt` overlay.
@@ -210,20 +436,31 @@ fn boot_param(ctx: &Ctx<'_>) -> Finding {
     let id = "cma.boot_param";
     let spec = &ctx.profile.cma;
     let view = boot_view(ctx);
-    let booted = ctx
-        .snap
-        .cmdline
-        .as_ref()
-        .ok()
-        .map(|l| find_cma(l).map(|c| c.0));
-    let total = ctx
-        .snap
-        .meminfo
-        .as_ref()
-        .ok()
-        .and_then(|m| m.cma_total_bytes);
+    let (booted_line, booted_src) = booted_cmdline(ctx);
+    let booted_found = booted_line.as_deref().map(find_cma);
+    let booted = booted_found.clone().map(|o| o.map(|c| c.0));
+    let booted_count = booted_found.flatten().map(|c| c.1).unwrap_or(0);
+    let fig = figures(ctx);
+    let total = fig.total.as_ref().map(|(t, _)| *t);
+    let reserve_failed: Vec<&LogHit> = ctx
+        .logs
+        .find(Some(LogClass::Kernel), |e| {
+            matches!(e, LogEvent::CmaReserveFailed { .. })
+        })
+        .map(|(h, _)| h)
+        .collect();
+    let boot_reserved: Vec<&LogHit> = ctx
+        .logs
+        .find(Some(LogClass::Kernel), |e| {
+            matches!(e, LogEvent::BootCmaReserved { .. })
+        })
+        .map(|(h, _)| h)
+        .collect();
     if view.cmdline_file.is_none() && view.overlay.is_none() && booted.is_none() {
-        return Finding::skip(id, "no boot file and no /proc/cmdline in this tree");
+        return Finding::skip(
+            id,
+            "no boot file, no /proc/cmdline and no `Kernel command line:` in the kernel log",
+        );
     }
     let configured = view
         .cmdline_file
@@ -241,7 +478,7 @@ fn boot_param(ctx: &Ctx<'_>) -> Finding {
     if let Some(b) = &booted {
         f = f.observed("proc_cmdline_cma", show_cma(b));
         if let Some(c) = b {
-            f.push_evidence("/proc/cmdline", None, &format!("cma={}", c.raw));
+            f.push_evidence(&booted_src, None, &format!("cma={}", c.raw));
         }
     }
     if let Some((path, c, line)) = &view.overlay {
@@ -306,8 +543,40 @@ fn boot_param(ctx: &Ctx<'_>) -> Finding {
             return f;
         }
     }
+    let mut sources: Vec<String> = Vec::new();
+    if let Some((p, _, _)) = &view.cmdline_file {
+        sources.push(p.clone());
+    }
+    if booted.is_some() {
+        sources.push(booted_src.clone());
+    }
+    if let Some((_, src)) = &fig.total {
+        if !sources.contains(src) {
+            sources.push(src.clone());
+        }
+    }
+    for h in reserve_failed.iter().chain(&boot_reserved) {
+        if !sources.contains(&h.file) {
+            sources.push(h.file.clone());
+        }
+    }
+    f = f.observed("sources", sources);
+    let dup_file = view
+        .cmdline_file
+        .as_ref()
+        .filter(|(_, _, b)| b.occurrences > 1)
+        .map(|(p, _, b)| (p.clone(), b.occurrences));
+    let dup = dup_file.or_else(|| (booted_count > 1).then(|| (booted_src.clone(), booted_count)));
+    let dup_note = |d: &Option<(String, usize)>| {
+        d.as_ref()
+            .map(|(p, n)| format!("cma= appears {n} times in {p} (only the last one counts); "))
+            .unwrap_or_default()
+    };
     // 2. Deliberately disabled.
-    if effective.as_ref().is_some_and(|c| c.size_bytes == Some(0)) {
+    if effective
+        .as_ref()
+        .is_some_and(|c| c.size_bytes == Some(0) && c.size_is_number)
+    {
         f.status = Status::Info;
         f.summary = format!(
             "CMA is deliberately disabled (cma=0){}: fine for blocks behind an IOMMU (the RK3588 NPU, VPUs); raise it only for a device that needs contiguous memory",
@@ -315,16 +584,59 @@ fn boot_param(ctx: &Ctx<'_>) -> Finding {
         );
         return f;
     }
-    // 3. A value the kernel cannot parse.
-    if let Some(c) = effective.as_ref().filter(|c| c.size_bytes.is_none()) {
-        f.status = Status::Warn;
+    // 3. A value that is not a number: memparse reads it as 0, so there is no pool at all.
+    if let Some(c) = effective
+        .as_ref()
+        .filter(|c| !c.size_is_number || c.size_bytes.is_none())
+    {
+        let needs_pool = spec.min_total_bytes.unwrap_or(0) > 0;
+        f.status = if needs_pool {
+            Status::Fail
+        } else {
+            Status::Warn
+        };
         f.summary = format!(
-            "cma={} is not a size the kernel understands; it is ignored",
-            c.raw
+            "{}cma={} is not a size: the kernel's memparse reads it as 0, so there is no CMA pool at all{}",
+            dup_note(&dup),
+            c.raw,
+            total.map(|t| format!(" (CmaTotal {})", mib(t))).unwrap_or_default()
         );
-        return f.remedy(format!("sudo npu-agent cma set {suggest}"));
+        return f.remedy(format!("sudo npu-agent cma set {suggest} && sudo reboot"));
     }
-    // 4. Boot file and running kernel disagree.
+    // 4. A pool was asked for but none (or not that one) was reserved.
+    if let Some(c) = &effective {
+        let want = c.size_bytes.unwrap_or(0);
+        let failed_line = reserve_failed.last().map(|h| h.text.trim().to_string());
+        let absent = total == Some(0);
+        if want > 0 && (absent || !reserve_failed.is_empty()) {
+            f.status = if absent || total.is_none() {
+                Status::Fail
+            } else {
+                Status::Warn
+            };
+            f.summary = format!(
+                "{}cma={} asks for a {} pool but the kernel could not reserve it{}{}",
+                dup_note(&dup),
+                c.raw,
+                mib(want),
+                failed_line
+                    .map(|l| format!(" ({:?})", l.rsplit("] ").next().unwrap_or(&l)))
+                    .unwrap_or_default(),
+                match total {
+                    Some(0) => ": CmaTotal is 0, there is no CMA at all".to_string(),
+                    Some(t) => format!("; CmaTotal is {}", mib(t)),
+                    None => String::new(),
+                }
+            );
+            return f
+                .with_hits(reserve_failed.iter().copied())
+                .with_hits(boot_reserved.iter().copied())
+                .remedy(format!(
+                    "keep a single cma= with a size this kernel can place (smaller, e.g. sudo npu-agent cma set 64M; a 32-bit kernel needs the pool below the highmem boundary; on a Raspberry Pi size it with the overlay's cma-NNN parameter instead), then reboot and check CmaTotal"
+                ));
+        }
+    }
+    // 5. Boot file and running kernel disagree.
     if let (Some(b), Some(conf_file)) = (&booted, &view.cmdline_file) {
         if b.as_ref().map(|c| c.size_bytes) != conf_file.2.cma.as_ref().map(|c| c.size_bytes) {
             f.status = Status::Warn;
@@ -339,20 +651,14 @@ fn boot_param(ctx: &Ctx<'_>) -> Finding {
             );
         }
     }
-    if conf_dup(&view) {
+    if let Some((path, n)) = &dup {
         f.status = Status::Warn;
-        f.summary = format!(
-            "cma= is set more than once in {}; only the last one counts",
-            view.cmdline_file
-                .as_ref()
-                .map(|c| c.0.clone())
-                .unwrap_or_default()
-        );
+        f.summary = format!("cma= is set {n} times in {path}; only the last one counts");
         return f.remedy(format!(
             "keep a single cma= (sudo npu-agent cma set {suggest} rewrites the one that wins)"
         ));
     }
-    // 5. In effect? CmaTotal should equal the requested size.
+    // 6. In effect? CmaTotal should equal the requested size.
     if let (Some(c), Some(t)) = (&effective, total) {
         if let Some(want) = c.size_bytes {
             let diff = want.abs_diff(t);
@@ -390,10 +696,23 @@ fn boot_param(ctx: &Ctx<'_>) -> Finding {
     f
 }
 
-fn conf_dup(view: &BootView) -> bool {
-    view.cmdline_file
-        .as_ref()
-        .is_some_and(|(_, _, b)| b.occurrences > 1)
+/// The command line the kernel booted with: `/proc/cmdline`, else the `Kernel command line:`
+/// line of the kernel log. Returns the line and where it came from.
+fn booted_cmdline(ctx: &Ctx<'_>) -> (Option<String>, String) {
+    if let Ok(l) = &ctx.snap.cmdline {
+        return (Some(l.clone()), "/proc/cmdline".into());
+    }
+    for log in ctx.snap.logs.iter().filter(|l| l.class == LogClass::Kernel) {
+        if let Some(rest) = log
+            .lines
+            .iter()
+            .rev()
+            .find_map(|l| l.split_once("Kernel command line: ").map(|(_, r)| r))
+        {
+            return (Some(rest.trim().to_string()), log.path.clone());
+        }
+    }
+    (None, "/proc/cmdline".into())
 }
 
 fn reboot_pending(ctx: &Ctx<'_>) -> Finding {

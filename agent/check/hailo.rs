@@ -1,7 +1,7 @@
 //! Hailo checks (Raspberry Pi 5 + Hailo-8/8L/10H). Facts: shared/domain/HAILO-PI5.md.
 
 use super::{Ctx, Finding, Status};
-use crate::parse::logline::LogEvent;
+use crate::parse::logline::{LogEvent, ProbeCause};
 use crate::parse::version::Version;
 use crate::probe::{LogClass, PciDevice};
 use crate::profile::{parse_pci_id, NpuKind};
@@ -59,6 +59,96 @@ fn hailo_device<'a>(ctx: &'a Ctx<'_>) -> Option<&'a PciDevice> {
         .or_else(|| devs.iter().find(|d| d.vendor == HAILO_VENDOR))
 }
 
+/// Probe or load failures of the Hailo driver in the host logs (the line names the device's
+/// address or a Hailo driver/module, in any case), newest last, with their cause.
+fn probe_failures<'a>(
+    ctx: &'a Ctx<'_>,
+    dev: Option<&PciDevice>,
+) -> Vec<(ProbeCause, &'a super::LogHit)> {
+    ctx.logs
+        .host(|e| matches!(e, LogEvent::ProbeFailure { .. }))
+        .filter(|(h, _)| {
+            let t = h.text.to_ascii_lowercase();
+            t.contains("hailo") || dev.is_some_and(|d| t.contains(&d.bdf.to_ascii_lowercase()))
+        })
+        .filter_map(|(h, e)| match e {
+            LogEvent::ProbeFailure { cause, .. } => Some((*cause, h)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// PCI bus number of an address (`0000:05:00.0` -> 5).
+fn bus_of(bdf: &str) -> Option<u32> {
+    bdf.split(':')
+        .nth(1)
+        .and_then(|b| u32::from_str_radix(b, 16).ok())
+}
+
+/// The summary part and remedy for a Hailo probe failure, by cause.
+fn probe_cause_advice(
+    ctx: &Ctx<'_>,
+    cause: ProbeCause,
+    dev: Option<&PciDevice>,
+) -> (String, String) {
+    let chip = &ctx.profile.npu.chip;
+    let kernel = ctx
+        .snap
+        .identity
+        .kernel_release
+        .as_ref()
+        .ok()
+        .filter(|k| !k.is_empty())
+        .map(|k| format!("kernel {k}"))
+        .unwrap_or_else(|| "the running kernel".into());
+    let behind_switch = dev
+        .and_then(|d| bus_of(&d.bdf))
+        .filter(|b| *b > 1)
+        .map(|b| format!(" (it sits on bus {b:02x}, behind a PCIe switch)"))
+        .unwrap_or_default();
+    match cause {
+        ProbeCause::Interrupts => (
+            format!("the driver cannot enable interrupts for the {chip}{behind_switch}: the probe failed and the chip is unusable"),
+            "connect the HAT directly to the Pi 5 PCIe connector; behind a PCIe switch, update firmware and kernel (sudo apt full-upgrade or sudo rpi-update), put the switch board's overlay (e.g. dtoverlay=pineboards-hat-ai) and kernel=kernel8.img in /boot/firmware/config.txt, then reboot; reinstalling the HailoRT packages changes nothing here".into(),
+        ),
+        ProbeCause::ModuleForOtherKernel => (
+            format!("the Hailo module on disk was built for another kernel than {kernel} and will not load"),
+            "rebuild it for the running kernel: sudo apt install raspberrypi-kernel-headers (Debian: linux-headers-$(uname -r)) && sudo dkms autoinstall && sudo reboot; or boot the kernel it was built for — purging and reinstalling the same packages changes nothing".into(),
+        ),
+        ProbeCause::DkmsBuildFailed => (
+            format!("DKMS could not build the Hailo module for {kernel}"),
+            "install the headers of the running kernel (sudo apt install raspberrypi-kernel-headers, or linux-headers-$(uname -r)) and run sudo dkms autoinstall; if the driver source does not build on this kernel, boot the previous kernel or install a HailoRT release that supports it".into(),
+        ),
+        ProbeCause::FirmwareMissing => (
+            format!("the {chip} firmware file could not be loaded"),
+            match ctx.profile.npu.generation {
+                Some(5) => "sudo apt install --reinstall h10-hailort-pcie-driver && sudo reboot".into(),
+                _ => "sudo apt install --reinstall hailofw hailort-pcie-driver && sudo reboot".into(),
+            },
+        ),
+        ProbeCause::Timeout => (
+            format!("the {chip} did not answer its probe (timeout)"),
+            "sudo poweroff, remove power for 10 s, then boot again (a warm reboot does not reset the chip)".into(),
+        ),
+        ProbeCause::Collision => (
+            "two Hailo drivers collide on the same device class (EEXIST)".into(),
+            format!(
+                "echo 'blacklist {}' | sudo tee /etc/modprobe.d/blacklist-{}.conf && sudo reboot",
+                ctx.profile.npu.wrong_modules.first().cloned().unwrap_or_default(),
+                ctx.profile.npu.wrong_modules.first().cloned().unwrap_or_default()
+            ),
+        ),
+        ProbeCause::LinkLost => (
+            format!("the {chip}'s PCI BARs could not be read: the link dropped"),
+            "power off, reseat the HAT and its ribbon cable, then boot again".into(),
+        ),
+        ProbeCause::Other => (
+            format!("the driver failed to probe the {chip}"),
+            "read the probe line in the kernel log: its error code names the cause (reinstalling the same packages rarely changes it)".into(),
+        ),
+    }
+}
+
 fn pci_path(d: &PciDevice, attr: &str) -> String {
     format!("/sys/bus/pci/devices/{}/{attr}", d.bdf)
 }
@@ -88,7 +178,24 @@ fn pci_device(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
                 .expected("pci_id", expected)
                 .evidence(&pci_path(d, "device"), None, &format!("0x{:04x}", d.device));
             if expected_ids(ctx).contains(&(d.vendor, d.device)) {
-                f
+                // The chip is on the bus, but the logs may already show it unusable.
+                let fails = probe_failures(ctx, Some(d));
+                match (fails.last(), &d.driver) {
+                    (Some((cause, _)), None) => {
+                        let (what, remedy) = probe_cause_advice(ctx, *cause, Some(d));
+                        let mut f = f.with_hits(fails.iter().map(|(_, h)| *h));
+                        f.status = Status::Fail;
+                        f.summary = format!("{} ({pci_id}) at {}: {what}", chip_name(d.device), d.bdf);
+                        f.observed("probe_failure", format!("{cause:?}")).remedy(remedy)
+                    }
+                    (Some((cause, _)), Some(drv)) => {
+                        let mut f = f.with_hits(fails.iter().map(|(_, h)| *h));
+                        f.status = Status::Info;
+                        f.summary = format!("{} ({pci_id}) at {}, bound to {drv}; an earlier probe failed ({})", chip_name(d.device), d.bdf, super::rknpu::cause_text(*cause));
+                        f
+                    }
+                    _ => f,
+                }
             } else {
                 let mut f = f;
                 f.status = Status::Fail;
@@ -107,14 +214,14 @@ fn module_version(ctx: &Ctx<'_>, name: &str) -> Option<(String, Version)> {
     ctx.snap
         .modules
         .iter()
-        .find(|m| m.name == name)
+        .find(|m| m.name.eq_ignore_ascii_case(name))
         .and_then(|m| m.version.as_deref())
         .and_then(|v| Version::parse_loose(v).map(|p| (format!("/sys/module/{name}/version"), p)))
 }
 
 /// Module behind a PCI driver name (`hailo1x` -> `hailo1x_pci`).
 fn module_of_driver(driver: &str) -> String {
-    format!("{driver}_pci")
+    format!("{}_pci", driver.to_ascii_lowercase())
 }
 
 fn gen_remedy(ctx: &Ctx<'_>) -> String {
@@ -133,7 +240,7 @@ fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     let npu = &ctx.profile.npu;
     let right = npu.drivers.join(" or ");
     let mut f = match &d.driver {
-        Some(drv) if npu.drivers.contains(drv) => Finding::new(
+        Some(drv) if npu.drivers.iter().any(|x| x.eq_ignore_ascii_case(drv)) => Finding::new(
             id,
             Status::Pass,
             format!(
@@ -145,7 +252,11 @@ fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
             let ver = module_version(ctx, &module_of_driver(drv))
                 .map(|(_, v)| format!(" {v}"))
                 .unwrap_or_default();
-            let why = if npu.wrong_drivers.contains(drv) {
+            let why = if npu
+                .wrong_drivers
+                .iter()
+                .any(|x| x.eq_ignore_ascii_case(drv))
+            {
                 format!(
                     "the other generation's driver ({}{ver})",
                     module_of_driver(drv)
@@ -170,7 +281,7 @@ fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
                 .snap
                 .modules
                 .iter()
-                .filter(|m| m.name.starts_with("hailo"))
+                .filter(|m| m.name.to_ascii_lowercase().starts_with("hailo"))
                 .map(|m| {
                     format!("{} {}", m.name, m.version.clone().unwrap_or_default())
                         .trim()
@@ -185,16 +296,34 @@ fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
                     loaded.join(", ")
                 )
             };
-            Finding::new(
-                id,
-                Status::Fail,
-                format!(
-                    "no driver is bound to {} ({}); {detail}",
-                    d.bdf,
-                    chip_name(d.device)
-                ),
-            )
-            .remedy(gen_remedy(ctx))
+            let fails = probe_failures(ctx, Some(d));
+            match fails.last() {
+                Some((cause, _)) => {
+                    let (what, remedy) = probe_cause_advice(ctx, *cause, Some(d));
+                    Finding::new(
+                        id,
+                        Status::Fail,
+                        format!(
+                            "no driver is bound to {} ({}): {what}; {detail}",
+                            d.bdf,
+                            chip_name(d.device)
+                        ),
+                    )
+                    .observed("probe_failure", format!("{cause:?}"))
+                    .with_hits(fails.iter().map(|(_, h)| *h))
+                    .remedy(remedy)
+                }
+                None => Finding::new(
+                    id,
+                    Status::Fail,
+                    format!(
+                        "no driver is bound to {} ({}); {detail}",
+                        d.bdf,
+                        chip_name(d.device)
+                    ),
+                )
+                .remedy(gen_remedy(ctx)),
+            }
         }
     };
     f = f
@@ -230,7 +359,7 @@ fn stale_driver(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     let bound = dev.and_then(|d| d.driver.clone());
     if bound
         .as_ref()
-        .is_some_and(|b| npu.wrong_drivers.contains(b))
+        .is_some_and(|b| npu.wrong_drivers.iter().any(|x| x.eq_ignore_ascii_case(b)))
     {
         return Finding::new(
             id,
@@ -241,7 +370,12 @@ fn stale_driver(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     let mut stale = Vec::new();
     let mut f = Finding::new(id, Status::Pass, "");
     for m in &npu.wrong_modules {
-        if let Some(mv) = ctx.snap.modules.iter().find(|x| &x.name == m) {
+        if let Some(mv) = ctx
+            .snap
+            .modules
+            .iter()
+            .find(|x| x.name.eq_ignore_ascii_case(m))
+        {
             stale.push(format!(
                 "{m} loaded{}",
                 mv.version

@@ -210,7 +210,7 @@ fn oom_check(ctx: &Ctx<'_>, oom: Vec<&LogHit>) -> Finding {
     let mem = ctx.snap.meminfo.as_ref().ok();
     let mut f = Finding::new(id, Status::Pass, "");
     let avail_pct = mem
-        .and_then(|m| m.mem_available_bytes.map(|a| (a, m.mem_total_bytes)))
+        .and_then(|m| Some((m.mem_available_bytes?, m.mem_total_bytes?)))
         .map(|(a, t)| {
             f.observed.insert("mem_available_bytes".into(), a.into());
             f.observed.insert("mem_total_bytes".into(), t.into());

@@ -47,6 +47,7 @@ pub const CHECK_IDS: &[&str] = &[
     "memory.fragmentation",
     "memory.compaction",
     "memory.oom",
+    "rknpu.runtime_library",
     "kernel.numa_balancing",
     "llm.override_tensor",
     "llm.vram_budget",

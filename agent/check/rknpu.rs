@@ -1,23 +1,95 @@
-//! Rockchip NPU checks. Facts: shared/domain/RK3588-MEMORY.md §2.
+//! Rockchip NPU checks: the rknpu driver, its device node, and the RKNN/RKLLM userland on top.
+//! Facts: RK3588-MEMORY.md §2; the vendor driver registers as `RKNPU` (upper case), so every
+//! kernel-provided name is compared without regard to case.
 
-use super::{Ctx, Finding, Status};
-use crate::parse::logline::LogEvent;
+use super::{Ctx, Finding, LogHit, Status};
+use crate::parse::logline::{LogEvent, ProbeCause};
 use crate::parse::version::Version;
+use crate::probe::LogClass;
 use crate::profile::NpuKind;
+
+/// The rknpu checks, in report order.
+pub const IDS: &[&str] = &[
+    "rknpu.driver_version",
+    "rknpu.device_node",
+    "rknpu.runtime_library",
+];
 
 pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     if ctx.profile.npu.kind != NpuKind::Rknpu {
-        return ["rknpu.driver_version", "rknpu.device_node"]
+        return IDS
             .iter()
             .map(|id| {
                 Finding::skip(
                     id,
-                    format!("profile {} has no Rockchip NPU", ctx.profile.id),
+                    format!(
+                        "profile {} has no Rockchip NPU (the RKNN/RKLLM checks run on rk3588-rknpu)",
+                        ctx.profile.id
+                    ),
                 )
             })
             .collect();
     }
-    vec![driver_version(ctx), device_node(ctx)]
+    vec![driver_version(ctx), device_node(ctx), runtime_library(ctx)]
+}
+
+/// True when `name` is the rknpu driver as the kernel spells it (`RKNPU`, `rknpu`).
+fn is_rknpu(name: &str) -> bool {
+    name.eq_ignore_ascii_case("rknpu")
+}
+
+/// Evidence that the NPU is in use or wanted: a workload process, or a workload log with
+/// RKNN/RKLLM lines. Returns a short description.
+fn npu_workload(ctx: &Ctx<'_>) -> Option<String> {
+    if let Ok(p) = &ctx.snap.processes {
+        if let Some(p) = p.first() {
+            return Some(format!("process {} (pid {})", p.comm, p.pid));
+        }
+    }
+    ctx.snap
+        .logs
+        .iter()
+        .find(|l| {
+            l.class == LogClass::Workload
+                && l.lines.iter().any(|x| {
+                    let t = x.to_ascii_lowercase();
+                    t.contains("rknn") || t.contains("rkllm")
+                })
+        })
+        .map(|l| format!("workload log {}", l.path))
+}
+
+/// Evidence the vendor driver is loaded even when its version cannot be read.
+fn driver_present(ctx: &Ctx<'_>) -> Option<(String, String)> {
+    if let Ok(d) = &ctx.snap.drm {
+        if let Some(n) = d.iter().find(|n| n.driver.as_deref().is_some_and(is_rknpu)) {
+            return Some((
+                format!("/sys/class/drm/{}/device/driver", n.name),
+                n.driver.clone().unwrap_or_default(),
+            ));
+        }
+    }
+    if let Some(m) = ctx.snap.modules.iter().find(|m| is_rknpu(&m.name)) {
+        return Some((format!("/sys/module/{}", m.name), "module loaded".into()));
+    }
+    ctx.logs
+        .host(|e| matches!(e, LogEvent::RknpuBound))
+        .next()
+        .map(|(h, _)| (h.file.clone(), h.text.clone()))
+}
+
+/// The kernel log covers this boot from its start (it holds the first lines the kernel
+/// prints), so a driver line missing from it is evidence of absence.
+fn kernel_log_from_boot(ctx: &Ctx<'_>) -> bool {
+    ctx.snap.logs.iter().any(|l| {
+        l.class == LogClass::Kernel
+            && !l.cut
+            && l.lines.iter().take(50).any(|x| {
+                x.contains("Booting Linux")
+                    || x.contains("Linux version ")
+                    || x.contains("] Machine model:")
+            })
+    })
 }
 
 /// Where the version came from, its text and the parsed version.
@@ -68,7 +140,12 @@ fn find_version(ctx: &Ctx<'_>) -> Option<Found> {
 
 fn rocket_present(ctx: &Ctx<'_>) -> Vec<(String, String)> {
     let mut why = Vec::new();
-    if ctx.snap.modules.iter().any(|m| m.name == "rocket") {
+    if ctx
+        .snap
+        .modules
+        .iter()
+        .any(|m| m.name.eq_ignore_ascii_case("rocket"))
+    {
         why.push((
             "/sys/module/rocket".to_string(),
             "module rocket loaded".to_string(),
@@ -137,24 +214,65 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
             }
             return f;
         }
+        let kernel_part = if kernel.is_empty() {
+            "kernel release unknown".to_string()
+        } else {
+            format!("kernel {kernel}")
+        };
         let denied = ctx
             .snap
             .rknpu_version_files
             .iter()
             .find(|(_, r)| r.as_ref().is_err_and(|e| !e.is_not_found()));
-        if let Some((path, Err(e))) = denied {
-            return Finding::new(id, Status::Error, format!("cannot read the rknpu version: {e}"))
-                .remedy(format!("run the agent as root with debugfs mounted (mount -t debugfs none /sys/kernel/debug) so {path} is readable"));
+        if let Some((file, why)) = driver_present(ctx) {
+            let how = match denied {
+                Some((path, Err(e))) => format!("{path} is not readable ({e}): run the agent as root"),
+                _ => "debugfs is not mounted here (no /sys/kernel/debug/rknpu/version) and the driver is built in (no /sys/module/rknpu/version)".to_string(),
+            };
+            return Finding::new(
+                id,
+                Status::Info,
+                format!("the rknpu driver is present ({file}: {why}) but its version cannot be read: {how}"),
+            )
+            .evidence(&file, None, &why)
+            .expected("driver_version", format!(">= {min}"))
+            .remedy("to see the version: sudo mount -t debugfs none /sys/kernel/debug && sudo cat /sys/kernel/debug/rknpu/version");
         }
-        return Finding::new(id, Status::Warn, format!("no rknpu driver found (no debugfs rknpu/version, /proc/rknpu, /sys/module/rknpu or kernel log line; kernel {kernel})"))
-            .expected("driver_version", min.to_string())
-            .remedy("mount debugfs (sudo mount -t debugfs none /sys/kernel/debug) and check again; if it is still missing, boot a vendor kernel that carries rknpu >= 0.9.8");
+        if let Some((path, Err(e))) = denied {
+            return Finding::skip(
+                id,
+                format!("cannot read the rknpu version ({path}: {e}) and no other source names the driver; run the agent as root with debugfs mounted"),
+            );
+        }
+        let drm_listed = ctx.snap.drm.as_ref().is_ok_and(|d| !d.is_empty());
+        let evidence_of_absence = drm_listed || kernel_log_from_boot(ctx);
+        let workload = npu_workload(ctx);
+        return match (evidence_of_absence, workload) {
+            (false, _) => Finding::skip(
+                id,
+                format!("no source names the rknpu driver in this tree (no debugfs rknpu/version, /proc/rknpu, /sys/module/rknpu, DRM node listing or boot kernel log; {kernel_part}): its absence is not shown either"),
+            ),
+            (true, None) => Finding::new(
+                id,
+                Status::Info,
+                format!("no rknpu driver in this kernel ({kernel_part}) and nothing here uses the NPU: fine unless you want RKNN/RKLLM"),
+            )
+            .expected("driver_version", format!(">= {min}"))
+            .remedy(format!("only to run RKNN/RKLLM: boot a vendor kernel that carries rknpu >= {min}")),
+            (true, Some(w)) => Finding::new(
+                id,
+                Status::Warn,
+                format!("no rknpu driver in this kernel ({kernel_part}), but {w} wants the NPU"),
+            )
+            .expected("driver_version", format!(">= {min}"))
+            .remedy(format!("boot a vendor kernel that carries rknpu >= {min} (e.g. Armbian's vendor 6.1 kernel)")),
+        };
     };
     let builtin = !ctx
         .snap
         .modules
         .iter()
-        .any(|m| m.name == "rknpu" && m.version.is_some());
+        .any(|m| is_rknpu(&m.name) && m.version.is_some());
     let v = found.version;
     let mut f = Finding::new(id, Status::Pass, format!("rknpu {v} (>= {min})"))
         .observed("driver_version", v.to_string())
@@ -164,6 +282,34 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
         .evidence(&found.file, found.line, &found.text);
     if v >= min {
         return f;
+    }
+    // The runtime in use may be one that this driver serves (RKLLM 1.0.x ships with 0.9.6):
+    // then the profile minimum is about a future upgrade, not a fault.
+    let hard_fail = ctx
+        .logs
+        .host(|e| {
+            matches!(
+                e,
+                LogEvent::RknpuTooLow { .. }
+                    | LogEvent::RknnBadModelMagic
+                    | LogEvent::Errno { errno: 14 }
+            )
+        })
+        .next()
+        .is_some();
+    if let Some(rt) = runtime_versions(ctx).rkllm {
+        if let Some(need) = rkllm_needs_driver(rt.0) {
+            if v >= need && !hard_fail {
+                f.status = Status::Info;
+                f.summary = format!(
+                    "rknpu {v} is below the {min} that RKLLM >= 1.1 needs, but the runtime in use (rkllm-runtime {}) works with it (needs >= {need})",
+                    rt.0
+                );
+                return f.observed("runtime", format!("rkllm-runtime {}", rt.0)).remedy(format!(
+                    "nothing for the current runtime; only to move to RKLLM >= 1.1: a kernel carrying rknpu >= {min}"
+                ));
+            }
+        }
     }
     f.status = Status::Warn;
     let below_066 = if v < Version::new(0, 9, 6) {
@@ -214,46 +360,378 @@ fn device_node(ctx: &Ctx<'_>) -> Finding {
         Ok(d) => d,
         Err(e) => return Finding::skip(id, format!("cannot list DRM nodes: {e}")),
     };
-    let nodes: Vec<&str> = drm
+    let nodes: Vec<(&str, &str)> = drm
         .iter()
-        .filter(|n| n.driver.as_deref() == Some("rknpu"))
-        .map(|n| n.name.as_str())
+        .filter_map(|n| {
+            n.driver
+                .as_deref()
+                .filter(|d| is_rknpu(d))
+                .map(|d| (n.name.as_str(), d))
+        })
+        .collect();
+    let listed: Vec<String> = drm
+        .iter()
+        .map(|n| format!("{}={}", n.name, n.driver.clone().unwrap_or_default()))
         .collect();
     if nodes.is_empty() {
         let rocket = !rocket_present(ctx).is_empty();
-        return Finding::new(
+        if rocket {
+            return Finding::new(
+                id,
+                Status::Warn,
+                "no DRM node is driven by rknpu; the NPU belongs to the mainline rocket driver (/dev/accel)",
+            )
+            .observed("drm_nodes", listed)
+            .remedy("for RKNN/RKLLM boot a vendor kernel with the rknpu driver (CONFIG_ROCKCHIP_RKNPU)");
+        }
+        if drm.is_empty() {
+            return Finding::skip(id, "/sys/class/drm lists no DRM node in this tree");
+        }
+        // Severity follows the consequence: only a workload that wants the NPU is hurt.
+        let workload = npu_workload(ctx);
+        let probe = probe_failure(ctx);
+        let mut f = Finding::new(
             id,
-            if rocket { Status::Warn } else { Status::Fail },
-            if rocket {
-                "no DRM node is driven by rknpu; the NPU belongs to the mainline rocket driver (/dev/accel)".to_string()
+            if workload.is_some() || probe.is_some() {
+                Status::Fail
             } else {
-                "no DRM node is driven by rknpu: the NPU is not usable by RKNN/RKLLM".to_string()
+                Status::Info
+            },
+            match (&probe, &workload) {
+                (Some((cause, _)), _) => format!("no DRM node is driven by rknpu: the driver failed to probe ({})", cause_text(*cause)),
+                (None, Some(w)) => format!("no DRM node is driven by rknpu, but {w} wants the NPU: RKNN/RKLLM cannot run"),
+                (None, None) => "no DRM node is driven by rknpu and nothing here uses the NPU".to_string(),
             },
         )
-        .observed("drm_nodes", drm.iter().map(|n| format!("{}={}", n.name, n.driver.clone().unwrap_or_default())).collect::<Vec<_>>())
-        .remedy("boot a vendor kernel with the rknpu driver enabled (CONFIG_ROCKCHIP_RKNPU) and the npu@fdab0000 node");
+        .observed("drm_nodes", listed)
+        .remedy(match &probe {
+            Some((cause, _)) => cause_remedy(*cause),
+            None => "to use the NPU: boot a vendor kernel with the rknpu driver enabled (CONFIG_ROCKCHIP_RKNPU) and the npu@fdab0000 node".to_string(),
+        });
+        if let Some((_, h)) = probe {
+            f.push_evidence(&h.file, h.line_no(), &h.text);
+        }
+        return f;
     }
+    let names: Vec<&str> = nodes.iter().map(|(n, _)| *n).collect();
     let mut f = Finding::new(
         id,
         Status::Pass,
-        format!("rknpu DRM node(s): {}", nodes.join(", ")),
+        format!("rknpu DRM node(s): {}", names.join(", ")),
     )
     .observed(
         "rknpu_nodes",
-        nodes
+        names
             .iter()
             .map(|s| format!("/dev/dri/{s}"))
             .collect::<Vec<_>>(),
     );
-    for n in &nodes {
-        f.push_evidence(&format!("/sys/class/drm/{n}/device/driver"), None, "rknpu");
+    for (n, d) in &nodes {
+        f.push_evidence(&format!("/sys/class/drm/{n}/device/driver"), None, d);
     }
     if stray {
-        f.status = Status::Warn;
-        f.summary = format!("/dev/rknpu exists on a DRM build ({}): librknnrt then uses the legacy ioctls (ENOTTY, hw_version -1)", nodes.join(", "));
+        // librknnrt tries /dev/rknpu first and then speaks the legacy misc-device ioctls,
+        // which a DRM build does not have.
+        let broken: Vec<&LogHit> = ctx
+            .logs
+            .host(|e| {
+                matches!(
+                    e,
+                    LogEvent::RknnLegacyPathFailed | LogEvent::Errno { errno: 25 }
+                )
+            })
+            .map(|(h, _)| h)
+            .collect();
+        f.status = if broken.is_empty() {
+            Status::Warn
+        } else {
+            Status::Fail
+        };
+        f.summary = format!(
+            "/dev/rknpu exists on a DRM build of rknpu ({}): librknnrt then uses the legacy ioctls, which fail (ENOTTY, hw_version = -1){}",
+            names.join(", "),
+            if broken.is_empty() {
+                String::new()
+            } else {
+                format!("; the workload log shows it failing ({} line(s))", broken.len())
+            }
+        );
         f = f
             .evidence("/dev/rknpu", None, "")
-            .remedy("remove the /dev/rknpu link or node (and the udev rule or script that creates it); librknnrt finds the DRM render node by itself");
+            .with_hits(broken)
+            .remedy("remove the /dev/rknpu link or node (and the udev rule, container entrypoint or script that creates it); pass /dev/dri/* into containers and let librknnrt find the render node whose driver is rknpu");
     }
+    f
+}
+
+/// The newest rknpu probe failure in the kernel log and its cause.
+fn probe_failure<'a>(ctx: &'a Ctx<'_>) -> Option<(ProbeCause, &'a LogHit)> {
+    ctx.logs
+        .find(Some(LogClass::Kernel), |e| {
+            matches!(e, LogEvent::ProbeFailure { .. })
+        })
+        .filter(|(h, _)| {
+            let t = h.text.to_ascii_lowercase();
+            t.contains("rknpu") || t.contains(".npu")
+        })
+        .last()
+        .and_then(|(h, e)| match e {
+            LogEvent::ProbeFailure { cause, .. } => Some((*cause, h)),
+            _ => None,
+        })
+}
+
+/// A probe failure cause in words.
+pub(super) fn cause_text(cause: ProbeCause) -> &'static str {
+    match cause {
+        ProbeCause::Interrupts => "it could not get interrupt vectors (MSI/IRQ)",
+        ProbeCause::ModuleForOtherKernel => "the module was built for another kernel",
+        ProbeCause::DkmsBuildFailed => "DKMS could not build the module for this kernel",
+        ProbeCause::FirmwareMissing => "a firmware file is missing",
+        ProbeCause::Timeout => "the device did not answer (timeout)",
+        ProbeCause::Collision => "two drivers collide on the same name (EEXIST)",
+        ProbeCause::LinkLost => "the device's PCI BARs could not be read (link down)",
+        ProbeCause::Other => "see the probe line",
+    }
+}
+
+/// The remedy for a probe failure cause (generic wording; the Hailo checks add their own).
+pub(super) fn cause_remedy(cause: ProbeCause) -> String {
+    match cause {
+        ProbeCause::ModuleForOtherKernel => "the module on disk does not match the running kernel: install the headers for it (linux-headers-$(uname -r)) and rebuild (sudo dkms autoinstall), or boot the kernel the module was built for; then reboot".into(),
+        ProbeCause::DkmsBuildFailed => "install the headers of the running kernel (linux-headers-$(uname -r)) and run sudo dkms autoinstall; if the driver source does not build on this kernel, boot the previous kernel or install a driver release that supports it".into(),
+        ProbeCause::Interrupts => "the device cannot get interrupt vectors: connect it without a PCIe switch, or enable MSI routing for the port (firmware/overlay update), then reboot".into(),
+        ProbeCause::FirmwareMissing => "reinstall the package that ships the firmware file named in the log, then reboot".into(),
+        ProbeCause::Timeout => "power the board off for 10 s (a warm reboot does not reset the device), then boot again".into(),
+        ProbeCause::Collision => "blacklist the second driver so only one claims the device, then reboot".into(),
+        ProbeCause::LinkLost => "power off, reseat the device and its cable, then boot again".into(),
+        ProbeCause::Other => "read the probe line in the kernel log: its error code names the cause".into(),
+    }
+}
+
+/// Versions of the Rockchip userland from every source: (version, where).
+#[derive(Default)]
+struct RuntimeVersions {
+    rknnrt: Option<(Version, String)>,
+    rkllm: Option<(Version, String)>,
+    lite: Option<(Version, String)>,
+}
+
+fn runtime_versions(ctx: &Ctx<'_>) -> RuntimeVersions {
+    let mut v = RuntimeVersions::default();
+    // The runtime's own log lines say what was really loaded: they come first.
+    for (h, e) in ctx.logs.host(|e| {
+        matches!(
+            e,
+            LogEvent::RknnRuntimeVersion { .. }
+                | LogEvent::RkllmRuntimeVersion { .. }
+                | LogEvent::RknnLiteVersion { .. }
+        )
+    }) {
+        let at = format!(
+            "{}{}",
+            h.file,
+            h.line_no().map(|n| format!(":{n}")).unwrap_or_default()
+        );
+        match e {
+            LogEvent::RknnRuntimeVersion { version } => v.rknnrt = Some((*version, at)),
+            LogEvent::RkllmRuntimeVersion { version } => v.rkllm = Some((*version, at)),
+            LogEvent::RknnLiteVersion { version } => v.lite = Some((*version, at)),
+            _ => {}
+        }
+    }
+    for c in &ctx.snap.rknn_runtime {
+        let Some(ver) = c.version.as_deref().and_then(Version::parse_loose) else {
+            continue;
+        };
+        let slot = match c.name.as_str() {
+            "librknnrt" => &mut v.rknnrt,
+            "librkllmrt" => &mut v.rkllm,
+            _ => &mut v.lite,
+        };
+        if slot.is_none() {
+            *slot = Some((ver, c.path.clone()));
+        }
+    }
+    if let Ok(pkgs) = &ctx.snap.dpkg {
+        for p in pkgs.iter().filter(|p| p.is_installed()) {
+            let n = p.name.to_ascii_lowercase();
+            let slot = if n.contains("rkllm") {
+                &mut v.rkllm
+            } else if n.contains("lite2") {
+                &mut v.lite
+            } else if n.contains("rknnrt") || n.starts_with("rknpu2") || n == "rknn-runtime" {
+                &mut v.rknnrt
+            } else {
+                continue;
+            };
+            if slot.is_none() {
+                if let Some(ver) = Version::parse_loose(&p.version) {
+                    *slot = Some((
+                        ver,
+                        format!("/var/lib/dpkg/status ({} {})", p.name, p.version),
+                    ));
+                }
+            }
+        }
+    }
+    v
+}
+
+/// The rknpu version an rkllm-runtime release needs: 1.0.x shipped with 0.9.6; from 1.1 the
+/// runtime asks for 0.9.7 and the manual for 0.9.8.
+fn rkllm_needs_driver(runtime: Version) -> Option<Version> {
+    if runtime < Version::new(1, 0, 0) {
+        None
+    } else if runtime < Version::new(1, 1, 0) {
+        Some(Version::new(0, 9, 6))
+    } else {
+        Some(Version::new(0, 9, 8))
+    }
+}
+
+/// rkllm-runtime releases with a known fault and the release that fixed it.
+const RKLLM_KNOWN_BAD: &[(Version, &str, Version)] = &[(
+    Version::new(1, 0, 1),
+    "fails its platform query on RK3588/RK3588S/RK3582 ('Query platform error!')",
+    Version::new(1, 0, 2),
+)];
+
+fn runtime_library(ctx: &Ctx<'_>) -> Finding {
+    let id = "rknpu.runtime_library";
+    let v = runtime_versions(ctx);
+    let driver = find_version(ctx).map(|f| f.version);
+    let mut f = Finding::new(id, Status::Pass, "");
+    let mut sources: Vec<String> = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
+    for (name, slot) in [
+        ("librknnrt", &v.rknnrt),
+        ("rkllm-runtime (librkllmrt)", &v.rkllm),
+        ("rknn-toolkit-lite2", &v.lite),
+    ] {
+        if let Some((ver, at)) = slot {
+            parts.push(format!("{name} {ver}"));
+            f.observed.insert(
+                format!(
+                    "{}_version",
+                    name.split(' ').next().unwrap_or(name).replace('-', "_")
+                ),
+                ver.to_string().into(),
+            );
+            sources.push(at.clone());
+        }
+    }
+    for c in ctx.snap.rknn_runtime.iter().filter(|c| c.version.is_none()) {
+        parts.push(format!(
+            "{} (version string not found in {})",
+            c.name, c.path
+        ));
+        sources.push(c.path.clone());
+    }
+    if let Some(d) = driver {
+        f = f.observed("driver_version", d.to_string());
+    }
+    f = f.observed("sources", sources.clone());
+    let mut problems: Vec<String> = Vec::new();
+    let mut remedies: Vec<String> = Vec::new();
+    let mut hits: Vec<&LogHit> = Vec::new();
+    let qpe: Vec<&LogHit> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::RkllmQueryPlatformError))
+        .map(|(h, _)| h)
+        .collect();
+    let known_bad = v
+        .rkllm
+        .as_ref()
+        .and_then(|(rv, _)| RKLLM_KNOWN_BAD.iter().find(|(b, _, _)| b == rv));
+    if !qpe.is_empty() || known_bad.is_some() {
+        let fixed = known_bad
+            .map(|(_, _, fix)| *fix)
+            .unwrap_or(Version::new(1, 0, 2));
+        problems.push(match (&v.rkllm, qpe.is_empty()) {
+            (Some((rv, _)), false) => format!("rkllm-runtime {rv} stops at 'Query platform error!' (a runtime fault, fixed in {fixed} on the same driver)"),
+            (None, false) => "rkllm-runtime stops at 'Query platform error!' (rkllm-runtime 1.0.1's fault, fixed in 1.0.2 on the same driver)".into(),
+            (Some((rv, _)), true) => format!("rkllm-runtime {rv} {}", known_bad.map(|k| k.1).unwrap_or("")),
+            (None, true) => String::new(),
+        });
+        remedies.push(format!(
+            "replace librkllmrt.so with rkllm-runtime {fixed} or newer (from airockchip/rknn-llm, rkllm-runtime/Linux/librkllm_api/aarch64/librkllmrt.so -> /usr/lib/); keep rknpu {} — RKLLM >= 1.1 would also need rknpu >= 0.9.8",
+            driver.map(|d| d.to_string()).unwrap_or_else(|| "as it is".into())
+        ));
+        hits.extend(qpe);
+    }
+    let invalid: Vec<(&LogHit, u32)> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::RknnInvalidModelVersion { .. }))
+        .filter_map(|(h, e)| match e {
+            LogEvent::RknnInvalidModelVersion { model_version } => Some((h, *model_version)),
+            _ => None,
+        })
+        .collect();
+    if let Some((_, mv)) = invalid.last() {
+        problems.push(format!(
+            "librknnrt{} refuses the model ('Invalid RKNN model version {mv}'): the .rknn file was converted by a newer rknn-toolkit2 than this runtime",
+            v.rknnrt.as_ref().map(|(r, _)| format!(" {r}")).unwrap_or_default()
+        ));
+        remedies.push("install the librknnrt.so of the rknn-toolkit2 release that converted the model (airockchip/rknn-toolkit2, rknpu2/runtime/Linux/librknn_api/aarch64/librknnrt.so -> /usr/lib/), or convert the model again with the toolkit matching the installed runtime".into());
+        hits.extend(invalid.iter().map(|(h, _)| *h));
+    }
+    // The runtime against the driver.
+    let too_low: Vec<(&LogHit, Version)> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::RknpuTooLow { .. }))
+        .filter_map(|(h, e)| match e {
+            LogEvent::RknpuTooLow { wanted } => Some((h, *wanted)),
+            _ => None,
+        })
+        .collect();
+    let needs = v
+        .rkllm
+        .as_ref()
+        .and_then(|(rv, _)| rkllm_needs_driver(*rv).map(|n| (*rv, n)));
+    let mismatch = match (needs, driver, too_low.last()) {
+        (Some((rv, need)), Some(d), _) if d < need => {
+            Some((format!("rkllm-runtime {rv}"), need, d))
+        }
+        (_, Some(d), Some((_, wanted))) if d < *wanted => {
+            Some(("the runtime".to_string(), *wanted, d))
+        }
+        _ => None,
+    };
+    if let Some((what, need, d)) = mismatch {
+        problems.push(format!(
+            "{what} is too new for rknpu {d}: it needs rknpu >= {need}"
+        ));
+        remedies.push(format!(
+            "either use a runtime release made for rknpu {d} (RKLLM 1.0.x works with 0.9.6; replace librkllmrt.so), or move the kernel to one carrying rknpu >= {need}"
+        ));
+        hits.extend(too_low.iter().map(|(h, _)| *h));
+    }
+    if !problems.is_empty() {
+        f.status = Status::Fail;
+        f.summary = format!(
+            "the RKNN/RKLLM runtime is the fault{}: {}",
+            if parts.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", parts.join(", "))
+            },
+            problems.join("; ")
+        );
+        return f.with_hits(hits).remedy(remedies.join("; "));
+    }
+    if parts.is_empty() {
+        return Finding::skip(
+            id,
+            "no RKNN/RKLLM runtime found (no librknnrt.so/librkllmrt.so in the library directories, no runtime version line in the workload logs, no rknn-toolkit-lite2)",
+        );
+    }
+    f.summary = format!(
+        "{}{}",
+        parts.join(", "),
+        driver
+            .map(|d| format!(" on rknpu {d}; no runtime fault in the logs read"))
+            .unwrap_or_else(|| "; no runtime fault in the logs read".into())
+    );
     f
 }

@@ -162,7 +162,11 @@ pub fn pi_config_cma(text: &str) -> Option<(CmaParam, usize)> {
         }
         for p in params {
             let size = if let Some(bytes) = p.strip_prefix("cma-size=") {
-                bytes.trim().parse::<u64>().ok()
+                let b = bytes.trim();
+                match b.strip_prefix("0x").or_else(|| b.strip_prefix("0X")) {
+                    Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                    None => b.parse::<u64>().ok(),
+                }
             } else if let Some(mb) = p.strip_prefix("cma-") {
                 mb.parse::<u64>().ok().map(|m| m << 20)
             } else {
@@ -173,6 +177,8 @@ pub fn pi_config_cma(text: &str) -> Option<(CmaParam, usize)> {
                     CmaParam {
                         raw: format!("{key}={}", value.trim()),
                         size_bytes: Some(bytes),
+                        size_is_number: true,
+                        ignored: String::new(),
                         placement: None,
                     },
                     i + 1,

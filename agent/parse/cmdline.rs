@@ -2,7 +2,7 @@
 //! tokens split on whitespace with double quotes honoured, and the `cma=` parameter
 //! (`cma=nn[KMG][@start[KMG][-end[KMG]]]`; the last occurrence wins, as in the kernel).
 
-use super::size::parse_size_bytes;
+use super::size::memparse;
 
 /// Splits a command line into parameters; `"a b"` stays one token (quotes removed).
 pub fn tokenize(line: &str) -> Vec<String> {
@@ -34,27 +34,46 @@ pub fn tokenize(line: &str) -> Vec<String> {
     out
 }
 
-/// A parsed `cma=` value.
+/// A parsed `cma=` value, read the way the kernel's `early_cma()` reads it: `memparse()` for
+/// the size, then `@start[-end]` if the next character is `@`; anything else after the size is
+/// ignored by the kernel.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CmaParam {
-    /// The value as written (`256M`, `64M@0-1G`).
+    /// The value as written (`256M`, `64M@0-1G`, `0x10000000`).
     pub raw: String,
-    /// Pool size in bytes; `Some(0)` is the deliberate `cma=0` (CMA disabled). `None` when the
-    /// size does not parse (the kernel would ignore it).
+    /// Pool size in bytes as the kernel takes it. `Some(0)` is no pool: the deliberate `cma=0`,
+    /// or a value without a leading number (`cma=lots`), which `memparse` reads as 0 too.
+    /// `None` only when the number overflows 64 bits.
     pub size_bytes: Option<u64>,
+    /// True when the size is written as a number (`memparse` read at least one digit); false
+    /// for `cma=lots`, which the kernel silently reads as 0.
+    pub size_is_number: bool,
+    /// Text after the size that the kernel ignores (`B` in `256MB`), when not a placement.
+    pub ignored: String,
     /// The `@start[-end]` placement, if given.
     pub placement: Option<String>,
 }
 
 /// Parses the value of a `cma=` parameter.
 pub fn parse_cma_value(raw: &str) -> CmaParam {
-    let (size, placement) = match raw.split_once('@') {
-        Some((s, p)) => (s, Some(p.to_string())),
-        None => (raw, None),
+    let parsed = memparse(raw);
+    let (size_bytes, rest) = match parsed {
+        Some((n, rest)) => (Some(n), rest),
+        None => (
+            None,
+            raw.trim_start_matches(|c: char| c.is_ascii_alphanumeric()),
+        ),
+    };
+    let size_is_number = rest.len() < raw.len();
+    let (ignored, placement) = match rest.strip_prefix('@') {
+        Some(p) => (String::new(), Some(p.to_string())),
+        None => (rest.to_string(), None),
     };
     CmaParam {
         raw: raw.to_string(),
-        size_bytes: parse_size_bytes(size),
+        size_bytes,
+        size_is_number,
+        ignored,
         placement,
     }
 }
@@ -93,6 +112,30 @@ mod tests {
         let p = parse_cma_value("64M@0-1G");
         assert_eq!(p.size_bytes, Some(64 << 20));
         assert_eq!(p.placement.as_deref(), Some("0-1G"));
-        assert_eq!(parse_cma_value("lots").size_bytes, None);
+        let lots = parse_cma_value("lots");
+        assert_eq!(
+            lots.size_bytes,
+            Some(0),
+            "memparse reads no number as 0: no pool"
+        );
+        assert!(!lots.size_is_number);
+        assert!(parse_cma_value("0").size_is_number);
+    }
+
+    #[test]
+    fn cma_sizes_follow_memparse() {
+        assert_eq!(parse_cma_value("0x10000000").size_bytes, Some(256 << 20));
+        let p = parse_cma_value("0x4000000@0x20000000-0x40000000");
+        assert_eq!(p.size_bytes, Some(64 << 20));
+        assert_eq!(p.placement.as_deref(), Some("0x20000000-0x40000000"));
+        let mb = parse_cma_value("256MB");
+        assert_eq!(mb.size_bytes, Some(256 << 20));
+        assert_eq!(mb.ignored, "B");
+        assert_eq!(parse_cma_value("1g").size_bytes, Some(1 << 30));
+        assert_eq!(
+            parse_cma_value("0100M").size_bytes,
+            Some(64 << 20),
+            "octal, as in C"
+        );
     }
 }

@@ -89,6 +89,92 @@ pub enum LogEvent {
     },
     /// `mlock` failed (`failed to mlock`, `RLIMIT_MLOCK`/`RLIMIT_MEMLOCK` hints).
     MlockFail,
+    /// `cma: Failed to reserve N MiB`: the boot-time pool could not be placed.
+    CmaReserveFailed {
+        /// Requested pool size in bytes.
+        bytes: u64,
+    },
+    /// The boot `Memory: …K/…K available (…, NK cma-reserved)` line: the pool actually reserved.
+    BootCmaReserved {
+        /// Reserved CMA in bytes (0 = no pool at all).
+        bytes: u64,
+    },
+    /// `cma: number of available pages: … N free of M total pages` (printed after a failure).
+    CmaAvailablePages {
+        /// Free pages in the area.
+        free_pages: u64,
+        /// Pages in the area.
+        total_pages: u64,
+    },
+    /// A device that holds CMA: `nvme nvme0: allocated 40 MiB host memory buffer`, or a driver
+    /// line saying its contiguous/DMA buffer allocation failed (`vc4_bo_create … from CMA`).
+    CmaConsumer {
+        /// The device or driver as the kernel names it (`nvme nvme0`, `vc4`, `rk_hdmirx fdee0000.hdmirx-controller`).
+        device: String,
+        /// Bytes it holds, when the line says.
+        bytes: Option<u64>,
+        /// True when the line is an allocation failure rather than a successful hold.
+        failed: bool,
+    },
+    /// A driver failed to probe or load, classified by cause.
+    ProbeFailure {
+        /// Why.
+        cause: ProbeCause,
+        /// The errno the line gives, when it gives one (negative, as the kernel prints it).
+        errno: Option<i32>,
+    },
+    /// The vendor rknpu driver speaks on the kernel log (`RKNPU fdab0000.npu: …`): it is bound.
+    RknpuBound,
+    /// `librknnrt version: X` (RKNN Runtime Information).
+    RknnRuntimeVersion {
+        /// librknnrt version.
+        version: Version,
+    },
+    /// `rkllm-runtime version: X`.
+    RkllmRuntimeVersion {
+        /// librkllmrt version.
+        version: Version,
+    },
+    /// `rknn-toolkit-lite2 version: X` (the Python binding).
+    RknnLiteVersion {
+        /// rknn-toolkit-lite2 version.
+        version: Version,
+    },
+    /// `Invalid RKNN model version N`: the model was made by a newer rknn-toolkit2 than the
+    /// runtime understands.
+    RknnInvalidModelVersion {
+        /// The model format version the runtime refused.
+        model_version: u32,
+    },
+    /// `Query platform error!`: rkllm-runtime could not identify the platform (1.0.1).
+    RkllmQueryPlatformError,
+    /// librknnrt took the legacy (misc-device) ioctl path and failed: `hw_version = -1`,
+    /// `driver version is unknown`, `Meet unsupported target type: 0xffffffff`.
+    RknnLegacyPathFailed,
+}
+
+/// Why a kernel driver did not come up. Each cause has its own remedy; none of them is fixed
+/// by purging and reinstalling the same packages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeCause {
+    /// No interrupt vectors (`Failed to enable MSI -28`, ENOSPC), e.g. behind a PCIe switch.
+    Interrupts,
+    /// The module file was built for another kernel (`Invalid module format`, `disagrees about
+    /// version of symbol`, `version magic … should be …`, `Unknown symbol`).
+    ModuleForOtherKernel,
+    /// DKMS could not build the module for this kernel (`Bad return status for module build`).
+    DkmsBuildFailed,
+    /// A firmware file was missing (`Direct firmware load … failed with error -2`).
+    FirmwareMissing,
+    /// The device did not answer (`probe … failed with error -110`).
+    Timeout,
+    /// Two drivers collide on one name (`failed with error -17`, EEXIST).
+    Collision,
+    /// The device's PCI BARs could not be read (`Failed reading device BARs`): link or seating.
+    LinkLost,
+    /// Another errno.
+    Other,
 }
 
 /// Declares a lazily compiled pattern: compiled on first use, so a log without a single
@@ -127,11 +213,128 @@ pattern!(
     r"rknpu driver version is too low, please upgrade to ([0-9][0-9.]*)"
 );
 pattern!(re_reported, r"rknpu driver version: v?([0-9][0-9.]*)");
-pattern!(re_drm_rknpu, r"\[drm\] Initialized rknpu v?([0-9][0-9.]*)");
+pattern!(
+    re_drm_rknpu,
+    r"(?i)\[drm\] Initialized rknpu v?([0-9][0-9.]*)"
+);
 pattern!(
     re_cma_reserved,
     r"cma: Reserved (\d{1,7}) MiB at (0x[0-9a-fA-F]{1,16})"
 );
+
+pattern!(
+    re_cma_reserve_failed,
+    r"cma: Failed to reserve (\d{1,7}) MiB"
+);
+pattern!(
+    re_boot_memory,
+    r"Memory: \d+K/\d+K available \(.*?(\d{1,12})K cma-reserved"
+);
+pattern!(
+    re_cma_pool_created,
+    r"created CMA memory pool at (0x[0-9a-fA-F]{1,16}), size (\d{1,7}) MiB"
+);
+pattern!(
+    re_cma_pages,
+    r"number of available pages:.*?(\d{1,12}) free of (\d{1,12}) total pages"
+);
+pattern!(
+    re_hmb,
+    r"([A-Za-z0-9_.-]+ [A-Za-z0-9_.:-]+): allocated (\d{1,7}) MiB host memory buffer"
+);
+pattern!(
+    re_device_prefix,
+    r"^(?:.*?\bkernel: )?(?:\[[ 0-9.]+\] )?([A-Za-z0-9_-]+(?: [0-9A-Za-z_.:@-]+)?): "
+);
+pattern!(re_drm_fn, r"\[drm:([a-z0-9_]+)\]");
+pattern!(re_probe_errno, r"(?i)failed with error (-\d{1,4})");
+pattern!(
+    re_msi_errno,
+    r"(?i)(?:enable MSI|Enabling interrupts|IRQ vectors?)\D{0,20}(-\d{1,4})"
+);
+pattern!(re_rknn_runtime, r"librknnrt version: v?([0-9][0-9.]*)");
+pattern!(
+    re_rkllm_runtime,
+    r"(?i)rkllm[-_ ]runtime version: v?([0-9][0-9.]*)"
+);
+pattern!(
+    re_rknn_lite,
+    r"(?i)rknn[-_]toolkit[-_]lite2? version: v?([0-9][0-9.]*)"
+);
+pattern!(
+    re_rknn_driver_info,
+    r"RKNN Driver Information, version: v?([0-9][0-9.]*)"
+);
+pattern!(
+    re_rknn_model_version,
+    r"Invalid RKNN model version (\d{1,4})"
+);
+
+/// `probe … failed with error -N` and friends: the cause from the text, else from the errno.
+fn probe_cause(line: &str, lower: &str) -> Option<(ProbeCause, Option<i32>)> {
+    let errno = re_probe_errno()
+        .captures(line)
+        .or_else(|| re_msi_errno().captures(line))
+        .and_then(|c| c[1].parse::<i32>().ok());
+    let cause = if lower.contains("failed to enable msi")
+        || lower.contains("failed enabling interrupts")
+        || lower.contains("irq vectors") && (lower.contains("fail") || lower.contains("unable"))
+        || lower.contains("failed to request irq")
+    {
+        ProbeCause::Interrupts
+    } else if lower.contains("invalid module format")
+        || lower.contains("disagrees about version of symbol")
+        || lower.contains("version magic") && lower.contains("should be")
+        || lower.contains("unknown symbol")
+            && (lower.contains("hailo") || lower.contains("rknpu") || lower.contains("module"))
+    {
+        ProbeCause::ModuleForOtherKernel
+    } else if lower.contains("bad return status for module build")
+        || lower.contains("dkms") && lower.contains("build") && lower.contains("fail")
+    {
+        ProbeCause::DkmsBuildFailed
+    } else if lower.contains("firmware file not found")
+        || lower.contains("direct firmware load") && lower.contains("failed")
+    {
+        ProbeCause::FirmwareMissing
+    } else if lower.contains("failed reading device bars") {
+        ProbeCause::LinkLost
+    } else if lower.contains("probe") && lower.contains("failed with error") {
+        match errno {
+            Some(-110) => ProbeCause::Timeout,
+            Some(-17) => ProbeCause::Collision,
+            Some(-2) => ProbeCause::FirmwareMissing,
+            Some(-28) => ProbeCause::Interrupts,
+            _ => ProbeCause::Other,
+        }
+    } else {
+        return None;
+    };
+    Some((cause, errno))
+}
+
+/// The device prefix of a kernel line (`hailo 0000:05:00.0`, `nvme nvme0`, `vc4`), if any.
+pub fn device_of(line: &str) -> Option<String> {
+    if let Some(c) = re_drm_fn().captures(line) {
+        return Some(c[1].split('_').next().unwrap_or("").to_string());
+    }
+    re_device_prefix()
+        .captures(line)
+        .map(|c| c[1].to_string())
+        .filter(|d| d != "cma" && !d.starts_with("cma "))
+}
+
+/// A driver line saying a contiguous (CMA/DMA) buffer could not be allocated.
+fn contiguous_alloc_failure(l: &str) -> bool {
+    let fail =
+        l.contains("fail") || l.contains("unable") || l.contains("can't") || l.contains("cannot");
+    let what = l.contains("from cma")
+        || l.contains("dma_alloc")
+        || l.contains("dma buffer")
+        || l.contains("contiguous")
+        || (l.contains("alloc") && l.contains("buf"));
+    fail && what && !l.contains("cma_alloc")
+}
 
 fn ver(s: &str) -> Option<Version> {
     Version::parse_loose(s)
@@ -249,7 +452,7 @@ pub fn classify(line: &str) -> Vec<LogEvent> {
         }
     }
     if let Some(c) = line
-        .contains("Initialized rknpu")
+        .contains("Initialized ")
         .then(|| re_drm_rknpu().captures(line))
         .flatten()
     {
@@ -257,7 +460,10 @@ pub fn classify(line: &str) -> Vec<LogEvent> {
             out.push(LogEvent::RknpuDrmInit { version });
         }
     }
-    if line.contains("[drm] Initialized rocket") {
+    if line
+        .to_ascii_lowercase()
+        .contains("[drm] initialized rocket")
+    {
         out.push(LogEvent::RocketInit);
     }
     if line.contains("invalid rknn llm model magic") {
@@ -286,7 +492,137 @@ pub fn classify(line: &str) -> Vec<LogEvent> {
     {
         out.push(LogEvent::MlockFail);
     }
+    classify_more(line, &mut out);
     out
+}
+
+/// The CMA-reservation, probe-failure and RKNN/RKLLM runtime shapes.
+fn classify_more(line: &str, out: &mut Vec<LogEvent>) {
+    let lower = line.to_ascii_lowercase();
+    if let Some(c) = line
+        .contains("Failed to reserve")
+        .then(|| re_cma_reserve_failed().captures(line))
+        .flatten()
+    {
+        if let Ok(mib) = c[1].parse::<u64>() {
+            out.push(LogEvent::CmaReserveFailed { bytes: mib << 20 });
+        }
+    }
+    if let Some(c) = line
+        .contains("cma-reserved")
+        .then(|| re_boot_memory().captures(line))
+        .flatten()
+    {
+        if let Ok(kb) = c[1].parse::<u64>() {
+            out.push(LogEvent::BootCmaReserved { bytes: kb << 10 });
+        }
+    }
+    if let Some(c) = line
+        .contains("CMA memory pool")
+        .then(|| re_cma_pool_created().captures(line))
+        .flatten()
+    {
+        let base = u64::from_str_radix(c[1].trim_start_matches("0x"), 16).ok();
+        if let (Some(base), Ok(mib)) = (base, c[2].parse::<u64>()) {
+            out.push(LogEvent::CmaReserved {
+                bytes: mib << 20,
+                base,
+            });
+        }
+    }
+    if let Some(c) = line
+        .contains("total pages")
+        .then(|| re_cma_pages().captures(line))
+        .flatten()
+    {
+        if let (Ok(free_pages), Ok(total_pages)) = (c[1].parse(), c[2].parse()) {
+            out.push(LogEvent::CmaAvailablePages {
+                free_pages,
+                total_pages,
+            });
+        }
+    }
+    if let Some(c) = line
+        .contains("host memory buffer")
+        .then(|| re_hmb().captures(line))
+        .flatten()
+    {
+        if let Ok(mib) = c[2].parse::<u64>() {
+            out.push(LogEvent::CmaConsumer {
+                device: c[1].to_string(),
+                bytes: Some(mib << 20),
+                failed: false,
+            });
+        }
+    } else if contiguous_alloc_failure(&lower) {
+        if let Some(device) = device_of(line) {
+            out.push(LogEvent::CmaConsumer {
+                device,
+                bytes: None,
+                failed: true,
+            });
+        }
+    }
+    if let Some((cause, errno)) = probe_cause(line, &lower) {
+        out.push(LogEvent::ProbeFailure { cause, errno });
+    }
+    if line.contains(".npu: ") && lower.contains("rknpu ") {
+        out.push(LogEvent::RknpuBound);
+    }
+    if let Some(c) = line
+        .contains("librknnrt version")
+        .then(|| re_rknn_runtime().captures(line))
+        .flatten()
+    {
+        if let Some(version) = ver(&c[1]) {
+            out.push(LogEvent::RknnRuntimeVersion { version });
+        }
+    }
+    if let Some(c) = lower
+        .contains("runtime version")
+        .then(|| re_rkllm_runtime().captures(line))
+        .flatten()
+    {
+        if let Some(version) = ver(&c[1]) {
+            out.push(LogEvent::RkllmRuntimeVersion { version });
+        }
+    }
+    if let Some(c) = line
+        .contains("version")
+        .then(|| re_rknn_lite().captures(line))
+        .flatten()
+    {
+        if let Some(version) = ver(&c[1]) {
+            out.push(LogEvent::RknnLiteVersion { version });
+        }
+    }
+    if let Some(c) = line
+        .contains("RKNN Driver Information")
+        .then(|| re_rknn_driver_info().captures(line))
+        .flatten()
+    {
+        if let Some(driver) = ver(&c[1]) {
+            out.push(LogEvent::RknpuReported { driver });
+        }
+    }
+    if let Some(c) = line
+        .contains("Invalid RKNN model version")
+        .then(|| re_rknn_model_version().captures(line))
+        .flatten()
+    {
+        if let Ok(model_version) = c[1].parse() {
+            out.push(LogEvent::RknnInvalidModelVersion { model_version });
+        }
+    }
+    if line.contains("Query platform error") {
+        out.push(LogEvent::RkllmQueryPlatformError);
+    }
+    if line.contains("hw_version = -1")
+        || line.contains("driver version is unknown")
+        || line.contains("unsupported target type: 0xffffffff")
+    {
+        out.push(LogEvent::RknnLegacyPathFailed);
+    }
 }
 
 #[cfg(test)]
@@ -386,7 +722,13 @@ mod tests {
                 wanted: Version::new(0, 9, 7)
             }]
         );
-        assert_eq!(classify("I rkllm: rkllm-runtime version: 1.1.2, rknpu driver version: 0.8.2, platform: RK3588"), vec![LogEvent::RknpuReported { driver: Version::new(0, 8, 2) }]);
+        assert_eq!(
+            classify("I rkllm: rkllm-runtime version: 1.1.2, rknpu driver version: 0.8.2, platform: RK3588"),
+            vec![
+                LogEvent::RknpuReported { driver: Version::new(0, 8, 2) },
+                LogEvent::RkllmRuntimeVersion { version: Version::new(1, 1, 2) }
+            ]
+        );
         assert_eq!(
             classify("[drm] Initialized rknpu 0.9.5 20240226 for fdab0000.npu on minor 1"),
             vec![LogEvent::RknpuDrmInit {

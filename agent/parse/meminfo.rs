@@ -1,90 +1,112 @@
-//! `/proc/meminfo` through procfs-core's `Meminfo` parser.
+//! `/proc/meminfo`: only the fields the checks use are read, each on its own.
 //!
-//! procfs-core assumes kernel-made text: a multi-byte character before the `:` or a value that
-//! overflows when scaled from kB can make it panic. Lines are therefore screened first (ASCII key
-//! ending in `:`, a decimal value below 2^40, unit `kB` or none); a screened-out line is reported
-//! as malformed rather than passed on.
+//! A capture may hold a partial file (a report quotes three lines), and a hostile or damaged file
+//! may have garbage in lines nobody needs. So a field is taken when its line reads as
+//! `Key: value kB`; a needed field whose line is present but unreadable is recorded in
+//! [`MemInfo::malformed`] (the check that needs it says so), and lines of other keys are never
+//! judged. Only a file without a single readable line is an error.
 
-use procfs_core::FromBufRead;
-
-/// The `/proc/meminfo` fields the checks use, in bytes (the file says kB = KiB).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// The `/proc/meminfo` fields the checks use, in bytes (the file says kB = KiB). `None` when the
+/// line is absent (or unreadable: then [`MemInfo::malformed`] names it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MemInfo {
     /// `MemTotal`.
-    pub mem_total_bytes: u64,
+    pub mem_total_bytes: Option<u64>,
     /// `MemFree`.
-    pub mem_free_bytes: u64,
+    pub mem_free_bytes: Option<u64>,
     /// `MemAvailable` (absent before Linux 3.14).
     pub mem_available_bytes: Option<u64>,
     /// `CmaTotal`: the CMA reserve; absent without `CONFIG_CMA`.
     pub cma_total_bytes: Option<u64>,
-    /// `CmaFree`: free pages in the CMA reserve (lent to movable allocations meanwhile).
+    /// `CmaFree`: free pages in the CMA reserve.
     pub cma_free_bytes: Option<u64>,
+    /// Needed fields whose line is present but does not read as `Key: value kB`:
+    /// (key, the line cut to 80 characters).
+    pub malformed: Vec<(String, String)>,
 }
 
+impl MemInfo {
+    /// Why the line of `key` (`CmaTotal`) could not be read, when it is present but malformed.
+    pub fn field_error(&self, key: &str) -> Option<String> {
+        self.malformed
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(k, line)| format!("/proc/meminfo: malformed ({k} line: {line:?})"))
+    }
+
+    /// True when the file looks complete (it has `MemTotal`, which every kernel prints first),
+    /// so a missing `CmaTotal` means the kernel has no `CONFIG_CMA` rather than a partial copy.
+    pub fn is_complete(&self) -> bool {
+        self.mem_total_bytes.is_some()
+    }
+}
+
+/// Largest value accepted, in kB (1 PiB): anything above is not a real meminfo figure.
 const MAX_VALUE_KB: u64 = 1 << 40;
 
-/// Fields every kernel since 2.6 prints and procfs-core requires.
-const REQUIRED: &[&str] = &[
-    "MemTotal",
-    "MemFree",
-    "Buffers",
-    "Cached",
-    "SwapCached",
-    "Active",
-    "Inactive",
-    "SwapTotal",
-    "SwapFree",
-    "Dirty",
-    "Writeback",
-    "Mapped",
-    "Slab",
-    "Committed_AS",
-    "VmallocTotal",
-    "VmallocUsed",
-    "VmallocChunk",
-];
+/// The fields read, by key.
+const FIELDS: &[&str] = &["MemTotal", "MemFree", "MemAvailable", "CmaTotal", "CmaFree"];
 
-/// Parses `/proc/meminfo` text. Errors name the first offending line or the missing field.
+/// One `Key: value [kB]` line: the key (control characters dropped) and the value in bytes,
+/// `Err(())` when the line has a key but no readable value.
+fn read_line(line: &str) -> Option<(String, Result<u64, ()>)> {
+    let (key, rest) = line.split_once(':')?;
+    let key: String = key.chars().filter(|c| !c.is_control()).collect();
+    let key = key.trim().to_string();
+    if key.is_empty() || !key.is_ascii() || key.contains(char::is_whitespace) {
+        return None;
+    }
+    let mut parts = rest.split_whitespace();
+    let value = parts.next().and_then(|v| v.parse::<u64>().ok());
+    let unit = parts.next();
+    let ok = matches!(unit, None | Some("kB")) && parts.next().is_none();
+    match value {
+        Some(v) if ok && v < MAX_VALUE_KB => Some((key, Ok(v.saturating_mul(1024)))),
+        _ => Some((key, Err(()))),
+    }
+}
+
+/// Parses `/proc/meminfo` text. An error only when no line at all reads as `Key: value`; it
+/// names the first line.
 pub fn parse_meminfo(text: &str) -> Result<MemInfo, String> {
+    let mut m = MemInfo::default();
+    let mut readable = 0usize;
+    let mut first_bad: Option<(usize, &str)> = None;
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let mut parts = line.split_whitespace();
-        let key = parts.next().unwrap_or("");
-        let value = parts.next().unwrap_or("");
-        let unit = parts.next();
-        let key_ok = key.len() > 1 && key.is_ascii() && key.ends_with(':');
-        let value_ok = value
-            .parse::<u64>()
-            .map(|v| v < MAX_VALUE_KB)
-            .unwrap_or(false);
-        let unit_ok = matches!(unit, None | Some("kB")) && parts.next().is_none();
-        if !(key_ok && value_ok && unit_ok) {
-            return Err(format!(
-                "line {}: not `Key: value kB`: {:?}",
-                i + 1,
-                truncate(line)
-            ));
+        let parsed = read_line(line);
+        match &parsed {
+            Some((_, Ok(_))) => readable += 1,
+            _ => {
+                first_bad.get_or_insert((i + 1, line));
+            }
+        }
+        let Some((key, value)) = parsed else { continue };
+        if !FIELDS.contains(&key.as_str()) {
+            continue;
+        }
+        let slot = match key.as_str() {
+            "MemTotal" => &mut m.mem_total_bytes,
+            "MemFree" => &mut m.mem_free_bytes,
+            "MemAvailable" => &mut m.mem_available_bytes,
+            "CmaTotal" => &mut m.cma_total_bytes,
+            _ => &mut m.cma_free_bytes,
+        };
+        match value {
+            Ok(v) if slot.is_none() => *slot = Some(v),
+            Ok(_) => {}
+            Err(()) => m.malformed.push((key, truncate(line))),
         }
     }
-    // procfs-core's own error text points at its source files; name the missing fields instead.
-    let m = procfs_core::Meminfo::from_buf_read(text.as_bytes()).map_err(|_| {
-        let missing: Vec<&str> = REQUIRED
-            .iter()
-            .copied()
-            .filter(|k| !text.lines().any(|l| l.split(':').next() == Some(*k)))
-            .collect();
-        format!("missing required fields: {}", missing.join(", "))
-    })?;
-    Ok(MemInfo {
-        mem_total_bytes: m.mem_total,
-        mem_free_bytes: m.mem_free,
-        mem_available_bytes: m.mem_available,
-        cma_total_bytes: m.cma_total,
-        cma_free_bytes: m.cma_free,
-    })
+    if readable == 0 {
+        return Err(match first_bad {
+            Some((n, line)) => format!("line {n}: not `Key: value kB`: {:?}", truncate(line)),
+            None => "empty file".to_string(),
+        });
+    }
+    Ok(m)
 }
 
 pub(crate) fn truncate(s: &str) -> String {
@@ -107,6 +129,7 @@ mod tests {
         assert_eq!(m.cma_total_bytes, Some(65536 * 1024));
         assert_eq!(m.cma_free_bytes, Some(58000 * 1024));
         assert_eq!(m.mem_available_bytes, Some(7_300_000 * 1024));
+        assert!(m.malformed.is_empty());
     }
 
     #[test]
@@ -118,15 +141,43 @@ mod tests {
             .collect();
         let m = parse_meminfo(&text).unwrap();
         assert_eq!(m.cma_total_bytes, None);
+        assert!(m.is_complete());
+    }
+
+    #[test]
+    fn a_partial_file_still_gives_the_cma_fields() {
+        // Only the lines a report quoted: every field procfs would require is missing.
+        let m = parse_meminfo("CmaTotal:  32768 kB\nCmaFree:  0 kB\n").unwrap();
+        assert_eq!(m.cma_total_bytes, Some(32 << 20));
+        assert_eq!(m.cma_free_bytes, Some(0));
+        assert_eq!(m.mem_total_bytes, None);
+        assert!(!m.is_complete());
+    }
+
+    #[test]
+    fn garbage_in_unrelated_lines_does_not_hide_cma() {
+        let text = format!("{SAMPLE}Hugetlb: lots of it\nWeird\u{1}: x y z\n");
+        let m = parse_meminfo(&text).unwrap();
+        assert_eq!(m.cma_free_bytes, Some(58000 * 1024));
+        assert!(m.malformed.is_empty());
+    }
+
+    #[test]
+    fn a_needed_field_that_is_malformed_is_named() {
+        let m = parse_meminfo("MemTotal: 1000 kB\nCmaTotal: -5 kB\n").unwrap();
+        assert_eq!(m.cma_total_bytes, None);
+        let e = m.field_error("CmaTotal").unwrap();
+        assert!(e.contains("/proc/meminfo: malformed"), "{e}");
+        assert_eq!(m.field_error("MemTotal"), None);
     }
 
     #[test]
     fn truncated_empty_and_garbage_are_errors() {
         assert!(parse_meminfo("").is_err());
-        assert!(parse_meminfo("MemTotal:  8245984 kB\nMemFr").is_err());
-        assert!(parse_meminfo("é: 5 kB\n").is_err());
+        assert!(parse_meminfo("é: x kB\n").is_err());
         assert!(parse_meminfo("MemTotal: 99999999999999999999 kB\n").is_err());
-        let err = parse_meminfo("MemTotal: 1 kB\n").unwrap_err();
-        assert!(err.contains("missing"), "{err}");
+        // A cut-off last line does not spoil the fields read before it.
+        let m = parse_meminfo("MemTotal:  8245984 kB\nMemFr").unwrap();
+        assert_eq!(m.mem_total_bytes, Some(8_245_984 * 1024));
     }
 }

@@ -148,6 +148,92 @@ pub fn probe_libraries(root: &SysRoot) -> Vec<String> {
     out
 }
 
+/// Longest part of a runtime library searched for its version string (32 MiB; librknnrt.so is
+/// about 7 MiB).
+const RUNTIME_LIB_SCAN_BYTES: u64 = 32 << 20;
+
+/// The version a runtime library carries in its `.rodata`: `librknnrt version: 2.3.2 (…)` or
+/// `rkllm-runtime version: 1.0.1`.
+pub fn embedded_runtime_version(bytes: &[u8], marker: &str) -> Option<String> {
+    let at = memchr::memmem::find(bytes, marker.as_bytes())? + marker.len();
+    let tail = &bytes[at..bytes.len().min(at + 40)];
+    let text: String = tail
+        .iter()
+        .map(|&b| b as char)
+        .skip_while(|c| *c == ' ' || *c == 'v')
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    crate::parse::version::Version::parse_loose(&text).map(|v| v.to_string())
+}
+
+/// `librknnrt.so` / `librkllmrt.so` in the library directories (version from the embedded
+/// string), rknn-toolkit-lite2 in Python's package directories (version from the dist-info
+/// name).
+pub fn probe_rknn_runtime(root: &SysRoot) -> Vec<RuntimeComponent> {
+    let dirs = [
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/local/lib",
+        "/usr/lib/aarch64-linux-gnu",
+        "/lib",
+        "/lib/aarch64-linux-gnu",
+    ];
+    let libs = [
+        ("librknnrt", "librknnrt version:"),
+        ("librkllmrt", "rkllm-runtime version:"),
+    ];
+    let mut out = Vec::new();
+    for d in dirs {
+        for f in root.list_dir(d).unwrap_or_default() {
+            for (name, marker) in libs {
+                if f == format!("{name}.so") || f.starts_with(&format!("{name}.so.")) {
+                    let path = format!("{d}/{f}");
+                    let version = root
+                        .read_head(&path, RUNTIME_LIB_SCAN_BYTES)
+                        .ok()
+                        .and_then(|(b, _)| embedded_runtime_version(&b, marker))
+                        .or_else(|| {
+                            f.strip_prefix(&format!("{name}.so."))
+                                .and_then(crate::parse::version::Version::parse_loose)
+                                .map(|v| v.to_string())
+                        });
+                    out.push(RuntimeComponent {
+                        name: name.to_string(),
+                        path,
+                        version,
+                    });
+                }
+            }
+        }
+    }
+    let mut py_dirs = vec!["/usr/lib/python3/dist-packages".to_string()];
+    for base in ["/usr/local/lib", "/usr/lib"] {
+        for p in root.list_dir(base).unwrap_or_default() {
+            if p.starts_with("python3") {
+                py_dirs.push(format!("{base}/{p}/dist-packages"));
+                py_dirs.push(format!("{base}/{p}/site-packages"));
+            }
+        }
+    }
+    for d in py_dirs {
+        for f in root.list_dir(&d).unwrap_or_default() {
+            let lower = f.to_ascii_lowercase();
+            if let Some(rest) = lower
+                .strip_prefix("rknn_toolkit_lite2-")
+                .and_then(|r| r.strip_suffix(".dist-info"))
+            {
+                out.push(RuntimeComponent {
+                    name: "rknn-toolkit-lite2".into(),
+                    path: format!("{d}/{f}"),
+                    version: crate::parse::version::Version::parse_loose(rest)
+                        .map(|v| v.to_string()),
+                });
+            }
+        }
+    }
+    out
+}
+
 /// ELF `DT_NEEDED` sonames of a binary (object crate). An empty placeholder file is an error.
 pub fn elf_needed(bytes: &[u8]) -> Result<Vec<String>, String> {
     use object::read::elf::{ElfFile32, ElfFile64};
@@ -498,6 +584,24 @@ mod tests {
         assert_eq!(parse_systemd_limit("8M"), Some(Some(8 << 20)));
         assert_eq!(parse_systemd_limit("1024:524288"), Some(Some(1024)));
         assert_eq!(parse_systemd_limit("lots"), None);
+    }
+
+    #[test]
+    fn runtime_version_strings() {
+        let blob = b"\0\0RKNN Runtime Information, librknnrt version: 2.3.2 (429f97ae6b@2025-04-09T09:09:27)\0";
+        assert_eq!(
+            embedded_runtime_version(blob, "librknnrt version:").as_deref(),
+            Some("2.3.2")
+        );
+        assert_eq!(
+            embedded_runtime_version(
+                b"xx rkllm-runtime version: 1.0.1\0",
+                "rkllm-runtime version:"
+            )
+            .as_deref(),
+            Some("1.0.1")
+        );
+        assert_eq!(embedded_runtime_version(b"", "librknnrt version:"), None);
     }
 
     #[test]

@@ -187,6 +187,19 @@ pub struct BinaryNeeded {
     pub needed: Probed<Vec<String>>,
 }
 
+/// A piece of the Rockchip NPU userland found on the board (`librknnrt.so`, `librkllmrt.so`, the
+/// rknn-toolkit-lite2 Python package, a dpkg package).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeComponent {
+    /// `librknnrt`, `librkllmrt` or `rknn-toolkit-lite2`.
+    pub name: String,
+    /// Board path, or `/var/lib/dpkg/status (<package>)`.
+    pub path: String,
+    /// Version from the library's embedded version string, the dist-info name or the package;
+    /// `None` when the file holds none (an empty placeholder, a stripped build).
+    pub version: Option<String>,
+}
+
 /// Everything the checks read, gathered once.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -216,6 +229,8 @@ pub struct Snapshot {
     pub dpkg_log: Probed<Vec<DpkgLogEntry>>,
     /// Paths of `libhailort.so.*` files in the library directories.
     pub libraries: Vec<String>,
+    /// The Rockchip NPU userland (only read for an rknpu profile).
+    pub rknn_runtime: Vec<RuntimeComponent>,
     /// Names in the profile's firmware directory.
     pub firmware: Probed<Vec<String>>,
     /// `/lib/firmware` exists at all (a captured tree may leave it out).
@@ -398,6 +413,11 @@ pub fn probe(
             probe_dpkg_log(root)
         },
         libraries: probe_libraries(root),
+        rknn_runtime: if profile.npu.kind == crate::profile::NpuKind::Rknpu {
+            probe_rknn_runtime(root)
+        } else {
+            Vec::new()
+        },
         firmware: if profile.npu.firmware_dir.is_empty() {
             Ok(Vec::new())
         } else {
