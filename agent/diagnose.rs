@@ -133,19 +133,20 @@ pub fn diagnose_with(
                 .unwrap_or_default();
             let model = identity.model.as_ref().ok().map(|s| s.as_str());
             let arch = identity.arch.as_deref();
-            let mut processes = if profile::wants_processes(&profiles, arch) {
+            let processes = if profile::wants_processes(&profiles, arch) {
                 probe::llm::detect_process_names(root)
             } else {
                 Vec::new()
             };
-            if let Some(prog) = opts
+            // A command line given with --llm-cmdline is matched like a process, but it is not
+            // one: the reason must not claim it runs.
+            let cmdline_programs: Vec<String> = opts
                 .llm_cmdline
                 .as_deref()
                 .and_then(|c| crate::parse::llmargs::shell_words(c).ok())
                 .and_then(|w| w.first().cloned())
-            {
-                processes.push(prog.rsplit('/').next().unwrap_or("").to_string());
-            }
+                .map(|prog| vec![prog.rsplit('/').next().unwrap_or("").to_string()])
+                .unwrap_or_default();
             let bare = DetectInput {
                 compatible: &compatible,
                 model,
@@ -153,6 +154,7 @@ pub fn diagnose_with(
                 installed: &[],
                 arch,
                 processes: &processes,
+                cmdline_programs: &cmdline_programs,
             };
             let hints_matter = profiles
                 .iter()

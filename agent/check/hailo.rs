@@ -654,6 +654,7 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
         .collect();
     let mut f = Finding::new(id, Status::Pass, "");
     let mut missing = Vec::new();
+    let mut set_mismatch: Vec<String> = Vec::new();
     let mut judged = false;
     for b in &ctx.snap.binaries {
         match &b.needed {
@@ -711,8 +712,74 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
             }
         }
     }
+    // Packages of one release set against the runtime package.
+    if let Ok(pkgs) = &ctx.snap.dpkg {
+        let spec = &ctx.profile.packages;
+        let installed = |name: &str| pkgs.iter().find(|p| p.name == name && p.is_installed());
+        let gen = ctx.profile.npu.generation;
+        let runtime = spec
+            .library
+            .iter()
+            .filter_map(|n| installed(n))
+            .filter_map(|p| Version::parse_loose(&p.version).map(|v| (p, v)))
+            .find(|(_, v)| gen.is_none_or(|g| v.major == g));
+        if let Some((rt, rv)) = runtime {
+            judged = true;
+            for name in spec.same_version.iter().chain(&spec.same_minor) {
+                if *name == rt.name {
+                    continue;
+                }
+                let Some(p) = installed(name) else { continue };
+                let Some(v) = Version::parse_loose(&p.version) else {
+                    continue;
+                };
+                let minor_only = spec.same_minor.contains(name);
+                let differs = if minor_only {
+                    v.major == rv.major && (v.major, v.minor) != (rv.major, rv.minor)
+                } else {
+                    v.major == rv.major && v != rv
+                };
+                if differs {
+                    missing.push(format!(
+                        "{} {} belongs to the HailoRT {} release but the runtime is {} {}",
+                        p.name,
+                        p.version,
+                        if minor_only {
+                            format!("{}.{}", v.major, v.minor)
+                        } else {
+                            v.to_string()
+                        },
+                        rt.name,
+                        rt.version
+                    ));
+                    f.push_evidence(
+                        "/var/lib/dpkg/status",
+                        Some(p.line),
+                        &format!("Package: {} / Version: {}", p.name, p.version),
+                    );
+                    set_mismatch.push(format!("{}={}", p.name, rt.version));
+                }
+            }
+        }
+    }
     f = f.observed("libraries", ctx.snap.libraries.clone());
     if !missing.is_empty() {
+        if !set_mismatch.is_empty() {
+            f.status = Status::Fail;
+            f.summary = format!(
+                "the Hailo packages are not one release: {}",
+                missing.join("; ")
+            );
+            return f.observed("missing", missing).remedy(format!(
+                "install one release of the whole set — the runtime's: sudo apt install {} && sudo apt-mark hold {} (or upgrade the runtime, driver and firmware to the newer release together once it is published)",
+                set_mismatch.join(" "),
+                set_mismatch
+                    .iter()
+                    .map(|s| s.split('=').next().unwrap_or(""))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
         f.status = Status::Fail;
         f.summary = format!(
             "a Hailo program cannot load its runtime: {}",

@@ -250,13 +250,23 @@ impl LogIndex {
     /// Classifies every line of the snapshot's logs.
     pub fn build(snap: &Snapshot, signatures: &[Signature]) -> Self {
         let mut idx = LogIndex::default();
-        // One searcher per signature, built once (not once per line).
-        let finders: Vec<memchr::memmem::Finder<'_>> = signatures
+        // One searcher per signature, built once (not once per line). Signatures match without
+        // regard to ASCII case: the kernel spells names its own way (`RKNPU`, `Hailo`).
+        let lowered: Vec<String> = signatures
             .iter()
-            .map(|s| memchr::memmem::Finder::new(s.contains.as_bytes()))
+            .map(|s| s.contains.to_ascii_lowercase())
+            .collect();
+        let finders: Vec<memchr::memmem::Finder<'_>> = lowered
+            .iter()
+            .map(|s| memchr::memmem::Finder::new(s.as_bytes()))
             .collect();
         for log in &snap.logs {
             for (i, line) in log.lines.iter().enumerate() {
+                let lower = if finders.is_empty() {
+                    String::new()
+                } else {
+                    line.to_ascii_lowercase()
+                };
                 let events = classify(line);
                 let hit = || LogHit {
                     file: log.path.clone(),
@@ -267,7 +277,7 @@ impl LogIndex {
                     events: events.clone(),
                 };
                 for (si, finder) in finders.iter().enumerate() {
-                    if finder.find(line.as_bytes()).is_some() {
+                    if finder.find(lower.as_bytes()).is_some() {
                         idx.signatures.push((si, hit()));
                     }
                 }

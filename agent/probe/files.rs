@@ -78,7 +78,9 @@ pub fn probe_device_nodes(root: &SysRoot) -> Vec<String> {
     out
 }
 
-/// DRM nodes and their drivers from `/sys/class/drm`.
+/// DRM nodes and their drivers from `/sys/class/drm`: the basename of `device/driver`, else
+/// `DRIVER=` of `device/uevent` (a container may see one without the other). The name is kept
+/// as the kernel spells it (`RKNPU`).
 pub fn probe_drm(root: &SysRoot) -> Probed<Vec<DrmNode>> {
     let names = root.list_dir("/sys/class/drm")?;
     Ok(names
@@ -87,7 +89,16 @@ pub fn probe_drm(root: &SysRoot) -> Probed<Vec<DrmNode>> {
         .map(|n| DrmNode {
             driver: root
                 .link_basename(&format!("/sys/class/drm/{n}/device/driver"))
-                .ok(),
+                .ok()
+                .or_else(|| {
+                    root.read_string(&format!("/sys/class/drm/{n}/device/uevent"))
+                        .ok()
+                        .and_then(|t| {
+                            t.lines()
+                                .find_map(|l| l.trim().strip_prefix("DRIVER=").map(str::to_string))
+                        })
+                        .filter(|d| !d.is_empty())
+                }),
             name: n,
         })
         .collect())

@@ -259,6 +259,9 @@ pub struct DetectInput<'a> {
     pub arch: Option<&'a str>,
     /// Names of running processes (see [`MatchRules::processes`]).
     pub processes: &'a [String],
+    /// Programs of command lines given to check as if they ran (`check --llm-cmdline`): they
+    /// match like processes, but the reason says where they came from.
+    pub cmdline_programs: &'a [String],
 }
 
 /// True when some profile would match on running processes on this architecture, so detection
@@ -343,6 +346,13 @@ pub fn score(p: &Profile, input: &DetectInput<'_>) -> Option<(u32, Vec<String>)>
     if let Some(name) = m.processes.iter().find(|n| input.processes.contains(n)) {
         score += 2;
         why.push(format!("process {name} running"));
+    } else if let Some(name) = m
+        .processes
+        .iter()
+        .find(|n| input.cmdline_programs.contains(n))
+    {
+        score += 2;
+        why.push(format!("--llm-cmdline runs {name}"));
     }
     if score > 0 && !m.arch.is_empty() {
         why.push(format!("arch {}", input.arch.unwrap_or("")));
@@ -518,5 +528,41 @@ mod tests {
         assert!(by_id("x86-hybrid-moe")
             .refuses_action("release_npu")
             .is_some());
+    }
+
+    #[test]
+    fn a_given_command_line_is_not_a_running_process() {
+        let (all, _) = load_all(&SysRoot::new("/nonexistent-root"));
+        let given = vec!["llama-server".to_string()];
+        let d = detect(
+            &all,
+            &DetectInput {
+                arch: Some("x86_64"),
+                cmdline_programs: &given,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(d.profile.id, "x86-hybrid-moe");
+        assert!(
+            d.reason.contains("--llm-cmdline runs llama-server"),
+            "{}",
+            d.reason
+        );
+        assert!(!d.reason.contains("running"), "{}", d.reason);
+        let live = detect(
+            &all,
+            &DetectInput {
+                arch: Some("x86_64"),
+                processes: &given,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            live.reason.contains("process llama-server running"),
+            "{}",
+            live.reason
+        );
     }
 }

@@ -188,6 +188,15 @@ pub struct PackageSpec {
     /// Packages whose `Depends: hailort` can pull the wrong runtime (GenAI: `hailo-gen-ai-model-zoo`).
     #[serde(default)]
     pub genai: Vec<String>,
+    /// Packages built for exactly one runtime release: their version (without the Debian
+    /// revision) must equal the installed runtime's (`library`) major.minor.patch
+    /// (`hailo-gen-ai-model-zoo`, `python3-h10-hailort`).
+    #[serde(default)]
+    pub same_version: Vec<String>,
+    /// Packages released in step with the runtime by major.minor (TAPPAS 5.1.x with HailoRT
+    /// 5.1.x); compared only when their major equals the runtime's (TAPPAS 3.x went with 4.x).
+    #[serde(default)]
+    pub same_minor: Vec<String>,
 }
 
 /// Workloads whose limits matter, and thresholds.
