@@ -268,11 +268,11 @@ cases! {
     br20_rk3318_cma0 => "rk3318-armbian-cma-0-deliberate";
     br22_rk3588_rocket => "rk3588-mainline-rocket-no-rknpu", br22_extra;
     br23_x86_memlock => "x86-xdna-memlock-2954mb-under-systemd", br23_extra;
-    br29_pi5_hailo8l_msi_28 => "pi5-hailo8l-behind-pcie-switch-msi-28";
-    br31_turing_rk1_stray_dev_rknpu => "turing-rk1-rknpu-0.9.8-stray-dev-rknpu-symlink-in-pod";
-    br32_rpi4_cma_no_pool => "rpi4-nerves-32bit-cma-64M-and-256M-tokens-no-pool";
-    br34_youyeetoo_hdmirx_cma_enomem => "youyeetoo-r1-rk3588s-hdmirx-cma-alloc-enomem";
-    br35_rock5b_rkllm_query_platform => "rock5b-rkllm-1.0.1-query-platform-error-rknpu-0.9.6-module";
+    br29_pi5_hailo8l_msi_28 => "pi5-hailo8l-behind-pcie-switch-msi-28", br29_extra;
+    br31_turing_rk1_stray_dev_rknpu => "turing-rk1-rknpu-0.9.8-stray-dev-rknpu-symlink-in-pod", br31_extra;
+    br32_rpi4_cma_no_pool => "rpi4-nerves-32bit-cma-64M-and-256M-tokens-no-pool", br32_extra;
+    br34_youyeetoo_hdmirx_cma_enomem => "youyeetoo-r1-rk3588s-hdmirx-cma-alloc-enomem", br34_extra;
+    br35_rock5b_rkllm_query_platform => "rock5b-rkllm-1.0.1-query-platform-error-rknpu-0.9.6-module", br35_extra;
     own01_pi5_hailo10h_healthy => "own-pi5-hailo10h-5.1.1-healthy";
     own02_rk3588_healthy => "own-rk3588-opi5plus-rknpu-0.9.8-healthy", own02_extra;
     own03_pi5_hailo8_healthy => "own-pi5-hailo8-4.23-healthy";
@@ -286,6 +286,107 @@ cases! {
     own13_x86_moe_ot_misspelt_exps => "own-x86-moe-ot-misspelt-exps";
     own14_x86_moe_no_ot_ngl99 => "own-x86-moe-no-ot-ngl99";
     own15_x86_moe_ot_unescaped_dots => "own-x86-moe-ot-unescaped-dots";
+    own16_rk3588_rknpu_uppercase_uevent => "own-rk3588-rknpu-uppercase-uevent-no-debugfs", own16_extra;
+    own17_rk3588_nas_mainline_no_npu => "own-rk3588-nas-mainline-no-npu-workload", own17_extra;
+    own18_rk3588_nvme_hmb_cma_held => "own-rk3588-nvme-hmb-cma-held-partial-meminfo", own18_extra;
+    own19_pi5_hailo10h_module_other_kernel => "own-pi5-hailo10h-module-for-other-kernel", own19_extra;
+    own20_rk3399_cma_not_reserved => "own-rk3399-extlinux-cma-512M-not-reserved-no-meminfo", own20_extra;
+    own21_rk3588_rknn_invalid_model => "own-rk3588-rknn-invalid-model-version", own21_extra;
+    own22_pi5_hailo10h_zoo_ahead_of_runtime => "own-pi5-hailo10h-genai-zoo-5.2.0-runtime-5.1.1", own22_extra;
+}
+
+/// The remedy and summary of a finding do NOT contain `needle` (a remedy for another cause).
+fn assert_remedy_lacks(report: &Value, id: &str, needle: &str) {
+    let f = finding(report, id);
+    let text = format!(
+        "{} {}",
+        f["remedy"].as_str().unwrap_or(""),
+        f["summary"].as_str().unwrap_or("")
+    );
+    assert!(
+        !text.contains(needle),
+        "{id}: remedy/summary must not mention {needle:?}: {text}"
+    );
+}
+
+fn br29_extra(r: &Value) {
+    // Interrupts, not packages: no purge-and-reinstall.
+    for id in ["hailo.pci_device", "hailo.driver_binding"] {
+        assert_remedy_lacks(r, id, "apt purge");
+        assert_remedy_mentions(r, id, "directly");
+    }
+    assert_eq!(
+        finding(r, "hailo.pci_device")["observed"]["probe_failure"],
+        "Interrupts"
+    );
+}
+fn br31_extra(r: &Value) {
+    assert_remedy_mentions(r, "rknpu.device_node", "/dev/rknpu");
+    assert_eq!(
+        finding(r, "rknpu.device_node")["observed"]["rknpu_nodes"],
+        serde_json::json!(["/dev/dri/card1", "/dev/dri/renderD129"])
+    );
+    assert_remedy_lacks(r, "rknpu.device_node", "boot a vendor kernel");
+}
+fn br32_extra(r: &Value) {
+    assert_remedy_mentions(r, "cma.boot_param", "2 times");
+    assert_remedy_mentions(r, "cma.boot_param", "Failed to reserve 256 MiB");
+}
+fn br34_extra(r: &Value) {
+    let f = finding(r, "cma.free");
+    assert_eq!(
+        f["observed"]["sources"],
+        serde_json::json!(["/var/log/kern.log"])
+    );
+    assert_remedy_mentions(r, "cma.free", "could not be read");
+}
+fn br35_extra(r: &Value) {
+    assert_remedy_mentions(r, "rknpu.runtime_library", "librkllmrt");
+    assert_remedy_mentions(r, "rknpu.runtime_library", "1.0.2");
+    assert_eq!(
+        finding(r, "rknpu.runtime_library")["observed"]["rkllm_runtime_version"],
+        "1.0.1"
+    );
+    // The driver is not blamed for the runtime's fault.
+    assert_remedy_lacks(r, "rknpu.driver_version", "upgrade the board's kernel");
+}
+fn own16_extra(r: &Value) {
+    assert_eq!(
+        finding(r, "rknpu.device_node")["observed"]["rknpu_nodes"],
+        serde_json::json!(["/dev/dri/card1", "/dev/dri/renderD129"])
+    );
+    assert_remedy_lacks(r, "rknpu.driver_version", "no rknpu driver");
+}
+fn own17_extra(r: &Value) {
+    assert_remedy_mentions(r, "board.identity", "kernel release empty");
+    assert_remedy_lacks(r, "rknpu.driver_version", "kernel )");
+    assert_remedy_mentions(r, "rknpu.driver_version", "nothing here uses the NPU");
+}
+fn own18_extra(r: &Value) {
+    let f = finding(r, "cma.free");
+    let consumers = f["observed"]["cma_consumers"].to_string();
+    assert!(consumers.contains("nvme nvme0"), "{consumers}");
+    assert!(consumers.contains("rockchip-vop2"), "{consumers}");
+    assert_eq!(f["observed"]["cma_total_bytes"], 128u64 << 20);
+}
+fn own19_extra(r: &Value) {
+    for id in ["hailo.pci_device", "hailo.driver_binding"] {
+        assert_remedy_mentions(r, id, "dkms autoinstall");
+        assert_remedy_lacks(r, id, "apt purge");
+    }
+}
+fn own20_extra(r: &Value) {
+    assert_remedy_mentions(r, "cma.boot_param", "512 MiB");
+    assert_remedy_mentions(r, "cma.boot_param", "no CMA at all");
+}
+fn own22_extra(r: &Value) {
+    assert_remedy_mentions(r, "hailo.runtime_library", "hailo-gen-ai-model-zoo=5.1.1");
+    assert_remedy_lacks(r, "hailo.runtime_library", "apt purge");
+}
+fn own21_extra(r: &Value) {
+    assert_remedy_mentions(r, "rknpu.runtime_library", "librknnrt.so");
+    assert_remedy_mentions(r, "rknpu.runtime_library", "Invalid RKNN model version 6");
+    assert_remedy_lacks(r, "rknpu.runtime_library", "kernel");
 }
 
 fn br01_extra(r: &Value) {

@@ -51,13 +51,20 @@ pub(super) fn identity(ctx: &Ctx<'_>) -> Finding {
                 .map(|o| format!("{o} machine without a device tree"))
         })
         .unwrap_or_else(|| "unknown board".into());
-    let kernel = id.kernel_release.as_ref().ok().cloned();
+    let kernel = id
+        .kernel_release
+        .as_ref()
+        .ok()
+        .filter(|k| !k.trim().is_empty())
+        .cloned();
     let mut summary = name.clone();
     if let Some(s) = &soc {
         summary.push_str(&format!(" ({s})"));
     }
-    if let Some(k) = &kernel {
-        summary.push_str(&format!(", kernel {k}"));
+    match (&kernel, &id.kernel_release) {
+        (Some(k), _) => summary.push_str(&format!(", kernel {k}")),
+        (None, Ok(_)) => summary.push_str(", kernel release empty"),
+        (None, Err(_)) => {}
     }
     let status = if ctx.fallback {
         summary.push_str("; no board profile targets it, generic checks only");

@@ -354,6 +354,11 @@ fn free(ctx: &Ctx<'_>) -> Finding {
     // case lately, so the used part of the pool is held by real CMA allocations.
     if let Some(mem_free) = fig.mem_free.filter(|m| *m >= total.saturating_mul(2)) {
         f.status = Status::Fail;
+        if let Some(h) = consumer_hits.first() {
+            if let Some(serde_json::Value::Array(a)) = f.observed.get_mut("sources") {
+                a.push(h.file.clone().into());
+            }
+        }
         f.summary = format!(
             "CMA is held by real CMA users: CmaFree is {} of {} ({pct}%) while MemFree is {} — the kernel lends CMA to movable pages only when free CMA exceeds half of free memory, so this is not page cache; the next contiguous allocation will fail{}",
             mib(free),

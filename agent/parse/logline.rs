@@ -246,7 +246,7 @@ pattern!(
     re_device_prefix,
     r"^(?:.*?\bkernel: )?(?:\[[ 0-9.]+\] )?([A-Za-z0-9_-]+(?: [0-9A-Za-z_.:@-]+)?): "
 );
-pattern!(re_drm_fn, r"\[drm:([a-z0-9_]+)\]");
+pattern!(re_drm_fn, r"\[drm:([a-z0-9_]+)");
 pattern!(re_probe_errno, r"(?i)failed with error (-\d{1,4})");
 pattern!(
     re_msi_errno,
@@ -315,13 +315,15 @@ fn probe_cause(line: &str, lower: &str) -> Option<(ProbeCause, Option<i32>)> {
 
 /// The device prefix of a kernel line (`hailo 0000:05:00.0`, `nvme nvme0`, `vc4`), if any.
 pub fn device_of(line: &str) -> Option<String> {
-    if let Some(c) = re_drm_fn().captures(line) {
-        return Some(c[1].split('_').next().unwrap_or("").to_string());
-    }
     re_device_prefix()
         .captures(line)
         .map(|c| c[1].to_string())
-        .filter(|d| d != "cma" && !d.starts_with("cma "))
+        .filter(|d| d != "cma" && !d.starts_with("cma ") && !d.starts_with('['))
+        .or_else(|| {
+            re_drm_fn()
+                .captures(line)
+                .map(|c| c[1].split('_').next().unwrap_or("").to_string())
+        })
 }
 
 /// A driver line saying a contiguous (CMA/DMA) buffer could not be allocated.
@@ -737,6 +739,177 @@ mod tests {
         );
         assert_eq!(
             classify("[    6.024524] [drm] Initialized rocket 0.0.0 for rknn on minor 0"),
+            vec![LogEvent::RocketInit]
+        );
+    }
+
+    fn cause(line: &str) -> Option<ProbeCause> {
+        classify(line).into_iter().find_map(|e| match e {
+            LogEvent::ProbeFailure { cause, .. } => Some(cause),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn probe_failures_are_classified_by_cause() {
+        // Interrupts: MSI/MSI-X vectors, IRQ requests, the -28 of a probe.
+        assert_eq!(
+            cause("[ 3.4] hailo 0000:05:00.0: Failed to enable MSI -28"),
+            Some(ProbeCause::Interrupts)
+        );
+        assert_eq!(
+            cause("hailo1x 0001:01:00.0: Failed Enabling interrupts -28"),
+            Some(ProbeCause::Interrupts)
+        );
+        assert_eq!(
+            cause("nvme 0000:01:00.0: unable to allocate IRQ vectors"),
+            Some(ProbeCause::Interrupts)
+        );
+        assert_eq!(
+            cause("hailo1x: probe of 0001:01:00.0 failed with error -28"),
+            Some(ProbeCause::Interrupts)
+        );
+        // A module built for another kernel.
+        assert_eq!(
+            cause("insmod: ERROR: could not insert module hailo_pci.ko: Invalid module format"),
+            Some(ProbeCause::ModuleForOtherKernel)
+        );
+        assert_eq!(
+            cause("hailo_pci: disagrees about version of symbol module_layout"),
+            Some(ProbeCause::ModuleForOtherKernel)
+        );
+        assert_eq!(cause("rknpu: version magic '5.10.110 SMP mod_unload aarch64' should be '5.10.160 SMP preempt mod_unload aarch64'"), Some(ProbeCause::ModuleForOtherKernel));
+        // DKMS could not build it.
+        assert_eq!(cause("Error! Bad return status for module build on kernel: 6.12.47+rpt-rpi-2712 (aarch64)"), Some(ProbeCause::DkmsBuildFailed));
+        // By errno when the text says nothing else.
+        assert_eq!(
+            cause("hailo1x: probe of 0001:01:00.0 failed with error -110"),
+            Some(ProbeCause::Timeout)
+        );
+        assert_eq!(
+            cause("probe with driver hailo1x failed with error -17"),
+            Some(ProbeCause::Collision)
+        );
+        assert_eq!(cause("hailo 0000:01:00.0: Direct firmware load for hailo/hailo8_fw.bin failed with error -2"), Some(ProbeCause::FirmwareMissing));
+        assert_eq!(
+            cause("hailo 0000:01:00.0: Failed reading device BARs, device may be disconnected"),
+            Some(ProbeCause::LinkLost)
+        );
+        assert_eq!(
+            cause("RKNPU fdab0000.npu: probe with driver RKNPU failed with error -22"),
+            Some(ProbeCause::Other)
+        );
+        assert_eq!(cause("hailo 0000:01:00.0: Probing: Device enabled"), None);
+    }
+
+    #[test]
+    fn cma_reservation_and_consumer_lines() {
+        assert_eq!(
+            classify("[    0.000000] cma: Failed to reserve 256 MiB"),
+            vec![LogEvent::CmaReserveFailed { bytes: 256 << 20 }]
+        );
+        assert_eq!(
+            classify("[    0.000000] Memory: 3171444K/3211264K available (6144K kernel code, 384K rwdata, 1248K rodata, 2048K init, 411K bss, 39820K reserved, 0K cma-reserved)"),
+            vec![LogEvent::BootCmaReserved { bytes: 0 }]
+        );
+        assert_eq!(
+            classify(
+                "Memory: 7869248K/8173568K available (11200K kernel code, 262144K cma-reserved)"
+            ),
+            vec![LogEvent::BootCmaReserved { bytes: 256 << 20 }]
+        );
+        assert_eq!(
+            classify("[    0.997259] Reserved memory: created CMA memory pool at 0x0000000010000000, size 256 MiB"),
+            vec![LogEvent::CmaReserved { bytes: 256 << 20, base: 0x1000_0000 }]
+        );
+        assert_eq!(
+            classify("Oct 14 21:52:50 h kernel: cma: number of available pages: => 0 free of 8192 total pages"),
+            vec![LogEvent::CmaAvailablePages { free_pages: 0, total_pages: 8192 }]
+        );
+        assert_eq!(
+            classify("Oct 14 21:52:50 h kernel: nvme nvme3: allocated 40 MiB host memory buffer."),
+            vec![LogEvent::CmaConsumer {
+                device: "nvme nvme3".into(),
+                bytes: Some(40 << 20),
+                failed: false
+            }]
+        );
+        assert_eq!(
+            classify("[   12.1] [drm:vc4_bo_create [vc4]] *ERROR* Failed to allocate from CMA:"),
+            vec![LogEvent::CmaConsumer {
+                device: "vc4".into(),
+                bytes: None,
+                failed: true
+            }]
+        );
+        assert_eq!(
+            classify("[ 88.2] rk_hdmirx fdee0000.hdmirx-controller: failed to alloc dma buffer, size 2097152"),
+            vec![LogEvent::CmaConsumer { device: "rk_hdmirx fdee0000.hdmirx-controller".into(), bytes: None, failed: true }]
+        );
+    }
+
+    #[test]
+    fn rknn_runtime_lines() {
+        assert_eq!(
+            classify("I RKNN: [08:12:01.101] RKNN Runtime Information, librknnrt version: 1.5.2 (c6b7b351a@2023-08-23T15:28:22)"),
+            vec![LogEvent::RknnRuntimeVersion { version: Version::new(1, 5, 2) }]
+        );
+        assert_eq!(
+            classify("I RKNN: [08:12:01.102] RKNN Driver Information, version: 0.9.8"),
+            vec![LogEvent::RknpuReported {
+                driver: Version::new(0, 9, 8)
+            }]
+        );
+        assert_eq!(
+            classify("E RKNN: [08:12:01.140] Invalid RKNN model version 6"),
+            vec![LogEvent::RknnInvalidModelVersion { model_version: 6 }]
+        );
+        assert_eq!(
+            classify("Query platform error!"),
+            vec![LogEvent::RkllmQueryPlatformError]
+        );
+        assert_eq!(
+            classify("rkllm-runtime version: 1.0.1"),
+            vec![LogEvent::RkllmRuntimeVersion {
+                version: Version::new(1, 0, 1)
+            }]
+        );
+        assert_eq!(
+            classify("W rknn-toolkit-lite2 version: 2.3.0"),
+            vec![LogEvent::RknnLiteVersion {
+                version: Version::new(2, 3, 0)
+            }]
+        );
+        assert_eq!(
+            classify("E RKNN: This shared library is not supported on the current platform, hw_version = -1"),
+            vec![LogEvent::RknnLegacyPathFailed]
+        );
+        assert_eq!(
+            classify("E RKNN: Meet unsupported target type: 0xffffffff"),
+            vec![LogEvent::RknnLegacyPathFailed]
+        );
+        // "driver version is unknown" is not a driver version.
+        assert!(
+            !classify("E RKNN: rknn_matmul_create, driver version is unknown!")
+                .iter()
+                .any(|e| matches!(e, LogEvent::RknpuReported { .. }))
+        );
+    }
+
+    #[test]
+    fn kernel_names_match_as_the_kernel_spells_them() {
+        assert_eq!(
+            classify("[drm] Initialized RKNPU 0.9.8 20240828 for fdab0000.npu on minor 1"),
+            vec![LogEvent::RknpuDrmInit {
+                version: Version::new(0, 9, 8)
+            }]
+        );
+        assert_eq!(
+            classify("[    7.648747] RKNPU fdab0000.npu: RKNPU: rknpu iommu is enabled, using iommu mode"),
+            vec![LogEvent::RknpuBound]
+        );
+        assert_eq!(
+            classify("[drm] Initialized Rocket 0.0.0 for rknn on minor 0"),
             vec![LogEvent::RocketInit]
         );
     }
