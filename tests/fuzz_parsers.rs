@@ -60,6 +60,8 @@ proptest! {
         }
         for line in t.lines() {
             let _ = logline::classify(line);
+            let _ = size::memparse(line);
+            let _ = cmdline::parse_cma_value(line);
         }
         let _ = npu_agent::probe::parse_dpkg_log(&t);
         let _ = llmargs::shell_words(&t).map(|w| llmargs::parse_llm_args(&w));
@@ -93,8 +95,24 @@ proptest! {
     fn meminfo_values_round_trip(total in 1u64..(1 << 39), cma in 0u64..(1 << 30)) {
         let t = format!("MemTotal: {total} kB\nMemFree: 1 kB\nBuffers: 0 kB\nCached: 0 kB\nSwapCached: 0 kB\nActive: 0 kB\nInactive: 0 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\nDirty: 0 kB\nWriteback: 0 kB\nMapped: 0 kB\nSlab: 0 kB\nCommitted_AS: 0 kB\nVmallocTotal: 0 kB\nVmallocUsed: 0 kB\nVmallocChunk: 0 kB\nCmaTotal: {cma} kB\nCmaFree: 0 kB\n");
         let m = meminfo::parse_meminfo(&t).unwrap();
-        prop_assert_eq!(m.mem_total_bytes, total * 1024);
+        prop_assert_eq!(m.mem_total_bytes, Some(total * 1024));
         prop_assert_eq!(m.cma_total_bytes, Some(cma * 1024));
+    }
+
+    #[test]
+    fn memparse_reads_decimal_hex_and_suffixes(n in 1u64..(1 << 20), s in 0usize..5, garbage in "[^0-9a-fA-FxX]{0,6}") {
+        let (suffix, shift) = [("", 0), ("K", 10), ("m", 20), ("G", 30), ("t", 40)][s];
+        let want = n << shift;
+        let dec = format!("{n}{suffix}");
+        let hex = format!("{n:#x}{suffix}");
+        prop_assert_eq!(size::memparse(&dec), Some((want, "")));
+        prop_assert_eq!(size::memparse(&hex).map(|v| v.0), Some(want));
+        let c = cmdline::parse_cma_value(&format!("{n}{suffix}{garbage}"));
+        // Text after the size never changes what the kernel reserves (it is ignored or a placement).
+        if !garbage.starts_with(|ch: char| "KkMmGgTtPpEe".contains(ch)) || !suffix.is_empty() {
+            prop_assert_eq!(c.size_bytes, Some(want));
+        }
+        prop_assert!(c.size_is_number);
     }
 }
 

@@ -928,8 +928,23 @@ fn server_profile_matches_only_x86_with_gpu_or_server() {
         profile_of(&b, &["--llm-cmdline", "llama-server -m /x.gguf"]),
         "x86-hybrid-moe"
     );
+    // A command line given to check is not a running process: the reason says where it came from.
+    let reason = |r: &Value| one(r, "board.identity")["observed"]["profile_reason"].to_string();
+    let given = check(b.root(), &["--llm-cmdline", "llama-server -m /x.gguf"]).1;
+    assert!(
+        reason(&given).contains("--llm-cmdline runs llama-server"),
+        "{}",
+        reason(&given)
+    );
+    assert!(!reason(&given).contains("running"), "{}", reason(&given));
     b.process(5, "llama-server", &["llama-server"]);
     assert_eq!(profile_of(&b, &[]), "x86-hybrid-moe");
+    let live = check(b.root(), &[]).1;
+    assert!(
+        reason(&live).contains("process llama-server running"),
+        "{}",
+        reason(&live)
+    );
     // The shared x86 case (AMD XDNA NPU, no NVIDIA GPU, no llama process) stays generic.
     let (_, r) = check(&board("x86-xdna-memlock-2954mb-under-systemd"), &[]);
     assert_eq!(r["profile"], "generic");
