@@ -636,9 +636,9 @@ fn boot_param(ctx: &Ctx<'_>) -> Finding {
             return f
                 .with_hits(reserve_failed.iter().copied())
                 .with_hits(boot_reserved.iter().copied())
-                .remedy(format!(
-                    "keep a single cma= with a size this kernel can place (smaller, e.g. sudo npu-agent cma set 64M; a 32-bit kernel needs the pool below the highmem boundary; on a Raspberry Pi size it with the overlay's cma-NNN parameter instead), then reboot and check CmaTotal"
-                ));
+                .remedy(
+                    "keep a single cma= with a size this kernel can place (smaller, e.g. sudo npu-agent cma set 64M; a 32-bit kernel needs the pool below the highmem boundary; on a Raspberry Pi size it with the overlay's cma-NNN parameter instead), then reboot and check CmaTotal",
+                );
         }
     }
     // 5. Boot file and running kernel disagree.

@@ -470,11 +470,10 @@ fn probe_failure<'a>(ctx: &'a Ctx<'_>) -> Option<(ProbeCause, &'a LogHit)> {
         .find(Some(LogClass::Kernel), |e| {
             matches!(e, LogEvent::ProbeFailure { .. })
         })
-        .filter(|(h, _)| {
+        .rfind(|(h, _)| {
             let t = h.text.to_ascii_lowercase();
             t.contains("rknpu") || t.contains(".npu")
         })
-        .last()
         .and_then(|(h, e)| match e {
             LogEvent::ProbeFailure { cause, .. } => Some((*cause, h)),
             _ => None,
