@@ -374,6 +374,18 @@ fn own19_extra(r: &Value) {
         assert_remedy_mentions(r, id, "dkms autoinstall");
         assert_remedy_lacks(r, id, "apt purge");
     }
+    assert_eq!(
+        finding(r, "hailo.driver_binding")["observed"]["probe_failure"],
+        "ModuleForOtherKernel"
+    );
+    // The DKMS-build variant of the same board: its own cause, again no purge.
+    let d = run_case("own-pi5-hailo10h-module-for-other-kernel", Some(0));
+    assert_eq!(
+        finding(&d, "hailo.driver_binding")["observed"]["probe_failure"],
+        "DkmsBuildFailed"
+    );
+    assert_remedy_mentions(&d, "hailo.driver_binding", "headers");
+    assert_remedy_lacks(&d, "hailo.driver_binding", "apt purge");
 }
 fn own20_extra(r: &Value) {
     assert_remedy_mentions(r, "cma.boot_param", "512 MiB");

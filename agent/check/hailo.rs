@@ -67,15 +67,30 @@ fn probe_failures<'a>(
 ) -> Vec<(ProbeCause, &'a super::LogHit)> {
     ctx.logs
         .host(|e| matches!(e, LogEvent::ProbeFailure { .. }))
-        .filter(|(h, _)| {
+        .filter(|(h, e)| {
             let t = h.text.to_ascii_lowercase();
-            t.contains("hailo") || dev.is_some_and(|d| t.contains(&d.bdf.to_ascii_lowercase()))
+            t.contains("hailo")
+                || dev.is_some_and(|d| t.contains(&d.bdf.to_ascii_lowercase()))
+                // DKMS names the module on the lines around its error, not on the error line.
+                || matches!(e, LogEvent::ProbeFailure { cause: ProbeCause::DkmsBuildFailed, .. })
+                    && near_mentions(ctx, h, "hailo")
         })
         .filter_map(|(h, e)| match e {
             LogEvent::ProbeFailure { cause, .. } => Some((*cause, h)),
             _ => None,
         })
         .collect()
+}
+
+/// True when a line within 5 lines of `hit` in its log mentions `needle` (any case).
+fn near_mentions(ctx: &Ctx<'_>, hit: &super::LogHit, needle: &str) -> bool {
+    let Some(log) = ctx.snap.logs.iter().find(|l| l.path == hit.file) else {
+        return false;
+    };
+    let i = hit.line.saturating_sub(1);
+    log.lines[i.saturating_sub(5)..(i + 6).min(log.lines.len())]
+        .iter()
+        .any(|l| l.to_ascii_lowercase().contains(needle))
 }
 
 /// PCI bus number of an address (`0000:05:00.0` -> 5).

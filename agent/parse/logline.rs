@@ -334,6 +334,9 @@ fn contiguous_alloc_failure(l: &str) -> bool {
         || l.contains("dma_alloc")
         || l.contains("dma buffer")
         || l.contains("contiguous")
+        || l.contains("continuous")
+        || l.contains("continous")
+        || l.contains("coherent")
         || (l.contains("alloc") && l.contains("buf"));
     fail && what && !l.contains("cma_alloc")
 }
@@ -845,6 +848,16 @@ mod tests {
         assert_eq!(
             classify("[ 88.2] rk_hdmirx fdee0000.hdmirx-controller: failed to alloc dma buffer, size 2097152"),
             vec![LogEvent::CmaConsumer { device: "rk_hdmirx fdee0000.hdmirx-controller".into(), bytes: None, failed: true }]
+        );
+        assert_eq!(
+            classify(
+                "[ 41.0] hailo 0001:01:00.0: Failed to allocate continuous buffer, size 0x100000"
+            ),
+            vec![LogEvent::CmaConsumer {
+                device: "hailo 0001:01:00.0".into(),
+                bytes: None,
+                failed: true
+            }]
         );
     }
 
