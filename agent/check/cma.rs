@@ -171,7 +171,15 @@ fn pool_size(ctx: &Ctx<'_>) -> Finding {
         .observed("cma_total_bytes", total)
         .observed("sources", vec![source.clone()])
         .expected("cma_total_bytes", min)
-        .evidence(&source, None, &format!("CmaTotal: {} kB", total / 1024));
+        .evidence(
+            &source,
+            None,
+            &if source == "/proc/meminfo" {
+                format!("CmaTotal: {} kB", total / 1024)
+            } else {
+                format!("CMA pool reserved at boot: {}", mib(total))
+            },
+        );
     if total < min {
         let mut f = f;
         f.status = Status::Fail;
