@@ -194,8 +194,9 @@ fn rk3588_check_reads_cma_64m_from_the_real_kernel() {
             .ends_with("-cloud-arm64"),
         "{id:#}"
     );
-    // Debian's cloud kernel has no rknpu driver: the check must notice, not pass.
-    assert_status(&r, "rknpu.driver_version", "warn");
+    // Debian's cloud kernel has no rknpu driver: the check must notice, not pass; nothing on
+    // this board uses the NPU, so it is information, not a warning.
+    assert_status(&r, "rknpu.driver_version", "info");
     let pool = finding(&r, "cma.pool_size");
     assert_eq!(pool["status"], "fail", "{pool:#}");
     assert_eq!(pool["observed"]["cma_total_bytes"], 67108864u64, "{pool:#}");

@@ -245,7 +245,9 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
             );
         }
         let drm_listed = ctx.snap.drm.as_ref().is_ok_and(|d| !d.is_empty());
-        let evidence_of_absence = drm_listed || kernel_log_from_boot(ctx);
+        // A live kernel's sysfs is complete (a loaded or built-in rknpu shows in /sys/module or
+        // as a DRM node); in a captured tree only a DRM listing or a boot log shows absence.
+        let evidence_of_absence = ctx.snap.live || drm_listed || kernel_log_from_boot(ctx);
         let workload = npu_workload(ctx);
         return match (evidence_of_absence, workload) {
             (false, _) => Finding::skip(
