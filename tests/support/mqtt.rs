@@ -24,7 +24,12 @@ pub fn require_tool(name: &str) -> bool {
             std::env::var_os("CI").is_none(),
             "{name} is required in CI (apt-get install {name})"
         );
-        eprintln!("SKIP: {name} not installed (set CI=true to make this a failure)");
+        // Straight to stderr, past libtest's capture of `eprintln!`, so a person sees the skip.
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP: {name} not installed (set CI=true to make this a failure)"
+        );
     }
     found
 }
