@@ -473,6 +473,8 @@ fn packaging_and_image_scripts_pass_shellcheck() {
         "packaging/deb/postinst",
         "packaging/deb/postrm",
         "image/install-into-image.sh",
+        "image/build-test-image.sh",
+        "tests/host-fingerprint.sh",
         "image/armbian/userpatches/customize-image.sh",
         "image/pi-gen/stage-npu-agent/prerun.sh",
         "image/pi-gen/stage-npu-agent/00-npu-agent/00-run.sh",
