@@ -41,11 +41,13 @@ usage() {
   echo "options: --deb DEB (required) --board rock5b|pi5 (default rock5b) --serial S"
   echo "         --file /DEST=SRC (into the root fs)  --boot-file NAME=SRC (onto the boot partition)"
   echo "         --rootfs-only (build or find the cached root file system tarball, print its path)"
+  echo "         --kernel cloud|image (default cloud; image = Debian's kernel and initramfs-tools"
+  echo "           inside the root file system, for measuring the other route)"
   echo "         OUT (output directory)"
   exit "${1:-2}"
 }
 
-deb="" board=rock5b serial="" rootfs_only=""
+deb="" board=rock5b serial="" rootfs_only="" kernel=cloud
 root_files=() boot_files=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -53,6 +55,7 @@ while [ $# -gt 0 ]; do
     --file) root_files+=("$2"); shift 2 ;;
     --boot-file) boot_files+=("$2"); shift 2 ;;
     --rootfs-only) rootfs_only=1; shift ;;
+    --kernel) kernel=$2; shift 2 ;;
     --board) board=$2; shift 2 ;;
     --serial) serial=$2; shift 2 ;;
     -h|--help) usage 0 ;;
@@ -72,6 +75,11 @@ case $board in
           serial=${serial:-5b0000000000000a} ;;
   pi5) model="Raspberry Pi 5 Model B Rev 1.0"; compatible='"raspberrypi,5-model-b", "brcm,bcm2712"'
        serial=${serial:-10000000a5a5a5a5} ;;
+  *) usage ;;
+esac
+case $kernel in
+  cloud) ;;
+  image) PACKAGES=$PACKAGES,linux-image-cloud-arm64,initramfs-tools ;;
   *) usage ;;
 esac
 here=$(cd "$(dirname "$0")" && pwd)
@@ -182,11 +190,20 @@ echo "initramfs: no root disk with /sbin/init among $(ls /dev/vd* 2>/dev/null)"
 poweroff -f
 INIT
 chmod 755 "$work/initrd/init"
-(cd "$work/initrd" && find . | cpio -o -H newc --quiet | gzip -1) > "$out/initrd.img"
-cp "$kdir/vmlinuz" "$out/vmlinuz"
+if [ "$kernel" = cloud ]; then
+  (cd "$work/initrd" && find . | cpio -o -H newc --quiet | gzip -1) > "$out/initrd.img"
+  cp "$kdir/vmlinuz" "$out/vmlinuz"
+fi
 
 # ---- the root file system with the package installed through the image hooks' entry point ----
 tar -xf "$rootfs_tar" -C "$root"
+if [ "$kernel" = image ]; then
+  # The kernel and the initramfs update-initramfs built inside the image (not on the boot
+  # partition: the test's is small).
+  cp "$root"/boot/vmlinuz-* "$out/vmlinuz"
+  cp "$root"/boot/initrd.img-* "$out/initrd.img"
+  rm -f "$root"/boot/vmlinuz* "$root"/boot/initrd.img* "$root"/boot/System.map-* "$root"/boot/config-*
+fi
 case $board in
   rock5b) bootdir=/boot label=npu-boot
           printf 'LABEL=%s /boot ext4 defaults 0 0\n' "$label" > "$work/fstab.boot" ;;
@@ -266,9 +283,9 @@ exec qemu-system-aarch64 -M virt -cpu cortex-a72 -m $mem -smp $smp -nographic -n
   -drive file="\$here/boot.img",format=raw,if=none,id=boot -device virtio-blk-device,drive=boot \\
   -netdev user,id=n0,restrict=on,guestfwd=tcp:10.0.2.100:1883-cmd:"nc -N 127.0.0.1 \${BROKER_PORT:-1883}" \\
   -device virtio-net-device,netdev=n0 \\
-  -append "console=ttyAMA0 panic=-1 quiet loglevel=3 \${EXTRA_ARGS:-}"
+  -append "console=ttyAMA0 root=LABEL=npu-root rw panic=-1 quiet loglevel=3 \${EXTRA_ARGS:-}"
 BOOT
 chmod 755 "$out/boot.sh"
 echo "$(cat "$kdir/READY"); rootfs $(basename "$rootfs_tar")" > "$out/PACKAGES"
-say "image in $out (install + partitions $(since "$t_image") s, whole run $(since "$t_start") s)"
+say "image in $out ($kernel kernel; install + partitions $(since "$t_image") s, whole run $(since "$t_start") s)"
 echo "bench: image_build_s=$(since "$t_start") image_install_and_partitions_s=$(since "$t_image") $(cat "$rootfs_tar.time" 2>/dev/null)"
