@@ -287,6 +287,16 @@ impl Guest {
         out
     }
 
+    /// `systemctl poweroff` in the guest; waits for qemu to end.
+    fn poweroff(&mut self) {
+        writeln!(self.stdin, "systemctl poweroff").unwrap();
+        assert!(
+            self.wait_exit(Duration::from_secs(180)),
+            "qemu still running after systemctl poweroff\n{}",
+            self.tail()
+        );
+    }
+
     /// Waits for qemu to exit (a reboot or power-off with -no-reboot).
     fn wait_exit(&mut self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
@@ -742,8 +752,7 @@ fn rock5b_image_provisions_runs_sandboxed_actions_watchdog_upgrade_and_reboots()
         g.ok("dpkg-query -W -f='${Version}' npu-agent").trim(),
         format!("{VERSION}-2")
     );
-    let _ = g.sh("systemctl poweroff");
-    g.wait_exit(Duration::from_secs(120));
+    g.poweroff();
 }
 
 #[test]
@@ -834,8 +843,7 @@ fn pi5_image_broken_provisioning_file_is_reported_and_left() {
             && journal.contains("nothing from it was applied"),
         "{journal}"
     );
-    let _ = g.sh("systemctl poweroff");
-    g.wait_exit(Duration::from_secs(120));
+    g.poweroff();
     // The file is still on the FAT partition after the board powered off.
     let o = Command::new("mtype")
         .args(["-i"])
