@@ -137,18 +137,16 @@ fn fetch_guest(cache: &Path) -> Result<PathBuf, String> {
     }
     fs::create_dir_all(cache).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
-    // arm64 package lists: once per machine.
+    // arm64 package lists: .ci/run adds them once per machine; a test never changes this
+    // machine's dpkg or apt configuration itself.
     let archs = run(Command::new("dpkg").arg("--print-foreign-architectures"))?;
-    let mut updated = false;
     if !String::from_utf8_lossy(&archs.stdout)
         .split_whitespace()
         .any(|a| a == "arm64")
     {
-        run(Command::new("dpkg").args(["--add-architecture", "arm64"]))?;
-        run(Command::new("apt-get").args(["update", "-qq"]))?;
-        updated = true;
+        return Err("no arm64 package lists: run `dpkg --add-architecture arm64 && apt-get update` (.ci/run does)".into());
     }
-    let kernel_pkg = loop {
+    let kernel_pkg = {
         let show = Command::new("apt-cache")
             .args(["show", "--no-all-versions", "linux-image-cloud-arm64:arm64"])
             .output();
@@ -167,14 +165,7 @@ fn fetch_guest(cache: &Path) -> Result<PathBuf, String> {
             })
             .and_then(|p| p.split_whitespace().next())
             .map(str::to_string);
-        match name {
-            Some(n) => break n,
-            None if !updated => {
-                run(Command::new("apt-get").args(["update", "-qq"]))?;
-                updated = true;
-            }
-            None => return Err(format!("cannot resolve the image package of linux-image-cloud-arm64:arm64 (Depends: {depends:?})")),
-        }
+        name.ok_or_else(|| format!("cannot resolve the image package of linux-image-cloud-arm64:arm64 (Depends: {depends:?}; `apt-get update` may help)"))?
     };
     let tmp = cache.join(format!("guest.tmp-{}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
