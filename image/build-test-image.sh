@@ -16,10 +16,11 @@
 #   board.dtb   qemu's -M virt device tree renamed to the board (model, compatible, serial)
 #   boot.sh     the qemu-system-aarch64 command that boots it (TCG; see --help of that file)
 #
-# Kernel choice, measured (bench numbers printed by this script and by tests/image.rs): a Debian
-# kernel inside the image needs its initramfs built by update-initramfs under qemu-user emulation,
-# which took most of an 18-minute root file system build; the cloud kernel unpacked on the host
-# with a busybox initramfs packed here costs about a second. So the kernel stays outside the image.
+# Kernel choice, measured with this script (it prints rootfs_build_s): with Debian's kernel and
+# initramfs-tools inside the image (--kernel image) the kernel package and update-initramfs run
+# under qemu-user emulation, and that root file system build had not finished after 50 minutes on
+# a loaded 2-core machine, where the one without a kernel took 449 s. The cloud kernel unpacked
+# on the host with a busybox initramfs packed here costs about a second, so it is the default.
 #
 # Slow parts are cached under ${NPU_AGENT_IMAGE_CACHE:-~/.cache/npu-agent-image}, keyed by what
 # built them: the root file system tarball by its package list and suite, the kernel and busybox
@@ -27,7 +28,8 @@
 #
 # Needs root (chroot, mkfs of files owned by root), mmdebstrap, qemu-user-static (it registers
 # qemu-aarch64 with binfmt_misc itself when the kernel does not run arm64 binaries yet),
-# e2fsprogs, dosfstools, mtools, cpio, device-tree-compiler, qemu-system-arm.
+# e2fsprogs, dosfstools, mtools, cpio, device-tree-compiler, qemu-system-arm, netcat-openbsd,
+# and the arm64 package lists (dpkg --add-architecture arm64 && apt-get update).
 set -euo pipefail
 
 SUITE=bookworm
