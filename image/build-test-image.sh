@@ -18,8 +18,8 @@
 #
 # Kernel choice, measured with this script (it prints rootfs_build_s): with Debian's kernel and
 # initramfs-tools inside the image (--kernel image) the kernel package and update-initramfs run
-# under qemu-user emulation, and that root file system build had not finished after 50 minutes on
-# a loaded 2-core machine, where the one without a kernel took 449 s. The cloud kernel unpacked
+# under qemu-user emulation, and that root file system build took 3127 s on a loaded 2-core
+# machine, where the one without a kernel took 449 s. The cloud kernel unpacked
 # on the host with a busybox initramfs packed here costs about a second, so it is the default.
 #
 # Slow parts are cached under ${NPU_AGENT_IMAGE_CACHE:-~/.cache/npu-agent-image}, keyed by what
