@@ -289,6 +289,7 @@ fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let root = SysRoot::new(&a.root);
     let opts = crate::diagnose::DiagnoseOptions {
         llm_cmdline: a.llm_cmdline.clone(),
+        ..Default::default()
     };
     let d = match crate::diagnose::diagnose_with(&root, &ProfileChoice::parse(&a.profile), &opts) {
         Ok(d) => d,

@@ -105,6 +105,9 @@ pub fn auto_board_id(root: &SysRoot, snap_serial: Option<&str>) -> String {
 pub struct DiagnoseOptions {
     /// A llama.cpp command line to check as if it were running (`check --llm-cmdline`).
     pub llm_cmdline: Option<String>,
+    /// The daemon's log cursors: logs are read incrementally from them and they are advanced
+    /// (see `probe::evidence`). `None` reads everything of this boot.
+    pub log_cursors: Option<std::sync::Arc<std::sync::Mutex<probe::evidence::LogCursors>>>,
 }
 
 /// Runs one diagnosis of the board under `root`.
@@ -224,7 +227,9 @@ pub fn diagnose_with(
             detail: format!("not read: profile {} checks no packages", profile.id),
         }),
     };
-    let mut snapshot = probe::probe(root, &profile, identity, pci, dpkg);
+    let mut guard = opts.log_cursors.as_ref().and_then(|c| c.lock().ok());
+    let mut snapshot = probe::probe(root, &profile, identity, pci, dpkg, guard.as_deref_mut());
+    drop(guard);
     if let Some(line) = &opts.llm_cmdline {
         probe::llm::add_cmdline(root, &mut snapshot.llm, line);
     }
@@ -271,7 +276,11 @@ pub fn metrics(snap: &Snapshot, profile: &Profile) -> BTreeMap<String, Value> {
         }
     }
     if let Ok(z) = &snap.buddyinfo {
-        let (_, high, largest) = crate::check::buddy_summary(z, profile.memory.fragmentation_order);
+        let (_, high, largest) = crate::check::buddy_summary(
+            z,
+            profile.memory.fragmentation_order,
+            snap.page_size.bytes,
+        );
         m.insert("largest_free_block_bytes".into(), largest.into());
         m.insert("free_high_order_bytes".into(), high.into());
     }

@@ -89,6 +89,8 @@ pub struct SysRoot {
     /// For a captured tree: the root directory opened `O_PATH`, so reads resolve with
     /// `openat2(RESOLVE_IN_ROOT)` (the kernel confines `..` and symlinks to the tree).
     dirfd: Option<std::sync::Arc<rustix::fd::OwnedFd>>,
+    /// Board paths accessed, when recording for `capture`.
+    accessed: Option<std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>>,
 }
 
 impl SysRoot {
@@ -113,6 +115,7 @@ impl SysRoot {
             base,
             canonical,
             dirfd,
+            accessed: None,
         }
     }
 
@@ -170,6 +173,12 @@ impl SysRoot {
     /// file, and nothing resolves outside the tree. Kernels without openat2 (before 5.6) fall back
     /// to canonicalising the path and refusing one outside the root.
     fn open_in_root(&self, board_path: &str, dir: bool) -> Result<fs::File, ReadError> {
+        let f = self.open_in_root_inner(board_path, dir)?;
+        self.note(board_path);
+        Ok(f)
+    }
+
+    fn open_in_root_inner(&self, board_path: &str, dir: bool) -> Result<fs::File, ReadError> {
         use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
         let host = self.join(board_path)?;
         if let Some(dirfd) = &self.dirfd {
@@ -277,6 +286,58 @@ impl SysRoot {
         Ok(text)
     }
 
+    /// Inode number and length in bytes of a board file (a log's identity for incremental reads).
+    pub fn inode_len(&self, board_path: &str) -> Result<(u64, u64), ReadError> {
+        use std::os::unix::fs::MetadataExt;
+        let m = self
+            .open_in_root(board_path, false)?
+            .metadata()
+            .map_err(|e| Self::io_error(board_path, &e))?;
+        Ok((m.ino(), m.len()))
+    }
+
+    /// At most `max_bytes` of a board file from byte `start`.
+    pub fn read_range(
+        &self,
+        board_path: &str,
+        start: u64,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, ReadError> {
+        let mut file = self.open_in_root(board_path, false)?;
+        self.note(board_path);
+        file.seek(SeekFrom::Start(start))
+            .map_err(|e| Self::io_error(board_path, &e))?;
+        let mut buf = Vec::new();
+        file.take(max_bytes)
+            .read_to_end(&mut buf)
+            .map_err(|e| Self::io_error(board_path, &e))?;
+        Ok(buf)
+    }
+
+    /// Starts recording every board path this root (and its clones) reads, lists or finds
+    /// existing; [`accessed`](Self::accessed) returns them. `capture` copies exactly those.
+    pub fn record_access(&mut self) {
+        self.accessed = Some(std::sync::Arc::new(std::sync::Mutex::new(
+            std::collections::BTreeSet::new(),
+        )));
+    }
+
+    /// Board paths read so far (empty unless [`record_access`](Self::record_access) was called).
+    pub fn accessed(&self) -> Vec<String> {
+        self.accessed
+            .as_ref()
+            .and_then(|a| a.lock().ok().map(|s| s.iter().cloned().collect()))
+            .unwrap_or_default()
+    }
+
+    fn note(&self, board_path: &str) {
+        if let Some(a) = &self.accessed {
+            if let Ok(mut s) = a.lock() {
+                s.insert(board_path.to_string());
+            }
+        }
+    }
+
     /// Size in bytes of a board file, `None` when it cannot be opened.
     pub fn file_len(&self, board_path: &str) -> Option<u64> {
         self.open_in_root(board_path, false)
@@ -304,14 +365,20 @@ impl SysRoot {
                 .collect()
         };
         names.sort();
+        self.note(board_path);
         Ok(names)
     }
 
     /// True when the board path exists (file, directory or symlink, even a dangling one).
     pub fn exists(&self, board_path: &str) -> bool {
-        self.join(board_path)
+        let found = self
+            .join(board_path)
             .map(|p| fs::symlink_metadata(p).is_ok())
-            .unwrap_or(false)
+            .unwrap_or(false);
+        if found {
+            self.note(board_path);
+        }
+        found
     }
 
     /// True when the board path is a directory.
@@ -325,7 +392,10 @@ impl SysRoot {
     pub fn link_basename(&self, board_path: &str) -> Result<String, ReadError> {
         let host = self.join(board_path)?;
         let target = match fs::read_link(&host) {
-            Ok(t) => t.to_string_lossy().into_owned(),
+            Ok(t) => {
+                self.note(board_path);
+                t.to_string_lossy().into_owned()
+            }
             Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
                 // A regular file: its text is the link target.
                 self.read_string(board_path)?.trim().to_string()

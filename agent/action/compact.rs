@@ -83,7 +83,8 @@ pub fn read_figures(root: &SysRoot, high_order: usize) -> MemFigures {
         f.mem_free_bytes = m.mem_free_bytes;
     }
     if let Ok(zones) = read_parsed(root, "/proc/buddyinfo", buddyinfo::parse_buddyinfo) {
-        let (_, high, largest) = buddy_summary(&zones, high_order);
+        let page = crate::probe::evidence::page_size(root);
+        let (_, high, largest) = buddy_summary(&zones, high_order, page.bytes);
         f.largest_free_block_bytes = Some(largest);
         f.free_high_order_bytes = Some(high);
         let orders = zones.iter().map(|z| z.free_blocks.len()).max().unwrap_or(0);

@@ -14,13 +14,13 @@ pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     ]
 }
 
-/// Page size assumed for buddyinfo (4 KiB pages: arm64 and x86_64 defaults).
-pub const PAGE_BYTES: u64 = 4096;
-
-/// Free bytes, free bytes in blocks of order >= `order`, and the largest free block, over all zones.
+/// Free bytes, free bytes in blocks of order >= `order`, and the largest free block, over all
+/// zones. `page_bytes` is the running kernel's page size (`/proc/buddyinfo` counts blocks of
+/// `page_bytes << order`: order 9 is 2 MiB on 4 KiB pages, 8 MiB on the Pi 5's 16 KiB pages).
 pub fn buddy_summary(
     zones: &[crate::parse::buddyinfo::BuddyZone],
     order: usize,
+    page_bytes: u64,
 ) -> (u64, u64, u64) {
     let free: u64 = zones
         .iter()
@@ -37,9 +37,9 @@ pub fn buddy_summary(
         .map(|o| 1u64 << o)
         .unwrap_or(0);
     (
-        free.saturating_mul(PAGE_BYTES),
-        high.saturating_mul(PAGE_BYTES),
-        largest.saturating_mul(PAGE_BYTES),
+        free.saturating_mul(page_bytes),
+        high.saturating_mul(page_bytes),
+        largest.saturating_mul(page_bytes),
     )
 }
 
@@ -52,8 +52,9 @@ fn fragmentation(ctx: &Ctx<'_>) -> Finding {
         Err(e) => return Finding::new(id, Status::Error, format!("cannot read buddyinfo: {e}")),
     };
     let order = spec.fragmentation_order;
-    let (free, high, largest) = buddy_summary(zones, order);
-    let block = PAGE_BYTES << order;
+    let page = ctx.snap.page_size.bytes;
+    let (free, high, largest) = buddy_summary(zones, order, page);
+    let block = page << order;
     let mut f = Finding::new(
         id,
         Status::Pass,
@@ -68,6 +69,8 @@ fn fragmentation(ctx: &Ctx<'_>) -> Finding {
     .observed("free_bytes", free)
     .observed("free_high_order_bytes", high)
     .observed("largest_free_block_bytes", largest)
+    .observed("page_size_bytes", page)
+    .observed("page_size_source", ctx.snap.page_size.source.clone())
     .expected(
         "free_high_order_bytes",
         format!(">= {}", spec.min_free_high_order_bytes),
@@ -118,7 +121,7 @@ fn compaction(ctx: &Ctx<'_>, real_oom: bool) -> Finding {
     let ebusy: Vec<&LogHit> = ctx
         .logs
         .find(Some(LogClass::Kernel), |e| matches!(e, LogEvent::CmaAllocFail { ret: -16, .. }))
-        .filter(|(_, e)| matches!(e, LogEvent::CmaAllocFail { pages, .. } if pages.saturating_mul(PAGE_BYTES) <= cma_free))
+        .filter(|(_, e)| matches!(e, LogEvent::CmaAllocFail { pages, .. } if pages.saturating_mul(ctx.snap.page_size.bytes) <= cma_free))
         .map(|(h, _)| h)
         .collect();
     let high_order: Vec<&LogHit> = ctx
@@ -170,7 +173,11 @@ fn compaction(ctx: &Ctx<'_>, real_oom: bool) -> Finding {
             .remedy(remedy);
     }
     let frag = ctx.snap.buddyinfo.as_ref().ok().map(|z| {
-        let (free, high, _) = buddy_summary(z, ctx.profile.memory.fragmentation_order);
+        let (free, high, _) = buddy_summary(
+            z,
+            ctx.profile.memory.fragmentation_order,
+            ctx.snap.page_size.bytes,
+        );
         high < ctx.profile.memory.min_free_high_order_bytes
             && free
                 >= ctx

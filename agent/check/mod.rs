@@ -15,6 +15,8 @@ mod memory;
 mod moe;
 pub use memory::buddy_summary;
 mod rknpu;
+mod sources;
+pub use sources::{kernel_log_unavailable, KERNEL_LOG_CHECKS};
 
 use crate::parse::logline::{classify, LogEvent};
 use crate::probe::{LogClass, Snapshot};
@@ -51,6 +53,7 @@ pub const CHECK_IDS: &[&str] = &[
     "kernel.numa_balancing",
     "llm.override_tensor",
     "llm.vram_budget",
+    "agent.log_sources",
 ];
 
 /// A finding's status. Severity order: `pass` = `skip` < `info` < `error` < `warn` < `fail`.
@@ -354,7 +357,9 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.extend(cma::all(&ctx));
     findings.extend(memory::all(&ctx));
     findings.extend(llm::all(&ctx));
+    findings.push(sources::log_sources(&ctx));
     apply_signatures(&ctx, &mut findings);
+    sources::annotate_blind_checks(&ctx, &mut findings);
     findings.sort_by_key(|f| {
         CHECK_IDS
             .iter()

@@ -512,7 +512,7 @@ pub fn probe_dt_cma(root: &SysRoot) -> Option<DtCma> {
 }
 
 /// Expands `*` in the last path component against the directory listing.
-fn expand(root: &SysRoot, pattern: &str) -> Vec<String> {
+pub(super) fn expand(root: &SysRoot, pattern: &str) -> Vec<String> {
     let Some((dir, name)) = pattern.rsplit_once('/') else {
         return Vec::new();
     };
@@ -526,37 +526,6 @@ fn expand(root: &SysRoot, pattern: &str) -> Vec<String> {
             .map(|n| format!("{dir}/{n}"))
             .collect(),
     }
-}
-
-/// Reads the tails of the profile's logs that exist.
-pub fn probe_logs(root: &SysRoot, profile: &Profile) -> Vec<LogFile> {
-    let mut out: Vec<LogFile> = Vec::new();
-    let classes = [
-        (LogClass::Kernel, &profile.logs.kernel),
-        (LogClass::Workload, &profile.logs.workload),
-        (LogClass::Device, &profile.logs.device),
-    ];
-    for (class, patterns) in classes {
-        for pat in patterns.iter() {
-            for path in expand(root, pat) {
-                if out.iter().any(|l| l.path == path)
-                    || profile.logs.device.contains(&path) && class != LogClass::Device
-                {
-                    continue;
-                }
-                if let Ok(text) = root.read_tail(&path, LOG_TAIL_BYTES) {
-                    let cut = root.file_len(&path).is_some_and(|n| n > LOG_TAIL_BYTES);
-                    out.push(LogFile {
-                        path,
-                        class,
-                        lines: text.lines().map(str::to_string).collect(),
-                        cut,
-                    });
-                }
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

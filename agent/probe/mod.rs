@@ -5,6 +5,7 @@
 //! Two phases: [`probe_identity`] reads what profile detection needs (device tree, PCI, dpkg);
 //! [`probe`] then reads what the chosen profile names (workloads, logs, boot files, firmware).
 
+pub mod evidence;
 mod files;
 pub mod llm;
 
@@ -138,7 +139,8 @@ pub struct DtCma {
 }
 
 /// Which side a log comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LogClass {
     /// The host kernel.
     Kernel,
@@ -148,10 +150,11 @@ pub enum LogClass {
     Device,
 }
 
-/// A log file's tail, split in lines.
+/// Lines of one log source: a file's tail, the kernel ring buffer, or journal entries.
 #[derive(Debug, Clone)]
 pub struct LogFile {
-    /// Board path.
+    /// Board path, or the source's name (`/dev/kmsg`, `journal:_TRANSPORT=kernel`,
+    /// `journal:workloads`; see [`evidence`]).
     pub path: String,
     /// Which side wrote it.
     pub class: LogClass,
@@ -255,8 +258,13 @@ pub struct Snapshot {
     pub boot_files: Vec<BootFileRead>,
     /// Device-tree CMA node.
     pub dt_cma: Option<DtCma>,
-    /// Logs.
+    /// Logs: kernel lines (class [`LogClass::Kernel`], from `/dev/kmsg`, the journal or files),
+    /// workload and device lines, each named by its source.
     pub logs: Vec<LogFile>,
+    /// Every log source tried and what happened (read, denied, missing, unused).
+    pub log_sources: Vec<evidence::LogSource>,
+    /// Page size buddy orders are converted with.
+    pub page_size: evidence::PageSize,
     /// `/proc/uptime` first field, seconds.
     pub uptime_s: Probed<f64>,
     /// `/proc/sys/kernel/random/boot_id`.
@@ -351,12 +359,16 @@ pub fn probe_dpkg(root: &SysRoot) -> Probed<Vec<dpkg::DpkgPackage>> {
 
 /// Reads everything the checks need for `profile`. `identity`, `pci` and `dpkg` come from the
 /// detection phase so they are read once.
+///
+/// `log_cursors` (the daemon) makes the log sources read incrementally; `None` reads everything
+/// of this boot (see [`evidence::probe_logs`]).
 pub fn probe(
     root: &SysRoot,
     profile: &Profile,
     identity: Identity,
     pci: Probed<Vec<PciDevice>>,
     dpkg: Probed<Vec<dpkg::DpkgPackage>>,
+    log_cursors: Option<&mut evidence::LogCursors>,
 ) -> Snapshot {
     let meminfo = read_parsed(root, "/proc/meminfo", meminfo::parse_meminfo);
     let buddyinfo = read_parsed(root, "/proc/buddyinfo", buddyinfo::parse_buddyinfo);
@@ -374,6 +386,8 @@ pub fn probe(
     let boot_id = root
         .read_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string());
+    let (logs, log_sources) =
+        evidence::probe_logs(root, profile, log_cursors, boot_id.as_deref().ok());
     let live = root.is_live();
     let now_unix_s = live.then(|| {
         std::time::SystemTime::now()
@@ -467,7 +481,9 @@ pub fn probe(
             })
             .collect(),
         dt_cma: probe_dt_cma(root),
-        logs: probe_logs(root, profile),
+        logs,
+        log_sources,
+        page_size: evidence::page_size(root),
         uptime_s,
         boot_id,
         llm: llm::probe_llm(root, profile),

@@ -1,0 +1,127 @@
+//! `agent.log_sources`: which evidence the agent could read this cycle (the kernel ring buffer,
+//! the systemd journal, log files), so silence in the logs is never mistaken for health. A source
+//! that is denied or missing makes this `info` with the reason, never `warn`; the checks that
+//! read kernel lines say in their summary that the kernel log was not read.
+
+use super::{Ctx, Finding, Status};
+use crate::probe::evidence::SourceState;
+use crate::probe::LogClass;
+use serde_json::json;
+
+/// Checks whose verdict rests partly on kernel log lines.
+pub const KERNEL_LOG_CHECKS: &[&str] = &[
+    "hailo.driver_binding",
+    "hailo.device_degraded",
+    "rknpu.driver_version",
+    "cma.free",
+    "memory.compaction",
+    "memory.oom",
+];
+
+/// Why no kernel messages were read (every kernel source denied or missing), or `None` when
+/// one was read.
+pub fn kernel_log_unavailable(ctx: &Ctx<'_>) -> Option<String> {
+    let kernel: Vec<_> = ctx
+        .snap
+        .log_sources
+        .iter()
+        .filter(|s| s.class == LogClass::Kernel)
+        .collect();
+    if kernel.iter().any(|s| s.state == SourceState::Read) {
+        return None;
+    }
+    let why: Vec<String> = kernel
+        .iter()
+        .map(|s| format!("{}: {}", s.name, s.detail))
+        .collect();
+    Some(if why.is_empty() {
+        "no kernel log source".into()
+    } else {
+        why.join("; ")
+    })
+}
+
+pub(super) fn log_sources(ctx: &Ctx<'_>) -> Finding {
+    let id = "agent.log_sources";
+    let srcs = &ctx.snap.log_sources;
+    let read: Vec<_> = srcs
+        .iter()
+        .filter(|s| s.state == SourceState::Read)
+        .collect();
+    let bad: Vec<_> = srcs
+        .iter()
+        .filter(|s| matches!(s.state, SourceState::Denied))
+        .collect();
+    let kernel_from = read
+        .iter()
+        .find(|s| s.class == LogClass::Kernel)
+        .map(|s| s.name.clone());
+    let mut f = Finding::new(id, Status::Pass, "");
+    for s in srcs {
+        f.observed.insert(
+            format!("source:{}", s.name),
+            json!({"class": s.class, "state": s.state, "detail": s.detail, "lines": s.lines}),
+        );
+    }
+    f = f.observed(
+        "kernel_log_source",
+        kernel_from.clone().unwrap_or_else(|| "none".into()),
+    );
+    match (&kernel_from, kernel_log_unavailable(ctx)) {
+        (Some(k), _) => {
+            f.summary = format!(
+                "kernel messages from {k}; {} source(s) read{}",
+                read.len(),
+                if bad.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; denied: {}",
+                        bad.iter()
+                            .map(|s| s.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            );
+            if !bad.is_empty() {
+                f.status = Status::Info;
+            }
+        }
+        (None, Some(why)) if !ctx.snap.live => {
+            // A captured tree without a kernel log: nothing to read, nothing denied.
+            f.status = Status::Skip;
+            f.summary = format!("no kernel log in this tree ({why})");
+        }
+        (None, Some(why)) => {
+            f.status = Status::Info;
+            f.summary = format!(
+                "no kernel messages could be read, so {} cannot see kernel log lines ({why})",
+                KERNEL_LOG_CHECKS.join(", ")
+            );
+            if ctx.snap.live {
+                f.remedy = "let the agent read the kernel log: ProtectKernelLogs=no and CAP_SYSLOG in the unit (kernel.dmesg_restrict=1), or install the journal/rsyslog".into();
+            }
+        }
+        (None, None) => {}
+    }
+    for s in bad.iter().take(8) {
+        f.push_evidence(&s.name, None, &s.detail);
+    }
+    f
+}
+
+/// Appends the reason to every passing kernel-log check when no kernel messages were read.
+pub(super) fn annotate_blind_checks(ctx: &Ctx<'_>, findings: &mut [Finding]) {
+    let Some(why) = kernel_log_unavailable(ctx) else {
+        return;
+    };
+    for f in findings
+        .iter_mut()
+        .filter(|f| KERNEL_LOG_CHECKS.contains(&f.id.as_str()) && f.status == Status::Pass)
+    {
+        f.summary
+            .push_str(&format!(" (kernel log not read: {why})"));
+        f.observed.insert("kernel_log".into(), "unavailable".into());
+    }
+}

@@ -1,0 +1,900 @@
+//! Where log evidence comes from, on a live board and in a captured tree, and the page size.
+//!
+//! Kernel messages, in order (the first source that can be read wins, so a line is never counted
+//! from two copies of the same ring buffer):
+//! 1. live: `/dev/kmsg` (one record per `read()`, `prio,seq,usec,flags;text`, opened
+//!    non-blocking; `EPIPE` = records overwritten while reading); captured tree: the
+//!    [`CAPTURE_KERNEL_LOG`] text file `npu-agent capture` writes;
+//! 2. the systemd journal's kernel transport (`journalctl -k -b -o json`; in a captured tree
+//!    `journalctl -D <tree>/var/log/journal`);
+//! 3. the profile's kernel log files (`/var/log/kern.log`, `syslog`, ... where rsyslog exists).
+//!
+//! Workload messages: the journal of the profile's units (`_SYSTEMD_UNIT=`) and process names
+//! (`_COMM=`, `SYSLOG_IDENTIFIER=`) of this boot (captured tree: [`CAPTURE_WORKLOAD_LOG`] or the
+//! tree's journal directory), plus the profile's workload log files.
+//!
+//! The journal is read by running `journalctl --output=json` (with `--after-cursor` in the daemon):
+//! it reads every journal file format systemd writes (compact mode, zstd/xz/lz4 compression,
+//! sealed files) at no cost in binary size, where a pure-Rust reader would need its own
+//! decompressors and follow format changes. Its cost is measured by `bench/logs.sh`.
+//!
+//! In the daemon every source is read incrementally through [`LogCursors`] (kmsg sequence number,
+//! journal cursors, a file's inode + offset), only for this boot (`boot_id`), and the cursors and
+//! the evidence lines kept so far are persisted in the state directory, so a restart neither
+//! re-reads 16 MiB nor counts a line twice.
+
+use super::{LogClass, LogFile, LOG_TAIL_BYTES};
+use crate::profile::Profile;
+use crate::root::SysRoot;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{BufRead, BufReader, Read};
+
+/// Directory of a captured tree that holds what `npu-agent capture` recorded.
+pub const CAPTURE_DIR: &str = "/npu-agent-capture";
+/// The running kernel's page size in bytes, as `capture` recorded it.
+pub const CAPTURE_PAGE_SIZE: &str = "/npu-agent-capture/page_size";
+/// Kernel messages `capture` read from `/dev/kmsg` or the journal, one per line.
+pub const CAPTURE_KERNEL_LOG: &str = "/npu-agent-capture/kernel.log";
+/// The workloads' journal lines `capture` read, one per line (`unit[pid]: message`).
+pub const CAPTURE_WORKLOAD_LOG: &str = "/npu-agent-capture/workload-journal.log";
+/// Page size used for a captured tree that recorded none (the arm64 and x86_64 default).
+pub const FALLBACK_PAGE_BYTES: u64 = 4096;
+/// Name of the kernel ring buffer source.
+pub const KMSG: &str = "/dev/kmsg";
+/// Name of the journal's kernel transport source.
+pub const JOURNAL_KERNEL: &str = "journal:_TRANSPORT=kernel";
+/// Name of the workloads' journal source.
+pub const JOURNAL_WORKLOAD: &str = "journal:workloads";
+/// Most lines kept per source (the newest win).
+pub const MAX_LINES_PER_SOURCE: usize = 50_000;
+/// Most evidence lines the daemon keeps per source across cycles (the newest win).
+pub const MAX_KEPT_PER_SOURCE: usize = 2_000;
+/// Lines kept in the daemon although no check classifies them yet: `board.power` counts them.
+pub const EXTRA_KEPT: &[&str] = &["Undervoltage detected", "Voltage normalised"];
+
+/// The page size buddy orders are converted with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageSize {
+    /// Bytes per page (4096, 16384, 65536).
+    pub bytes: u64,
+    /// Where it came from: `kernel`, the capture file, or `fallback`.
+    pub source: String,
+}
+
+/// The page size for `root`: the running kernel's on the live system, what `capture` recorded in
+/// a captured tree ([`CAPTURE_PAGE_SIZE`]), else [`FALLBACK_PAGE_BYTES`].
+pub fn page_size(root: &SysRoot) -> PageSize {
+    if root.is_live() {
+        return PageSize {
+            bytes: rustix::param::page_size() as u64,
+            source: "kernel".into(),
+        };
+    }
+    match root
+        .read_string(CAPTURE_PAGE_SIZE)
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
+        .filter(|b| b.is_power_of_two() && (1024..=1 << 20).contains(b))
+    {
+        Some(bytes) => PageSize {
+            bytes,
+            source: CAPTURE_PAGE_SIZE.into(),
+        },
+        None => PageSize {
+            bytes: FALLBACK_PAGE_BYTES,
+            source: "fallback (no page size recorded in this tree): 4 KiB".into(),
+        },
+    }
+}
+
+/// What happened to one evidence source this cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceState {
+    /// Read (possibly with nothing new).
+    Read,
+    /// Exists but the agent may not read it (permissions, sandbox).
+    Denied,
+    /// Not there (no such device, file, tool or journal).
+    Missing,
+    /// Not read because a better source of the same messages was read.
+    Unused,
+}
+
+/// One evidence source and what happened to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogSource {
+    /// `/dev/kmsg`, `journal:_TRANSPORT=kernel`, `journal:workloads`, or a board file path.
+    pub name: String,
+    /// Which messages it carries.
+    pub class: LogClass,
+    /// Read, denied, missing or unused.
+    pub state: SourceState,
+    /// Why (the error, or which source was used instead); for a read source, what was read.
+    pub detail: String,
+    /// Lines taken from it this cycle.
+    pub lines: usize,
+}
+
+/// A file's read position.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileCursor {
+    /// Inode number (a rotated file has a new one).
+    pub inode: u64,
+    /// Bytes consumed (up to the last complete line).
+    pub offset: u64,
+}
+
+/// One evidence line the daemon keeps across cycles.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptLine {
+    /// Source name (as in [`LogSource::name`]).
+    pub source: String,
+    /// Which side wrote it.
+    pub class: LogClass,
+    /// The line.
+    pub text: String,
+}
+
+/// Read positions of every source and the evidence lines seen so far in this boot; persisted
+/// by the daemon (`log_cursors.json` in the state directory).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogCursors {
+    /// `boot_id` the cursors belong to; another boot starts afresh.
+    pub boot_id: String,
+    /// Last `/dev/kmsg` sequence number consumed.
+    pub kmsg_seq: Option<u64>,
+    /// Journal cursor of the last kernel entry consumed.
+    pub journal_kernel: Option<String>,
+    /// Journal cursor of the last workload entry consumed.
+    pub journal_workload: Option<String>,
+    /// Files by board path.
+    pub files: BTreeMap<String, FileCursor>,
+    /// Evidence lines kept (those a check classifies or a profile signature matches).
+    pub kept: Vec<KeptLine>,
+}
+
+/// Lines read from one source this cycle.
+struct Batch {
+    name: String,
+    class: LogClass,
+    lines: Vec<String>,
+    /// The part read was a tail of a longer file (line numbers unknown).
+    cut: bool,
+}
+
+/// A line worth keeping in the daemon: a check classifies it, a profile signature matches it,
+/// or it is one of [`EXTRA_KEPT`].
+pub fn is_evidence(line: &str, profile: &Profile) -> bool {
+    !crate::parse::logline::classify(line).is_empty()
+        || profile
+            .signature
+            .iter()
+            .any(|s| !s.contains.is_empty() && line.contains(&s.contains))
+        || EXTRA_KEPT.iter().any(|k| line.contains(k))
+}
+
+/// Reads every log source for `profile` under `root`. Without `cursors` (one-shot `check`,
+/// `capture`) everything of this boot is read (files: their last [`LOG_TAIL_BYTES`]); with
+/// `cursors` (the daemon) only what is new since the cursors, and the returned logs are the
+/// evidence lines kept across cycles. `boot_id` resets the cursors when it changed.
+pub fn probe_logs(
+    root: &SysRoot,
+    profile: &Profile,
+    cursors: Option<&mut LogCursors>,
+    boot_id: Option<&str>,
+) -> (Vec<LogFile>, Vec<LogSource>) {
+    let mut fresh = LogCursors::default();
+    let incremental = cursors.is_some();
+    let cur = match cursors {
+        Some(c) => {
+            // Cursors of another boot (or of none yet) start afresh; an unreadable boot_id
+            // keeps what is held.
+            let b = boot_id.unwrap_or(if c.boot_id.is_empty() {
+                "unknown"
+            } else {
+                &c.boot_id
+            });
+            if c.boot_id != b {
+                *c = LogCursors {
+                    boot_id: b.to_string(),
+                    ..LogCursors::default()
+                };
+            }
+            c
+        }
+        None => &mut fresh,
+    };
+    let mut sources = Vec::new();
+    let mut batches = Vec::new();
+    kernel_sources(root, profile, cur, &mut sources, &mut batches);
+    workload_sources(root, profile, cur, &mut sources, &mut batches);
+    device_files(root, profile, cur, incremental, &mut sources, &mut batches);
+    if !incremental {
+        let logs = batches
+            .into_iter()
+            .filter(|b| !b.lines.is_empty() || !b.name.starts_with("journal:"))
+            .map(|b| LogFile {
+                path: b.name,
+                class: b.class,
+                lines: b.lines,
+                cut: b.cut,
+            })
+            .collect();
+        return (logs, sources);
+    }
+    for b in batches {
+        for l in b.lines {
+            if is_evidence(&l, profile) {
+                cur.kept.push(KeptLine {
+                    source: b.name.clone(),
+                    class: b.class,
+                    text: l,
+                });
+            }
+        }
+    }
+    // Bound what is kept per source, newest first.
+    let mut per: BTreeMap<String, usize> = BTreeMap::new();
+    let mut keep = vec![false; cur.kept.len()];
+    for (i, k) in cur.kept.iter().enumerate().rev() {
+        let n = per.entry(k.source.clone()).or_default();
+        if *n < MAX_KEPT_PER_SOURCE {
+            *n += 1;
+            keep[i] = true;
+        }
+    }
+    let mut it = keep.into_iter();
+    cur.kept.retain(|_| it.next().unwrap_or(false));
+    let mut logs: Vec<LogFile> = Vec::new();
+    for k in &cur.kept {
+        match logs.iter_mut().find(|l| l.path == k.source) {
+            Some(l) => l.lines.push(k.text.clone()),
+            None => logs.push(LogFile {
+                path: k.source.clone(),
+                class: k.class,
+                lines: vec![k.text.clone()],
+                cut: true,
+            }),
+        }
+    }
+    (logs, sources)
+}
+
+fn source(name: &str, class: LogClass, state: SourceState, detail: impl Into<String>) -> LogSource {
+    LogSource {
+        name: name.to_string(),
+        class,
+        state,
+        detail: detail.into(),
+        lines: 0,
+    }
+}
+
+fn kernel_sources(
+    root: &SysRoot,
+    profile: &Profile,
+    cur: &mut LogCursors,
+    sources: &mut Vec<LogSource>,
+    batches: &mut Vec<Batch>,
+) {
+    let class = LogClass::Kernel;
+    let mut used: Option<String> = None;
+    // 1. The ring buffer (live) or the text capture wrote (tree).
+    if root.is_live() {
+        match read_kmsg(cur.kmsg_seq) {
+            Ok(k) => {
+                let mut detail = format!("{} record(s)", k.lines.len());
+                if k.lost > 0 {
+                    detail.push_str(&format!(
+                        "; {} record(s) overwritten before they were read",
+                        k.lost
+                    ));
+                }
+                if let Some(s) = k.last_seq {
+                    cur.kmsg_seq = Some(s);
+                }
+                sources.push(LogSource {
+                    lines: k.lines.len(),
+                    ..source(KMSG, class, SourceState::Read, detail)
+                });
+                batches.push(Batch {
+                    name: KMSG.into(),
+                    class,
+                    lines: k.lines,
+                    cut: true,
+                });
+                used = Some(KMSG.into());
+            }
+            Err((state, why)) => sources.push(source(KMSG, class, state, why)),
+        }
+    } else if root.exists(CAPTURE_KERNEL_LOG) {
+        if let Some(b) = read_file(root, CAPTURE_KERNEL_LOG, class, cur, sources) {
+            batches.push(b);
+            used = Some(CAPTURE_KERNEL_LOG.into());
+        }
+    }
+    // 2. The journal's kernel transport.
+    if let Some(u) = &used {
+        sources.push(source(
+            JOURNAL_KERNEL,
+            class,
+            SourceState::Unused,
+            format!("kernel messages read from {u}"),
+        ));
+    } else {
+        let matches = vec!["_TRANSPORT=kernel".to_string()];
+        match read_journal(root, &matches, cur.journal_kernel.as_deref(), false) {
+            Ok(j) => {
+                if j.last_cursor.is_some() {
+                    cur.journal_kernel = j.last_cursor;
+                }
+                sources.push(LogSource {
+                    lines: j.lines.len(),
+                    ..source(
+                        JOURNAL_KERNEL,
+                        class,
+                        SourceState::Read,
+                        format!("{} entries ({})", j.lines.len(), j.dir),
+                    )
+                });
+                batches.push(Batch {
+                    name: JOURNAL_KERNEL.into(),
+                    class,
+                    lines: j.lines,
+                    cut: true,
+                });
+                used = Some(JOURNAL_KERNEL.into());
+            }
+            Err((state, why)) => sources.push(source(JOURNAL_KERNEL, class, state, why)),
+        }
+    }
+    // 3. The profile's kernel log files.
+    for path in profile_paths(root, &profile.logs.kernel, profile) {
+        if let Some(u) = &used {
+            if root.exists(&path) {
+                sources.push(source(
+                    &path,
+                    class,
+                    SourceState::Unused,
+                    format!("kernel messages read from {u}"),
+                ));
+            }
+            continue;
+        }
+        if let Some(b) = read_file(root, &path, class, cur, sources) {
+            batches.push(b);
+        }
+    }
+    if used.is_none() && !batches.iter().any(|b| b.class == class) && !root.is_live() {
+        // A captured tree with no kernel log at all: say so once.
+        if !sources
+            .iter()
+            .any(|s| s.class == class && s.state != SourceState::Missing)
+        {
+            sources.push(source(
+                "kernel log files",
+                class,
+                SourceState::Missing,
+                "no kernel log file in this tree",
+            ));
+        }
+    }
+}
+
+fn workload_sources(
+    root: &SysRoot,
+    profile: &Profile,
+    cur: &mut LogCursors,
+    sources: &mut Vec<LogSource>,
+    batches: &mut Vec<Batch>,
+) {
+    let class = LogClass::Workload;
+    let matches = workload_matches(profile);
+    if !root.is_live() && root.exists(CAPTURE_WORKLOAD_LOG) {
+        if let Some(b) = read_file(root, CAPTURE_WORKLOAD_LOG, class, cur, sources) {
+            batches.push(b);
+        }
+        sources.push(source(
+            JOURNAL_WORKLOAD,
+            class,
+            SourceState::Unused,
+            format!("workload journal read from {CAPTURE_WORKLOAD_LOG}"),
+        ));
+    } else if matches.is_empty() {
+        sources.push(source(
+            JOURNAL_WORKLOAD,
+            class,
+            SourceState::Unused,
+            "the profile names no workload units or processes",
+        ));
+    } else {
+        match read_journal(root, &matches, cur.journal_workload.as_deref(), true) {
+            Ok(j) => {
+                if j.last_cursor.is_some() {
+                    cur.journal_workload = j.last_cursor;
+                }
+                sources.push(LogSource {
+                    lines: j.lines.len(),
+                    ..source(
+                        JOURNAL_WORKLOAD,
+                        class,
+                        SourceState::Read,
+                        format!("{} entries ({})", j.lines.len(), j.dir),
+                    )
+                });
+                batches.push(Batch {
+                    name: JOURNAL_WORKLOAD.into(),
+                    class,
+                    lines: j.lines,
+                    cut: true,
+                });
+            }
+            Err((state, why)) => sources.push(source(JOURNAL_WORKLOAD, class, state, why)),
+        }
+    }
+    for path in profile_paths(root, &profile.logs.workload, profile) {
+        if let Some(b) = read_file(root, &path, class, cur, sources) {
+            batches.push(b);
+        }
+    }
+}
+
+fn device_files(
+    root: &SysRoot,
+    profile: &Profile,
+    cur: &mut LogCursors,
+    _incremental: bool,
+    sources: &mut Vec<LogSource>,
+    batches: &mut Vec<Batch>,
+) {
+    for pat in &profile.logs.device {
+        for path in super::files::expand(root, pat) {
+            if let Some(b) = read_file(root, &path, LogClass::Device, cur, sources) {
+                batches.push(b);
+            }
+        }
+    }
+}
+
+/// The profile's log files of one class that exist (globs expanded), leaving out device logs.
+fn profile_paths(root: &SysRoot, patterns: &[String], profile: &Profile) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for pat in patterns {
+        for path in super::files::expand(root, pat) {
+            if !out.contains(&path) && !profile.logs.device.contains(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// `field=value` journal matches for the profile's units and process names, as journalctl
+/// arguments (`+` between fields: any of them).
+pub fn workload_matches(profile: &Profile) -> Vec<String> {
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let units: Vec<String> = profile
+        .limits
+        .units
+        .iter()
+        .map(|u| format!("_SYSTEMD_UNIT={u}"))
+        .collect();
+    // The kernel truncates comm to 15 bytes.
+    let comms: Vec<String> = profile
+        .limits
+        .workloads
+        .iter()
+        .map(|w| format!("_COMM={}", w.chars().take(15).collect::<String>()))
+        .collect();
+    let idents: Vec<String> = profile
+        .limits
+        .workloads
+        .iter()
+        .map(|w| format!("SYSLOG_IDENTIFIER={w}"))
+        .collect();
+    for g in [units, comms, idents] {
+        if !g.is_empty() {
+            groups.push(g);
+        }
+    }
+    let mut out = Vec::new();
+    for (i, g) in groups.into_iter().enumerate() {
+        if i > 0 {
+            out.push("+".to_string());
+        }
+        out.extend(g);
+    }
+    out
+}
+
+/// Reads a log file: all of it from the cursor when one is held (only complete lines; a new
+/// inode or a shorter file starts over), else its last [`LOG_TAIL_BYTES`].
+fn read_file(
+    root: &SysRoot,
+    path: &str,
+    class: LogClass,
+    cur: &mut LogCursors,
+    sources: &mut Vec<LogSource>,
+) -> Option<Batch> {
+    let incremental = !cur.boot_id.is_empty();
+    let result = if incremental {
+        read_file_from(root, path, cur)
+    } else {
+        root.read_tail(path, LOG_TAIL_BYTES).map(|text| {
+            let cut = root.file_len(path).is_some_and(|n| n > LOG_TAIL_BYTES);
+            (text.lines().map(str::to_string).collect::<Vec<_>>(), cut)
+        })
+    };
+    match result {
+        Ok((lines, cut)) => {
+            sources.push(LogSource {
+                lines: lines.len(),
+                ..source(
+                    path,
+                    class,
+                    SourceState::Read,
+                    format!("{} line(s)", lines.len()),
+                )
+            });
+            Some(Batch {
+                name: path.to_string(),
+                class,
+                lines,
+                cut,
+            })
+        }
+        Err(e) => {
+            let state = match e.kind {
+                crate::root::ReadErrorKind::NotFound => SourceState::Missing,
+                crate::root::ReadErrorKind::PermissionDenied => SourceState::Denied,
+                _ => SourceState::Denied,
+            };
+            sources.push(source(path, class, state, e.to_string()));
+            None
+        }
+    }
+}
+
+fn read_file_from(
+    root: &SysRoot,
+    path: &str,
+    cur: &mut LogCursors,
+) -> Result<(Vec<String>, bool), crate::root::ReadError> {
+    let (inode, len) = root.inode_len(path)?;
+    let prev = cur.files.get(path).cloned();
+    let start = match &prev {
+        Some(c) if c.inode == inode && c.offset <= len => c.offset,
+        // First sight or rotated: the tail, like a one-shot check.
+        _ => len.saturating_sub(LOG_TAIL_BYTES),
+    };
+    let cut = start > 0 && prev.as_ref().is_none_or(|c| c.inode != inode);
+    let bytes = root.read_range(path, start, MAX_READ_PER_CYCLE)?;
+    // Only complete lines; a partial last line is read again next cycle.
+    let end = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let mut text = String::from_utf8_lossy(&bytes[..end]).into_owned();
+    if cut && prev.is_none() && start > 0 {
+        if let Some(nl) = text.find('\n') {
+            text.drain(..=nl);
+        }
+    }
+    cur.files.insert(
+        path.to_string(),
+        FileCursor {
+            inode,
+            offset: start + end as u64,
+        },
+    );
+    Ok((text.lines().map(str::to_string).collect(), cut))
+}
+
+/// Most bytes of one file read in one daemon cycle (the rest comes next cycle).
+pub const MAX_READ_PER_CYCLE: u64 = 16 * 1024 * 1024;
+
+/// Records read from `/dev/kmsg`.
+pub struct KmsgRead {
+    /// Messages as `[seconds.micros] text`.
+    pub lines: Vec<String>,
+    /// Highest sequence number read.
+    pub last_seq: Option<u64>,
+    /// Records lost: overwritten while reading (`EPIPE`) or between cycles (a gap after the
+    /// cursor).
+    pub lost: u64,
+}
+
+/// Parses one `/dev/kmsg` record (`prio,seq,usec,flags;text\n key=value...`) into its sequence
+/// number and `[seconds.micros] text`. `None` for a malformed record.
+pub fn parse_kmsg_record(rec: &str) -> Option<(u64, String)> {
+    let (head, rest) = rec.split_once(';')?;
+    let mut f = head.split(',');
+    let _prio = f.next()?;
+    let seq: u64 = f.next()?.trim().parse().ok()?;
+    let usec: u64 = f.next()?.trim().parse().ok()?;
+    let text = rest.split('\n').next().unwrap_or("");
+    Some((
+        seq,
+        format!("[{:>5}.{:06}] {}", usec / 1_000_000, usec % 1_000_000, text),
+    ))
+}
+
+/// Reads every record of the kernel ring buffer after sequence number `after` (all when
+/// `None`), without blocking. Errors are (denied or missing, why).
+pub fn read_kmsg(after: Option<u64>) -> Result<KmsgRead, (SourceState, String)> {
+    read_kmsg_at(std::path::Path::new(KMSG), after)
+}
+
+/// [`read_kmsg`] on another device path (tests).
+pub fn read_kmsg_at(
+    path: &std::path::Path,
+    after: Option<u64>,
+) -> Result<KmsgRead, (SourceState, String)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => {
+                let restrict = std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict")
+                    .map(|s| s.trim() == "1")
+                    .unwrap_or(false);
+                let why = if restrict {
+                    "permission denied: kernel.dmesg_restrict=1 and the agent has no CAP_SYSLOG (or the unit sets ProtectKernelLogs=yes)"
+                } else {
+                    "permission denied (the unit sets ProtectKernelLogs=yes, or no CAP_SYSLOG)"
+                };
+                (SourceState::Denied, why.to_string())
+            }
+            std::io::ErrorKind::NotFound => (SourceState::Missing, format!("no {}", path.display())),
+            _ => (SourceState::Denied, format!("cannot open {}: {e}", path.display())),
+        })?;
+    let mut out = KmsgRead {
+        lines: Vec::new(),
+        last_seq: None,
+        lost: 0,
+    };
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut lines: VecDeque<String> = VecDeque::new();
+    // The ring buffer is bounded; this only stops a device that never says EAGAIN.
+    for _ in 0..2_000_000 {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let rec = String::from_utf8_lossy(&buf[..n]);
+                let Some((seq, line)) = parse_kmsg_record(&rec) else {
+                    continue;
+                };
+                if after.is_some_and(|a| seq <= a) {
+                    continue;
+                }
+                if out.last_seq.is_none() {
+                    if let Some(a) = after {
+                        out.lost += seq.saturating_sub(a + 1);
+                    }
+                }
+                out.last_seq = Some(seq);
+                lines.push_back(line);
+                if lines.len() > MAX_LINES_PER_SOURCE {
+                    lines.pop_front();
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PIPE.raw_os_error()) => {
+                out.lost += 1;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                if out.last_seq.is_none() && lines.is_empty() {
+                    return Err((
+                        SourceState::Denied,
+                        format!("cannot read {}: {e}", path.display()),
+                    ));
+                }
+                break;
+            }
+        }
+    }
+    out.lines = lines.into();
+    Ok(out)
+}
+
+/// Journal entries read.
+pub struct JournalRead {
+    /// Messages; workload lines as `IDENT[PID]: message`.
+    pub lines: Vec<String>,
+    /// Cursor of the last entry read.
+    pub last_cursor: Option<String>,
+    /// Which journal: `system journal` or the directory.
+    pub dir: String,
+}
+
+#[derive(Deserialize)]
+struct JournalEntry {
+    #[serde(rename = "__CURSOR")]
+    cursor: Option<String>,
+    #[serde(rename = "MESSAGE", default)]
+    message: serde_json::Value,
+    #[serde(rename = "SYSLOG_IDENTIFIER", default)]
+    ident: Option<String>,
+    #[serde(rename = "_COMM", default)]
+    comm: Option<String>,
+    #[serde(rename = "_PID", default)]
+    pid: Option<String>,
+}
+
+/// Name of the journalctl program (overridable for tests with `NPU_AGENT_JOURNALCTL`).
+fn journalctl() -> String {
+    std::env::var("NPU_AGENT_JOURNALCTL").unwrap_or_else(|_| "journalctl".into())
+}
+
+/// Runs `journalctl -b -o json` with `matches` (after `cursor` when given) on the live journal,
+/// or on `<root>/var/log/journal` for a captured tree. `with_ident` prefixes each message with
+/// its `SYSLOG_IDENTIFIER[_PID]:`. Errors are (state, why).
+pub fn read_journal(
+    root: &SysRoot,
+    matches: &[String],
+    cursor: Option<&str>,
+    with_ident: bool,
+) -> Result<JournalRead, (SourceState, String)> {
+    let mut cmd = std::process::Command::new(journalctl());
+    let dir = if root.is_live() {
+        "system journal".to_string()
+    } else {
+        let host = root
+            .join("/var/log/journal")
+            .map_err(|e| (SourceState::Missing, e.to_string()))?;
+        if !root.is_dir("/var/log/journal") {
+            return Err((
+                SourceState::Missing,
+                "no /var/log/journal in this tree".into(),
+            ));
+        }
+        cmd.arg("-D").arg(&host);
+        "/var/log/journal".to_string()
+    };
+    cmd.args(["-b", "-o", "json", "--no-pager", "-q"]);
+    cmd.arg("--output-fields=MESSAGE,SYSLOG_IDENTIFIER,_COMM,_PID");
+    if let Some(c) = cursor {
+        cmd.arg(format!("--after-cursor={c}"));
+    }
+    cmd.args(matches);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            (
+                SourceState::Missing,
+                "journalctl is not installed".to_string(),
+            )
+        } else {
+            (SourceState::Denied, format!("cannot run journalctl: {e}"))
+        }
+    })?;
+    let mut lines: VecDeque<String> = VecDeque::new();
+    let mut last_cursor = None;
+    if let Some(out) = child.stdout.take() {
+        for l in BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            let Ok(e) = serde_json::from_str::<JournalEntry>(&l) else {
+                continue;
+            };
+            let msg = match &e.message {
+                serde_json::Value::String(s) => s.clone(),
+                // Binary messages come as arrays of bytes.
+                serde_json::Value::Array(a) => String::from_utf8_lossy(
+                    &a.iter()
+                        .filter_map(|b| b.as_u64().map(|b| b as u8))
+                        .collect::<Vec<_>>(),
+                )
+                .into_owned(),
+                _ => String::new(),
+            };
+            if e.cursor.is_some() {
+                last_cursor = e.cursor;
+            }
+            for m in msg.lines() {
+                let line = if with_ident {
+                    let id = e.ident.as_deref().or(e.comm.as_deref()).unwrap_or("?");
+                    match &e.pid {
+                        Some(p) => format!("{id}[{p}]: {m}"),
+                        None => format!("{id}: {m}"),
+                    }
+                } else {
+                    m.to_string()
+                };
+                lines.push_back(line);
+                if lines.len() > MAX_LINES_PER_SOURCE {
+                    lines.pop_front();
+                }
+            }
+        }
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = (&mut e).take(4096).read_to_string(&mut err);
+    }
+    let status = child
+        .wait()
+        .map_err(|e| (SourceState::Denied, format!("journalctl: {e}")))?;
+    // journalctl exits 1 when the journal has no entry of this boot or no files at all.
+    if !status.success() && lines.is_empty() {
+        let why = err.lines().next().unwrap_or("").trim().to_string();
+        let lower = why.to_lowercase();
+        let state = if lower.contains("no journal")
+            || lower.contains("no such")
+            || lower.contains("specifies no boot")
+            || lower.contains("data from the specified boot")
+        {
+            SourceState::Missing
+        } else if lower.contains("permission") {
+            SourceState::Denied
+        } else if why.is_empty() {
+            SourceState::Missing
+        } else {
+            SourceState::Denied
+        };
+        return Err((
+            state,
+            format!(
+                "journalctl ({dir}): {}",
+                if why.is_empty() {
+                    format!("exit {status}")
+                } else {
+                    why
+                }
+            ),
+        ));
+    }
+    Ok(JournalRead {
+        lines: lines.into(),
+        last_cursor,
+        dir,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kmsg_records() {
+        let (seq, line) =
+            parse_kmsg_record("3,1234,5123456,-;cma: cma_alloc: alloc failed, req-size: 8 pages, ret: -12\n SUBSYSTEM=x\n").unwrap();
+        assert_eq!(seq, 1234);
+        assert_eq!(
+            line,
+            "[    5.123456] cma: cma_alloc: alloc failed, req-size: 8 pages, ret: -12"
+        );
+        assert!(parse_kmsg_record("garbage").is_none());
+        assert!(parse_kmsg_record("6,x,1,-;t").is_none());
+    }
+
+    #[test]
+    fn kmsg_missing_device_is_missing() {
+        let r = read_kmsg_at(std::path::Path::new("/nonexistent/kmsg"), None);
+        assert!(matches!(r, Err((SourceState::Missing, _))));
+    }
+
+    #[test]
+    fn captured_page_size_and_fallback() {
+        let d = tempfile::tempdir().unwrap();
+        let root = SysRoot::new(d.path());
+        assert_eq!(page_size(&root).bytes, FALLBACK_PAGE_BYTES);
+        assert!(page_size(&root).source.starts_with("fallback"));
+        std::fs::create_dir_all(d.path().join("npu-agent-capture")).unwrap();
+        std::fs::write(d.path().join("npu-agent-capture/page_size"), "16384\n").unwrap();
+        assert_eq!(page_size(&root).bytes, 16384);
+        std::fs::write(d.path().join("npu-agent-capture/page_size"), "12345\n").unwrap();
+        assert_eq!(page_size(&root).bytes, FALLBACK_PAGE_BYTES);
+    }
+
+    #[test]
+    fn live_page_size_is_the_kernels() {
+        assert_eq!(
+            page_size(&SysRoot::new("/")).bytes,
+            rustix::param::page_size() as u64
+        );
+    }
+}
