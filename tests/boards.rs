@@ -293,6 +293,7 @@ cases! {
     own20_rk3399_cma_not_reserved => "own-rk3399-extlinux-cma-512M-not-reserved-no-meminfo", own20_extra;
     own21_rk3588_rknn_invalid_model => "own-rk3588-rknn-invalid-model-version", own21_extra;
     own22_pi5_hailo10h_zoo_ahead_of_runtime => "own-pi5-hailo10h-genai-zoo-5.2.0-runtime-5.1.1", own22_extra;
+    own23_pi5_16k_pages => "own-pi5-16k-pages-hailo10h-buddy-orders", own23_extra;
 }
 
 /// The remedy and summary of a finding do NOT contain `needle` (a remedy for another cause).
@@ -449,6 +450,42 @@ fn br23_extra(r: &Value) {
     assert_remedy_mentions(r, "limits.memlock", "LimitMEMLOCK=infinity");
     assert_remedy_mentions(r, "limits.memlock", "3098341376");
 }
+fn own23_extra(r: &Value) {
+    // 16 KiB pages (recorded by capture): order 9 = 8 MiB, order 11 = 32 MiB. Figures worked out
+    // by hand from the fixture's buddyinfo: 68908 free pages, 6656 of them in orders 9-11.
+    let f = finding(r, "memory.fragmentation");
+    assert_eq!(f["observed"]["page_size_bytes"], 16384);
+    assert_eq!(f["observed"]["free_bytes"], 68_908u64 * 16384);
+    assert_eq!(f["observed"]["free_high_order_bytes"], 6_656u64 * 16384);
+    assert_eq!(f["observed"]["largest_free_block_bytes"], 33_554_432u64);
+    assert!(
+        f["summary"].as_str().unwrap().contains("blocks of 8 MiB"),
+        "{f}"
+    );
+    assert_eq!(r["metrics"]["largest_free_block_bytes"], 33_554_432u64);
+}
+
+/// The same buddyinfo without a recorded page size falls back to 4 KiB pages: a quarter of the
+/// bytes, and the large-block memory (26 MiB) falls under the profile's 32 MiB.
+#[test]
+fn own23_without_recorded_page_size_uses_the_4k_fallback() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixtures().join("own-pi5-16k-pages-hailo10h-buddy-orders/root");
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(tmp.path().join("root"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::remove_file(tmp.path().join("root/npu-agent-capture/page_size")).unwrap();
+    let (r, worst) = check_tree(&tmp.path().join("root"));
+    let f = finding(&r, "memory.fragmentation");
+    assert_eq!(f["observed"]["page_size_bytes"], 4096);
+    assert_eq!(f["observed"]["free_high_order_bytes"], 6_656u64 * 4096);
+    assert_eq!(worst["memory.fragmentation"], "warn");
+}
+
 fn own02_extra(r: &Value) {
     assert_eq!(r["profile"], "rk3588-rknpu");
     assert_eq!(
