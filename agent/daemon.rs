@@ -52,7 +52,12 @@ struct Setup {
     policy: Policy,
     link: LinkOptions,
     profile: ProfileChoice,
+    /// Log read positions and the evidence kept this boot (persisted as [`LOG_CURSORS_FILE`]).
+    log_cursors: std::sync::Arc<std::sync::Mutex<crate::probe::evidence::LogCursors>>,
 }
+
+/// State file of the log cursors (kmsg sequence number, journal cursors, file inode + offset).
+const LOG_CURSORS_FILE: &str = "log_cursors.json";
 
 fn now_s() -> i64 {
     action::now_unix_s()
@@ -154,6 +159,14 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
     };
     let state = StateDir::new(&root, &cfg.state_dir);
     let profile = ProfileChoice::parse(&cfg.profile);
+    let log_cursors = match state.load(LOG_CURSORS_FILE) {
+        Ok(c) => c.unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(error = %e, "log cursors unreadable: reading this boot's logs afresh");
+            Default::default()
+        }
+    };
+    let log_cursors = std::sync::Arc::new(std::sync::Mutex::new(log_cursors));
     Ok(Setup {
         cfg,
         root,
@@ -164,6 +177,7 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         policy,
         link,
         profile,
+        log_cursors,
     })
 }
 
@@ -376,10 +390,22 @@ fn spawn_diagnose(s: &Setup, tx: &mpsc::UnboundedSender<Done>) {
     let root = s.root.clone();
     let choice = s.profile.clone();
     let tx = tx.clone();
+    let state = s.state.clone();
+    let opts = diagnose::DiagnoseOptions {
+        log_cursors: Some(s.log_cursors.clone()),
+        ..Default::default()
+    };
     tokio::task::spawn_blocking(move || {
-        let r = diagnose::diagnose(&root, &choice)
+        let r = diagnose::diagnose_with(&root, &choice, &opts)
             .map(Box::new)
             .map_err(|e| e.to_string());
+        // Logs are read from the cursors on: persist them so a restart neither re-reads nor
+        // counts a line twice.
+        if let Some(c) = opts.log_cursors.as_ref().and_then(|c| c.lock().ok()) {
+            if let Err(e) = state.save(LOG_CURSORS_FILE, &*c) {
+                tracing::warn!(error = %e, "cannot persist the log cursors");
+            }
+        }
         let _ = tx.send(Done::Diagnosed(r));
     });
 }
