@@ -54,12 +54,34 @@ pub enum Command {
         #[command(subcommand)]
         action: crate::cli_ops::FleetAction,
     },
+    /// Write a support bundle (.tar.gz): every file the checks read, the kernel log and the
+    /// workloads' journal as files, page size, uname and a manifest; redacted unless
+    /// --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Exit 0
+    /// written, 1 could not write.
+    Capture(CaptureArgs),
     /// Write an Ed25519 key pair for signing commands: FILE (private, mode 0600) and FILE.pub.
     Keygen {
         /// Where to write the private key.
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
+}
+
+/// `capture` options.
+#[derive(Debug, clap::Args)]
+pub struct CaptureArgs {
+    /// The bundle to write (a .tar.gz; written to a temporary file, then renamed).
+    #[arg(long, value_name = "FILE.tar.gz")]
+    pub out: PathBuf,
+    /// Capture the board tree under DIR instead of this machine.
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    pub root: PathBuf,
+    /// Board profile: auto, an id, or a profile file.
+    #[arg(long, value_name = "ID|FILE", default_value = "auto")]
+    pub profile: String,
+    /// Keep host names, user names, serials, addresses and credentials as they are.
+    #[arg(long)]
+    pub no_redact: bool,
 }
 
 /// `compact` options.
@@ -196,6 +218,40 @@ pub fn run(
         Command::Run(a) => crate::cli_ops::run(a, out, err),
         Command::Fleet { action } => crate::cli_ops::fleet(action, out, err),
         Command::Keygen { out: path } => crate::cli_ops::keygen(&path, out, err),
+        Command::Capture(a) => capture(a, out, err),
+    }
+}
+
+fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let root = SysRoot::new(&a.root);
+    match crate::capture::capture(
+        &root,
+        &ProfileChoice::parse(&a.profile),
+        &a.out,
+        !a.no_redact,
+    ) {
+        Ok(s) => {
+            let m = &s.manifest;
+            let _ = writeln!(
+                out,
+                "wrote {} ({} bytes): {} entries, {} path(s) not captured, profile {}, page size {} bytes, {}",
+                a.out.display(),
+                s.archive_bytes,
+                m.files.len() + 1,
+                m.missing.len(),
+                m.profile,
+                m.page_size_bytes,
+                if m.redacted { "redacted" } else { "not redacted" }
+            );
+            for x in m.missing.iter().take(20) {
+                let _ = writeln!(out, "  not captured: {}: {}", x.path, x.reason);
+            }
+            EXIT_OK
+        }
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            EXIT_FINDINGS
+        }
     }
 }
 

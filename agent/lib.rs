@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod capture;
 pub mod check;
 pub mod cli;
 mod cli_ops;

@@ -90,7 +90,8 @@ pub struct SysRoot {
     /// `openat2(RESOLVE_IN_ROOT)` (the kernel confines `..` and symlinks to the tree).
     dirfd: Option<std::sync::Arc<rustix::fd::OwnedFd>>,
     /// Board paths accessed, when recording for `capture`.
-    accessed: Option<std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>>,
+    #[allow(clippy::type_complexity)]
+    accessed: Option<std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, bool>>>>,
 }
 
 impl SysRoot {
@@ -173,9 +174,12 @@ impl SysRoot {
     /// file, and nothing resolves outside the tree. Kernels without openat2 (before 5.6) fall back
     /// to canonicalising the path and refusing one outside the root.
     fn open_in_root(&self, board_path: &str, dir: bool) -> Result<fs::File, ReadError> {
-        let f = self.open_in_root_inner(board_path, dir)?;
-        self.note(board_path);
-        Ok(f)
+        // A path that exists but cannot be opened is recorded too: `capture` lists it as missing.
+        let r = self.open_in_root_inner(board_path, dir);
+        if r.as_ref().is_ok() || r.as_ref().is_err_and(|e| !e.is_not_found()) {
+            self.note(board_path);
+        }
+        r
     }
 
     fn open_in_root_inner(&self, board_path: &str, dir: bool) -> Result<fs::File, ReadError> {
@@ -318,22 +322,33 @@ impl SysRoot {
     /// existing; [`accessed`](Self::accessed) returns them. `capture` copies exactly those.
     pub fn record_access(&mut self) {
         self.accessed = Some(std::sync::Arc::new(std::sync::Mutex::new(
-            std::collections::BTreeSet::new(),
+            std::collections::BTreeMap::new(),
         )));
     }
 
-    /// Board paths read so far (empty unless [`record_access`](Self::record_access) was called).
-    pub fn accessed(&self) -> Vec<String> {
+    /// Board paths accessed so far, sorted, each with `true` when it was read as a link
+    /// ([`link_basename`](Self::link_basename)); empty unless
+    /// [`record_access`](Self::record_access) was called.
+    pub fn accessed(&self) -> Vec<(String, bool)> {
         self.accessed
             .as_ref()
-            .and_then(|a| a.lock().ok().map(|s| s.iter().cloned().collect()))
+            .and_then(|a| {
+                a.lock()
+                    .ok()
+                    .map(|s| s.iter().map(|(k, v)| (k.clone(), *v)).collect())
+            })
             .unwrap_or_default()
     }
 
     fn note(&self, board_path: &str) {
+        self.note_as(board_path, false);
+    }
+
+    fn note_as(&self, board_path: &str, link: bool) {
         if let Some(a) = &self.accessed {
             if let Ok(mut s) = a.lock() {
-                s.insert(board_path.to_string());
+                let e = s.entry(board_path.to_string()).or_insert(link);
+                *e |= link;
             }
         }
     }
@@ -383,7 +398,10 @@ impl SysRoot {
 
     /// True when the board path is a directory.
     pub fn is_dir(&self, board_path: &str) -> bool {
-        self.open_in_root(board_path, true).is_ok()
+        // The live fallback opens without O_DIRECTORY: ask the opened file what it is.
+        self.open_in_root(board_path, true)
+            .and_then(|f| f.metadata().map_err(|e| Self::io_error(board_path, &e)))
+            .is_ok_and(|m| m.is_dir())
     }
 
     /// The basename a sysfs link points to (`driver` -> `hailo1x`). Captured trees may store the
@@ -393,7 +411,7 @@ impl SysRoot {
         let host = self.join(board_path)?;
         let target = match fs::read_link(&host) {
             Ok(t) => {
-                self.note(board_path);
+                self.note_as(board_path, true);
                 t.to_string_lossy().into_owned()
             }
             Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
