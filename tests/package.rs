@@ -353,8 +353,11 @@ fn the_unit_is_notify_watchdog_restart_after_network_and_sandboxed() {
     assert_eq!(values(&svc, "StateDirectory"), vec!["npu-agent"]);
     assert_eq!(
         values(&svc, "CapabilityBoundingSet"),
-        vec!["CAP_DAC_READ_SEARCH"]
+        vec!["CAP_DAC_READ_SEARCH CAP_SYSLOG"]
     );
+    // Kernel messages come from /dev/kmsg: readable, and nothing else of /dev.
+    assert_eq!(values(&svc, "ProtectKernelLogs"), vec!["no"]);
+    assert_eq!(values(&svc, "DeviceAllow"), vec!["/dev/kmsg r"]);
     assert_eq!(values(&svc, "NoNewPrivileges"), vec!["yes"]);
     // The agent's own file layout matches the unit.
     assert_eq!(
