@@ -486,6 +486,42 @@ fn own23_without_recorded_page_size_uses_the_4k_fallback() {
     assert_eq!(worst["memory.fragmentation"], "warn");
 }
 
+/// BR-08 after `cma set 256M` (cma= moved from cmdline.txt to a config.txt overlay) and before
+/// the reboot: `cma.boot_param` judges the pending state and asks for the reboot, not the edit.
+#[test]
+fn br08_after_cma_set_the_boot_param_check_asks_for_the_reboot_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let src = fixtures().join("pi5-16gb-hailo10h-cmdline-cma-256m/root");
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success());
+    let (before, _) = check_tree(&root);
+    assert_eq!(finding(&before, "cma.boot_param")["status"], "fail");
+    let o = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        .args(["cma", "set", "256M", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (after, worst) = check_tree(&root);
+    let f = finding(&after, "cma.boot_param");
+    assert_eq!(worst["cma.boot_param"], "warn", "{f}");
+    let summary = f["summary"].as_str().unwrap();
+    let remedy = f["remedy"].as_str().unwrap();
+    assert!(summary.starts_with("reboot pending"), "{f}");
+    assert!(summary.contains("dtoverlay=cma,cma-256"), "{f}");
+    assert!(
+        remedy.contains("reboot") && !remedy.contains("remove"),
+        "{f}"
+    );
+    assert_eq!(worst["reboot.pending"], "warn");
+}
+
 fn own02_extra(r: &Value) {
     assert_eq!(r["profile"], "rk3588-rknpu");
     assert_eq!(

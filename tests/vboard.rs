@@ -1422,3 +1422,122 @@ fn pi5_fleet_late_broker_then_signed_cma_overlay_and_reboot_over_mqtt() {
     ));
     common::say(&format!("pi5 fleet: {:.1} s", t0.elapsed().as_secs_f64()));
 }
+
+/// Kernel lines written into the guest's ring buffer (`/dev/kmsg`; the guest has no rsyslog and
+/// no log file at all) raise `cma.free` in the retained MQTT status; after the agent restarts,
+/// the persisted kmsg cursor keeps the same lines from being counted twice, and a new line is
+/// counted once.
+const KMSG_INIT: &str = r#"enomem() { echo "<3>cma: cma_alloc: alloc failed, req-size: $1 pages, ret: -12" > /dev/kmsg; }
+enomem 8
+enomem 16
+echo "<4>hwmon hwmon1: Undervoltage detected!" > /dev/kmsg
+vb_section logs sh -c 'find /var/log -type f 2>/dev/null; echo end'
+vb_agent
+i=0; while [ ! -s /var/lib/npu-agent/log_cursors.json ] && [ $i -lt 600 ]; do sleep 0.5; i=$((i + 1)); done
+sleep 6
+kill $(pidof npu-agent)
+vb_mark agent-killed
+sleep 2
+vb_agent
+sleep 20
+enomem 32
+vb_mark third-line
+sleep 600"#;
+
+/// The `/dev/kmsg` lines with `ret: -12` among `cma.free`'s evidence.
+fn kmsg_enomem(r: &Value) -> usize {
+    finding(r, "cma.free")["evidence"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter(|e| {
+                    e["file"] == "/dev/kmsg"
+                        && e["text"].as_str().is_some_and(|t| t.contains("ret: -12"))
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn kmsg_lines_raise_findings_over_mqtt_and_a_restart_does_not_count_them_twice() {
+    let t0 = Instant::now();
+    let Some(broker) = harness::Mosquitto::start() else {
+        return;
+    };
+    let keys = tempfile::tempdir().expect("temp dir");
+    let (_key, public) = fleet::keygen(keys.path());
+    let spec = fleet_spec("kmsg", Personality::Rock5b, broker.port, &public).init(KMSG_INIT);
+    let Some(mut board) = Board::new(spec) else {
+        return;
+    };
+    let sub = fleet::Subscriber::connect(broker.port, &format!("npu-fleet/{ROCK_ID}/#"));
+    let mut boot = board.boot();
+    boot.wait_for("VBOARD-END logs", T);
+    assert_eq!(
+        boot.section("logs").trim(),
+        "end",
+        "the guest has no log files"
+    );
+    let (_, m) = wait_status(&sub, ROCK_ID, &boot, 0, T, "cma.free from /dev/kmsg", |r| {
+        kmsg_enomem(r) == 2
+    });
+    let r = m.json();
+    assert_status(&r, "cma.free", "fail");
+    let src = finding(&r, "agent.log_sources");
+    assert_eq!(src["observed"]["kernel_log_source"], "/dev/kmsg", "{src:#}");
+    assert_eq!(
+        src["observed"]["source:/dev/kmsg"]["state"], "read",
+        "{src:#}"
+    );
+    let session = r["session"].as_u64().expect("session");
+
+    // The agent is stopped and started again: its first status counts the same two lines.
+    boot.wait_for("VBOARD-MARK agent-killed", T);
+    let from = sub.len();
+    let (after, m) = wait_status(
+        &sub,
+        ROCK_ID,
+        &boot,
+        from,
+        T,
+        "a status of the restarted agent",
+        |r| r["session"].as_u64().is_some_and(|s| s > session),
+    );
+    assert_eq!(
+        kmsg_enomem(&m.json()),
+        2,
+        "{:#}",
+        finding(&m.json(), "cma.free")
+    );
+    // A new line is counted once.
+    boot.wait_for("VBOARD-MARK third-line", T);
+    wait_status(
+        &sub,
+        ROCK_ID,
+        &boot,
+        after,
+        T,
+        "three cma_alloc lines",
+        |r| kmsg_enomem(r) == 3,
+    );
+    let last = fleet::retained(broker.port, &format!("npu-fleet/{ROCK_ID}/status"), T)
+        .expect("a retained status");
+    assert_eq!(kmsg_enomem(&last.json()), 3);
+    // No status of either agent ever counted a line twice.
+    for m in sub.all().iter().filter(|m| m.topic.ends_with("/status")) {
+        let n = kmsg_enomem(&m.json());
+        assert!(
+            (2..=3).contains(&n),
+            "a status with {n} cma_alloc lines:\n{}",
+            m.text()
+        );
+    }
+    drop(boot);
+    let cursors = board
+        .state_file("log_cursors.json")
+        .expect("log_cursors.json on the state disk");
+    let c: Value = serde_json::from_str(&cursors).expect("cursor JSON");
+    assert!(c["kmsg_seq"].as_u64().is_some(), "{c:#}");
+    eprintln!("kmsg: {:.1} s", t0.elapsed().as_secs_f64());
+}

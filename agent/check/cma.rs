@@ -532,16 +532,36 @@ fn boot_param(ctx: &Ctx<'_>) -> Finding {
                     _ => format!("; the kernel placed it at {base:#x}"),
                 };
             }
-            f.status = Status::Fail;
-            f.summary = format!(
-                "cma={} on the kernel command line bypasses the device-tree CMA pool{detail}: on a Pi 5 this breaks the firmware mailbox (vcgencmd, cpufreq)",
-                c.raw
-            );
             let path = view
                 .cmdline_file
                 .as_ref()
                 .map(|(p, _, _)| p.clone())
                 .unwrap_or_else(|| "/boot/firmware/cmdline.txt".into());
+            // The edit is already made (`cma set` moved the size to config.txt): the running
+            // kernel still has the old command line until the reboot.
+            let removed = view
+                .cmdline_file
+                .as_ref()
+                .is_some_and(|(_, _, b)| b.cma.is_none());
+            if removed && booted.as_ref().is_some_and(|b| b.is_some()) {
+                f.status = Status::Warn;
+                f.summary = format!(
+                    "reboot pending: {path} no longer sets cma= ({}), but the running kernel booted with cma={} and still bypasses the device-tree CMA pool{detail}",
+                    view.overlay
+                        .as_ref()
+                        .map(|(p, o, _)| format!("{p}: {}", o.raw))
+                        .unwrap_or_else(|| "the device tree sizes the pool".into()),
+                    c.raw
+                );
+                return f.with_hits(bypass.iter().map(|(h, _)| *h)).remedy(
+                    "sudo reboot (or `npu-agent fleet send reboot` from the operator side)",
+                );
+            }
+            f.status = Status::Fail;
+            f.summary = format!(
+                "cma={} on the kernel command line bypasses the device-tree CMA pool{detail}: on a Pi 5 this breaks the firmware mailbox (vcgencmd, cpufreq)",
+                c.raw
+            );
             let mb = c
                 .size_bytes
                 .map(|b| b >> 20)

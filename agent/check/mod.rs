@@ -186,10 +186,10 @@ impl Finding {
     /// Adds evidence in place (at most 8 items are kept).
     pub fn push_evidence(&mut self, file: &str, line: Option<usize>, text: &str) {
         if self.evidence.len() >= 8
-            || self
-                .evidence
-                .iter()
-                .any(|e| e.file == file && e.line == line)
+            || self.evidence.iter().any(|e| {
+                // Without a line number (kernel ring buffer, journal) the text tells lines apart.
+                e.file == file && e.line == line && (line.is_some() || e.text == text)
+            })
         {
             return;
         }
