@@ -239,12 +239,18 @@ fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 s.archive_bytes,
                 m.files.len() + 1,
                 m.missing.len(),
-                m.profile,
+                crate::report::clean(&m.profile),
                 m.page_size_bytes,
                 if m.redacted { "redacted" } else { "not redacted" }
             );
             for x in m.missing.iter().take(20) {
-                let _ = writeln!(out, "  not captured: {}: {}", x.path, x.reason);
+                // Board-controlled names: no control characters reach the terminal.
+                let _ = writeln!(
+                    out,
+                    "  not captured: {}: {}",
+                    crate::report::clean(&x.path),
+                    crate::report::clean(&x.reason)
+                );
             }
             EXIT_OK
         }
