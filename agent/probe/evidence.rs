@@ -367,20 +367,6 @@ fn kernel_sources(
             batches.push(b);
         }
     }
-    if used.is_none() && !batches.iter().any(|b| b.class == class) && !root.is_live() {
-        // A captured tree with no kernel log at all: say so once.
-        if !sources
-            .iter()
-            .any(|s| s.class == class && s.state != SourceState::Missing)
-        {
-            sources.push(source(
-                "kernel log files",
-                class,
-                SourceState::Missing,
-                "no kernel log file in this tree",
-            ));
-        }
-    }
 }
 
 fn workload_sources(
@@ -546,12 +532,14 @@ fn read_file(
             })
         }
         Err(e) => {
-            let state = match e.kind {
-                crate::root::ReadErrorKind::NotFound => SourceState::Missing,
-                crate::root::ReadErrorKind::PermissionDenied => SourceState::Denied,
-                _ => SourceState::Denied,
+            use crate::root::ReadErrorKind::{NotFound, OutsideRoot};
+            // A link out of a captured tree is the same as no file: the board's file is not
+            // in the tree (kernels with openat2 resolve it inside the tree and find nothing).
+            let (state, detail) = match e.kind {
+                NotFound | OutsideRoot => (SourceState::Missing, format!("{path}: not found")),
+                _ => (SourceState::Denied, e.to_string()),
             };
-            sources.push(source(path, class, state, e.to_string()));
+            sources.push(source(path, class, state, detail));
             None
         }
     }
