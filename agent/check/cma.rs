@@ -17,9 +17,6 @@ pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     ]
 }
 
-/// Page size for the kernel's page counts in CMA log lines (4 KiB, the arm64/x86_64 default).
-const PAGE_BYTES: u64 = super::memory::PAGE_BYTES;
-
 /// CMA figures from every source the board offers: `/proc/meminfo` first, then the kernel log
 /// (the boot `Memory:` line, `cma: Reserved`/`created CMA memory pool`, and the `number of
 /// available pages` line printed after a failure).
@@ -83,8 +80,11 @@ fn figures(ctx: &Ctx<'_>) -> CmaFigures {
             },
         )) = kernel(|e| matches!(e, LogEvent::CmaAvailablePages { .. }))
         {
-            f.total = Some((total_pages.saturating_mul(PAGE_BYTES), file.clone()));
-            f.free = Some((free_pages.saturating_mul(PAGE_BYTES), file));
+            f.total = Some((
+                total_pages.saturating_mul(ctx.snap.page_size.bytes),
+                file.clone(),
+            ));
+            f.free = Some((free_pages.saturating_mul(ctx.snap.page_size.bytes), file));
         } else if let Some((file, LogEvent::BootCmaReserved { bytes })) =
             kernel(|e| matches!(e, LogEvent::BootCmaReserved { .. }))
         {
@@ -291,12 +291,12 @@ fn free(ctx: &Ctx<'_>) -> Finding {
                 "CMA ran out: {} cma_alloc failure(s) with -12 (ENOMEM, no free range; largest request {} pages = {}) in the kernel log{}{now}",
                 enomem.len(),
                 largest,
-                mib(largest.saturating_mul(PAGE_BYTES)),
+                mib(largest.saturating_mul(ctx.snap.page_size.bytes)),
                 if names.is_empty() { String::new() } else { format!("; CMA users in the log: {}", names.join(", ")) },
             ),
         )
         .observed("cma_alloc_enomem_failures", enomem.len() as u64)
-        .observed("largest_failed_request_bytes", largest.saturating_mul(PAGE_BYTES))
+        .observed("largest_failed_request_bytes", largest.saturating_mul(ctx.snap.page_size.bytes))
         .observed("cma_consumers", names.clone())
         .with_hits(enomem.iter().copied())
         .with_hits(consumer_hits.iter().copied());
