@@ -951,6 +951,7 @@ fn the_mqtt_311_fallback_link_publishes_and_receives() {
             connect_timeout_s: 5,
             lossless: true,
             protocol: Protocol::V311,
+            auto_protocol: false,
         };
         let mut link = Link::start(&opts);
         assert!(matches!(link.client, MqttClient::V311(_)));
