@@ -364,6 +364,14 @@ impl Agent {
         let statuses: BTreeMap<String, Status> = crate::check::worst_by_id(&r.findings);
         let changed = statuses != self.statuses;
         self.statuses = statuses;
+        if r.findings
+            .iter()
+            .any(|f| f.id == "clock.sync" && f.status == Status::Warn)
+        {
+            r.notices.push(
+                "board clock not synchronised: `time` may be days off, and expiring destructive commands are refused until it is".into(),
+            );
+        }
         if self.taken_over {
             r.notices.push(format!(
                 "another client uses this board id ({})",
@@ -988,9 +996,26 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                     "invalid".into()
                 },
             };
+            // Clock hook (BR-37): while the board's clock is known to be unsynchronised, an
+            // expiring destructive command is judged against a clock that may be days off.
+            let clock = crate::check::clock::probe(&agent.s.root);
+            if (t.board == agent.s.board || t.board == topics::ALL)
+                && !agent.ledger.seen.contains_key(&c.cmd_id)
+            {
+                if let Some(reason) =
+                    crate::check::clock::command_hold(&clock, &t.action, &payload, now_s())
+                {
+                    tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, %reason, "command rejected");
+                    let (tp, p) =
+                        agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                    agent.send_retained(tp, p);
+                    return;
+                }
+            }
             match command::gate(&agent.s.policy, &mut agent.ledger, &t, &payload, now_s()) {
                 Verdict::Ignore(_) => {}
                 Verdict::Reject(reason) => {
+                    let reason = crate::check::clock::explain_skew(&clock, reason);
                     if crate::mqtt::command::ACTIONS.contains(&c.action.as_str())
                         || t.board == agent.s.board
                     {

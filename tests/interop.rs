@@ -251,3 +251,99 @@ fn mqtt_fixtures_are_copied_unchanged() {
         }
     }
 }
+
+/// BR-37: a board whose clock is not synchronised (systemd-timesyncd runs, no sync yet) reports
+/// it (`clock.sync` warn, a notice in the status) and refuses expiring destructive commands with
+/// "board clock not synchronised"; once the clock is synchronised the same kind of command runs,
+/// and a command issued in the future is refused naming the requester's clock.
+#[test]
+fn br37_unsynchronised_clock_holds_expiring_destructive_commands() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let case = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/boards/mqtt-board-clock-stepped-back-10-days-expiring-commands");
+    assert!(std::fs::read_to_string(case.join("expected.toml"))
+        .unwrap()
+        .contains("id = \"BR-37\""));
+    use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePublicKey};
+    let key = ed25519_dalek::SigningKey::from_bytes(&[37; 32]);
+    let broker = Broker::start();
+    let board = Board::from_fixture(CASE, "b1", "");
+    let pem = key
+        .verifying_key()
+        .to_public_key_pem(LineEnding::LF)
+        .unwrap();
+    std::fs::write(board.root().join("operator.pub"), pem).unwrap();
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(
+            &broker.url(),
+            "b1",
+            &format!(
+                "[security]\ntrusted_keys = [\"{}\"]\n",
+                board.root().join("operator.pub").display()
+            ),
+        ),
+    );
+    std::fs::create_dir_all(board.root().join("run/systemd/timesync")).unwrap();
+    let _agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
+    let s = c.wait_for(T, "a status with the clock notice", |m| {
+        m.topic == "npu-fleet/b1/status" && m.text().contains("board clock not synchronised")
+    });
+    let v = s.json();
+    let f = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "clock.sync")
+        .unwrap()
+        .clone();
+    assert_eq!(f["status"], "warn", "{f}");
+    let now = support::now_s();
+    let send = |id: &str, issued: i64| {
+        c.publish(
+            &format!("npu-fleet/b1/cmd/set_cma/{id}"),
+            &support::init_payload(
+                "b1",
+                "set_cma",
+                id,
+                serde_json::json!({"size": "512M"}),
+                issued,
+                300,
+                Some(&key),
+            ),
+            true,
+        );
+    };
+    send("clk-1", now);
+    let r = c.wait_for(T, "clk-1 rejected", |m| {
+        m.topic == "npu-fleet/b1/cmd/set_cma/clk-1" && m.json()["status"] == "rejected"
+    });
+    assert_eq!(
+        r.json()["reason"],
+        "board clock not synchronised: expiring commands are refused until it is"
+    );
+    assert!(!board
+        .read("/boot/armbianEnv.txt")
+        .unwrap()
+        .contains("cma=512M"));
+    // The clock gets synchronised: the next command runs.
+    std::fs::write(board.root().join("run/systemd/timesync/synchronized"), "").unwrap();
+    send("clk-2", now + 1);
+    c.wait_for(T, "clk-2 successful", |m| {
+        m.topic == "npu-fleet/b1/cmd/set_cma/clk-2" && m.json()["status"] == "successful"
+    });
+    assert!(board
+        .read("/boot/armbianEnv.txt")
+        .unwrap()
+        .contains("cma=512M"));
+    // A command issued 10 days ahead of a synchronised board: the requester's clock is ahead.
+    send("clk-3", now + 876_457);
+    let r = c.wait_for(T, "clk-3 rejected", |m| {
+        m.topic == "npu-fleet/b1/cmd/set_cma/clk-3" && m.json()["status"] == "rejected"
+    });
+    let reason = r.json()["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("requester's clock is ahead"), "{reason}");
+}

@@ -7,6 +7,7 @@
 //! even when the workload is not running now.
 
 mod board;
+pub mod clock;
 mod cma;
 mod hailo;
 mod limits;
@@ -51,6 +52,7 @@ pub const CHECK_IDS: &[&str] = &[
     "kernel.numa_balancing",
     "llm.override_tensor",
     "llm.vram_budget",
+    "clock.sync",
 ];
 
 /// A finding's status. Severity order: `pass` = `skip` < `info` < `error` < `warn` < `fail`.
@@ -354,6 +356,7 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.extend(cma::all(&ctx));
     findings.extend(memory::all(&ctx));
     findings.extend(llm::all(&ctx));
+    findings.push(clock::sync(&ctx));
     apply_signatures(&ctx, &mut findings);
     findings.sort_by_key(|f| {
         CHECK_IDS
