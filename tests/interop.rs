@@ -347,3 +347,97 @@ fn br37_unsynchronised_clock_holds_expiring_destructive_commands() {
     let reason = r.json()["reason"].as_str().unwrap().to_string();
     assert!(reason.contains("requester's clock is ahead"), "{reason}");
 }
+
+/// The Home Assistant venv `.ci/run` makes (Home Assistant 2025.4, Python 3.13).
+fn ha_python() -> Option<std::path::PathBuf> {
+    let p = std::path::Path::new(&std::env::var_os("HOME")?)
+        .join(".cache/npu-agent-ci/ha-venv/bin/python");
+    p.exists().then_some(p)
+}
+
+/// Every discovery payload component validated by Home Assistant's own MQTT discovery schemas,
+/// and every value_template rendered by its template engine: a missing metric is unknown (not
+/// 0 B), `error`/`skip` checks are unknown (not "no problem"), the compact form reads the same.
+#[test]
+fn home_assistant_validates_the_discovery_payload_and_its_meaning() {
+    let Some(python) = ha_python() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Home Assistant is required in CI (.ci/run installs it into ~/.cache/npu-agent-ci/ha-venv)"
+        );
+        eprintln!("SKIP: no Home Assistant venv under ~/.cache/npu-agent-ci/ha-venv");
+        return;
+    };
+    let ctx = npu_agent::ha::HaContext {
+        prefix: "homeassistant",
+        topic_root: "npu-fleet",
+        board: "b1",
+        model: "Orange Pi 5 Plus",
+        profile: "rk3588-rknpu",
+    };
+    let payload = npu_agent::ha::discovery_payload(&ctx);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/boards")
+        .join(CASE)
+        .join("root");
+    let (code, out, err) = run_cli(&[
+        "check",
+        "--format",
+        "json",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    assert!(code == 0 || code == 1, "{err}");
+    let full: Value = serde_json::from_str(&out).unwrap();
+    let cma_total = full["metrics"]["cma_total_bytes"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    let report: npu_agent::report::Report = serde_json::from_str(&out).unwrap();
+    let compact = serde_json::to_value(npu_agent::report::compact(&report, false)).unwrap();
+    // A board whose CMA metrics are missing and whose checks could not judge.
+    let mut broken = full.clone();
+    broken["metrics"] = serde_json::json!({});
+    for f in broken["findings"].as_array_mut().unwrap() {
+        if f["id"] == "limits.nofile" {
+            f["status"] = "error".into();
+        }
+        if f["id"] == "cma.free" {
+            f["status"] = "warn".into();
+        }
+    }
+    let cases = serde_json::json!([
+        {"name": "full", "status": full, "expect": {
+            "b1_cma_total": cma_total, "b1_health": full["health"],
+            "b1_check_limits_nofile": "OFF", "b1_check_clock_sync": "None",
+            "b1_check_hailo_pci_device": "None"}},
+        {"name": "compact", "status": compact, "expect": {
+            "b1_cma_total": cma_total, "b1_check_limits_nofile": "OFF",
+            "b1_check_clock_sync": "None"}},
+        {"name": "broken", "status": broken, "expect": {
+            "b1_cma_total": "None", "b1_cma_free": "None",
+            "b1_check_limits_nofile": "None", "b1_check_cma_free": "ON"}},
+        {"name": "not a status", "status": {"x": 1}, "expect": {
+            "b1_cma_total": "None", "b1_health": "None", "b1_check_limits_nofile": "None"}}
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("discovery.json"), payload.to_string()).unwrap();
+    std::fs::write(dir.path().join("cases.json"), cases.to_string()).unwrap();
+    let o = Command::new(python)
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ha_schema.py"))
+        .arg(dir.path().join("discovery.json"))
+        .arg(dir.path().join("cases.json"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{text}");
+    let n = payload["cmps"].as_object().unwrap().len();
+    assert!(
+        text.contains(&format!("validated {n} components; 15 templates")),
+        "{text}"
+    );
+}
