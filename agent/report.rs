@@ -133,6 +133,9 @@ pub struct CompactReport<'a> {
     pub reboot_required: bool,
     /// The last action taken.
     pub last_action: &'a Option<Value>,
+    /// As in [`Report::actions`].
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub actions: &'a [String],
 }
 
 /// Which form a status payload took.
@@ -191,6 +194,7 @@ pub fn compact(r: &Report, brief: bool) -> CompactReport<'_> {
         metrics: &r.metrics,
         reboot_required: r.reboot_required,
         last_action: &r.last_action,
+        actions: &r.actions,
     }
 }
 
