@@ -81,6 +81,31 @@ pub struct MqttConfig {
     pub key_file: String,
     /// MQTT keep-alive, seconds.
     pub keep_alive_s: u64,
+    /// Protocol version: `auto` (MQTT 5, falling back to 3.1.1 when the broker refuses 5),
+    /// `5` or `3.1.1`.
+    pub protocol: String,
+}
+
+/// The values `[mqtt] protocol` accepts.
+pub const MQTT_PROTOCOLS: &[&str] = &["auto", "5", "3.1.1"];
+
+/// A setting given as a string or a bare number (`protocol = 5`, `NPU_AGENT_MQTT_PROTOCOL=5`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum TextOrNumber {
+    Text(String),
+    Int(i64),
+    Float(f64),
+}
+
+impl TextOrNumber {
+    fn into_text(self) -> String {
+        match self {
+            TextOrNumber::Text(s) => s,
+            TextOrNumber::Int(i) => i.to_string(),
+            TextOrNumber::Float(f) => f.to_string(),
+        }
+    }
 }
 
 /// `[report]`.
@@ -165,6 +190,7 @@ impl Default for Config {
                 cert_file: String::new(),
                 key_file: String::new(),
                 keep_alive_s: 30,
+                protocol: "auto".into(),
             },
             report: ReportConfig { interval_s: 60 },
             actions: ActionsConfig {
@@ -213,6 +239,7 @@ struct MqttLayer {
     cert_file: Option<String>,
     key_file: Option<String>,
     keep_alive_s: Option<u64>,
+    protocol: Option<TextOrNumber>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -268,6 +295,9 @@ impl Config {
                 key_file,
                 keep_alive_s
             );
+            if let Some(p) = m.protocol {
+                self.mqtt.protocol = p.into_text();
+            }
         }
         if let Some(r) = l.report {
             apply!(self.report, r, interval_s);
@@ -316,6 +346,13 @@ impl Config {
             return err(format!(
                 "mqtt.keep_alive_s = {} is below 5 s",
                 self.mqtt.keep_alive_s
+            ));
+        }
+        if !MQTT_PROTOCOLS.contains(&self.mqtt.protocol.as_str()) {
+            return err(format!(
+                "mqtt.protocol = {:?}: expected one of {}",
+                self.mqtt.protocol,
+                MQTT_PROTOCOLS.join(", ")
             ));
         }
         if self.report.interval_s == 0 {
@@ -572,6 +609,21 @@ mod tests {
         assert_eq!(c.mqtt.topic_root, "lab");
         assert!(c.actions.allow_reboot);
         assert_eq!(s.applied.len(), 5);
+    }
+
+    #[test]
+    fn mqtt_protocol_from_file_and_environment() {
+        let d = tempfile::tempdir().unwrap();
+        let (c, _) = load(&SysRoot::new(d.path()), None, &[]).unwrap();
+        assert_eq!(c.mqtt.protocol, "auto");
+        for (value, want) in [("3.1.1", "3.1.1"), ("5", "5"), ("auto", "auto")] {
+            let env = vec![("NPU_AGENT_MQTT_PROTOCOL".to_string(), value.to_string())];
+            let (c, _) = load(&SysRoot::new(d.path()), None, &env).unwrap();
+            assert_eq!(c.mqtt.protocol, want);
+        }
+        let env = vec![("NPU_AGENT_MQTT_PROTOCOL".to_string(), "4".to_string())];
+        let e = load(&SysRoot::new(d.path()), None, &env).unwrap_err();
+        assert!(e.message.contains("mqtt.protocol"), "{e:?}");
     }
 
     #[test]

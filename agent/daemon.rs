@@ -141,7 +141,8 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         max_incoming_packet_bytes: MAX_INCOMING_PACKET_BYTES,
         connect_timeout_s: 5,
         lossless: false,
-        protocol: crate::mqtt::link::Protocol::V5,
+        protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).0,
+        auto_protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).1,
     };
     let actions = ActionConfig {
         auto_compact: cfg.actions.auto_compact,
@@ -219,8 +220,24 @@ struct Agent {
     connected: bool,
     session: u64,
     ledger: Ledger,
-    status_json: Option<String>,
+    /// The latest report; its payload form is chosen when it is published.
+    status_report: Option<crate::report::Report>,
     status_dirty: bool,
+    /// MQTT 5 Maximum Packet Size from the last CONNACK, bytes.
+    max_packet_bytes: Option<u32>,
+    /// Publish only the compact status for the rest of this run (the broker dropped the
+    /// connection right after a full one).
+    compact_only: bool,
+    /// When the last status went out, and whether it was the full form.
+    last_status_sent: Option<(Instant, crate::report::StatusForm)>,
+    /// The status that fitted no form, by size, so it is logged once.
+    status_unfit_logged: Option<usize>,
+    /// The connection-failure cause last logged (logged again only when it changes).
+    last_cause: String,
+    /// Another client uses this board id (session taken over); cleared after a stable minute.
+    taken_over: bool,
+    /// When the current connection reached CONNACK.
+    connected_since: Option<Instant>,
     statuses: BTreeMap<String, Status>,
     last_status_publish: Instant,
     last_action: Option<Value>,
@@ -292,17 +309,41 @@ impl Agent {
         }
         self.pending_replies = left;
         if self.status_dirty {
-            if let Some(js) = &self.status_json {
+            if let Some(r) = &self.status_report {
                 let topic = topics::status(&self.s.topic_root, &self.s.board);
-                if l.client
-                    .try_publish(topic, QoS::AtLeastOnce, true, js.clone().into_bytes())
-                    .is_ok()
-                {
-                    self.status_dirty = false;
-                    self.last_status_publish = Instant::now();
-                } else {
-                    // Latest wins: the slot keeps only the newest status until the queue drains.
-                    self.status_dropped += 1;
+                // MQTT 5 Maximum Packet Size covers the whole PUBLISH: fixed header (≤ 5),
+                // topic (2 + len), packet id (2) and the property length (1).
+                let limit = self
+                    .max_packet_bytes
+                    .map(|m| (m as usize).saturating_sub(topic.len() + 10))
+                    .unwrap_or(usize::MAX);
+                match crate::report::status_payload(r, limit, self.compact_only) {
+                    Ok((payload, form)) => {
+                        if l.client
+                            .try_publish(topic, QoS::AtLeastOnce, true, payload)
+                            .is_ok()
+                        {
+                            self.status_dirty = false;
+                            self.last_status_publish = Instant::now();
+                            self.last_status_sent = Some((Instant::now(), form));
+                        } else {
+                            // Latest wins: the slot keeps only the newest status until the
+                            // queue drains.
+                            self.status_dropped += 1;
+                        }
+                    }
+                    Err(size) => {
+                        // Never retried in a loop: the next report tries again.
+                        self.status_dirty = false;
+                        if self.status_unfit_logged != Some(size) {
+                            tracing::warn!(
+                                status_bytes = size,
+                                limit_bytes = limit,
+                                "the status does not fit the broker's packet limit even in compact form; not published"
+                            );
+                            self.status_unfit_logged = Some(size);
+                        }
+                    }
                 }
             }
         }
@@ -337,12 +378,27 @@ impl Agent {
         let statuses: BTreeMap<String, Status> = crate::check::worst_by_id(&r.findings);
         let changed = statuses != self.statuses;
         self.statuses = statuses;
-        self.status_json = serde_json::to_string(&r).ok();
+        if r.findings
+            .iter()
+            .any(|f| f.id == "clock.sync" && f.status == Status::Warn)
+        {
+            r.notices.push(
+                "board clock not synchronised: `time` may be days off, and expiring destructive commands are refused until it is".into(),
+            );
+        }
+        if self.taken_over {
+            r.notices.push(format!(
+                "another client uses this board id ({})",
+                self.s.board
+            ));
+        }
+        self.status_report = Some(r.clone());
         // Checks run every CHECK_PERIOD (at most interval_s); the status goes out on start, when
         // a finding's status changed, after an action or rescan (forced), and every interval_s.
         let due = self.last_status_publish.elapsed() + Duration::from_millis(500)
             >= Duration::from_secs(self.s.cfg.report.interval_s);
-        if self.status_json.is_some() && (changed || due || force || self.last_diagnosis.is_none())
+        if self.status_report.is_some()
+            && (changed || due || force || self.last_diagnosis.is_none())
         {
             self.status_dirty = true;
         }
@@ -661,7 +717,14 @@ async fn main_loop(s: Setup) -> i32 {
         connected: false,
         session,
         ledger,
-        status_json: None,
+        status_report: None,
+        max_packet_bytes: None,
+        compact_only: false,
+        last_status_sent: None,
+        status_unfit_logged: None,
+        last_cause: String::new(),
+        taken_over: false,
+        connected_since: None,
         status_dirty: false,
         statuses: BTreeMap::new(),
         last_status_publish: Instant::now(),
@@ -727,6 +790,12 @@ async fn main_loop(s: Setup) -> i32 {
                     }
                 }
                 restart_stalled_link(&mut agent);
+                if agent.taken_over
+                    && agent.connected_since.is_some_and(|t| t.elapsed() > Duration::from_secs(60))
+                {
+                    agent.taken_over = false;
+                    tracing::info!("this board id's connection has been stable for a minute");
+                }
             }
             _ = sigterm.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
@@ -807,14 +876,22 @@ fn persist_ledger(agent: &Agent) -> Result<(), String> {
 
 fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done>) {
     match ev {
-        LinkEvent::Connected { session_present } => {
+        LinkEvent::Connected {
+            session_present,
+            max_packet_bytes,
+        } => {
             agent.connected = true;
+            agent.connected_since = Some(Instant::now());
             agent.session += 1;
+            agent.max_packet_bytes = max_packet_bytes;
+            agent.last_cause.clear();
             tracing::info!(
                 broker = %agent.s.cfg.mqtt.url,
                 board = %agent.s.board,
                 session = agent.session,
                 session_present,
+                protocol = agent.s.link.protocol.as_str(),
+                max_packet_bytes,
                 "connected"
             );
             let _ = agent
@@ -833,11 +910,8 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                 }
             }
             // Re-publish the status with the new session counter.
-            if let Some(js) = &agent.status_json {
-                if let Ok(mut v) = serde_json::from_str::<Value>(js) {
-                    v["session"] = json!(agent.session);
-                    agent.status_json = serde_json::to_string(&v).ok();
-                }
+            if let Some(r) = &mut agent.status_report {
+                r.session = agent.session;
                 agent.status_dirty = true;
             }
             // Discovery names the model: wait for the first diagnosis if it has not come yet.
@@ -850,21 +924,67 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
             tracing::warn!(
                 broker = %agent.s.cfg.mqtt.url,
                 %reason,
-                "broker refuses MQTT 5; speaking MQTT 3.1.1 from now on"
+                "broker refuses MQTT 5 (closed, silent or a 3.1.1 CONNACK after CONNECT); speaking MQTT 3.1.1 from now on"
             );
+            agent.last_cause.clear();
             agent.s.link.protocol = crate::mqtt::link::Protocol::V311;
             agent.connected = false;
             agent.link = Some(Link::start(&agent.s.link));
         }
-        LinkEvent::Disconnected { reason } => {
-            if agent.connected {
-                tracing::warn!(%reason, "MQTT connection lost");
-            } else {
-                // Not connected yet (or again): say why, e.g. a certificate the TLS library
-                // refuses, with what to do (the log's per-site rate limit bounds the retries).
-                tracing::warn!(broker = %agent.s.cfg.mqtt.url, %reason, "cannot connect to the MQTT broker");
+        LinkEvent::SessionTakenOver { reason } => {
+            tracing::warn!(
+                broker = %agent.s.cfg.mqtt.url,
+                board = %agent.s.board,
+                %reason,
+                "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)"
+            );
+            agent.taken_over = true;
+            if let Some(r) = &mut agent.status_report {
+                let note = format!("another client uses this board id ({})", agent.s.board);
+                if !r.notices.contains(&note) {
+                    r.notices.push(note);
+                }
+            }
+        }
+        LinkEvent::Disconnected {
+            reason,
+            cause,
+            after_connack,
+            retry_in_ms,
+        } => {
+            // A status bigger than 4 KiB followed by a drop within 2 s: the broker enforces a
+            // packet limit it did not announce (MQTT 3.1.1, or mosquitto message_size_limit).
+            // Compact from now on; the compact form is never retried in the full form.
+            if let Some((at, form)) = agent.last_status_sent {
+                if after_connack
+                    && form == crate::report::StatusForm::Full
+                    && at.elapsed() < Duration::from_secs(2)
+                    && !agent.compact_only
+                {
+                    agent.compact_only = true;
+                    tracing::warn!(
+                        "the broker dropped the connection right after a full status; publishing the compact status from now on"
+                    );
+                }
+            }
+            if cause != agent.last_cause {
+                tracing::warn!(
+                    broker = %agent.s.cfg.mqtt.url,
+                    protocol = agent.s.link.protocol.as_str(),
+                    %cause,
+                    %reason,
+                    retry_in_ms,
+                    "{}",
+                    if agent.connected {
+                        "MQTT connection lost"
+                    } else {
+                        "cannot connect to the MQTT broker"
+                    }
+                );
+                agent.last_cause = cause;
             }
             agent.connected = false;
+            agent.connected_since = None;
         }
         LinkEvent::Message { topic, payload, .. } => {
             if agent.s.cfg.home_assistant.enabled {
@@ -902,9 +1022,26 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                     "invalid".into()
                 },
             };
+            // Clock hook (BR-37): while the board's clock is known to be unsynchronised, an
+            // expiring destructive command is judged against a clock that may be days off.
+            let clock = crate::check::clock::probe(&agent.s.root);
+            if (t.board == agent.s.board || t.board == topics::ALL)
+                && !agent.ledger.seen.contains_key(&c.cmd_id)
+            {
+                if let Some(reason) =
+                    crate::check::clock::command_hold(&clock, &t.action, &payload, now_s())
+                {
+                    tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, %reason, "command rejected");
+                    let (tp, p) =
+                        agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                    agent.send_retained(tp, p);
+                    return;
+                }
+            }
             match command::gate(&agent.s.policy, &mut agent.ledger, &t, &payload, now_s()) {
                 Verdict::Ignore(_) => {}
                 Verdict::Reject(reason) => {
+                    let reason = crate::check::clock::explain_skew(&clock, reason);
                     if crate::mqtt::command::ACTIONS.contains(&c.action.as_str())
                         || t.board == agent.s.board
                     {

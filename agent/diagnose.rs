@@ -339,6 +339,7 @@ fn build_report(
         boot_id: snap.boot_id.as_ref().ok().cloned().unwrap_or_default(),
         uptime_s: snap.uptime_s.as_ref().ok().map(|u| *u as u64),
         session: 0,
+        notices: Vec::new(),
         health: Health::of(&findings),
         metrics: metrics(snap, profile),
         findings,

@@ -2,7 +2,8 @@
 //!
 //! TLS and credentials for the operator's own connection come from the same variables as the
 //! agent's config: `NPU_AGENT_MQTT_CA_FILE`, `NPU_AGENT_MQTT_CERT_FILE`, `NPU_AGENT_MQTT_KEY_FILE`,
-//! `NPU_AGENT_MQTT_USERNAME`, `NPU_AGENT_MQTT_PASSWORD_FILE` (DESIGN section 3 fixes the flags).
+//! `NPU_AGENT_MQTT_USERNAME`, `NPU_AGENT_MQTT_PASSWORD_FILE`; the protocol version from
+//! `NPU_AGENT_MQTT_PROTOCOL` (`auto`, the default, `5` or `3.1.1`).
 
 use crate::mqtt::command::{self, CmdStatus, InitMessage};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions};
@@ -57,6 +58,14 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
         }
         None => None,
     };
+    let setting = env("NPU_AGENT_MQTT_PROTOCOL").unwrap_or_else(|| "auto".into());
+    if !crate::config::MQTT_PROTOCOLS.contains(&setting.as_str()) {
+        return Err(format!(
+            "NPU_AGENT_MQTT_PROTOCOL={setting:?}: expected one of {}",
+            crate::config::MQTT_PROTOCOLS.join(", ")
+        ));
+    }
+    let protocol = crate::mqtt::link::Protocol::from_setting(&setting);
     let mut rnd = [0u8; 4];
     let _ = getrandom::fill(&mut rnd);
     Ok(LinkOptions {
@@ -69,7 +78,8 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
         max_incoming_packet_bytes: 4 << 20,
         connect_timeout_s: 5,
         lossless: true,
-        protocol: crate::mqtt::link::Protocol::V5,
+        protocol: protocol.0,
+        auto_protocol: protocol.1,
     })
 }
 
@@ -227,7 +237,7 @@ async fn send_async(
     let mut online: BTreeMap<String, bool> = BTreeMap::new();
     let mut last_error = String::new();
     let mut code = EXIT_FAILED;
-    let started = Instant::now();
+    let mut started = Instant::now();
     let mut connected = false;
     // When the first CONNACK came, and whether the target board (any board for --all) has ever
     // published: its retained availability/status arrives right after subscribing.
@@ -240,7 +250,8 @@ async fn send_async(
                 break;
             }
         }
-        // An unreachable broker is reported after 10 s, not after the whole --wait.
+        // An unreachable broker is reported after 10 s (per protocol version tried), not after
+        // the whole --wait.
         if !connected && started.elapsed() > Duration::from_secs(10) {
             let _ = writeln!(
                 err,
@@ -288,6 +299,7 @@ async fn send_async(
                 );
                 opts.protocol = crate::mqtt::link::Protocol::V311;
                 link = Link::start(&opts);
+                started = Instant::now();
             }
             LinkEvent::Connected { .. } => {
                 connected = true;
@@ -316,7 +328,8 @@ async fn send_async(
                     let _ = writeln!(out, "{board} {cmd_id} init");
                 }
             }
-            LinkEvent::Disconnected { reason } => last_error = reason,
+            LinkEvent::Disconnected { reason, .. } => last_error = reason,
+            LinkEvent::SessionTakenOver { reason } => last_error = reason,
             LinkEvent::Message {
                 topic, payload: p, ..
             } => {
@@ -602,7 +615,12 @@ async fn watch_async(
     let mut link = Link::start(&opts);
     let mut rows: BTreeMap<String, BoardRow> = BTreeMap::new();
     let started = Instant::now();
+    let mut link_started = Instant::now();
     let mut last_msg: Option<Instant> = None;
+    // --once: when the last retained message came (live traffic does not extend the wait).
+    let mut last_retained: Option<Instant> = None;
+    let mut fell_back = false;
+    let mut connected_at: Option<Instant> = None;
     let mut connected = false;
     let mut last_error = String::new();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
@@ -610,14 +628,14 @@ async fn watch_async(
     loop {
         // --once: done when retained delivery went quiet (or nothing came at all).
         if a.once {
-            let quiet = match last_msg {
+            let quiet = match last_retained {
                 Some(t) => t.elapsed() > Duration::from_millis(300),
-                None => connected && started.elapsed() > Duration::from_millis(1500),
+                None => connected_at.is_some_and(|t| t.elapsed() > Duration::from_millis(1500)),
             };
             if quiet || started.elapsed() > Duration::from_secs(30) {
                 break;
             }
-            if !connected && started.elapsed() > Duration::from_secs(10) {
+            if !connected && link_started.elapsed() > Duration::from_secs(10) {
                 let _ = writeln!(err, "npu-agent: cannot reach {}: {last_error}", a.broker);
                 link.abort();
                 return EXIT_FAILED;
@@ -636,9 +654,12 @@ async fn watch_async(
                 );
                 opts.protocol = crate::mqtt::link::Protocol::V311;
                 link = Link::start(&opts);
+                link_started = Instant::now();
+                fell_back = true;
             }
             Some(LinkEvent::Connected { .. }) => {
                 connected = true;
+                connected_at = Some(Instant::now());
                 // QoS 0: a state topic needs only the latest value, and brokers cap the QoS 1
                 // queue per client (mosquitto: 1000), which would cut a large fleet short.
                 let _ = link
@@ -648,9 +669,17 @@ async fn watch_async(
                     .client
                     .try_subscribe(format!("{root}/+/availability"), QoS::AtMostOnce);
             }
-            Some(LinkEvent::Disconnected { reason }) => last_error = reason,
-            Some(LinkEvent::Message { topic, payload, .. }) => {
+            Some(LinkEvent::Disconnected { reason, .. }) => last_error = reason,
+            Some(LinkEvent::SessionTakenOver { reason }) => last_error = reason,
+            Some(LinkEvent::Message {
+                topic,
+                payload,
+                retain,
+            }) => {
                 last_msg = Some(Instant::now());
+                if retain {
+                    last_retained = last_msg;
+                }
                 if let Some(b) = topics::parse_board_leaf(root, &topic, "status") {
                     let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow {
                         board: b.to_string(),
@@ -686,6 +715,20 @@ async fn watch_async(
             let _ = out.flush();
             last_draw = Instant::now();
         }
+    }
+    if a.once && rows.is_empty() && fell_back {
+        let _ = writeln!(
+            err,
+            "npu-agent: no retained status arrived from {} over MQTT 3.1.1. Brokers that refuse \
+             MQTT 5, such as RabbitMQ before 3.13, do not deliver retained messages to wildcard \
+             subscriptions ({root}/+/status), so the fleet cannot be listed this way: run `fleet \
+             watch` without --once to see boards as they publish (every report interval), or use \
+             a broker that delivers retained messages to wildcards (mosquitto, EMQX, RabbitMQ \
+             3.13 and later)",
+            a.broker
+        );
+        link.shutdown(Duration::from_millis(500)).await;
+        return EXIT_FAILED;
     }
     let list: Vec<BoardRow> = rows.into_values().collect();
     if list.is_empty() && a.once {

@@ -41,30 +41,41 @@ pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
     let avail = crate::mqtt::topics::availability(ctx.topic_root, ctx.board);
     let b = ctx.board;
     let mut cmps = Map::new();
-    cmps.insert(
-        format!("{b}_cma_total"),
-        json!({"p": "sensor", "unique_id": format!("{b}_cma_total"), "name": "CMA total", "device_class": "data_size",
-               "unit_of_measurement": "B", "state_topic": status, "value_template": "{{ value_json.metrics.cma_total_bytes | default(0) }}",
-               "expire_after": 600}),
-    );
-    cmps.insert(
-        format!("{b}_cma_free"),
-        json!({"p": "sensor", "unique_id": format!("{b}_cma_free"), "name": "CMA free", "device_class": "data_size",
-               "unit_of_measurement": "B", "state_topic": status, "value_template": "{{ value_json.metrics.cma_free_bytes | default(0) }}",
-               "expire_after": 600}),
-    );
+    // A metric the status lacks renders as `None`, which Home Assistant shows as unknown (not
+    // as 0 B); a missing status goes unavailable after `expire_after`.
+    let metric = |m: &str| {
+        format!(
+            "{{% set v = (value_json.metrics | default({{}})).get('{m}') %}}{{{{ v if v is number else 'None' }}}}"
+        )
+    };
+    for (key, name, m) in [
+        ("cma_total", "CMA total", "cma_total_bytes"),
+        ("cma_free", "CMA free", "cma_free_bytes"),
+    ] {
+        cmps.insert(
+            format!("{b}_{key}"),
+            json!({"p": "sensor", "unique_id": format!("{b}_{key}"), "name": name, "device_class": "data_size",
+                   "state_class": "measurement", "unit_of_measurement": "B", "state_topic": status,
+                   "value_template": metric(m), "expire_after": 600}),
+        );
+    }
     cmps.insert(
         format!("{b}_health"),
-        json!({"p": "sensor", "unique_id": format!("{b}_health"), "name": "Health", "state_topic": status,
-               "value_template": "{{ value_json.health }}", "expire_after": 600}),
+        json!({"p": "sensor", "unique_id": format!("{b}_health"), "name": "Health", "device_class": "enum",
+               "options": ["ok", "warn", "fail"], "state_topic": status,
+               "value_template": "{{ value_json.health if value_json.health in ['ok', 'warn', 'fail'] else 'None' }}",
+               "expire_after": 600}),
     );
     for id in CHECK_IDS {
         let key = format!("{b}_check_{}", id.replace('.', "_"));
+        // ON: a problem (warn, fail); OFF: none (pass, info); unknown: the check could not
+        // judge (error, skip) or is absent — never "no problem" for those. Reads the compact
+        // status form's `checks` map too.
         cmps.insert(
             key.clone(),
             json!({"p": "binary_sensor", "unique_id": key, "name": id, "device_class": "problem", "state_topic": status,
-                   "value_template": format!("{{% set f = value_json.findings | selectattr('id', 'equalto', '{id}') | map(attribute='status') | list %}}{{{{ 'ON' if ('fail' in f or 'warn' in f) else 'OFF' }}}}"),
-                   "entity_category": "diagnostic"}),
+                   "value_template": format!("{{% set f = (value_json.findings | default([])) | selectattr('id', 'equalto', '{id}') | map(attribute='status') | list %}}{{% set f = f + [(value_json.checks | default({{}})).get('{id}')] %}}{{{{ 'ON' if ('fail' in f or 'warn' in f) else ('OFF' if ('pass' in f or 'info' in f) else 'None') }}}}"),
+                   "expire_after": 600, "entity_category": "diagnostic"}),
         );
     }
     for action in ["compact", "rescan"] {

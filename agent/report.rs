@@ -38,10 +38,12 @@ impl Health {
 /// One diagnosis of a board (DESIGN section 7 status JSON).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
-    /// Always 1.
-    pub schema: u32,
+    /// Overall health (first in the JSON, so a person reading `mosquitto_sub` sees it).
+    pub health: Health,
     /// Board id (`[a-z0-9_-]`): configured, else device-tree serial, else `/etc/machine-id`.
     pub board_id: String,
+    /// Always 1.
+    pub schema: u32,
     /// Profile id in force.
     pub profile: String,
     /// Why that profile was chosen.
@@ -58,8 +60,10 @@ pub struct Report {
     pub uptime_s: Option<u64>,
     /// MQTT session counter (0 for a one-shot `check`).
     pub session: u64,
-    /// Overall health.
-    pub health: Health,
+    /// Conditions of the agent itself an operator must know about, as sentences ("another
+    /// client uses this board id", "board clock not synchronised…"); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
     /// Every check's findings, in check-id order.
     pub findings: Vec<Finding>,
     /// Figures for dashboards: `cma_total_bytes`, `cma_free_bytes`, `mem_available_bytes`,
@@ -87,6 +91,147 @@ impl Report {
             .max_by_key(|s| s.severity())
             .unwrap_or(Status::Pass)
     }
+}
+
+/// The compact status form: what goes out when the full report would not fit the broker's
+/// packet limit. Non-passing findings (`info`, `warn`, `fail`, `error`) in full, the others as
+/// `id: status` in `checks`, and the metrics; `"form": "compact"` tells readers which it is.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactReport<'a> {
+    /// Overall health.
+    pub health: Health,
+    /// Board id.
+    pub board_id: &'a str,
+    /// Always 1.
+    pub schema: u32,
+    /// Always `compact`.
+    pub form: &'static str,
+    /// Profile id in force.
+    pub profile: &'a str,
+    /// Board model.
+    pub model: &'a str,
+    /// Agent version.
+    pub agent_version: &'a str,
+    /// Report time, RFC 3339 UTC.
+    pub time: &'a str,
+    /// Kernel boot id.
+    pub boot_id: &'a str,
+    /// Seconds since boot.
+    pub uptime_s: Option<u64>,
+    /// MQTT session counter.
+    pub session: u64,
+    /// As in [`Report::notices`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<String>,
+    /// Non-passing findings (evidence dropped when even that does not fit).
+    pub findings: Vec<Finding>,
+    /// Every other check id and its status (`pass` or `skip`).
+    pub checks: BTreeMap<&'a str, Status>,
+    /// The metrics, as in the full report.
+    pub metrics: &'a BTreeMap<String, Value>,
+    /// A boot-file change waits for a reboot.
+    pub reboot_required: bool,
+    /// The last action taken.
+    pub last_action: &'a Option<Value>,
+    /// As in [`Report::actions`].
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub actions: &'a [String],
+}
+
+/// Which form a status payload took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusForm {
+    /// The whole report.
+    Full,
+    /// [`CompactReport`].
+    Compact,
+    /// [`CompactReport`] with findings cut to id, status and a short summary.
+    CompactBrief,
+}
+
+/// The size a compact status is kept under when the broker's limit is unknown, bytes
+/// (mosquitto `max_packet_size`/`message_size_limit` 4096 is a common setting).
+pub const COMPACT_STATUS_MAX_BYTES: usize = 4096;
+
+/// The compact form of `r`; `brief` keeps only id, status and up to 160 characters of summary
+/// per non-passing finding.
+pub fn compact(r: &Report, brief: bool) -> CompactReport<'_> {
+    let mut findings = Vec::new();
+    let mut checks = BTreeMap::new();
+    for f in &r.findings {
+        if f.status.fires() || f.status == Status::Error {
+            let mut f = f.clone();
+            if brief {
+                f.evidence.clear();
+                f.observed.clear();
+                f.expected.clear();
+                f.remedy.clear();
+                if f.summary.chars().count() > 160 {
+                    f.summary = f.summary.chars().take(159).collect::<String>() + "…";
+                }
+            }
+            findings.push(f);
+        } else {
+            checks.insert(f.id.as_str(), f.status);
+        }
+    }
+    CompactReport {
+        health: r.health,
+        board_id: &r.board_id,
+        schema: r.schema,
+        form: "compact",
+        profile: &r.profile,
+        model: &r.model,
+        agent_version: &r.agent_version,
+        time: &r.time,
+        boot_id: &r.boot_id,
+        uptime_s: r.uptime_s,
+        session: r.session,
+        notices: r.notices.clone(),
+        findings,
+        checks,
+        metrics: &r.metrics,
+        reboot_required: r.reboot_required,
+        last_action: &r.last_action,
+        actions: &r.actions,
+    }
+}
+
+/// The status payload for a broker that takes payloads up to `limit_bytes`: the full report
+/// when it fits and `compact_only` is false, else the compact form, else the brief compact
+/// form. `Err(size of the smallest form)` when none fits: the caller skips the publish (and
+/// says so) instead of sending something the broker will drop the connection for.
+pub fn status_payload(
+    r: &Report,
+    limit_bytes: usize,
+    compact_only: bool,
+) -> Result<(Vec<u8>, StatusForm), usize> {
+    if !compact_only {
+        if let Ok(full) = serde_json::to_vec(r) {
+            if full.len() <= limit_bytes {
+                return Ok((full, StatusForm::Full));
+            }
+        }
+    }
+    let limit = if compact_only {
+        limit_bytes.min(COMPACT_STATUS_MAX_BYTES)
+    } else {
+        limit_bytes
+    };
+    let mut smallest = usize::MAX;
+    for (brief, form) in [
+        (false, StatusForm::Compact),
+        (true, StatusForm::CompactBrief),
+    ] {
+        if let Ok(js) = serde_json::to_vec(&compact(r, brief)) {
+            if js.len() <= limit {
+                return Ok((js, form));
+            }
+            smallest = smallest.min(js.len());
+        }
+    }
+    Err(smallest)
 }
 
 /// Text colours, on only when writing to a terminal (and `NO_COLOR` is unset).

@@ -763,10 +763,13 @@ fn home_assistant_discovery_and_buttons() {
         d["cmps"]["b1_cma_free"]["state_topic"],
         "npu-fleet/b1/status"
     );
-    assert_eq!(
-        d["cmps"]["b1_cma_free"]["value_template"],
-        "{{ value_json.metrics.cma_free_bytes | default(0) }}"
+    // A missing metric reads as unknown ('None'), never as 0 B.
+    let tpl = d["cmps"]["b1_cma_free"]["value_template"].as_str().unwrap();
+    assert!(
+        tpl.contains("'cma_free_bytes'") && tpl.contains("'None'") && !tpl.contains("default(0)"),
+        "{tpl}"
     );
+    assert_eq!(d["cmps"]["b1_cma_free"]["state_class"], "measurement");
     assert_eq!(
         d["cmps"]["b1_compact"]["command_topic"],
         "npu-fleet/b1/ha/compact"
@@ -951,6 +954,7 @@ fn the_mqtt_311_fallback_link_publishes_and_receives() {
             connect_timeout_s: 5,
             lossless: true,
             protocol: Protocol::V311,
+            auto_protocol: false,
         };
         let mut link = Link::start(&opts);
         assert!(matches!(link.client, MqttClient::V311(_)));

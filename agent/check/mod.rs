@@ -7,6 +7,7 @@
 //! even when the workload is not running now.
 
 mod board;
+pub mod clock;
 mod cma;
 mod hailo;
 mod limits;
@@ -54,6 +55,7 @@ pub const CHECK_IDS: &[&str] = &[
     "llm.override_tensor",
     "llm.vram_budget",
     "agent.log_sources",
+    "clock.sync",
 ];
 
 /// A finding's status. Severity order: `pass` = `skip` < `info` < `error` < `warn` < `fail`.
@@ -358,6 +360,7 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.extend(memory::all(&ctx));
     findings.extend(llm::all(&ctx));
     findings.push(sources::log_sources(&ctx));
+    findings.push(clock::sync(&ctx));
     apply_signatures(&ctx, &mut findings);
     sources::annotate_blind_checks(&ctx, &mut findings);
     findings.sort_by_key(|f| {

@@ -6,9 +6,15 @@
 //! Subscriptions and retained state are re-established by the owner on every `Connected` event
 //! (clean start: the session is never present, #250).
 //!
-//! A broker that refuses MQTT 5 (an unsupported-protocol CONNACK, or a CONNACK in 3.1.1 form) is
-//! reported as [`LinkEvent::ProtocolRefused`]; the owner then starts the link again with
-//! [`Protocol::V311`]. MQTT 3.1.1 has no Maximum Packet Size, so there the client accepts up to
+//! Back-off applies to every failure, also a disconnect soon after a successful CONNACK
+//! ([`Reconnect`]); repeated kicks and MQTT 5 reason 0x8E are reported once as
+//! [`LinkEvent::SessionTakenOver`] and waited out, up to a minute between attempts.
+//!
+//! A broker that refuses MQTT 5 the way 3.1.1-only brokers do — closes the socket after CONNECT
+//! (RabbitMQ before 3.13), never answers (amqtt), answers a 3.1.1-form CONNACK (`20 02 00 01`)
+//! and closes, or says "unsupported protocol version" — twice before any CONNACK, is reported as
+//! [`LinkEvent::ProtocolRefused`] (with `auto_protocol`); the owner then starts the link again
+//! with [`Protocol::V311`] and keeps it. MQTT 3.1.1 has no Maximum Packet Size, so there the client accepts up to
 //! [`MAX_INCOMING_PACKET_BYTES_V311`]; a bigger retained message on a command topic would still
 //! break the connection, and only a broker-side limit (mosquitto `message_size_limit`, RabbitMQ
 //! `mqtt.max_packet_size`…) prevents that.
@@ -34,6 +40,26 @@ pub enum Protocol {
     V5,
     /// MQTT 3.1.1, for brokers that refuse 5.
     V311,
+}
+
+impl Protocol {
+    /// Reads `[mqtt] protocol` (`auto`, `5`, `3.1.1`): the version to try first and whether a
+    /// fallback to 3.1.1 is allowed. Unknown text reads as `auto` (config validation rejects it).
+    pub fn from_setting(s: &str) -> (Protocol, bool) {
+        match s.trim() {
+            "5" | "5.0" => (Protocol::V5, false),
+            "3.1.1" | "3" | "4" => (Protocol::V311, false),
+            _ => (Protocol::V5, true),
+        }
+    }
+
+    /// The version as people write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::V5 => "5",
+            Protocol::V311 => "3.1.1",
+        }
+    }
 }
 
 /// A publish/subscribe handle for either protocol (the `try_*` calls never wait).
@@ -91,17 +117,145 @@ impl MqttClient {
     }
 }
 
-/// True when a failed MQTT 5 connection attempt means the broker does not speak MQTT 5 (rather
-/// than being down, unreachable or refusing the credentials).
-pub fn is_protocol_refusal(e: &rumqttc::v5::ConnectionError) -> bool {
-    use rumqttc::v5::mqttbytes::v5::ConnectReturnCode;
-    use rumqttc::v5::{ConnectionError, StateError};
-    matches!(
-        e,
-        ConnectionError::ConnectionRefused(ConnectReturnCode::UnsupportedProtocolVersion)
-            | ConnectionError::MqttState(StateError::Deserialization(_))
-            | ConnectionError::NotConnAck(_)
-    )
+/// How a failed or dropped connection is read (see [`classify_v5`] and [`classify_v311`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The broker could not be reached (TCP refused, unreachable, DNS, TLS): not a protocol matter.
+    Network(String),
+    /// The broker answered CONNACK with a refusal reason code (bad password, not authorised…).
+    Refused {
+        /// The reason code as sent on the wire (MQTT 5: 0x80 and up; MQTT 3.1.1: 1 to 5).
+        code: u8,
+        /// The code's name.
+        name: String,
+    },
+    /// Something a broker that does not speak this protocol version does after CONNECT: closes
+    /// the socket, never answers (timeout), answers with a packet that is not a CONNACK of this
+    /// version (a 3.1.1 CONNACK `20 02 00 01` read as MQTT 5 is incomplete), or says
+    /// "unsupported protocol version".
+    ProtocolSuspect(String),
+    /// No answer to CONNECT before the connection timeout (amqtt ignores an MQTT 5 CONNECT);
+    /// one is enough to fall back, as waiting again would only double the delay.
+    NoAnswer,
+    /// MQTT 5 DISCONNECT with reason 0x8E: another client connected with this client id.
+    SessionTakenOver,
+    /// Anything else (keep-alive lost, a closed connection after CONNACK…).
+    Other(String),
+}
+
+impl Failure {
+    /// A short, stable text naming the cause (what the log prints once per change).
+    pub fn cause(&self) -> String {
+        match self {
+            Failure::Network(s) => format!("network: {s}"),
+            Failure::Refused { code, name } => {
+                format!("broker refused the connection: {name} (reason code 0x{code:02x})")
+            }
+            Failure::ProtocolSuspect(s) => format!("no CONNACK: {s}"),
+            Failure::NoAnswer => "no CONNACK: no answer before the connection timeout".into(),
+            Failure::SessionTakenOver => {
+                "session taken over (reason code 0x8e): another client uses this board id".into()
+            }
+            Failure::Other(s) => s.clone(),
+        }
+    }
+}
+
+fn io_failure(e: &std::io::Error) -> Failure {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::UnexpectedEof | K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => {
+            Failure::ProtocolSuspect(format!("connection closed ({e})"))
+        }
+        _ => Failure::Network(e.to_string()),
+    }
+}
+
+/// The MQTT 5 reason code of a CONNACK refusal (MQTT 5 section 3.2.2.2; 3.1.1 codes 1 to 3
+/// where the library maps them).
+pub fn v5_reason_code(c: rumqttc::v5::mqttbytes::v5::ConnectReturnCode) -> u8 {
+    use rumqttc::v5::mqttbytes::v5::ConnectReturnCode as C;
+    match c {
+        C::Success => 0x00,
+        C::RefusedProtocolVersion => 0x01,
+        C::BadClientId => 0x02,
+        C::ServiceUnavailable => 0x03,
+        C::UnspecifiedError => 0x80,
+        C::MalformedPacket => 0x81,
+        C::ProtocolError => 0x82,
+        C::ImplementationSpecificError => 0x83,
+        C::UnsupportedProtocolVersion => 0x84,
+        C::ClientIdentifierNotValid => 0x85,
+        C::BadUserNamePassword => 0x86,
+        C::NotAuthorized => 0x87,
+        C::ServerUnavailable => 0x88,
+        C::ServerBusy => 0x89,
+        C::Banned => 0x8a,
+        C::BadAuthenticationMethod => 0x8c,
+        C::TopicNameInvalid => 0x90,
+        C::PacketTooLarge => 0x95,
+        C::QuotaExceeded => 0x97,
+        C::PayloadFormatInvalid => 0x99,
+        C::RetainNotSupported => 0x9a,
+        C::QoSNotSupported => 0x9b,
+        C::UseAnotherServer => 0x9c,
+        C::ServerMoved => 0x9d,
+        C::ConnectionRateExceeded => 0x9f,
+    }
+}
+
+/// Reads an MQTT 5 connection error as rumqttc 0.25 reports it. What real 3.1.1-only brokers do
+/// to an MQTT 5 CONNECT arrives as: `MqttState(ConnectionAborted)` (RabbitMQ before 3.13 closes
+/// the socket), `Timeout` (amqtt never answers), `MqttState(Deserialization(Io(..)))` or
+/// `MqttState(ConnectionAborted)` (a `20 02 00 01` CONNACK, incomplete as MQTT 5, then a close),
+/// `ConnectionRefused(UnsupportedProtocolVersion)` or `(RefusedProtocolVersion)`.
+pub fn classify_v5(e: &rumqttc::v5::ConnectionError) -> Failure {
+    use rumqttc::v5::mqttbytes::v5::{ConnectReturnCode, DisconnectReasonCode};
+    use rumqttc::v5::{ConnectionError as E, StateError as S};
+    match e {
+        E::ConnectionRefused(
+            ConnectReturnCode::UnsupportedProtocolVersion
+            | ConnectReturnCode::RefusedProtocolVersion,
+        ) => Failure::ProtocolSuspect(e.to_string()),
+        E::ConnectionRefused(c) => Failure::Refused {
+            code: v5_reason_code(*c),
+            name: format!("{c:?}"),
+        },
+        E::MqttState(S::ServerDisconnect {
+            reason_code: DisconnectReasonCode::SessionTakenOver,
+            ..
+        }) => Failure::SessionTakenOver,
+        E::MqttState(S::ConnectionAborted) => {
+            Failure::ProtocolSuspect("connection closed by the broker".into())
+        }
+        E::MqttState(S::Io(io)) => io_failure(io),
+        E::MqttState(S::Deserialization(_)) | E::NotConnAck(_) => {
+            Failure::ProtocolSuspect(e.to_string())
+        }
+        E::Timeout(_) => Failure::NoAnswer,
+        E::Io(io) => io_failure(io),
+        E::Tls(t) => Failure::Network(format!("TLS: {t}")),
+        other => Failure::Other(other.to_string()),
+    }
+}
+
+/// Reads an MQTT 3.1.1 connection error (CONNACK return codes 1 to 5 are refusals).
+pub fn classify_v311(e: &rumqttc::ConnectionError) -> Failure {
+    use rumqttc::{ConnectionError as E, StateError as S};
+    match e {
+        E::ConnectionRefused(c) => Failure::Refused {
+            code: *c as u8,
+            name: format!("{c:?}"),
+        },
+        E::MqttState(S::Io(io)) | E::Io(io) => io_failure(io),
+        E::MqttState(S::ConnectionAborted) => {
+            Failure::ProtocolSuspect("connection closed by the broker".into())
+        }
+        E::NetworkTimeout => Failure::NoAnswer,
+        E::NotConnAck(_) => Failure::ProtocolSuspect(e.to_string()),
+        E::Tls(t) => Failure::Network(format!("TLS: {t}")),
+        other => Failure::Other(other.to_string()),
+    }
 }
 
 /// First back-off after a failed connection, and the cap.
@@ -131,8 +285,11 @@ pub struct LinkOptions {
     /// Never drop an incoming message: wait for room in the event channel (operator tools that
     /// read thousands of retained messages). The agent leaves this off and drops on overflow.
     pub lossless: bool,
-    /// Protocol version to speak.
+    /// Protocol version to speak first.
     pub protocol: Protocol,
+    /// `[mqtt] protocol = "auto"`: an MQTT 5 link whose CONNECT is refused the way 3.1.1-only
+    /// brokers refuse it reports [`LinkEvent::ProtocolRefused`] so the owner can fall back.
+    pub auto_protocol: bool,
 }
 
 /// What the polling task reports.
@@ -142,6 +299,16 @@ pub enum LinkEvent {
     Connected {
         /// The broker kept a session (never with clean start).
         session_present: bool,
+        /// MQTT 5 Maximum Packet Size from the CONNACK, bytes (`None`: no limit announced,
+        /// or MQTT 3.1.1).
+        max_packet_bytes: Option<u32>,
+    },
+    /// The broker ended this client's session because another client connected with the same
+    /// client id (MQTT 5 reason 0x8E, or connections closed soon after CONNACK again and
+    /// again). Reported once per streak; the link backs off (up to a minute) rather than fight.
+    SessionTakenOver {
+        /// What was seen.
+        reason: String,
     },
     /// The broker does not speak MQTT 5: start the link again with [`Protocol::V311`]. The
     /// polling task has stopped.
@@ -153,6 +320,12 @@ pub enum LinkEvent {
     Disconnected {
         /// The error, as text.
         reason: String,
+        /// The cause in a short stable form ([`Failure::cause`]): log it when it changes.
+        cause: String,
+        /// The connection had reached CONNACK before it ended.
+        after_connack: bool,
+        /// How long the link waits before the next attempt, milliseconds.
+        retry_in_ms: u64,
     },
     /// An incoming PUBLISH.
     Message {
@@ -274,6 +447,7 @@ impl Link {
                     dropped.clone(),
                     stopping.clone(),
                     o.lossless,
+                    o.auto_protocol,
                 ));
                 (MqttClient::V5(client), task)
             }
@@ -321,6 +495,110 @@ impl Link {
     }
 }
 
+/// A connection that ends sooner than this after its CONNACK counts as a kick.
+pub const STABLE_CONNECTION: Duration = Duration::from_secs(10);
+/// Back-off cap after repeated kicks or a session takeover (a few connects per minute).
+pub const KICK_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Protocol-like refusals before any CONNACK that make an `auto` MQTT 5 link fall back.
+pub const REFUSALS_BEFORE_FALLBACK: u32 = 2;
+/// Kicks in a row (each within [`STABLE_CONNECTION`] of its CONNACK) read as a takeover.
+pub const KICKS_FOR_TAKEOVER: u32 = 3;
+
+/// The back-off after `kicks` quick disconnects in a row: 1.6 s doubled per kick, capped at
+/// [`KICK_BACKOFF_MAX`], ±25 % jitter.
+pub fn kick_backoff(kicks: u32) -> Duration {
+    let base = BACKOFF_MAX
+        .saturating_mul(1u32 << kicks.saturating_sub(1).min(10))
+        .min(KICK_BACKOFF_MAX);
+    let mut b = [0u8; 2];
+    let _ = getrandom::fill(&mut b);
+    let r = f64::from(u16::from_le_bytes(b)) / f64::from(u16::MAX);
+    base.mul_f64(0.75 + r * 0.5)
+}
+
+/// What to do after a failure.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Wait, then poll again (reconnect).
+    Retry {
+        /// The wait.
+        wait: Duration,
+        /// This failure completes a takeover streak that has not been reported yet.
+        report_takeover: bool,
+    },
+    /// Stop: the broker does not speak this protocol version.
+    Fallback,
+}
+
+/// The reconnect policy shared by both protocol versions: back-off on every failure, also a
+/// disconnect right after a successful CONNACK; kicks counted; takeovers reported once.
+#[derive(Debug, Default)]
+pub struct Reconnect {
+    backoff: Duration,
+    connected_at: Option<std::time::Instant>,
+    ever_connected: bool,
+    suspects: u32,
+    kicks: u32,
+    takeover_reported: bool,
+}
+
+impl Reconnect {
+    /// A CONNACK arrived.
+    pub fn connack(&mut self) {
+        self.connected_at = Some(std::time::Instant::now());
+        self.ever_connected = true;
+        self.suspects = 0;
+    }
+
+    /// True while a connection is up (between CONNACK and the next failure).
+    pub fn is_connected(&self) -> bool {
+        self.connected_at.is_some()
+    }
+
+    /// A failure (`up_for`: how long the connection had been up, if it had reached CONNACK;
+    /// `auto`: protocol fallback allowed).
+    pub fn failed(&mut self, f: &Failure, up_for: Option<Duration>, auto: bool) -> Next {
+        self.connected_at = None;
+        if let Some(up) = up_for {
+            if up >= STABLE_CONNECTION && *f != Failure::SessionTakenOver {
+                self.kicks = 0;
+                self.backoff = Duration::ZERO;
+                self.takeover_reported = false;
+            } else {
+                self.kicks += 1;
+            }
+        }
+        if !self.ever_connected && auto {
+            self.suspects += match f {
+                Failure::ProtocolSuspect(_) => 1,
+                Failure::NoAnswer => REFUSALS_BEFORE_FALLBACK,
+                _ => 0,
+            };
+            if self.suspects >= REFUSALS_BEFORE_FALLBACK {
+                return Next::Fallback;
+            }
+        }
+        let takeover = *f == Failure::SessionTakenOver || self.kicks >= KICKS_FOR_TAKEOVER;
+        self.backoff = if takeover || self.kicks >= 2 {
+            kick_backoff(self.kicks.max(2))
+        } else {
+            next_backoff(self.backoff)
+        };
+        let report_takeover = takeover && !self.takeover_reported;
+        if takeover {
+            self.takeover_reported = true;
+        }
+        Next::Retry {
+            wait: self.backoff,
+            report_takeover,
+        }
+    }
+
+    fn up_for(&self) -> Option<Duration> {
+        self.connected_at.map(|t| t.elapsed())
+    }
+}
+
 /// Hands an incoming message to the owner: waiting for room when `lossless`, else dropping it
 /// (counted) when the channel is full. `false` when the owner is gone.
 async fn forward(
@@ -338,6 +616,41 @@ async fn forward(
     true
 }
 
+/// Applies the policy to a failure: reports it, then sleeps. `false`: stop the task.
+async fn after_failure(
+    policy: &mut Reconnect,
+    tx: &mpsc::Sender<LinkEvent>,
+    f: Failure,
+    reason: String,
+    auto: bool,
+) -> bool {
+    let up_for = policy.up_for();
+    match policy.failed(&f, up_for, auto) {
+        Next::Fallback => {
+            let _ = tx.send(LinkEvent::ProtocolRefused { reason }).await;
+            false
+        }
+        Next::Retry {
+            wait,
+            report_takeover,
+        } => {
+            if report_takeover {
+                let _ = tx
+                    .send(LinkEvent::SessionTakenOver { reason: f.cause() })
+                    .await;
+            }
+            let _ = tx.try_send(LinkEvent::Disconnected {
+                reason,
+                cause: f.cause(),
+                after_connack: up_for.is_some(),
+                retry_in_ms: wait.as_millis() as u64,
+            });
+            tokio::time::sleep(wait).await;
+            true
+        }
+    }
+}
+
 async fn poll_loop(
     mut eventloop: EventLoop,
     tx: mpsc::Sender<LinkEvent>,
@@ -345,20 +658,19 @@ async fn poll_loop(
     dropped: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
     lossless: bool,
+    auto: bool,
 ) {
-    let mut backoff = Duration::ZERO;
-    let mut ever_connected = false;
-    let mut refusals = 0;
+    let mut policy = Reconnect::default();
     loop {
         let polled = eventloop.poll().await;
         progress.store(now_ms(), Ordering::Relaxed);
         match polled {
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
-                backoff = Duration::ZERO;
-                ever_connected = true;
+                policy.connack();
                 let _ = tx
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,
+                        max_packet_bytes: ack.properties.and_then(|p| p.max_packet_size),
                     })
                     .await;
             }
@@ -384,23 +696,18 @@ async fn poll_loop(
                 if stopping.load(Ordering::SeqCst) {
                     return;
                 }
-                // Twice refused before ever connecting: the broker does not speak MQTT 5.
-                if !ever_connected && is_protocol_refusal(&e) {
-                    refusals += 1;
-                    if refusals >= 2 {
-                        let _ = tx
-                            .send(LinkEvent::ProtocolRefused {
-                                reason: e.to_string(),
-                            })
-                            .await;
-                        return;
-                    }
+                let f = classify_v5(&e);
+                if !after_failure(
+                    &mut policy,
+                    &tx,
+                    f,
+                    super::explain_connection_error(&e.to_string()),
+                    auto,
+                )
+                .await
+                {
+                    return;
                 }
-                let _ = tx.try_send(LinkEvent::Disconnected {
-                    reason: super::explain_connection_error(&e.to_string()),
-                });
-                backoff = next_backoff(backoff);
-                tokio::time::sleep(backoff).await;
             }
         }
     }
@@ -414,16 +721,17 @@ async fn poll_loop_v311(
     stopping: Arc<AtomicBool>,
     lossless: bool,
 ) {
-    let mut backoff = Duration::ZERO;
+    let mut policy = Reconnect::default();
     loop {
         let polled = eventloop.poll().await;
         progress.store(now_ms(), Ordering::Relaxed);
         match polled {
             Ok(rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(ack))) => {
-                backoff = Duration::ZERO;
+                policy.connack();
                 let _ = tx
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,
+                        max_packet_bytes: None,
                     })
                     .await;
             }
@@ -448,11 +756,19 @@ async fn poll_loop_v311(
                 if stopping.load(Ordering::SeqCst) {
                     return;
                 }
-                let _ = tx.try_send(LinkEvent::Disconnected {
-                    reason: super::explain_connection_error(&e.to_string()),
-                });
-                backoff = next_backoff(backoff);
-                tokio::time::sleep(backoff).await;
+                // 3.1.1 is the last resort: it never falls back further.
+                let f = classify_v311(&e);
+                if !after_failure(
+                    &mut policy,
+                    &tx,
+                    f,
+                    super::explain_connection_error(&e.to_string()),
+                    false,
+                )
+                .await
+                {
+                    return;
+                }
             }
         }
     }
@@ -462,23 +778,165 @@ async fn poll_loop_v311(
 mod tests {
     use super::*;
 
+    /// A TCP peer that reads the client's CONNECT and then does what a 3.1.1-only broker does:
+    /// `close`, `silent` (never answers), or `connack311` (`20 02 00 01`, then close). Serves
+    /// every connection it gets until the test ends.
+    fn refusing_peer(mode: &'static str) -> u16 {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut c) = conn else { return };
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 512];
+                    let _ = c.read(&mut buf); // the CONNECT
+                    match mode {
+                        "close" => {}
+                        "connack311" => {
+                            let _ = c.write_all(&[0x20, 0x02, 0x00, 0x01]);
+                        }
+                        _ => std::thread::sleep(Duration::from_secs(20)),
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// What rumqttc 0.25 itself returns for each refusal, read by [`classify_v5`].
+    fn v5_failure(port: u16) -> Failure {
+        let mut m = MqttOptions::new("t", "127.0.0.1", port);
+        m.set_connection_timeout(1);
+        let (_c, mut ev) = AsyncClient::new(m, 10);
+        let e = rt().block_on(ev.poll()).unwrap_err();
+        classify_v5(&e)
+    }
+
     #[test]
-    fn protocol_refusals_are_told_from_outages() {
-        use rumqttc::v5::mqttbytes::v5::ConnectReturnCode;
-        use rumqttc::v5::{ConnectionError, StateError};
-        assert!(is_protocol_refusal(&ConnectionError::ConnectionRefused(
-            ConnectReturnCode::UnsupportedProtocolVersion
-        )));
-        // A 3.1.1 broker answers CONNACK return code 1, which is no MQTT 5 reason code.
-        assert!(is_protocol_refusal(&ConnectionError::MqttState(
-            StateError::Deserialization(rumqttc::v5::mqttbytes::Error::InvalidConnectReturnCode(1))
-        )));
-        assert!(!is_protocol_refusal(&ConnectionError::ConnectionRefused(
-            ConnectReturnCode::NotAuthorized
-        )));
-        assert!(!is_protocol_refusal(&ConnectionError::Io(
-            std::io::Error::from(std::io::ErrorKind::ConnectionRefused)
-        )));
+    fn real_library_errors_for_3_1_1_only_brokers_are_protocol_refusals() {
+        for mode in ["close", "connack311", "silent"] {
+            let f = v5_failure(refusing_peer(mode));
+            let want = if mode == "silent" {
+                matches!(f, Failure::NoAnswer)
+            } else {
+                matches!(f, Failure::ProtocolSuspect(_))
+            };
+            assert!(want, "{mode}: {f:?}");
+        }
+        // Nothing listening: an outage, not a protocol matter.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let f = v5_failure(port);
+        assert!(matches!(f, Failure::Network(_)), "{f:?}");
+    }
+
+    fn opts(port: u16, protocol: Protocol, auto: bool) -> LinkOptions {
+        LinkOptions {
+            url: crate::mqtt::parse_url(&format!("mqtt://127.0.0.1:{port}")).unwrap(),
+            tls: None,
+            client_id: "t".into(),
+            keep_alive: Duration::from_secs(30),
+            credentials: None,
+            last_will: None,
+            max_incoming_packet_bytes: MAX_INCOMING_PACKET_BYTES,
+            connect_timeout_s: 1,
+            lossless: false,
+            protocol,
+            auto_protocol: auto,
+        }
+    }
+
+    #[test]
+    fn auto_links_fall_back_and_fixed_ones_do_not() {
+        rt().block_on(async {
+            let port = refusing_peer("connack311");
+            let mut link = Link::start(&opts(port, Protocol::V5, true));
+            let mut disconnects = 0;
+            let refused = tokio::time::timeout(Duration::from_secs(10), async {
+                loop {
+                    match link.events.recv().await {
+                        Some(LinkEvent::ProtocolRefused { .. }) => return true,
+                        Some(LinkEvent::Disconnected { cause, .. }) => {
+                            assert!(cause.starts_with("no CONNACK"), "{cause}");
+                            disconnects += 1;
+                        }
+                        _ => return false,
+                    }
+                }
+            })
+            .await;
+            assert_eq!(refused, Ok(true));
+            assert_eq!(disconnects, REFUSALS_BEFORE_FALLBACK - 1);
+            // protocol = "5": keeps trying MQTT 5, backing off, never reports a refusal.
+            let mut link = Link::start(&opts(port, Protocol::V5, false));
+            let mut seen = 0;
+            let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                while let Some(ev) = link.events.recv().await {
+                    assert!(matches!(ev, LinkEvent::Disconnected { .. }), "{ev:?}");
+                    seen += 1;
+                }
+            })
+            .await;
+            assert!((2..=6).contains(&seen), "{seen} attempts in 2 s");
+        });
+    }
+
+    #[test]
+    fn kicks_after_connack_back_off_and_are_read_as_takeover() {
+        let mut p = Reconnect::default();
+        let kick = Failure::Other("connection closed".into());
+        let mut waits = Vec::new();
+        let mut reported = 0;
+        for _ in 0..6 {
+            p.connack();
+            match p.failed(&kick, Some(Duration::from_millis(50)), true) {
+                Next::Retry {
+                    wait,
+                    report_takeover,
+                } => {
+                    waits.push(wait);
+                    reported += usize::from(report_takeover);
+                }
+                Next::Fallback => panic!("no fallback after a CONNACK"),
+            }
+        }
+        assert_eq!(reported, 1, "one report per streak");
+        // The second kick already waits over a second, and the wait keeps growing to a minute.
+        assert!(waits[1] >= Duration::from_millis(2400), "{waits:?}");
+        assert!(waits[5] >= Duration::from_secs(38), "{waits:?}");
+        assert!(waits.iter().all(|w| *w <= KICK_BACKOFF_MAX.mul_f64(1.25)));
+        let total: Duration = waits.iter().sum();
+        assert!(total >= Duration::from_secs(60), "6 kicks took {total:?}");
+        // A connection that stayed up resets the streak.
+        p.connack();
+        let Next::Retry { wait, .. } = p.failed(&kick, Some(STABLE_CONNECTION), true) else {
+            panic!()
+        };
+        assert!(wait <= BACKOFF_MIN.mul_f64(1.25), "{wait:?}");
+        // Reason 0x8E is a takeover at once, waited out for seconds.
+        let mut p = Reconnect::default();
+        p.connack();
+        let next = p.failed(&Failure::SessionTakenOver, Some(STABLE_CONNECTION), true);
+        let Next::Retry {
+            wait,
+            report_takeover,
+        } = next
+        else {
+            panic!()
+        };
+        assert!(report_takeover);
+        assert!(wait >= Duration::from_millis(2400), "{wait:?}");
     }
 
     #[test]

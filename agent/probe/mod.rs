@@ -210,6 +210,8 @@ pub struct Snapshot {
     pub live: bool,
     /// Wall clock (seconds since the epoch) when live; for a captured tree, `None`.
     pub now_unix_s: Option<i64>,
+    /// Whether a time service reports the wall clock synchronised (`clock.sync`).
+    pub clock: crate::check::clock::ClockSync,
     /// Board identity.
     pub identity: Identity,
     /// PCI devices.
@@ -398,6 +400,7 @@ pub fn probe(
     Snapshot {
         live,
         now_unix_s,
+        clock: crate::check::clock::probe(root),
         modules: probe_modules(root, profile),
         proc_modules: root.read_string("/proc/modules").map(|t| {
             t.lines()
