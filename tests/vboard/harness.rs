@@ -910,6 +910,14 @@ pub struct Mem {
     pub pid: u32,
     pub rss_kb: u64,
     pub hwm_kb: u64,
+    /// Transparent huge pages mapped (AnonHugePages summed over /proc/PID/smaps), kB.
+    pub anon_huge_kb: u64,
+    /// Live threads.
+    pub threads: u64,
+    /// utime + stime of the whole process, clock ticks (USER_HZ, 100 a second).
+    pub cpu_ticks: u64,
+    /// Voluntary + involuntary context switches of the main thread.
+    pub ctxsw: u64,
 }
 
 pub struct Boot {
@@ -1142,6 +1150,10 @@ impl Boot {
                     pid: u32::try_from(field("pid")).expect("pid"),
                     rss_kb: field("rss_kb"),
                     hwm_kb: field("hwm_kb"),
+                    anon_huge_kb: field("anon_huge_kb"),
+                    threads: field("threads"),
+                    cpu_ticks: field("cpu_ticks"),
+                    ctxsw: field("ctxsw"),
                 }
             })
             .collect()
