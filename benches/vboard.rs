@@ -39,7 +39,7 @@ fn agent_toml(interval_s: u64, keep_alive_s: u64) -> String {
 /// The last `VBOARD-MEM comm=npu-agent` sample printed after `after`.
 fn sample_after(boot: &mut harness::Boot, after: usize) -> (Instant, Mem) {
     boot.wait_until("a fresh VBOARD-MEM line", Duration::from_secs(120), |c| {
-        c.matches("VBOARD-MEM comm=npu-agent ").count() > after
+        harness::parse_mem(c, "npu-agent").len() > after
     });
     let at = Instant::now();
     (at, boot.mem("npu-agent").pop().expect("a sample"))

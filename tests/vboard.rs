@@ -813,7 +813,7 @@ fn send(
 fn fresh_agent_mem(boot: &mut Boot) -> harness::Mem {
     let n = boot.mem("npu-agent").len();
     boot.wait_until("a fresh VBOARD-MEM line of npu-agent", T, |c| {
-        c.matches("VBOARD-MEM comm=npu-agent ").count() > n
+        harness::parse_mem(c, "npu-agent").len() > n
     });
     boot.mem("npu-agent").pop().expect("a VBOARD-MEM line")
 }

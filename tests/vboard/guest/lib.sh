@@ -27,7 +27,7 @@ vb_mem() {
     [ "$_c" = "$1" ] || continue
     _p=${_s#/proc/}; _p=${_p%/status}
     _ah=$(awk '/^AnonHugePages:/ {s += $2} END {print s + 0}' "/proc/$_p/smaps" 2>/dev/null)
-    _th=$(ls "/proc/$_p/task" 2>/dev/null | wc -l)
+    _th=0; for _t in /proc/"$_p"/task/*; do [ -e "$_t" ] && _th=$((_th + 1)); done
     _cpu=$(awk '{print $14 + $15}' "/proc/$_p/stat" 2>/dev/null)
     _cs=$(awk '/ctxt_switches:/ {s += $2} END {print s + 0}' "/proc/$_p/task/$_p/status" 2>/dev/null)
     echo "VBOARD-MEM comm=$1 pid=$_p rss_kb=$(awk '/^VmRSS:/ {print $2}' "$_s") hwm_kb=$(awk '/^VmHWM:/ {print $2}' "$_s") anon_huge_kb=${_ah:-0} threads=${_th:-0} cpu_ticks=${_cpu:-0} ctxsw=${_cs:-0}"
