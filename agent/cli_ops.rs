@@ -114,6 +114,13 @@ pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         );
         return EXIT_OK;
     }
+    // A long-running process from here on: no transparent huge pages (crate::runtime).
+    if let Err(e) = crate::runtime::no_huge_pages() {
+        let _ = writeln!(
+            err,
+            "npu-agent: cannot turn transparent huge pages off ({e}); memory may grow in 2 MiB steps"
+        );
+    }
     // No broker yet (fresh install, unprovisioned image): stand by until one is configured.
     let reload = |again| {
         crate::standby::reload(

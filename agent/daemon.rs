@@ -207,10 +207,7 @@ enum Done {
 pub fn run(cfg: Config) -> Result<i32, RunError> {
     crate::logging::init();
     let s = setup(cfg)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| RunError::Runtime(e.to_string()))?;
+    let rt = crate::runtime::current_thread().map_err(|e| RunError::Runtime(e.to_string()))?;
     Ok(rt.block_on(main_loop(s)))
 }
 
@@ -437,9 +434,7 @@ impl Agent {
 }
 
 fn rfc3339_now() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    crate::timefmt::rfc3339_now()
 }
 
 fn spawn_diagnose(s: &Setup, tx: &mpsc::UnboundedSender<Done>) {

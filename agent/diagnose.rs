@@ -322,9 +322,7 @@ fn build_report(
                 .map(|a| format!("{a} machine (no device tree)"))
         })
         .unwrap_or_else(|| "unknown board".into());
-    let time = time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default();
+    let time = crate::timefmt::rfc3339_now();
     let reboot_required = findings
         .iter()
         .any(|f| f.id == "reboot.pending" && f.status.fires());

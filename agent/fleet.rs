@@ -124,10 +124,7 @@ pub fn parse_args(kv: &[String]) -> Result<Map<String, Value>, String> {
 
 /// A current-thread runtime for an operator command; `None` (reason printed) if it cannot start.
 fn runtime(err: &mut dyn Write) -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    match crate::runtime::current_thread() {
         Ok(r) => Some(r),
         Err(e) => {
             let _ = writeln!(err, "npu-agent: cannot start the runtime: {e}");

@@ -34,4 +34,6 @@ pub mod profile;
 pub mod provision;
 pub mod report;
 pub mod root;
+pub mod runtime;
 pub mod standby;
+pub mod timefmt;

@@ -579,9 +579,7 @@ fn read_and_prepare(
 }
 
 fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    crate::timefmt::rfc3339_now()
 }
 
 /// Provisions from the boot partition under `root` (see the module documentation).

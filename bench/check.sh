@@ -15,7 +15,7 @@ SEED=${SEED_DOCTOR:-../shared/bench/seed-doctor.sh}
 FIXTURE=tests/fixtures/boards/own-pi5-hailo10h-5.1.1-healthy/root
 
 cargo build --release --quiet
-BIN=target/release/npu-agent
+BIN="${CARGO_TARGET_DIR:-target}/release/npu-agent"
 
 wall_ms() { # command... -> "median p90" in ms over $RUNS runs
   local i t0 t1 times=()
@@ -50,7 +50,7 @@ row() { # label command...
   printf '%-44s %10s %10s %16s\n' "$label" "$med" "$p90" "$(instructions "$@")"
 }
 
-echo "npu-agent check benchmark: $RUNS runs per row, $(nproc) cores, $(uname -m)"
+echo "npu-agent check benchmark: $RUNS runs per row; $(date -u +%Y-%m-%dT%H:%MZ); $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //'); load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "binary: $BIN ($(stat -c %s "$BIN") bytes)"
 printf '%-44s %10s %10s %16s\n' "target" "median_ms" "p90_ms" "instructions"
 row "baseline: /bin/true (fork + exec only)" /bin/true
@@ -60,7 +60,7 @@ row "npu-agent check (this host)" "$BIN" check --format json
 # the x86_64 musl target is installed (rustup target add x86_64-unknown-linux-musl).
 if rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-musl; then
   cargo build --release --quiet --target x86_64-unknown-linux-musl
-  STATIC=target/x86_64-unknown-linux-musl/release/npu-agent
+  STATIC="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-musl/release/npu-agent"
   row "static musl: check --root <fixture>" "$STATIC" check --root "$FIXTURE" --format json
   row "static musl: check (this host)" "$STATIC" check --format json
 fi

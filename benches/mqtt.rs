@@ -44,10 +44,23 @@ fn rescan(c: &Client, id: &str) -> f64 {
     t0.elapsed().as_secs_f64() * 1000.0
 }
 
+/// `date; machine, cores, CPU; load` for the figures' header line.
+fn machine_line() -> String {
+    let sh = |c: &str| {
+        std::process::Command::new("sh")
+            .args(["-c", c])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    sh("echo \"$(date -u +%Y-%m-%dT%H:%MZ); $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); load $(cut -d' ' -f1-3 /proc/loadavg)\"")
+}
+
 fn main() {
     if !require_tool("mosquitto") {
         return;
     }
+    println!("mqtt bench: {}", machine_line());
     // A broker sized for a fleet: mosquitto keeps at most 1,000 queued messages per client by
     // default and drops the rest, which would cut `fleet watch` short on 10,000 boards.
     let mut broker = Broker::start_with(free_port(), "max_queued_messages 0\nmax_queued_bytes 0");

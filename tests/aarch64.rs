@@ -46,6 +46,50 @@ fn check(cmd: &mut Command, root: &Path) -> (i32, Value) {
     (code, v)
 }
 
+/// The size goal of the stripped static aarch64 binary, bytes (README "Static aarch64 build").
+const SIZE_GOAL_BYTES: u64 = 2_300_000;
+
+/// The ceiling enforced meanwhile: the binary may not grow past the previous goal while the
+/// cuts README lists as next are made.
+const SIZE_CEILING_BYTES: u64 = 2_500_000;
+
+/// Fails when the stripped binary is above `limit`; prints the size and the margin.
+fn assert_stripped_size_at_most(limit: u64, what: &str) {
+    let Some(bin) = common::aarch64_agent() else {
+        return;
+    };
+    let facts = common::elf_facts(&bin);
+    assert!(
+        !facts.symbols,
+        "{} has a symbol table: the release profile's `strip = true` is not applied",
+        bin.display()
+    );
+    assert!(
+        facts.size <= limit,
+        "{} is {} bytes, {} over the {limit}-byte {what} (bash bench/size.sh shows where the bytes go)",
+        bin.display(),
+        facts.size,
+        facts.size - limit
+    );
+    eprintln!(
+        "static aarch64 agent: {} bytes, {} under the {limit}-byte {what}",
+        facts.size,
+        limit - facts.size
+    );
+}
+
+#[test]
+fn aarch64_binary_stays_under_the_size_ceiling() {
+    assert_stripped_size_at_most(SIZE_CEILING_BYTES, "ceiling");
+}
+
+#[test]
+#[ignore = "known failure: the binary is about 2.46 MB, above the 2,300,000-byte goal; README \
+            \"Static aarch64 build\" lists the next cuts. Run with `cargo test --test aarch64 -- --ignored`"]
+fn aarch64_binary_fits_the_size_goal() {
+    assert_stripped_size_at_most(SIZE_GOAL_BYTES, "goal");
+}
+
 #[test]
 fn aarch64_binary_is_a_static_aarch64_elf() {
     let Some(bin) = common::aarch64_agent() else {

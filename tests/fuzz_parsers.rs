@@ -173,3 +173,106 @@ fn garbage_tree_gives_a_full_report() {
         })
         .unwrap();
 }
+
+// The agent's own small parsers replaced general libraries to keep the static binary small
+// (/proc/<pid>/limits: procfs-core; dpkg.log stamps and RFC 3339: the `time` crate). These
+// properties hold them to the libraries' results, which stay dev-dependencies for this purpose.
+
+/// `/proc/<pid>/limits` rows with their unit column (`None`: the unit-less priority rows).
+const LIMIT_ROWS: [(&str, Option<&str>); 16] = [
+    ("Max cpu time", Some("seconds")),
+    ("Max file size", Some("bytes")),
+    ("Max data size", Some("bytes")),
+    ("Max stack size", Some("bytes")),
+    ("Max core file size", Some("bytes")),
+    ("Max resident set", Some("bytes")),
+    ("Max processes", Some("processes")),
+    ("Max open files", Some("files")),
+    ("Max locked memory", Some("bytes")),
+    ("Max address space", Some("bytes")),
+    ("Max file locks", Some("locks")),
+    ("Max pending signals", Some("signals")),
+    ("Max msgqueue size", Some("bytes")),
+    ("Max nice priority", None),
+    ("Max realtime priority", None),
+    ("Max realtime timeout", Some("us")),
+];
+
+fn limit_value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        30 => Just("unlimited".to_string()),
+        30 => (0u64..u64::MAX).prop_map(|n| n.to_string()),
+        30 => (0u64..100_000).prop_map(|n| n.to_string()),
+        1 => Just("-1".to_string()),
+        1 => Just("lots".to_string()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Limits tables (rows shuffled, dropped or repeated; values numbers, `unlimited` or
+    /// garbage; extra spaces): the agent's reading equals procfs-core's.
+    #[test]
+    fn limits_agree_with_procfs_core(
+        present in proptest::collection::vec((proptest::bool::weighted(0.95), limit_value(), limit_value(), 1usize..8), 16),
+        extra in proptest::collection::vec((0usize..16, limit_value(), limit_value(), 1usize..8), 0..4),
+        header in any::<bool>(),
+    ) {
+        let rows: Vec<(usize, String, String, usize)> = present
+            .into_iter()
+            .enumerate()
+            .filter(|(_, (on, ..))| *on)
+            .map(|(i, (_, soft, hard, pad))| (i, soft, hard, pad))
+            .chain(extra)
+            .collect();
+        let mut t = String::new();
+        if header {
+            t.push_str("Limit                     Soft Limit           Hard Limit           Units     \n");
+        }
+        for (i, soft, hard, pad) in &rows {
+            let (name, unit) = LIMIT_ROWS[*i];
+            let gap = " ".repeat(*pad);
+            t.push_str(&format!("{name}{gap}{soft}{gap}{hard}{gap}{}\n", unit.unwrap_or("")));
+        }
+        let ours = limits::parse_limits(&t);
+        use procfs_core::FromBufRead;
+        match procfs_core::process::Limits::from_buf_read(t.as_bytes()) {
+            Ok(l) => {
+                let ours = ours.expect("procfs-core read it");
+                let v = |x: procfs_core::process::LimitValue| match x {
+                    procfs_core::process::LimitValue::Unlimited => None,
+                    procfs_core::process::LimitValue::Value(n) => Some(n),
+                };
+                prop_assert_eq!(ours.nofile.soft, v(l.max_open_files.soft_limit));
+                prop_assert_eq!(ours.nofile.hard, v(l.max_open_files.hard_limit));
+                prop_assert_eq!(ours.memlock_bytes.soft, v(l.max_locked_memory.soft_limit));
+                prop_assert_eq!(ours.memlock_bytes.hard, v(l.max_locked_memory.hard_limit));
+            }
+            Err(_) => prop_assert!(ours.is_err(), "{:?}", ours),
+        }
+    }
+
+    /// RFC 3339 timestamps: the agent's formatter writes what the `time` crate writes.
+    #[test]
+    fn rfc3339_agrees_with_time(unix_s in 0i64..253_402_300_800, nanos in prop_oneof![Just(0u32), 0u32..1_000_000_000, (0u32..1000).prop_map(|n| n * 1_000_000)]) {
+        let t = time::OffsetDateTime::from_unix_timestamp(unix_s).unwrap()
+            + time::Duration::nanoseconds(i64::from(nanos));
+        let want = t.format(&time::format_description::well_known::Rfc3339).unwrap();
+        prop_assert_eq!(npu_agent::timefmt::rfc3339_utc(unix_s as u64, nanos), want);
+    }
+
+    /// dpkg.log stamps: the agent's reading equals the `time` crate's
+    /// `[year]-[month]-[day] [hour]:[minute]:[second]` on well-formed and near-miss stamps.
+    #[test]
+    fn dpkg_stamps_agree_with_time(
+        y in 0u32..10_000, mo in 0u32..14, d in 0u32..33, h in 0u32..26, mi in 0u32..62, s in 0u32..62,
+    ) {
+        let (date, clock) = (format!("{y:04}-{mo:02}-{d:02}"), format!("{h:02}:{mi:02}:{s:02}"));
+        let fmt = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second]");
+        let want = time::PrimitiveDateTime::parse(&format!("{date} {clock}"), fmt)
+            .ok()
+            .map(|t| t.assume_utc().unix_timestamp());
+        prop_assert_eq!(npu_agent::timefmt::unix_from_date_time(&date, &clock), want);
+    }
+}

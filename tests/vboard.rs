@@ -813,7 +813,7 @@ fn send(
 fn fresh_agent_mem(boot: &mut Boot) -> harness::Mem {
     let n = boot.mem("npu-agent").len();
     boot.wait_until("a fresh VBOARD-MEM line of npu-agent", T, |c| {
-        c.matches("VBOARD-MEM comm=npu-agent ").count() > n
+        harness::parse_mem(c, "npu-agent").len() > n
     });
     boot.mem("npu-agent").pop().expect("a VBOARD-MEM line")
 }
@@ -1229,6 +1229,94 @@ fn rk3588_fleet_status_commands_and_signed_cma_reboot_over_mqtt() {
         "rk3588 fleet: {:.1} s",
         t0.elapsed().as_secs_f64()
     ));
+}
+
+/// The agent's memory limits (VmRSS under 3 MiB, VmHWM under 3.5 MiB, no transparent huge page)
+/// hold on a kernel with `transparent_hugepage=always` as well as `madvise`: one ROCK 5B boot per
+/// setting (armbianEnv.txt's `extraargs`), `npu-agent run` publishing every 2 s, commands that
+/// run on the blocking helper threads (`rescan`, `compact`), then the agent's figures. With Rust's
+/// default 2 MiB thread stacks, "always" let a helper thread's stack become a 2 MiB huge page in
+/// some boots (VmRSS about 4.7 MB); agent/runtime.rs explains the shape that prevents it.
+#[test]
+fn agent_memory_stays_small_with_thp_always_and_madvise() {
+    const RSS_LIMIT_KB: u64 = 3 * 1024;
+    const HWM_LIMIT_KB: u64 = 3 * 1024 + 512;
+    let t0 = Instant::now();
+    for thp in ["always", "madvise"] {
+        let Some(broker) = harness::Mosquitto::start() else {
+            return;
+        };
+        let keys = tempfile::tempdir().expect("temp dir");
+        let (_, public) = fleet::keygen(keys.path());
+        let spec = fleet_spec(&format!("rock5b-thp-{thp}"), Personality::Rock5b, broker.port, &public)
+            .boot_file(
+                "armbianEnv.txt",
+                &armbian_env(&format!("cma=64M transparent_hugepage={thp}")),
+            )
+            .init("vb_section thp cat /sys/kernel/mm/transparent_hugepage/enabled\nvb_agent\nvb_mem_every 2 npu-agent");
+        let Some(mut board) = Board::new(spec) else {
+            return;
+        };
+        let url = broker.url();
+        let sub = fleet::Subscriber::connect(broker.port, "npu-fleet/#");
+        let mut b = board.boot();
+        assert!(
+            b.cmdline.contains(&format!(" transparent_hugepage={thp} ")),
+            "{}",
+            b.cmdline
+        );
+        b.wait_for("VBOARD-END thp", T);
+        assert!(
+            b.section("thp").contains(&format!("[{thp}]")),
+            "the kernel did not take transparent_hugepage={thp}: {}",
+            b.section("thp")
+        );
+        wait_status(&sub, ROCK_ID, &b, 0, T, "a first status", |_| true);
+        for action in ["rescan", "compact", "rescan"] {
+            let r = send(&url, ROCK_ID, action, &[], None, 60);
+            assert_eq!(r.code, 0, "{action}: {r:?}\n{}", b.tail());
+        }
+        // A few more cycles after the commands, then a fresh sample.
+        let mut from = sub.len();
+        for _ in 0..3 {
+            let (i, _) = wait_status(
+                &sub,
+                ROCK_ID,
+                &b,
+                from,
+                T,
+                "a status after the commands",
+                |_| true,
+            );
+            from = i + 1;
+        }
+        assert_agent_alive(&mut b);
+        let m = fresh_agent_mem(&mut b);
+        common::say(&format!(
+            "bench: npu-agent run (static aarch64) on the virtual ROCK 5B, THP {thp}, after rescan, compact, rescan: VmRSS {} kB, VmHWM {} kB, AnonHugePages {} kB, {} threads",
+            m.rss_kb, m.hwm_kb, m.anon_huge_kb, m.threads
+        ));
+        assert_eq!(
+            m.anon_huge_kb, 0,
+            "THP {thp}: a huge page in the agent: {m:?}"
+        );
+        assert!(
+            m.rss_kb < RSS_LIMIT_KB,
+            "THP {thp}: VmRSS {} kB: {m:?}",
+            m.rss_kb
+        );
+        assert!(
+            m.hwm_kb < HWM_LIMIT_KB,
+            "THP {thp}: VmHWM {} kB: {m:?}",
+            m.hwm_kb
+        );
+        // The runtime thread plus at most npu_agent::runtime::MAX_BLOCKING_THREADS helpers.
+        assert!(
+            (1..=1 + npu_agent::runtime::MAX_BLOCKING_THREADS as u64).contains(&m.threads),
+            "{m:?}"
+        );
+    }
+    common::say(&format!("THP memory: {:.1} s", t0.elapsed().as_secs_f64()));
 }
 
 /// Scenarios 5 and 4 of issue 5 on one Raspberry Pi 5 (two boots): the board boots while its

@@ -1,5 +1,5 @@
 //! `/proc/buddyinfo`: free blocks per zone and buddy order (`Node 0, zone Normal 12 5 ...`).
-//! procfs-core has no parser for it, so this is ours.
+//! Parsed here line by line.
 
 /// Free block counts of one zone; `free_blocks[k]` counts blocks of order k (2^k pages).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

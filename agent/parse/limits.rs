@@ -1,10 +1,32 @@
-//! `/proc/<pid>/limits` through procfs-core's `Limits` parser.
+//! `/proc/<pid>/limits`: the kernel's table (`Limit  Soft Limit  Hard Limit  Units`, one row per
+//! resource, values a number or `unlimited`).
 //!
-//! Lines with fewer than three fields are dropped before parsing (procfs-core indexes from the
-//! end of each line and would underflow on them).
+//! Rows are read from the end of the line: soft, hard, then the unit, which `Max nice priority`
+//! and `Max realtime priority` do not have. Lines with fewer than three fields are dropped. The
+//! table counts as one only when all sixteen rows Linux has printed since 2.6.25 are present with
+//! well-formed values, so a truncated or foreign file is an error rather than half a reading.
 
-use procfs_core::process::LimitValue;
-use procfs_core::FromBufRead;
+use std::collections::HashMap;
+
+/// The rows of `/proc/<pid>/limits` (Linux 2.6.25 and later; `fs/proc/base.c`).
+const ROWS: [&str; 16] = [
+    "Max cpu time",
+    "Max file size",
+    "Max data size",
+    "Max stack size",
+    "Max core file size",
+    "Max resident set",
+    "Max processes",
+    "Max open files",
+    "Max locked memory",
+    "Max address space",
+    "Max file locks",
+    "Max pending signals",
+    "Max msgqueue size",
+    "Max nice priority",
+    "Max realtime priority",
+    "Max realtime timeout",
+];
 
 /// One soft/hard pair; `None` is `unlimited` (RLIM_INFINITY).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -24,15 +46,47 @@ pub struct ProcessLimits {
     pub memlock_bytes: LimitPair,
 }
 
-fn pair(l: procfs_core::process::Limit) -> LimitPair {
-    let v = |x: LimitValue| match x {
-        LimitValue::Unlimited => None,
-        LimitValue::Value(n) => Some(n),
-    };
-    LimitPair {
-        soft: v(l.soft_limit),
-        hard: v(l.hard_limit),
+/// One value: `Some(None)` for `unlimited`, `Some(Some(n))` for a number, `None` otherwise.
+fn value(s: &str) -> Option<Option<u64>> {
+    if s == "unlimited" {
+        Some(None)
+    } else {
+        s.parse::<u64>().ok().map(Some)
     }
+}
+
+/// The table's rows by name (the last of a repeated row wins), or `None` when a row is missing
+/// or has a malformed value.
+fn table(screened: &str) -> Option<HashMap<String, LimitPair>> {
+    let mut rows: HashMap<String, (&str, &str)> = HashMap::new();
+    for line in screened.lines() {
+        let line = line.trim();
+        if line.starts_with("Limit") {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // Callers pass lines of at least three fields: soft and hard are the last two before the
+        // unit, or the last two on the unit-less priority rows.
+        let end =
+            if line.starts_with("Max nice priority") || line.starts_with("Max realtime priority") {
+                f.len()
+            } else {
+                f.len() - 1
+            };
+        rows.insert(f[..end - 2].join(" "), (f[end - 2], f[end - 1]));
+    }
+    let mut out = HashMap::new();
+    for name in ROWS {
+        let (soft, hard) = rows.remove(name)?;
+        out.insert(
+            name.to_string(),
+            LimitPair {
+                soft: value(soft)?,
+                hard: value(hard)?,
+            },
+        );
+    }
+    Some(out)
 }
 
 /// Parses `/proc/<pid>/limits` text.
@@ -42,8 +96,7 @@ pub fn parse_limits(text: &str) -> Result<ProcessLimits, String> {
         .filter(|l| l.split_whitespace().count() >= 3)
         .flat_map(|l| [l, "\n"])
         .collect();
-    // procfs-core's own error text points at its source files; say what is wrong instead.
-    let l = procfs_core::process::Limits::from_buf_read(screened.as_bytes()).map_err(|_| {
+    let l = table(&screened).ok_or_else(|| {
         let missing: Vec<&str> = ["Max open files", "Max locked memory", "Max cpu time", "Max nice priority"]
             .into_iter()
             .filter(|row| !screened.lines().any(|l| l.starts_with(row)))
@@ -55,8 +108,8 @@ pub fn parse_limits(text: &str) -> Result<ProcessLimits, String> {
         }
     })?;
     Ok(ProcessLimits {
-        nofile: pair(l.max_open_files),
-        memlock_bytes: pair(l.max_locked_memory),
+        nofile: l["Max open files"],
+        memlock_bytes: l["Max locked memory"],
     })
 }
 

@@ -112,7 +112,6 @@ pub fn probe_dpkg_log(root: &SysRoot) -> Probed<Vec<DpkgLogEntry>> {
 
 /// Parses dpkg.log text; lines of other shapes are skipped.
 pub fn parse_dpkg_log(text: &str) -> Vec<DpkgLogEntry> {
-    let fmt = time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second]");
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         // Most lines are `status`/`configure`/`trigproc`; skip them before splitting.
@@ -123,11 +122,11 @@ pub fn parse_dpkg_log(text: &str) -> Vec<DpkgLogEntry> {
         if f.len() != 6 || !(f[2] == "install" || f[2] == "upgrade") {
             continue;
         }
-        let Ok(t) = time::PrimitiveDateTime::parse(&format!("{} {}", f[0], f[1]), fmt) else {
+        let Some(time_unix_s) = crate::timefmt::unix_from_date_time(f[0], f[1]) else {
             continue;
         };
         out.push(DpkgLogEntry {
-            time_unix_s: t.assume_utc().unix_timestamp(),
+            time_unix_s,
             action: f[2].to_string(),
             package: f[3].split(':').next().unwrap_or("").to_string(),
             from: f[4].to_string(),

@@ -180,6 +180,8 @@ pub struct ElfFacts {
     pub interpreter: Option<String>,
     pub needed: usize,
     pub size: u64,
+    /// A `.symtab` is present (the file is not stripped).
+    pub symbols: bool,
 }
 
 pub fn elf_facts(path: &Path) -> ElfFacts {
@@ -208,5 +210,6 @@ pub fn elf_facts(path: &Path) -> ElfFacts {
         interpreter,
         needed,
         size: data.len() as u64,
+        symbols: object::Object::symbol_table(&file).is_some(),
     }
 }

@@ -905,11 +905,45 @@ pub enum BootEnd {
     PowerOff,
 }
 
+/// The complete `vb_mem COMM` lines of a console, in order. A line another writer cut short on
+/// the shared serial console (the agent's own output runs beside the sampler) is left out.
+pub fn parse_mem(console: &str, comm: &str) -> Vec<Mem> {
+    let prefix = format!("VBOARD-MEM comm={comm} ");
+    console
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|rest| {
+            let field = |k: &str| {
+                rest.split_whitespace()
+                    .find_map(|w| w.strip_prefix(&format!("{k}=")))
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            Some(Mem {
+                pid: u32::try_from(field("pid")?).ok()?,
+                rss_kb: field("rss_kb")?,
+                hwm_kb: field("hwm_kb")?,
+                anon_huge_kb: field("anon_huge_kb")?,
+                threads: field("threads")?,
+                cpu_ticks: field("cpu_ticks")?,
+                ctxsw: field("ctxsw")?,
+            })
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mem {
     pub pid: u32,
     pub rss_kb: u64,
     pub hwm_kb: u64,
+    /// Transparent huge pages mapped (AnonHugePages summed over /proc/PID/smaps), kB.
+    pub anon_huge_kb: u64,
+    /// Live threads.
+    pub threads: u64,
+    /// utime + stime of the whole process, clock ticks (USER_HZ, 100 a second).
+    pub cpu_ticks: u64,
+    /// Voluntary + involuntary context switches of the main thread.
+    pub ctxsw: u64,
 }
 
 pub struct Boot {
@@ -1127,24 +1161,7 @@ impl Boot {
 
     /// `vb_mem COMM` lines: VmRSS / VmHWM of each process with that name.
     pub fn mem(&self, comm: &str) -> Vec<Mem> {
-        let prefix = format!("VBOARD-MEM comm={comm} ");
-        self.console()
-            .lines()
-            .filter_map(|l| l.strip_prefix(&prefix))
-            .map(|rest| {
-                let field = |k: &str| {
-                    rest.split_whitespace()
-                        .find_map(|w| w.strip_prefix(&format!("{k}=")))
-                        .and_then(|v| v.parse::<u64>().ok())
-                        .unwrap_or_else(|| panic!("no {k} in VBOARD-MEM {rest}"))
-                };
-                Mem {
-                    pid: u32::try_from(field("pid")).expect("pid"),
-                    rss_kb: field("rss_kb"),
-                    hwm_kb: field("hwm_kb"),
-                }
-            })
-            .collect()
+        parse_mem(&self.console(), comm)
     }
 
     fn kill(&mut self) {
