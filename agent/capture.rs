@@ -408,9 +408,7 @@ pub fn capture(
     let mut manifest = Manifest {
         schema: 1,
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
-        time: time::OffsetDateTime::now_utc()
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default(),
+        time: crate::timefmt::rfc3339_now(),
         captured_from: if root.is_live() { "live" } else { "tree" },
         redacted: redact,
         profile: String::new(),
