@@ -18,8 +18,30 @@ pub struct BrokerUrl {
     pub tls: bool,
 }
 
-/// Parses a broker URL. Only `mqtt` and `mqtts` schemes; no user info or path.
+/// The broker URL as it may be printed or logged: user info (`user:password@`) replaced by
+/// `<redacted>@`, whatever the scheme. Credentials belong in `username` / `password_file`.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (format!("{s}://"), r),
+        None => (String::new(), url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}<redacted>@{host}{tail}"),
+        None => url.to_string(),
+    }
+}
+
+/// Parses a broker URL. Only `mqtt` and `mqtts` schemes; no user info or path. Errors quote the
+/// URL with any user info redacted ([`redact_url`]).
 pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
+    let shown = redact_url(url);
+    if shown != url {
+        return Err(format!(
+            "{shown:?}: the broker URL must not carry user info; use mqtt.username and mqtt.password_file"
+        ));
+    }
     let (tls, rest) = if let Some(r) = url.strip_prefix("mqtts://") {
         (true, r)
     } else if let Some(r) = url.strip_prefix("mqtt://") {
