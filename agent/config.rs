@@ -40,6 +40,27 @@ pub fn read_host_text(path: &std::path::Path, max_bytes: u64) -> std::io::Result
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
+/// Longest `mqtt.topic_root`, `board_id` and `home_assistant.discovery_prefix` (bytes): every
+/// topic is built from them, and the broker limits a topic to 64 KiB.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// Keys whose value is text: from the environment they take the variable's text as it is
+/// (`NPU_AGENT_MQTT_TOPIC_ROOT=1883` is the topic root "1883", not a number).
+const STRING_KEYS: &[&str] = &[
+    "board_id",
+    "profile",
+    "root",
+    "state_dir",
+    "mqtt.url",
+    "mqtt.topic_root",
+    "mqtt.username",
+    "mqtt.password_file",
+    "mqtt.ca_file",
+    "mqtt.cert_file",
+    "mqtt.key_file",
+    "home_assistant.discovery_prefix",
+];
+
 /// A configuration error: which file (or variable), which line, what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -298,9 +319,11 @@ impl Config {
     }
 
     /// The configuration without secrets' contents (paths to secret files are shown; there are
-    /// no inline secrets), as TOML.
+    /// no inline secrets; user info in the broker URL is replaced by `<redacted>`), as TOML.
     pub fn redacted(&self) -> String {
-        toml::to_string(self).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+        let mut c = self.clone();
+        c.mqtt.url = crate::mqtt::redact_url(&c.mqtt.url);
+        toml::to_string(&c).unwrap_or_else(|_| "# cannot render the configuration\n".into())
     }
 
     /// Checks values that parse but make no sense.
@@ -317,6 +340,35 @@ impl Config {
                 "mqtt.keep_alive_s = {} is below 5 s",
                 self.mqtt.keep_alive_s
             ));
+        }
+        if self.mqtt.keep_alive_s > u64::from(u16::MAX) {
+            return err(format!(
+                "mqtt.keep_alive_s = {} is above {} s (the MQTT maximum)",
+                self.mqtt.keep_alive_s,
+                u16::MAX
+            ));
+        }
+        let max_age = crate::mqtt::command::MAX_COMMAND_AGE_LIMIT_S;
+        if !(1..=max_age).contains(&self.security.max_command_age_s) {
+            return err(format!(
+                "security.max_command_age_s = {} is outside 1..={max_age} s",
+                self.security.max_command_age_s
+            ));
+        }
+        for (key, value) in [
+            ("mqtt.topic_root", &self.mqtt.topic_root),
+            ("board_id", &self.board_id),
+            (
+                "home_assistant.discovery_prefix",
+                &self.home_assistant.discovery_prefix,
+            ),
+        ] {
+            if value.len() > MAX_NAME_BYTES {
+                return err(format!(
+                    "{key} is {} bytes long; at most {MAX_NAME_BYTES}",
+                    value.len()
+                ));
+            }
         }
         if self.report.interval_s == 0 {
             return err("report.interval_s must be at least 1".into());
@@ -350,6 +402,55 @@ fn parse_layer(source: &str, text: &str) -> Result<Layer, ConfigError> {
     toml::from_str::<Layer>(text).map_err(|e| layer_error(source, text, &e))
 }
 
+/// A TOML/serde error message with every value it quotes hidden: serde names a refused value in
+/// backticks (`` integer `12345` ``) or double quotes (`string "hunter2"`), and a value may be a
+/// secret typed in the wrong place. Messages about a key (unknown, missing, duplicate) keep the
+/// key's name (cut at 40 characters: a pasted key can land where a key name goes) and the list of
+/// valid keys, which comes from the schema.
+pub fn redact_values(message: &str) -> String {
+    const KEY_MESSAGES: &[&str] = &[
+        "unknown field `",
+        "unknown key `",
+        "missing field `",
+        "duplicate key `",
+        "duplicate field `",
+    ];
+    if let Some(p) = KEY_MESSAGES.iter().find(|p| message.starts_with(**p)) {
+        let rest = &message[p.len()..];
+        let (name, tail) = rest.split_once('`').unwrap_or((rest, ""));
+        let shown: String = name.chars().filter(|c| !c.is_control()).take(40).collect();
+        let cut = if name.chars().count() > 40 { "…" } else { "" };
+        // The tail is the schema's list of keys; anything else in it is hidden too.
+        let tail = if tail.starts_with(", expected") || tail.is_empty() {
+            tail.to_string()
+        } else {
+            String::new()
+        };
+        return format!("{p}{shown}{cut}`{tail}");
+    }
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '`' || c == '"' {
+            // Skip to the matching close (a quoted string may escape its quote).
+            let mut escaped = false;
+            for d in chars.by_ref() {
+                if escaped {
+                    escaped = false;
+                } else if d == '\\' && c == '"' {
+                    escaped = true;
+                } else if d == c {
+                    break;
+                }
+            }
+            out.push_str("(value hidden)");
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn layer_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
     ConfigError {
         source: source.to_string(),
@@ -360,11 +461,7 @@ fn layer_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
                 .count()
                 + 1
         }),
-        message: e
-            .message()
-            .replace("unknown field", "unknown key")
-            .trim()
-            .to_string(),
+        message: redact_values(e.message().trim()).replace("unknown field", "unknown key"),
     }
 }
 
@@ -404,10 +501,18 @@ fn env_layer(vars: &[(String, String)]) -> Result<Option<Layer>, ConfigError> {
             Some(s) => (Some(*s), lower[s.len() + 1..].to_string()),
             None => (None, lower),
         };
-        let parsed: toml::Value = toml::from_str::<toml::Table>(&format!("v = {value}"))
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(value.clone()));
+        let dotted = match section {
+            Some(s) => format!("{s}.{key}"),
+            None => key.clone(),
+        };
+        let parsed: toml::Value = if STRING_KEYS.contains(&dotted.as_str()) {
+            toml::Value::String(value.clone())
+        } else {
+            toml::from_str::<toml::Table>(&format!("v = {value}"))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(value.clone()))
+        };
         match section {
             Some(s) => {
                 let entry = table

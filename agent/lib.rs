@@ -34,4 +34,5 @@ pub mod profile;
 pub mod provision;
 pub mod report;
 pub mod root;
+pub mod secret;
 pub mod standby;
