@@ -724,6 +724,70 @@ mod tests {
         );
     }
 
+    /// Item 10: environment values take the key's type; long names and extreme ages are bounded.
+    #[test]
+    fn config_edges_are_bounded() {
+        let d = tree(&[]);
+        let root = SysRoot::new(d.path());
+        let (c, _) = load(
+            &root,
+            None,
+            &[("NPU_AGENT_MQTT_TOPIC_ROOT".into(), "1883".into())],
+        )
+        .unwrap();
+        assert_eq!(c.mqtt.topic_root, "1883");
+        let (c, _) = load(&root, None, &[("NPU_AGENT_BOARD_ID".into(), "true".into())]).unwrap();
+        assert_eq!(c.board_id, "true");
+        let long = "a".repeat(64 * 1024 + 1);
+        let e = load(&root, None, &[("NPU_AGENT_MQTT_TOPIC_ROOT".into(), long)]).unwrap_err();
+        assert!(e.message.contains("at most 128"), "{e}");
+        for bad in ["0", "18446744073709551615", "604801"] {
+            let d = tree(&[(
+                "/etc/npu-agent/agent.toml",
+                &format!("[security]\nmax_command_age_s = {bad}\n"),
+            )]);
+            let e = load(&SysRoot::new(d.path()), None, &[]).unwrap_err();
+            assert!(e.message.contains("max_command_age_s"), "{bad}: {e}");
+        }
+        let d = tree(&[(
+            "/etc/npu-agent/agent.toml",
+            "[security]\nmax_command_age_s = 604800\n",
+        )]);
+        assert!(load(&SysRoot::new(d.path()), None, &[]).is_ok());
+    }
+
+    /// Item 4: a secret typed where a value of another type goes is not echoed.
+    #[test]
+    fn type_errors_do_not_echo_values() {
+        for text in [
+            "[mqtt]\nkeep_alive_s = \"hunter2-pw\"\n",
+            "[mqtt]\nusername = 918273645\n",
+            "board_id = [77, 67, 52, 67]\n",
+            "[mqtt]\npassword_file = 3.14159\n",
+        ] {
+            let d = tree(&[("/etc/npu-agent/agent.toml", text)]);
+            let e = load(&SysRoot::new(d.path()), None, &[]).unwrap_err().to_string();
+            for v in ["hunter2", "918273645", "77, 67", "3.14159"] {
+                assert!(!e.contains(v), "{text}: {e}");
+            }
+        }
+        assert_eq!(
+            redact_values("unknown field `pasword_file`, expected one of `url`, `username`"),
+            "unknown field `pasword_file`, expected one of `url`, `username`"
+        );
+    }
+
+    #[test]
+    fn broker_user_info_is_never_printed() {
+        let mut c = Config::default();
+        c.mqtt.url = "mqtt://user:pw-s3cret@broker:1883".into();
+        let text = c.redacted();
+        assert!(!text.contains("pw-s3cret") && !text.contains("user:"), "{text}");
+        assert!(text.contains("mqtt://<redacted>@broker:1883"), "{text}");
+        let e = crate::mqtt::parse_url(&c.mqtt.url).unwrap_err();
+        assert!(!e.contains("pw-s3cret"), "{e}");
+    }
+
     #[test]
     fn redacted_has_no_secret_values() {
         let mut c = Config::default();

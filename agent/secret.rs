@@ -126,3 +126,71 @@ mod tests {
         }
     }
 }
+
+/// What a redacted value is replaced with.
+pub const REDACTED: &str = "<redacted>";
+
+/// True for an option or variable name whose value is a secret: `--api-key`, `--hf-token`,
+/// anything with `token`, `password`, `passwd`, `secret` or `auth` in it, or ending in `key`
+/// (`--ssl-key`... but not `--key-file`: a path). Case and `-`/`_` do not matter.
+pub fn is_secret_name(name: &str) -> bool {
+    let n = name
+        .trim_start_matches('-')
+        .to_ascii_lowercase()
+        .replace('_', "-");
+    if n.is_empty() {
+        return false;
+    }
+    ["token", "password", "passwd", "secret", "auth", "credential", "api-key", "apikey"]
+        .iter()
+        .any(|w| n.contains(w))
+        || n == "key"
+        || n.ends_with("-key")
+}
+
+/// A command line with every secret value replaced by [`REDACTED`]: the word after a secret
+/// option (`--api-key SECRET`), the value of `--api-key=SECRET`, and `NAME=SECRET` words (an
+/// `env HF_TOKEN=... llama-server` prefix). Everything else is kept as it is.
+pub fn redact_argv(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut hide_next = false;
+    for word in argv {
+        if hide_next {
+            hide_next = false;
+            out.push(REDACTED.to_string());
+            continue;
+        }
+        if let Some((name, _)) = word.split_once('=') {
+            if is_secret_name(name) {
+                out.push(format!("{name}={REDACTED}"));
+                continue;
+            }
+        } else if word.starts_with('-') && is_secret_name(word) {
+            hide_next = true;
+        }
+        out.push(word.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::*;
+
+    fn v(s: &str) -> Vec<String> {
+        s.split(' ').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn command_lines_lose_their_secrets() {
+        let argv = v("env HF_TOKEN=hf_abc llama-server -m /m.gguf --api-key sk-123 --hf-token=hf_def \
+                      --ssl-key-file /k.pem --db-password pw1 --client-secret s2 -ngl 99 --ssl-key kk");
+        let r = redact_argv(&argv).join(" ");
+        for s in ["hf_abc", "sk-123", "hf_def", "pw1", "s2", " kk"] {
+            assert!(!r.contains(s), "{s} in {r}");
+        }
+        assert!(r.contains("-m /m.gguf") && r.contains("-ngl 99"), "{r}");
+        assert!(r.contains("--ssl-key-file /k.pem"), "a key file path is not a secret: {r}");
+        assert!(r.contains("--api-key <redacted>"), "{r}");
+    }
+}
