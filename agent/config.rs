@@ -348,6 +348,11 @@ impl Config {
                 u16::MAX
             ));
         }
+        if !self.mqtt.url.is_empty() {
+            if let Err(e) = crate::mqtt::parse_url(&self.mqtt.url) {
+                return err(format!("mqtt.url: {e}"));
+            }
+        }
         let max_age = crate::mqtt::command::MAX_COMMAND_AGE_LIMIT_S;
         if !(1..=max_age).contains(&self.security.max_command_age_s) {
             return err(format!(
@@ -766,7 +771,9 @@ mod tests {
             "[mqtt]\npassword_file = 3.14159\n",
         ] {
             let d = tree(&[("/etc/npu-agent/agent.toml", text)]);
-            let e = load(&SysRoot::new(d.path()), None, &[]).unwrap_err().to_string();
+            let e = load(&SysRoot::new(d.path()), None, &[])
+                .unwrap_err()
+                .to_string();
             for v in ["hunter2", "918273645", "77, 67", "3.14159"] {
                 assert!(!e.contains(v), "{text}: {e}");
             }
@@ -782,7 +789,10 @@ mod tests {
         let mut c = Config::default();
         c.mqtt.url = "mqtt://user:pw-s3cret@broker:1883".into();
         let text = c.redacted();
-        assert!(!text.contains("pw-s3cret") && !text.contains("user:"), "{text}");
+        assert!(
+            !text.contains("pw-s3cret") && !text.contains("user:"),
+            "{text}"
+        );
         assert!(text.contains("mqtt://<redacted>@broker:1883"), "{text}");
         let e = crate::mqtt::parse_url(&c.mqtt.url).unwrap_err();
         assert!(!e.contains("pw-s3cret"), "{e}");

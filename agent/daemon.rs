@@ -1005,16 +1005,21 @@ fn resubscribe_after_drops(agent: &mut Agent) {
     if !agent.connected || dropped == agent.dropped_seen {
         return;
     }
-    if agent.gate.queued() > 0 {
-        return; // let the queue drain first, else the redelivered ones would be `busy` again
+    if agent.gate.queued() > 0 || !agent.pending_replies.is_empty() {
+        // Let the queue and the replies drain first, else the redelivered commands would be
+        // `busy` again or the subscription would not fit in the request queue.
+        return;
     }
-    tracing::warn!(
-        dropped = dropped - agent.dropped_seen.min(dropped),
-        "incoming messages were dropped; subscribing again to take up retained commands"
-    );
-    agent.dropped_seen = dropped;
-    for f in topics::command_filters(&agent.s.topic_root, &agent.s.board) {
-        let _ = l.client.try_subscribe(f, QoS::AtLeastOnce);
+    let filters = topics::command_filters(&agent.s.topic_root, &agent.s.board);
+    if filters
+        .iter()
+        .all(|f| l.client.try_subscribe(f.clone(), QoS::AtLeastOnce).is_ok())
+    {
+        tracing::warn!(
+            dropped = dropped.saturating_sub(agent.dropped_seen),
+            "incoming messages were dropped; subscribing again to take up retained commands"
+        );
+        agent.dropped_seen = dropped;
     }
 }
 

@@ -141,9 +141,18 @@ pub fn is_secret_name(name: &str) -> bool {
     if n.is_empty() {
         return false;
     }
-    ["token", "password", "passwd", "secret", "auth", "credential", "api-key", "apikey"]
-        .iter()
-        .any(|w| n.contains(w))
+    [
+        "token",
+        "password",
+        "passwd",
+        "secret",
+        "auth",
+        "credential",
+        "api-key",
+        "apikey",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
         || n == "key"
         || n.ends_with("-key")
 }
@@ -190,7 +199,10 @@ mod redact_tests {
             assert!(!r.contains(s), "{s} in {r}");
         }
         assert!(r.contains("-m /m.gguf") && r.contains("-ngl 99"), "{r}");
-        assert!(r.contains("--ssl-key-file /k.pem"), "a key file path is not a secret: {r}");
+        assert!(
+            r.contains("--ssl-key-file /k.pem"),
+            "a key file path is not a secret: {r}"
+        );
         assert!(r.contains("--api-key <redacted>"), "{r}");
     }
 }
