@@ -383,8 +383,16 @@ impl Config {
         }
         for a in &self.security.allow_unsigned {
             if !crate::mqtt::command::ACTIONS.contains(&a.as_str()) {
+                // Named only when it looks like a mistyped action (a value is never echoed
+                // whole: it could be anything pasted there).
+                let shown =
+                    if a.len() <= 20 && a.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                        format!("{a:?}")
+                    } else {
+                        "a value".to_string()
+                    };
                 return err(format!(
-                    "security.allow_unsigned: {a:?} is not an action ({})",
+                    "security.allow_unsigned: {shown} is not an action ({})",
                     crate::mqtt::command::ACTIONS.join(", ")
                 ));
             }
