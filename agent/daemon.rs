@@ -776,11 +776,9 @@ async fn next_event(link: &mut Option<Link>) -> Option<LinkEvent> {
 
 fn restart_stalled_link(agent: &mut Agent) {
     let Some(l) = &agent.link else { return };
-    let idle_ms = (std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0))
-    .saturating_sub(l.progress_ms.load(Ordering::Relaxed));
+    // Both stamps on the monotonic clock: a wall-clock jump (NTP on a board without an RTC)
+    // neither fakes a stall nor hides one.
+    let idle_ms = crate::mqtt::link::now_ms().saturating_sub(l.progress_ms.load(Ordering::Relaxed));
     // With keep-alive pings the loop returns at least every keep-alive; three missed means stuck.
     if agent.connected && idle_ms > 3 * agent.s.link.keep_alive.as_millis() as u64 {
         tracing::warn!(

@@ -390,6 +390,29 @@ fn existing<'a>(
         .collect()
 }
 
+/// Which of the present boot files the bootloader reads, as a sentence: U-Boot's distro boot
+/// takes `extlinux/extlinux.conf` before `boot.scr` (which reads `armbianEnv.txt` /
+/// `orangepiEnv.txt`); `/etc/kernel/cmdline` is read by no bootloader, only by `u-boot-update`
+/// and `kernel-install` when they regenerate the boot files.
+fn bootloader_reads(present: &[(&str, BootFileKind)]) -> String {
+    let find = |k: BootFileKind| present.iter().find(|(_, kind)| *kind == k).map(|(p, _)| *p);
+    let read = find(BootFileKind::Extlinux)
+        .or_else(|| find(BootFileKind::ArmbianEnv))
+        .or_else(|| find(BootFileKind::OrangepiEnv))
+        .or_else(|| find(BootFileKind::PiCmdline));
+    match read {
+        Some(p) => format!(
+            "the bootloader reads {p}{}",
+            if find(BootFileKind::KernelCmdline).is_some() {
+                format!(" ({KERNEL_CMDLINE} only feeds u-boot-update / kernel-install)")
+            } else {
+                String::new()
+            }
+        ),
+        None => format!("no bootloader reads {KERNEL_CMDLINE} directly"),
+    }
+}
+
 /// Chooses the files to edit. Errors with a sentence when there is nothing safe to edit.
 fn choose(
     root: &SysRoot,
@@ -471,14 +494,39 @@ fn choose(
         ));
     }
     // Like the cma.boot_param check: the first one that holds cma=, else the first present.
-    let mut chosen = present[0];
+    let mut carrying: Vec<(&str, BootFileKind, bool)> = Vec::new();
     for (path, kind) in &present {
         if let Ok(t) = read_text(root, path) {
-            if find_boot_cma(*kind, &t).cma.is_some() {
-                chosen = (path, *kind);
-                break;
+            let b = find_boot_cma(*kind, &t);
+            if b.cma.is_some() {
+                carrying.push((path, *kind, b.generated));
             }
         }
+    }
+    let chosen = carrying
+        .first()
+        .map(|(p, k, _)| (*p, *k))
+        .unwrap_or(present[0]);
+    if carrying.len() > 1 {
+        let names: Vec<&str> = carrying.iter().map(|(p, _, _)| *p).collect();
+        let reads = bootloader_reads(&present);
+        // A generated extlinux.conf and /etc/kernel/cmdline are one setting (u-boot-update
+        // writes the first from the second): edited through /etc/kernel/cmdline below.
+        let one_setting = carrying.len() == 2
+            && carrying
+                .iter()
+                .any(|(_, k, g)| *k == BootFileKind::Extlinux && *g)
+            && carrying
+                .iter()
+                .any(|(_, k, _)| *k == BootFileKind::KernelCmdline);
+        if !one_setting {
+            return Err(format!(
+                "cma= is set in {} boot files: {}; {reads}. Editing one would leave the others                  disagreeing: remove cma= from the files the bootloader does not read, then run                  `cma set` again",
+                names.len(),
+                names.join(", ")
+            ));
+        }
+        explanation.push(format!("cma= is set in {}; {reads}", names.join(" and ")));
     }
     let (path, kind) = chosen;
     if kind == BootFileKind::Extlinux {

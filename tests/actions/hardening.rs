@@ -192,3 +192,41 @@ fn a_symlinked_provisioning_file_is_removed_not_its_target() {
         .read("/etc/npu-agent/agent.d/90-provisioned.toml")
         .contains("b8"));
 }
+
+/// Item 9: several boot files carry cma=: every one is named with the one the bootloader reads,
+/// and none is edited alone.
+#[test]
+fn several_boot_files_with_cma_are_named_not_edited_alone() {
+    let t = rk3588_tree(ENV, CMDLINE, 262_144);
+    t.file(
+        "/boot/extlinux/extlinux.conf",
+        "label linux\n  kernel /Image\n  append root=UUID=0 cma=128M\n",
+    );
+    t.file("/etc/kernel/cmdline", "root=UUID=0 cma=64M\n");
+    let before = (
+        t.read("/boot/armbianEnv.txt"),
+        t.read("/boot/extlinux/extlinux.conf"),
+        t.read("/etc/kernel/cmdline"),
+    );
+    let r = set(&t, "512M");
+    assert_eq!(r.outcome, CmaSetOutcome::Refused, "{r:?}");
+    for f in [
+        "/boot/armbianEnv.txt",
+        "/boot/extlinux/extlinux.conf",
+        "/etc/kernel/cmdline",
+    ] {
+        assert!(r.error.contains(f), "{f} not named: {}", r.error);
+    }
+    assert!(
+        r.error
+            .contains("the bootloader reads /boot/extlinux/extlinux.conf"),
+        "{}",
+        r.error
+    );
+    let after = (
+        t.read("/boot/armbianEnv.txt"),
+        t.read("/boot/extlinux/extlinux.conf"),
+        t.read("/etc/kernel/cmdline"),
+    );
+    assert_eq!(before, after, "nothing is edited");
+}
