@@ -36,3 +36,4 @@ pub mod report;
 pub mod root;
 pub mod secret;
 pub mod standby;
+pub mod term;

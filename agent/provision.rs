@@ -300,7 +300,12 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
     };
     // The config keys: strict, same checks as agent.toml, lines of this file.
     let cfg = config::check_layer(source, text, CONSUMED_TABLES).map_err(|e| {
-        let line = e.line;
+        // A value refused by validation has no position from the parser: find its line.
+        let line = e.line.or_else(|| {
+            e.message
+                .strip_prefix("mqtt.url:")
+                .and_then(|_| find_key_line(text, "url"))
+        });
         bad(line, e.message)
     })?;
     // The provisioning tables, strict too.
