@@ -349,8 +349,15 @@ impl Config {
             ));
         }
         if !self.mqtt.url.is_empty() {
-            if let Err(e) = crate::mqtt::parse_url(&self.mqtt.url) {
-                return err(format!("mqtt.url: {e}"));
+            // The value is not quoted (it could be anything typed in the wrong key), except a
+            // URL with user info, shown with it redacted.
+            if let Err(e) = crate::mqtt::parse_url_quiet(&self.mqtt.url) {
+                let shown = crate::mqtt::redact_url(&self.mqtt.url);
+                return err(if shown != self.mqtt.url {
+                    format!("mqtt.url {shown:?}: {e}")
+                } else {
+                    format!("mqtt.url: {e}")
+                });
             }
         }
         let max_age = crate::mqtt::command::MAX_COMMAND_AGE_LIMIT_S;

@@ -303,7 +303,7 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
         // A value refused by validation has no position from the parser: find its line.
         let line = e.line.or_else(|| {
             e.message
-                .strip_prefix("mqtt.url:")
+                .strip_prefix("mqtt.url")
                 .and_then(|_| find_key_line(text, "url"))
         });
         bad(line, e.message)

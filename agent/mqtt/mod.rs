@@ -36,30 +36,34 @@ pub fn redact_url(url: &str) -> String {
 /// Parses a broker URL. Only `mqtt` and `mqtts` schemes; no user info or path. Errors quote the
 /// URL with any user info redacted ([`redact_url`]).
 pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
-    let shown = redact_url(url);
-    if shown != url {
-        return Err(format!(
-            "{shown:?}: the broker URL must not carry user info; use mqtt.username and mqtt.password_file"
-        ));
+    parse_url_quiet(url).map_err(|e| format!("{:?}: {e}", redact_url(url)))
+}
+
+/// [`parse_url`] with errors that do not quote the URL (for config validation: a value typed in
+/// the wrong key may be anything).
+pub fn parse_url_quiet(url: &str) -> Result<BrokerUrl, String> {
+    if redact_url(url) != url {
+        return Err(
+            "the broker URL must not carry user info; use mqtt.username and mqtt.password_file"
+                .to_string(),
+        );
     }
     let (tls, rest) = if let Some(r) = url.strip_prefix("mqtts://") {
         (true, r)
     } else if let Some(r) = url.strip_prefix("mqtt://") {
         (false, r)
     } else {
-        return Err(format!(
-            "{url:?}: the broker URL must start with mqtt:// or mqtts://"
-        ));
+        return Err("the broker URL must start with mqtt:// or mqtts://".to_string());
     };
     let rest = rest.trim_end_matches('/');
     if rest.is_empty() || rest.contains(['/', '@', '?', '#', ' ']) {
-        return Err(format!("{url:?}: expected mqtt[s]://host[:port]"));
+        return Err("expected mqtt[s]://host[:port]".to_string());
     }
     let (host, port) = if let Some(h) = rest.strip_prefix('[') {
         // [IPv6]:port
         let (h, p) = h
             .split_once(']')
-            .ok_or_else(|| format!("{url:?}: unclosed '['"))?;
+            .ok_or_else(|| "unclosed '['".to_string())?;
         (h.to_string(), p.strip_prefix(':'))
     } else {
         match rest.rsplit_once(':') {
@@ -70,12 +74,12 @@ pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
     let port = match port {
         Some(p) => p
             .parse::<u16>()
-            .map_err(|_| format!("{url:?}: bad port {p:?}"))?,
+            .map_err(|_| "bad port (a number 1-65535)".to_string())?,
         None if tls => 8883,
         None => 1883,
     };
     if host.is_empty() || port == 0 {
-        return Err(format!("{url:?}: expected mqtt[s]://host[:port]"));
+        return Err("expected mqtt[s]://host[:port]".to_string());
     }
     Ok(BrokerUrl { host, port, tls })
 }
