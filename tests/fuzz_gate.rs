@@ -367,6 +367,10 @@ fn fuzz_gate_and_config_long_run() {
     let t0 = std::time::Instant::now();
     let gate = fuzz_gate(want);
     let t_gate = t0.elapsed();
+    println!(
+        "fuzz: gate executions={gate} in {:.0} s; failures=0",
+        t_gate.as_secs_f64()
+    );
     let config = fuzz_config(want);
     println!(
         "fuzz: gate executions={gate} in {:.0} s; config loader executions={config} in {:.0} s; failures=0",
