@@ -197,6 +197,10 @@ pub fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
+    // Board-controlled text never drives the operator's terminal (see crate::term).
+    let mut out = crate::term::TerminalSafe::new(out);
+    let mut err = crate::term::TerminalSafe::new(err);
+    let (out, err): (&mut dyn Write, &mut dyn Write) = (&mut out, &mut err);
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {

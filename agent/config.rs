@@ -40,6 +40,27 @@ pub fn read_host_text(path: &std::path::Path, max_bytes: u64) -> std::io::Result
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
 }
 
+/// Longest `mqtt.topic_root`, `board_id` and `home_assistant.discovery_prefix` (bytes): every
+/// topic is built from them, and the broker limits a topic to 64 KiB.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// Keys whose value is text: from the environment they take the variable's text as it is
+/// (`NPU_AGENT_MQTT_TOPIC_ROOT=1883` is the topic root "1883", not a number).
+const STRING_KEYS: &[&str] = &[
+    "board_id",
+    "profile",
+    "root",
+    "state_dir",
+    "mqtt.url",
+    "mqtt.topic_root",
+    "mqtt.username",
+    "mqtt.password_file",
+    "mqtt.ca_file",
+    "mqtt.cert_file",
+    "mqtt.key_file",
+    "home_assistant.discovery_prefix",
+];
+
 /// A configuration error: which file (or variable), which line, what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -328,9 +349,11 @@ impl Config {
     }
 
     /// The configuration without secrets' contents (paths to secret files are shown; there are
-    /// no inline secrets), as TOML.
+    /// no inline secrets; user info in the broker URL is replaced by `<redacted>`), as TOML.
     pub fn redacted(&self) -> String {
-        toml::to_string(self).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+        let mut c = self.clone();
+        c.mqtt.url = crate::mqtt::redact_url(&c.mqtt.url);
+        toml::to_string(&c).unwrap_or_else(|_| "# cannot render the configuration\n".into())
     }
 
     /// Checks values that parse but make no sense.
@@ -355,6 +378,47 @@ impl Config {
                 MQTT_PROTOCOLS.join(", ")
             ));
         }
+        if self.mqtt.keep_alive_s > u64::from(u16::MAX) {
+            return err(format!(
+                "mqtt.keep_alive_s = {} is above {} s (the MQTT maximum)",
+                self.mqtt.keep_alive_s,
+                u16::MAX
+            ));
+        }
+        if !self.mqtt.url.is_empty() {
+            // The value is not quoted (it could be anything typed in the wrong key), except a
+            // URL with user info, shown with it redacted.
+            if let Err(e) = crate::mqtt::parse_url_quiet(&self.mqtt.url) {
+                let shown = crate::mqtt::redact_url(&self.mqtt.url);
+                return err(if shown != self.mqtt.url {
+                    format!("mqtt.url {shown:?}: {e}")
+                } else {
+                    format!("mqtt.url: {e}")
+                });
+            }
+        }
+        let max_age = crate::mqtt::command::MAX_COMMAND_AGE_LIMIT_S;
+        if !(1..=max_age).contains(&self.security.max_command_age_s) {
+            return err(format!(
+                "security.max_command_age_s = {} is outside 1..={max_age} s",
+                self.security.max_command_age_s
+            ));
+        }
+        for (key, value) in [
+            ("mqtt.topic_root", &self.mqtt.topic_root),
+            ("board_id", &self.board_id),
+            (
+                "home_assistant.discovery_prefix",
+                &self.home_assistant.discovery_prefix,
+            ),
+        ] {
+            if value.len() > MAX_NAME_BYTES {
+                return err(format!(
+                    "{key} is {} bytes long; at most {MAX_NAME_BYTES}",
+                    value.len()
+                ));
+            }
+        }
         if self.report.interval_s == 0 {
             return err("report.interval_s must be at least 1".into());
         }
@@ -363,8 +427,16 @@ impl Config {
         }
         for a in &self.security.allow_unsigned {
             if !crate::mqtt::command::ACTIONS.contains(&a.as_str()) {
+                // Named only when it looks like a mistyped action (a value is never echoed
+                // whole: it could be anything pasted there).
+                let shown =
+                    if a.len() <= 20 && a.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                        format!("{a:?}")
+                    } else {
+                        "a value".to_string()
+                    };
                 return err(format!(
-                    "security.allow_unsigned: {a:?} is not an action ({})",
+                    "security.allow_unsigned: {shown} is not an action ({})",
                     crate::mqtt::command::ACTIONS.join(", ")
                 ));
             }
@@ -387,6 +459,55 @@ fn parse_layer(source: &str, text: &str) -> Result<Layer, ConfigError> {
     toml::from_str::<Layer>(text).map_err(|e| layer_error(source, text, &e))
 }
 
+/// A TOML/serde error message with every value it quotes hidden: serde names a refused value in
+/// backticks (`` integer `12345` ``) or double quotes (`string "hunter2"`), and a value may be a
+/// secret typed in the wrong place. Messages about a key (unknown, missing, duplicate) keep the
+/// key's name (cut at 40 characters: a pasted key can land where a key name goes) and the list of
+/// valid keys, which comes from the schema.
+pub fn redact_values(message: &str) -> String {
+    const KEY_MESSAGES: &[&str] = &[
+        "unknown field `",
+        "unknown key `",
+        "missing field `",
+        "duplicate key `",
+        "duplicate field `",
+    ];
+    if let Some(p) = KEY_MESSAGES.iter().find(|p| message.starts_with(**p)) {
+        let rest = &message[p.len()..];
+        let (name, tail) = rest.split_once('`').unwrap_or((rest, ""));
+        let shown: String = name.chars().filter(|c| !c.is_control()).take(40).collect();
+        let cut = if name.chars().count() > 40 { "…" } else { "" };
+        // The tail is the schema's list of keys; anything else in it is hidden too.
+        let tail = if tail.starts_with(", expected") || tail.is_empty() {
+            tail.to_string()
+        } else {
+            String::new()
+        };
+        return format!("{p}{shown}{cut}`{tail}");
+    }
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '`' || c == '"' {
+            // Skip to the matching close (a quoted string may escape its quote).
+            let mut escaped = false;
+            for d in chars.by_ref() {
+                if escaped {
+                    escaped = false;
+                } else if d == '\\' && c == '"' {
+                    escaped = true;
+                } else if d == c {
+                    break;
+                }
+            }
+            out.push_str("(value hidden)");
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn layer_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
     ConfigError {
         source: source.to_string(),
@@ -397,11 +518,7 @@ fn layer_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
                 .count()
                 + 1
         }),
-        message: e
-            .message()
-            .replace("unknown field", "unknown key")
-            .trim()
-            .to_string(),
+        message: redact_values(e.message().trim()).replace("unknown field", "unknown key"),
     }
 }
 
@@ -441,10 +558,18 @@ fn env_layer(vars: &[(String, String)]) -> Result<Option<Layer>, ConfigError> {
             Some(s) => (Some(*s), lower[s.len() + 1..].to_string()),
             None => (None, lower),
         };
-        let parsed: toml::Value = toml::from_str::<toml::Table>(&format!("v = {value}"))
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(value.clone()));
+        let dotted = match section {
+            Some(s) => format!("{s}.{key}"),
+            None => key.clone(),
+        };
+        let parsed: toml::Value = if STRING_KEYS.contains(&dotted.as_str()) {
+            toml::Value::String(value.clone())
+        } else {
+            toml::from_str::<toml::Table>(&format!("v = {value}"))
+                .ok()
+                .and_then(|mut t| t.remove("v"))
+                .unwrap_or_else(|| toml::Value::String(value.clone()))
+        };
         match section {
             Some(s) => {
                 let entry = table
@@ -669,6 +794,75 @@ mod tests {
             load(&SysRoot::new(d.path()), None, &[]).unwrap_err().line,
             Some(2)
         );
+    }
+
+    /// Item 10: environment values take the key's type; long names and extreme ages are bounded.
+    #[test]
+    fn config_edges_are_bounded() {
+        let d = tree(&[]);
+        let root = SysRoot::new(d.path());
+        let (c, _) = load(
+            &root,
+            None,
+            &[("NPU_AGENT_MQTT_TOPIC_ROOT".into(), "1883".into())],
+        )
+        .unwrap();
+        assert_eq!(c.mqtt.topic_root, "1883");
+        let (c, _) = load(&root, None, &[("NPU_AGENT_BOARD_ID".into(), "true".into())]).unwrap();
+        assert_eq!(c.board_id, "true");
+        let long = "a".repeat(64 * 1024 + 1);
+        let e = load(&root, None, &[("NPU_AGENT_MQTT_TOPIC_ROOT".into(), long)]).unwrap_err();
+        assert!(e.message.contains("at most 128"), "{e}");
+        for bad in ["0", "18446744073709551615", "604801"] {
+            let d = tree(&[(
+                "/etc/npu-agent/agent.toml",
+                &format!("[security]\nmax_command_age_s = {bad}\n"),
+            )]);
+            let e = load(&SysRoot::new(d.path()), None, &[]).unwrap_err();
+            assert!(e.message.contains("max_command_age_s"), "{bad}: {e}");
+        }
+        let d = tree(&[(
+            "/etc/npu-agent/agent.toml",
+            "[security]\nmax_command_age_s = 604800\n",
+        )]);
+        assert!(load(&SysRoot::new(d.path()), None, &[]).is_ok());
+    }
+
+    /// Item 4: a secret typed where a value of another type goes is not echoed.
+    #[test]
+    fn type_errors_do_not_echo_values() {
+        for text in [
+            "[mqtt]\nkeep_alive_s = \"hunter2-pw\"\n",
+            "[mqtt]\nusername = 918273645\n",
+            "board_id = [77, 67, 52, 67]\n",
+            "[mqtt]\npassword_file = 3.14159\n",
+        ] {
+            let d = tree(&[("/etc/npu-agent/agent.toml", text)]);
+            let e = load(&SysRoot::new(d.path()), None, &[])
+                .unwrap_err()
+                .to_string();
+            for v in ["hunter2", "918273645", "77, 67", "3.14159"] {
+                assert!(!e.contains(v), "{text}: {e}");
+            }
+        }
+        assert_eq!(
+            redact_values("unknown field `pasword_file`, expected one of `url`, `username`"),
+            "unknown field `pasword_file`, expected one of `url`, `username`"
+        );
+    }
+
+    #[test]
+    fn broker_user_info_is_never_printed() {
+        let mut c = Config::default();
+        c.mqtt.url = "mqtt://user:pw-s3cret@broker:1883".into();
+        let text = c.redacted();
+        assert!(
+            !text.contains("pw-s3cret") && !text.contains("user:"),
+            "{text}"
+        );
+        assert!(text.contains("mqtt://<redacted>@broker:1883"), "{text}");
+        let e = crate::mqtt::parse_url(&c.mqtt.url).unwrap_err();
+        assert!(!e.contains("pw-s3cret"), "{e}");
     }
 
     #[test]

@@ -8,7 +8,8 @@ use crate::action::{self, state::StateDir, ActionConfig};
 use crate::check::Status;
 use crate::config::Config;
 use crate::diagnose::{self, Diagnosis, ProfileChoice};
-use crate::mqtt::command::{self, Action, CmdStatus, Ledger, Policy, Verdict};
+use crate::gate::{Admission, CmdRef, Gate, Job, Origin, Outcome};
+use crate::mqtt::command::{self, Action, CmdStatus, Policy};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions, MAX_INCOMING_PACKET_BYTES};
 use crate::mqtt::{self, topics};
 use crate::root::SysRoot;
@@ -20,9 +21,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// State file with the seen command ids and per-action last runs.
-pub const LEDGER_FILE: &str = "commands.json";
-/// Most actions waiting to run; more are rejected as busy (a command storm cannot grow memory).
-pub const MAX_QUEUED_ACTIONS: usize = 16;
+pub const LEDGER_FILE: &str = crate::gate::LEDGER_FILE;
+/// Shortest time between two Home Assistant discovery messages.
+pub const HA_DISCOVERY_MIN_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Longest time between two check cycles (a changed finding is published within it), seconds.
 pub const CHECK_PERIOD_MAX_S: u64 = 15;
@@ -157,6 +158,7 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         trusted_keys: trusted,
         allow_unsigned: cfg.security.allow_unsigned.clone(),
         max_command_age_s: cfg.security.max_command_age_s,
+        refused: BTreeMap::new(),
     };
     let state = StateDir::new(&root, &cfg.state_dir);
     let profile = ProfileChoice::parse(&cfg.profile);
@@ -182,20 +184,15 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
     })
 }
 
-/// A reply to publish on a command topic.
-#[derive(Debug, Clone)]
-struct CmdRef {
-    action: String,
-    cmd_id: String,
-}
-
 /// Work finished on a blocking thread.
 enum Done {
     Diagnosed(Result<Box<Diagnosis>, String>),
     Action {
-        cmd: Option<CmdRef>,
+        job: Box<Job>,
         name: String,
         ok: bool,
+        /// It acted (false: refused before touching anything).
+        ran: bool,
         detail: String,
         result: Value,
         /// A rescan's diagnosis: published as is, not run again.
@@ -216,7 +213,7 @@ struct Agent {
     link: Option<Link>,
     connected: bool,
     session: u64,
-    ledger: Ledger,
+    gate: Gate,
     /// The latest report; its payload form is chosen when it is published.
     status_report: Option<crate::report::Report>,
     status_dirty: bool,
@@ -239,8 +236,6 @@ struct Agent {
     last_status_publish: Instant,
     last_action: Option<Value>,
     pending_replies: Vec<(String, Vec<u8>)>,
-    busy: bool,
-    queue: Vec<(Option<CmdRef>, Action)>,
     rescan_wanted: bool,
     diagnosing: bool,
     ready_sent: bool,
@@ -248,7 +243,12 @@ struct Agent {
     status_dropped: u64,
     last_diagnosis: Option<Box<Diagnosis>>,
     force_publish: bool,
-    last_auto_compact: Option<Instant>,
+    /// When discovery was last sent (at most once per [`HA_DISCOVERY_MIN_INTERVAL`]).
+    last_discovery: Option<Instant>,
+    /// The link's dropped-message count when the command topics were last subscribed again.
+    dropped_seen: u64,
+    /// When the running diagnosis started (the watchdog is fed only while diagnoses finish).
+    diagnosis_started: Instant,
 }
 
 impl Agent {
@@ -437,6 +437,21 @@ fn rfc3339_now() -> String {
     crate::timefmt::rfc3339_now()
 }
 
+impl Agent {
+    /// Starts a diagnosis on a blocking thread (the caller checked none is running).
+    fn start_diagnosis(&mut self, tx: &mpsc::UnboundedSender<Done>) {
+        self.diagnosing = true;
+        self.diagnosis_started = Instant::now();
+        spawn_diagnose(&self.s, tx);
+    }
+
+    /// The main loop is making progress: no diagnosis has been stuck (in the kernel, say) for
+    /// longer than `limit`. The systemd watchdog is fed only while this holds.
+    fn making_progress(&self, limit: Duration) -> bool {
+        !self.diagnosing || self.diagnosis_started.elapsed() < limit
+    }
+}
+
 fn spawn_diagnose(s: &Setup, tx: &mpsc::UnboundedSender<Done>) {
     let root = s.root.clone();
     let choice = s.profile.clone();
@@ -461,26 +476,28 @@ fn spawn_diagnose(s: &Setup, tx: &mpsc::UnboundedSender<Done>) {
     });
 }
 
-fn spawn_action(
-    s: &Setup,
-    cmd: Option<CmdRef>,
-    a: Action,
-    d: Option<Box<Diagnosis>>,
-    tx: &mpsc::UnboundedSender<Done>,
-) {
+fn spawn_action(s: &Setup, job: Job, d: Option<Box<Diagnosis>>, tx: &mpsc::UnboundedSender<Done>) {
     let root = s.root.clone();
     let state = s.state.clone();
     let actions = s.actions.clone();
     let choice = s.profile.clone();
     let tx = tx.clone();
     tokio::task::spawn_blocking(move || {
-        let name = a.name().to_string();
-        let (ok, detail, result, diagnosis) =
-            execute(&root, &state, &actions, &choice, cmd.as_ref(), a, d);
+        let name = job.action.name().to_string();
+        let (ok, ran, detail, result, diagnosis) = execute(
+            &root,
+            &state,
+            &actions,
+            &choice,
+            job.cmd.as_ref(),
+            job.action.clone(),
+            d,
+        );
         let _ = tx.send(Done::Action {
-            cmd,
+            job: Box::new(job),
             name,
             ok,
+            ran,
             detail,
             result,
             diagnosis,
@@ -488,8 +505,8 @@ fn spawn_action(
     });
 }
 
-/// Runs one action (blocking). Returns (succeeded, reason or summary, result object, and for a
-/// rescan the diagnosis it made).
+/// Runs one action (blocking). Returns (succeeded, acted at all, reason or summary, result
+/// object, and for a rescan the diagnosis it made).
 fn execute(
     root: &SysRoot,
     state: &StateDir,
@@ -498,7 +515,7 @@ fn execute(
     cmd: Option<&CmdRef>,
     a: Action,
     d: Option<Box<Diagnosis>>,
-) -> (bool, String, Value, Option<Box<Diagnosis>>) {
+) -> (bool, bool, String, Value, Option<Box<Diagnosis>>) {
     if let Action::Rescan = a {
         return match diagnose::diagnose(root, choice) {
             Ok(d) => {
@@ -511,13 +528,13 @@ fn execute(
                     .map(|f| f.id.as_str())
                     .collect();
                 let result = json!({"health": r.health, "fail": fail});
-                (true, detail, result, Some(Box::new(d)))
+                (true, true, detail, result, Some(Box::new(d)))
             }
-            Err(e) => (false, e.to_string(), Value::Null, None),
+            Err(e) => (false, true, e.to_string(), Value::Null, None),
         };
     }
-    let (ok, detail, result) = execute_action(root, state, actions, choice, cmd, a, d);
-    (ok, detail, result, None)
+    let (ok, ran, detail, result) = execute_action(root, state, actions, choice, cmd, a, d);
+    (ok, ran, detail, result, None)
 }
 
 fn execute_action(
@@ -528,11 +545,11 @@ fn execute_action(
     cmd: Option<&CmdRef>,
     a: Action,
     d: Option<Box<Diagnosis>>,
-) -> (bool, String, Value) {
+) -> (bool, bool, String, Value) {
     let now = now_s();
     match a {
         // Handled by `execute`, which keeps the diagnosis.
-        Action::Rescan => (false, "rescan is run by execute".into(), Value::Null),
+        Action::Rescan => (false, false, "rescan is run by execute".into(), Value::Null),
         Action::Compact { drop_caches } => {
             use crate::action::compact::{
                 run_compaction, CompactOptions, CompactOutcome, RootKnobs,
@@ -549,12 +566,18 @@ fn execute_action(
             };
             let r = run_compaction(root, &mut knobs, &opts, state, now);
             let ok = r.outcome == CompactOutcome::Done;
+            let ran = r.outcome != CompactOutcome::Refused;
             let detail = if ok {
                 format!("compacted in {} ms", r.duration_ms)
             } else {
                 r.reason.clone()
             };
-            (ok, detail, serde_json::to_value(&r).unwrap_or(Value::Null))
+            (
+                ok,
+                ran,
+                detail,
+                serde_json::to_value(&r).unwrap_or(Value::Null),
+            )
         }
         Action::SetCma { size } => {
             use crate::action::atomic::RealStorage;
@@ -563,11 +586,12 @@ fn execute_action(
                 Some(d) => d,
                 None => match diagnose::diagnose(root, choice) {
                     Ok(d) => Box::new(d),
-                    Err(e) => return (false, e.to_string(), Value::Null),
+                    Err(e) => return (false, false, e.to_string(), Value::Null),
                 },
             };
             let r = cma_set(root, &d, &size, false, &mut RealStorage, state, now);
             let ok = matches!(r.outcome, CmaSetOutcome::Written | CmaSetOutcome::Unchanged);
+            let ran = r.outcome != CmaSetOutcome::Refused;
             let detail = if ok {
                 r.explanation.join(" ")
             } else {
@@ -580,7 +604,7 @@ fn execute_action(
                     json!(r.outcome == CmaSetOutcome::Written),
                 );
             }
-            (ok, detail, v)
+            (ok, ran, detail, v)
         }
         Action::Reboot { reason } => {
             use crate::action::reboot::{request_reboot, ProcessRunner, RebootProgress};
@@ -595,18 +619,25 @@ fn execute_action(
                 // The board is going down: the result is published after the next boot.
                 RebootProgress::Pending(i) => (
                     true,
+                    true,
                     "reboot started".into(),
                     json!({"pending": true, "boot_id_before": i.boot_id}),
                 ),
-                RebootProgress::Refused(r) => (false, r.to_string(), json!({"refused": true})),
+                RebootProgress::Refused(r) => {
+                    (false, false, r.to_string(), json!({"refused": true}))
+                }
                 RebootProgress::Failed(rec) => (
                     false,
+                    true,
                     rec.detail.clone(),
                     serde_json::to_value(&rec).unwrap_or(Value::Null),
                 ),
             }
         }
-        Action::ReleaseNpu { model } => release_npu(root, model),
+        Action::ReleaseNpu { model } => {
+            let (ok, detail, v) = release_npu(root, model);
+            (ok, true, detail, v)
+        }
     }
 }
 
@@ -702,7 +733,17 @@ fn load_or_default<T: serde::de::DeserializeOwned + Default>(state: &StateDir, n
 
 async fn main_loop(s: Setup) -> i32 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
-    let ledger: Ledger = load_or_default(&s.state, LEDGER_FILE);
+    let gate = Gate::new(
+        s.policy.clone(),
+        Some(s.state.clone()),
+        s.actions.compact_cooldown_s,
+    );
+    if let Some(e) = gate.ledger_error() {
+        tracing::error!(
+            error = %e,
+            "the command ledger is unreadable: signed commands are refused until it is repaired or removed"
+        );
+    }
     let session: u64 = load_or_default::<Value>(&s.state, SESSION_FILE)
         .get("session")
         .and_then(Value::as_u64)
@@ -711,7 +752,7 @@ async fn main_loop(s: Setup) -> i32 {
         link: None,
         connected: false,
         session,
-        ledger,
+        gate,
         status_report: None,
         max_packet_bytes: None,
         compact_only: false,
@@ -725,8 +766,6 @@ async fn main_loop(s: Setup) -> i32 {
         last_status_publish: Instant::now(),
         last_action: None,
         pending_replies: Vec::new(),
-        busy: false,
-        queue: Vec::new(),
         rescan_wanted: false,
         diagnosing: true,
         ready_sent: false,
@@ -734,9 +773,17 @@ async fn main_loop(s: Setup) -> i32 {
         status_dropped: 0,
         last_diagnosis: None,
         force_publish: false,
-        last_auto_compact: None,
+        last_discovery: None,
+        dropped_seen: 0,
+        diagnosis_started: Instant::now(),
         s,
     };
+    // Commands a crash left `executing`: finished as failed (published on connect).
+    for (c, e) in agent.gate.finish_interrupted() {
+        tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, "command interrupted by an agent restart: failed");
+        let (t, p) = agent.lifecycle(&c, e.status, json!({"reason": e.reason}));
+        agent.send_retained(t, p);
+    }
     // A reboot asked for before this start: did the board really reboot? And is a boot-file
     // edit now in effect?
     reconcile_reboot(&mut agent, crate::action::reboot::ReconcileWhen::Start);
@@ -765,8 +812,7 @@ async fn main_loop(s: Setup) -> i32 {
         tokio::select! {
             _ = interval.tick() => {
                 if !agent.diagnosing {
-                    agent.diagnosing = true;
-                    spawn_diagnose(&agent.s, &tx);
+                    agent.start_diagnosis(&tx);
                 }
                 reconcile_reboot(&mut agent, crate::action::reboot::ReconcileWhen::Periodic);
             }
@@ -779,7 +825,9 @@ async fn main_loop(s: Setup) -> i32 {
             _ = housekeeping.tick() => {
                 agent.flush();
                 if let Some(w) = watchdog {
-                    if last_watchdog.elapsed() >= w / 2 {
+                    // Fed only while diagnoses finish: one stuck longer than the watchdog
+                    // period lets systemd restart the agent.
+                    if last_watchdog.elapsed() >= w / 2 && agent.making_progress(w) {
                         let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
                         last_watchdog = Instant::now();
                     }
@@ -791,6 +839,7 @@ async fn main_loop(s: Setup) -> i32 {
                     agent.taken_over = false;
                     tracing::info!("this board id's connection has been stable for a minute");
                 }
+                resubscribe_after_drops(&mut agent);
             }
             _ = sigterm.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
@@ -817,11 +866,9 @@ async fn next_event(link: &mut Option<Link>) -> Option<LinkEvent> {
 
 fn restart_stalled_link(agent: &mut Agent) {
     let Some(l) = &agent.link else { return };
-    let idle_ms = (std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0))
-    .saturating_sub(l.progress_ms.load(Ordering::Relaxed));
+    // Both stamps on the monotonic clock: a wall-clock jump (NTP on a board without an RTC)
+    // neither fakes a stall nor hides one.
+    let idle_ms = crate::mqtt::link::now_ms().saturating_sub(l.progress_ms.load(Ordering::Relaxed));
     // With keep-alive pings the loop returns at least every keep-alive; three missed means stuck.
     if agent.connected && idle_ms > 3 * agent.s.link.keep_alive.as_millis() as u64 {
         tracing::warn!(
@@ -848,6 +895,9 @@ fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::ReconcileWhe
                 crate::action::reboot::RebootResult::Failed => CmdStatus::Failed,
             };
             let extra = json!({"reason": rec.detail, "result": rec});
+            agent
+                .gate
+                .settle_reboot(&rec.cmd_id, status == CmdStatus::Successful, &rec.detail);
             agent.last_action = Some(
                 json!({"action": "reboot", "cmd_id": rec.cmd_id, "status": status, "time": rfc3339_now()}),
             );
@@ -859,14 +909,6 @@ fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::ReconcileWhe
         Ok(None) => {}
         Err(e) => tracing::error!("cannot reconcile the reboot state: {e}"),
     }
-}
-
-fn persist_ledger(agent: &Agent) -> Result<(), String> {
-    agent
-        .s
-        .state
-        .save(LEDGER_FILE, &agent.ledger)
-        .map_err(|e| e.to_string())
 }
 
 fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done>) {
@@ -881,7 +923,7 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
             agent.max_packet_bytes = max_packet_bytes;
             agent.last_cause.clear();
             tracing::info!(
-                broker = %agent.s.cfg.mqtt.url,
+                broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
                 board = %agent.s.board,
                 session = agent.session,
                 session_present,
@@ -912,12 +954,13 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
             // Discovery names the model: wait for the first diagnosis if it has not come yet.
             if agent.s.cfg.home_assistant.enabled && agent.last_diagnosis.is_some() {
                 crate::ha::on_connect(agent_ha(agent), &l.client);
+                agent.last_discovery = Some(Instant::now());
             }
             agent.flush();
         }
         LinkEvent::ProtocolRefused { reason } => {
             tracing::warn!(
-                broker = %agent.s.cfg.mqtt.url,
+                broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
                 %reason,
                 "broker refuses MQTT 5 (closed, silent or a 3.1.1 CONNACK after CONNECT); speaking MQTT 3.1.1 from now on"
             );
@@ -928,7 +971,7 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         }
         LinkEvent::SessionTakenOver { reason } => {
             tracing::warn!(
-                broker = %agent.s.cfg.mqtt.url,
+                broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
                 board = %agent.s.board,
                 %reason,
                 "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)"
@@ -964,7 +1007,7 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
             }
             if cause != agent.last_cause {
                 tracing::warn!(
-                    broker = %agent.s.cfg.mqtt.url,
+                    broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
                     protocol = agent.s.link.protocol.as_str(),
                     %cause,
                     %reason,
@@ -983,24 +1026,30 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         }
         LinkEvent::Message { topic, payload, .. } => {
             if agent.s.cfg.home_assistant.enabled {
-                match crate::ha::on_message(
-                    agent_ha(agent),
-                    agent.link.as_ref().map(|l| &l.client),
-                    &topic,
-                    &payload,
-                ) {
+                match crate::ha::on_message(agent_ha(agent), &topic, &payload) {
                     crate::ha::HaMessage::NotMine => {}
                     crate::ha::HaMessage::Handled => return,
+                    crate::ha::HaMessage::HomeAssistantOnline => {
+                        send_discovery(agent);
+                        return;
+                    }
                     crate::ha::HaMessage::Press(action) => {
-                        // Buttons run only what may run unsigned (compact, rescan by default).
-                        if agent
-                            .s
-                            .policy
-                            .allow_unsigned
-                            .iter()
-                            .any(|a| a == action.name())
+                        let name = action.name();
+                        match agent
+                            .gate
+                            .admit_local(Origin::HomeAssistant, action, now_s())
                         {
-                            enqueue(agent, None, action, tx);
+                            Ok(()) => {
+                                tracing::info!(
+                                    action = name,
+                                    origin = "home_assistant",
+                                    "button press queued"
+                                );
+                                start_next(agent, tx);
+                            }
+                            Err(reason) => {
+                                tracing::warn!(action = name, origin = "home_assistant", %reason, "button press rejected");
+                            }
                         }
                         return;
                     }
@@ -1009,83 +1058,134 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
             let Some(t) = topics::parse_command(&agent.s.topic_root, &topic) else {
                 return;
             };
-            let c = CmdRef {
-                action: t.action.clone(),
-                cmd_id: if t.cmd_id.len() <= 64 && !t.cmd_id.contains(['+', '#']) {
-                    t.cmd_id.clone()
-                } else {
-                    "invalid".into()
-                },
-            };
-            // Clock hook (BR-37): while the board's clock is known to be unsynchronised, an
-            // expiring destructive command is judged against a clock that may be days off.
+            // Clock hook: while the board's clock is known to be unsynchronised, an expiring
+            // destructive command would be judged against a clock that may be days off.
             let clock = crate::check::clock::probe(&agent.s.root);
+            agent.gate.set_clock(if clock.is_unsynchronised() {
+                crate::gate::ClockState::Unsynchronised
+            } else {
+                crate::gate::ClockState::Synchronised
+            });
             if (t.board == agent.s.board || t.board == topics::ALL)
-                && !agent.ledger.seen.contains_key(&c.cmd_id)
+                && command::valid_cmd_id(&t.cmd_id)
+                && !agent.gate.has_record(&t.cmd_id)
             {
                 if let Some(reason) =
                     crate::check::clock::command_hold(&clock, &t.action, &payload, now_s())
                 {
+                    let c = CmdRef {
+                        action: t.action.clone(),
+                        cmd_id: t.cmd_id.clone(),
+                    };
                     tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, %reason, "command rejected");
-                    let (tp, p) =
-                        agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                    let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
                     agent.send_retained(tp, p);
                     return;
                 }
             }
-            match command::gate(&agent.s.policy, &mut agent.ledger, &t, &payload, now_s()) {
-                Verdict::Ignore(_) => {}
-                Verdict::Reject(reason) => {
-                    let reason = crate::check::clock::explain_skew(&clock, reason);
-                    if crate::mqtt::command::ACTIONS.contains(&c.action.as_str())
-                        || t.board == agent.s.board
-                    {
-                        let (tp, p) =
-                            agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
-                        agent.send_retained(tp, p);
-                    }
-                }
-                Verdict::Execute(_) if agent.queue.len() >= MAX_QUEUED_ACTIONS => {
-                    let reason = format!(
-                        "busy: {} actions are queued; retry later",
-                        agent.queue.len()
-                    );
-                    let (tp, p) =
-                        agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
-                    agent.send_retained(tp, p);
-                }
-                Verdict::Execute(action) => {
-                    // An action this board's profile has nothing to act on is refused and does
-                    // not use up the rate limit.
-                    let refused = agent
-                        .last_diagnosis
-                        .as_ref()
-                        .and_then(|d| d.profile.refuses_action(action.name()));
-                    if let Some(reason) = refused {
-                        agent.ledger.last_run.remove(action.name());
-                        let _ = persist_ledger(agent);
-                        tracing::warn!(action = action.name(), cmd_id = %c.cmd_id, %reason, "command rejected");
-                        let (tp, p) =
-                            agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
-                        agent.send_retained(tp, p);
-                        return;
-                    }
-                    // Remembered before acting: a restart never runs it twice.
-                    if let Err(e) = persist_ledger(agent) {
-                        let (tp, p) = agent.lifecycle(
-                            &c,
-                            CmdStatus::Failed,
-                            json!({"reason": format!("cannot persist the command id: {e}")}),
-                        );
-                        agent.send_retained(tp, p);
-                        return;
-                    }
-                    let (tp, p) = agent.lifecycle(&c, CmdStatus::Executing, json!({}));
-                    agent.send_retained(tp, p);
-                    enqueue(agent, Some(c), action, tx);
-                }
+            let admission = agent.gate.admit_command(&t, &payload, now_s());
+            route_admission(agent, &t, admission, &clock, tx);
+        }
+    }
+}
+
+/// Publishes what the gate decided about an MQTT command, and logs it.
+fn route_admission(
+    agent: &mut Agent,
+    t: &topics::CommandTopic,
+    admission: Admission,
+    clock: &crate::check::clock::ClockSync,
+    tx: &mpsc::UnboundedSender<Done>,
+) {
+    // Only a well-formed id gets an answer on its own topic (the topic is built from it).
+    let safe_id = |id: &str| command::valid_cmd_id(id);
+    match admission {
+        Admission::Ignored(why) => {
+            tracing::debug!(action = %t.action, why, "command message ignored");
+        }
+        Admission::Rejected { cmd, reason } => {
+            let c = cmd.unwrap_or_else(|| CmdRef {
+                action: t.action.clone(),
+                cmd_id: t.cmd_id.clone(),
+            });
+            let c = CmdRef {
+                action: c.action,
+                cmd_id: if safe_id(&c.cmd_id) {
+                    c.cmd_id
+                } else {
+                    "invalid".into()
+                },
+            };
+            let reason = crate::check::clock::explain_skew(clock, reason);
+            tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, %reason, "command rejected");
+            if command::ACTIONS.contains(&c.action.as_str()) || t.board == agent.s.board {
+                let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                agent.send_retained(tp, p);
             }
         }
+        Admission::Replay {
+            cmd,
+            record,
+            reason,
+        } => {
+            // The retained record keeps the real outcome; the replay is named beside it.
+            tracing::warn!(action = %cmd.action, cmd_id = %cmd.cmd_id, %reason, "command replay refused");
+            let mut extra = json!({"replay_rejected": reason});
+            if let Some(r) = &record.reason {
+                extra["reason"] = json!(r);
+            }
+            let (tp, p) = agent.lifecycle(&cmd, record.status, extra);
+            agent.send_retained(tp, p);
+        }
+        Admission::Queued(Some(c)) => {
+            tracing::info!(action = %c.action, cmd_id = %c.cmd_id, "command accepted");
+            let (tp, p) = agent.lifecycle(&c, CmdStatus::Executing, json!({}));
+            agent.send_retained(tp, p);
+            start_next(agent, tx);
+        }
+        Admission::Queued(None) => start_next(agent, tx),
+    }
+}
+
+/// Sends the Home Assistant discovery, at most once per [`HA_DISCOVERY_MIN_INTERVAL`] (a flood of
+/// `online` announcements costs nothing).
+fn send_discovery(agent: &mut Agent) {
+    if agent
+        .last_discovery
+        .is_some_and(|t| t.elapsed() < HA_DISCOVERY_MIN_INTERVAL)
+    {
+        return;
+    }
+    let Some(l) = &agent.link else { return };
+    crate::ha::publish_discovery(agent_ha(agent), &l.client);
+    agent.last_discovery = Some(Instant::now());
+}
+
+/// Messages the link dropped on a full channel may include commands: subscribing again to the
+/// command topics makes the broker deliver every retained `init` once more. Those already
+/// answered now carry the agent's own state (ignored); the unanswered ones are taken up.
+/// At most once per housekeeping round, only after new drops.
+fn resubscribe_after_drops(agent: &mut Agent) {
+    let Some(l) = &agent.link else { return };
+    let dropped = l.dropped.load(Ordering::Relaxed);
+    if !agent.connected || dropped == agent.dropped_seen {
+        return;
+    }
+    if agent.gate.queued() > 0 || !agent.pending_replies.is_empty() {
+        // Let the queue and the replies drain first, else the redelivered commands would be
+        // `busy` again or the subscription would not fit in the request queue.
+        return;
+    }
+    let filters = topics::command_filters(&agent.s.topic_root, &agent.s.board);
+    if filters
+        .iter()
+        .all(|f| l.client.try_subscribe(f.clone(), QoS::AtLeastOnce).is_ok())
+    {
+        tracing::warn!(
+            dropped = dropped.saturating_sub(agent.dropped_seen),
+            "incoming messages were dropped; subscribing again to take up retained commands"
+        );
+        agent.dropped_seen = dropped;
     }
 }
 
@@ -1104,48 +1204,51 @@ fn agent_ha(agent: &Agent) -> crate::ha::HaContext<'_> {
             .as_ref()
             .map(|d| d.profile.id.as_str())
             .unwrap_or("auto"),
+        buttons: agent.gate.button_actions(),
     }
 }
 
-/// Actions run one at a time, in arrival order, off the main loop.
-fn enqueue(
-    agent: &mut Agent,
-    cmd: Option<CmdRef>,
-    action: Action,
-    tx: &mpsc::UnboundedSender<Done>,
-) {
-    agent.queue.push((cmd, action));
-    start_next(agent, tx);
-}
-
+/// Starts the next admitted action, if none runs (one at a time, signed commands first, off
+/// the main loop).
 fn start_next(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
-    if agent.busy || agent.queue.is_empty() {
+    let Some(job) = agent.gate.next_job() else {
         return;
-    }
-    let (cmd, action) = agent.queue.remove(0);
-    agent.busy = true;
-    if matches!(action, Action::Reboot { .. }) {
+    };
+    tracing::info!(
+        action = job.action.name(),
+        origin = job.origin.as_str(),
+        cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-"),
+        "executing"
+    );
+    if matches!(job.action, Action::Reboot { .. }) {
         // The executing state must reach the broker before the board goes down.
         agent.flush();
     }
     let d = agent.last_diagnosis.clone();
-    spawn_action(&agent.s, cmd, action, d, tx);
+    spawn_action(&agent.s, job, d, tx);
 }
 
 fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) {
     match done {
         Done::Diagnosed(Ok(d)) => {
             agent.diagnosing = false;
-            // The planner's automatic actions (compaction when it helps), at most once per
-            // cooldown whatever the outcome: a compaction that fails or is refused (no
-            // CONFIG_COMPACTION, read-only /proc/sys) must not retry on every rescan.
-            let cooled = agent.last_auto_compact.is_none_or(|t| {
-                t.elapsed() >= Duration::from_secs(agent.s.actions.compact_cooldown_s)
-            });
-            if agent.s.actions.auto_compact && !agent.busy && cooled {
-                let compact: action::state::CompactState =
-                    load_or_default(&agent.s.state, "compact.json");
-                let ps = crate::action::planner::PlannerState { compact };
+            // What this board's profile refuses (release_npu without hailo-ollama): the gate
+            // rejects it for every origin, and no button offers it.
+            agent.gate.set_refused(
+                command::ACTIONS
+                    .iter()
+                    .filter_map(|a| d.profile.refuses_action(a).map(|r| (a.to_string(), r)))
+                    .collect(),
+            );
+            // The planner's automatic actions (compaction when it helps) go through the gate,
+            // which allows one per cooldown whatever the outcome: a compaction that fails or is
+            // refused (no CONFIG_COMPACTION, read-only /proc/sys) must not retry on every rescan.
+            if agent.s.actions.auto_compact && !agent.gate.is_running() {
+                let mut compact: action::state::CompactState =
+                    load_or_default(&agent.s.state, action::state::COMPACT_FILE);
+                let ps = crate::action::planner::PlannerState {
+                    compact: compact.clone(),
+                };
                 let plan = crate::action::planner::plan(
                     &d.report.findings,
                     &d.profile,
@@ -1153,17 +1256,24 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
                     &agent.s.actions,
                     now_s(),
                 );
+                // The trigger cleared: the attempt counter starts again.
+                if plan.reset_compact_attempts && compact.consecutive_attempts != 0 {
+                    compact.consecutive_attempts = 0;
+                    if let Err(e) = agent.s.state.save(action::state::COMPACT_FILE, &compact) {
+                        tracing::error!(error = %e, "cannot reset the compaction attempt counter");
+                    }
+                }
                 for p in plan.run {
                     if p.action == crate::action::planner::ActionKind::Compact {
-                        agent.last_auto_compact = Some(Instant::now());
-                        enqueue(
-                            agent,
-                            None,
-                            Action::Compact {
-                                drop_caches: p.drop_caches,
-                            },
-                            tx,
-                        );
+                        let a = Action::Compact {
+                            drop_caches: p.drop_caches,
+                        };
+                        match agent.gate.admit_local(Origin::Planner, a, now_s()) {
+                            Ok(()) => start_next(agent, tx),
+                            Err(reason) => {
+                                tracing::debug!(%reason, "automatic compaction not queued")
+                            }
+                        }
                     }
                 }
             }
@@ -1173,6 +1283,7 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
             if first && agent.connected && agent.s.cfg.home_assistant.enabled {
                 if let Some(l) = &agent.link {
                     crate::ha::on_connect(agent_ha(agent), &l.client);
+                    agent.last_discovery = Some(Instant::now());
                 }
             }
             if !agent.ready_sent {
@@ -1182,41 +1293,46 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
             agent.flush();
             if agent.rescan_wanted {
                 agent.rescan_wanted = false;
-                agent.diagnosing = true;
-                spawn_diagnose(&agent.s, tx);
+                agent.start_diagnosis(tx);
             }
         }
         Done::Diagnosed(Err(e)) => {
             agent.diagnosing = false;
-            tracing::error!("diagnosis failed: {e}");
+            tracing::error!(error = %e, "diagnosis failed");
         }
         Done::Action {
-            cmd,
+            job,
             name,
             ok,
+            ran,
             detail,
             result,
             diagnosis,
         } => {
-            agent.busy = false;
+            agent.gate.finish(
+                &job,
+                &Outcome {
+                    ok,
+                    ran,
+                    detail: detail.clone(),
+                },
+            );
             let status = if ok {
                 CmdStatus::Successful
             } else {
                 CmdStatus::Failed
             };
             let reboot_pending = name == "reboot" && ok;
-            // A command that failed (a compaction refused for want of compact_memory, a boot
-            // file that could not be edited) did not act: it does not use up its action's rate
-            // limit, so the operator can retry at once after fixing the cause.
-            if cmd.is_some() && !ok && agent.ledger.last_run.remove(&name).is_some() {
-                if let Err(e) = persist_ledger(agent) {
-                    tracing::warn!(action = %name, error = %e, "cannot persist the command ledger");
-                }
+            let cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-");
+            if ok {
+                tracing::info!(action = %name, origin = job.origin.as_str(), cmd_id, %detail, "action successful");
+            } else {
+                tracing::warn!(action = %name, origin = job.origin.as_str(), cmd_id, reason = %detail, "action failed");
             }
             agent.last_action = Some(
-                json!({"action": name, "status": if reboot_pending { CmdStatus::Executing } else { status }, "detail": detail, "time": rfc3339_now(), "cmd_id": cmd.as_ref().map(|c| c.cmd_id.clone())}),
+                json!({"action": name, "status": if reboot_pending { CmdStatus::Executing } else { status }, "detail": detail, "time": rfc3339_now(), "cmd_id": job.cmd.as_ref().map(|c| c.cmd_id.clone())}),
             );
-            if let Some(c) = &cmd {
+            if let Some(c) = &job.cmd {
                 if !reboot_pending {
                     let extra = if ok {
                         json!({"result": result})
@@ -1235,8 +1351,7 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
             } else if agent.diagnosing {
                 agent.rescan_wanted = true;
             } else {
-                agent.diagnosing = true;
-                spawn_diagnose(&agent.s, tx);
+                agent.start_diagnosis(tx);
             }
             start_next(agent, tx);
         }

@@ -11,7 +11,7 @@ use rumqttc::v5::mqttbytes::QoS;
 use serde_json::{json, Map, Value};
 
 /// What the discovery needs to know about the board.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HaContext<'a> {
     /// Discovery prefix (`homeassistant`).
     pub prefix: &'a str,
@@ -23,6 +23,9 @@ pub struct HaContext<'a> {
     pub model: &'a str,
     /// Profile id (shown as hardware version).
     pub profile: &'a str,
+    /// Buttons to offer: only actions the gate would run for a press
+    /// ([`crate::gate::Gate::button_actions`]).
+    pub buttons: Vec<&'static str>,
 }
 
 /// `<prefix>/device/<board>/config`.
@@ -78,7 +81,7 @@ pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
                    "expire_after": 600, "entity_category": "diagnostic"}),
         );
     }
-    for action in ["compact", "rescan"] {
+    for action in ctx.buttons.iter().copied() {
         cmps.insert(
             format!("{b}_{action}"),
             json!({"p": "button", "unique_id": format!("{b}_{action}"), "name": action, "command_topic": button_topic(ctx, action),
@@ -103,10 +106,11 @@ pub fn on_connect(ctx: HaContext<'_>, client: &AsyncClient) {
         format!("{}/{}/ha/+", ctx.topic_root, ctx.board),
         QoS::AtLeastOnce,
     );
-    publish(ctx, client);
+    publish_discovery(ctx, client);
 }
 
-fn publish(ctx: HaContext<'_>, client: &AsyncClient) {
+/// Publishes the discovery message (retained). The daemon rate-limits re-sends.
+pub fn publish_discovery(ctx: HaContext<'_>, client: &AsyncClient) {
     let payload = discovery_payload(&ctx).to_string();
     let _ = client.try_publish(
         discovery_topic(&ctx),
@@ -123,22 +127,17 @@ pub enum HaMessage {
     NotMine,
     /// Consumed (e.g. Home Assistant came online and discovery was re-sent).
     Handled,
-    /// A button press to run.
+    /// Home Assistant announced itself: discovery is due (the daemon rate-limits it).
+    HomeAssistantOnline,
+    /// A button press, for the gate to admit or refuse.
     Press(Action),
 }
 
 /// Handles a message on a Home Assistant topic.
-pub fn on_message(
-    ctx: HaContext<'_>,
-    client: Option<&AsyncClient>,
-    topic: &str,
-    payload: &[u8],
-) -> HaMessage {
+pub fn on_message(ctx: HaContext<'_>, topic: &str, payload: &[u8]) -> HaMessage {
     if topic == format!("{}/status", ctx.prefix) {
         if payload == b"online" {
-            if let Some(c) = client {
-                publish(ctx, c);
-            }
+            return HaMessage::HomeAssistantOnline;
         }
         return HaMessage::Handled;
     }
@@ -165,6 +164,7 @@ mod tests {
             board: "b1",
             model: "Radxa ROCK 5B",
             profile: "rk3588-rknpu",
+            buttons: vec!["compact", "rescan"],
         }
     }
 
@@ -184,24 +184,30 @@ mod tests {
         assert_eq!(p["cmps"]["b1_check_limits_nofile"]["p"], "binary_sensor");
         let n = p["cmps"].as_object().unwrap().len();
         assert_eq!(n, 3 + CHECK_IDS.len() + 2);
+        // No button for an action the gate would refuse.
+        let mut c = ctx();
+        c.buttons = vec!["rescan"];
+        let p = discovery_payload(&c);
+        assert!(p["cmps"].get("b1_compact").is_none());
+        assert_eq!(p["cmps"]["b1_rescan"]["p"], "button");
     }
 
     #[test]
     fn messages() {
         assert_eq!(
-            on_message(ctx(), None, "npu-fleet/b1/ha/compact", b"PRESS"),
+            on_message(ctx(), "npu-fleet/b1/ha/compact", b"PRESS"),
             HaMessage::Press(Action::Compact { drop_caches: false })
         );
         assert_eq!(
-            on_message(ctx(), None, "homeassistant/status", b"online"),
+            on_message(ctx(), "homeassistant/status", b"online"),
+            HaMessage::HomeAssistantOnline
+        );
+        assert_eq!(
+            on_message(ctx(), "npu-fleet/b1/ha/reboot", b"PRESS"),
             HaMessage::Handled
         );
         assert_eq!(
-            on_message(ctx(), None, "npu-fleet/b1/ha/reboot", b"PRESS"),
-            HaMessage::Handled
-        );
-        assert_eq!(
-            on_message(ctx(), None, "npu-fleet/b1/cmd/x/y", b"{}"),
+            on_message(ctx(), "npu-fleet/b1/cmd/x/y", b"{}"),
             HaMessage::NotMine
         );
     }

@@ -56,9 +56,9 @@ const PUBLIC_MODE: u32 = 0o644;
 #[serde(deny_unknown_fields)]
 struct Secrets {
     /// Broker password -> `mqtt.password_file`.
-    mqtt_password: Option<toml::Spanned<String>>,
+    mqtt_password: Option<toml::Spanned<crate::secret::Secret>>,
     /// Client private key (PEM) for mTLS -> `mqtt.key_file`.
-    mqtt_key: Option<toml::Spanned<String>>,
+    mqtt_key: Option<toml::Spanned<crate::secret::Secret>>,
 }
 
 /// `[files]`: public material carried inline, written 0644 and referenced.
@@ -271,10 +271,13 @@ fn secret_values(text: &str) -> Vec<String> {
     let Some(toml::Value::Table(s)) = table.get("secrets") else {
         return Vec::new();
     };
+    // Every value, whatever its type (an unquoted numeric password is a secret too).
     s.values()
-        .filter_map(|v| v.as_str())
+        .map(|v| match v {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
         .filter(|v| v.len() >= 3)
-        .map(str::to_string)
         .collect()
 }
 
@@ -297,21 +300,23 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
     };
     // The config keys: strict, same checks as agent.toml, lines of this file.
     let cfg = config::check_layer(source, text, CONSUMED_TABLES).map_err(|e| {
-        let line = e.line;
+        // A value refused by validation has no position from the parser: find its line.
+        let line = e.line.or_else(|| {
+            e.message
+                .strip_prefix("mqtt.url")
+                .and_then(|_| find_key_line(text, "url"))
+        });
         bad(line, e.message)
     })?;
     // The provisioning tables, strict too.
     let consumed: Consumed = toml::from_str(text).map_err(|e| {
         bad(
             e.span().map(|s| line_of(text, s.start)),
-            e.message()
-                .replace("unknown field", "unknown key")
-                .trim()
-                .to_string(),
+            config::redact_values(e.message().trim()).replace("unknown field", "unknown key"),
         )
     })?;
     let mut table: toml::Table =
-        toml::from_str(text).map_err(|e| bad(None, e.message().to_string()))?;
+        toml::from_str(text).map_err(|e| bad(None, config::redact_values(e.message())))?;
     for t in CONSUMED_TABLES {
         table.remove(*t);
     }
@@ -339,53 +344,54 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
     };
 
     // (table entry, value, config key it fills, file name, secret?)
-    type Inline<'a> = (
-        &'a str,
-        Option<&'a toml::Spanned<String>>,
-        &'a str,
-        &'a str,
-        bool,
-    );
+    type Inline<'a> = (&'a str, Option<(usize, &'a str)>, &'a str, &'a str, bool);
+    fn secret(v: &Option<toml::Spanned<crate::secret::Secret>>) -> Option<(usize, &str)> {
+        v.as_ref().map(|v| (v.span().start, v.get_ref().expose()))
+    }
+    fn public(v: &Option<toml::Spanned<String>>) -> Option<(usize, &str)> {
+        v.as_ref().map(|v| (v.span().start, v.get_ref().as_str()))
+    }
     let inline: [Inline<'_>; 4] = [
         (
             "secrets.mqtt_password",
-            s.mqtt_password.as_ref(),
+            secret(&s.mqtt_password),
             "password_file",
             "mqtt-password",
             true,
         ),
         (
             "secrets.mqtt_key",
-            s.mqtt_key.as_ref(),
+            secret(&s.mqtt_key),
             "key_file",
             "mqtt-client.key",
             true,
         ),
         (
             "files.mqtt_ca",
-            f.mqtt_ca.as_ref(),
+            public(&f.mqtt_ca),
             "ca_file",
             "mqtt-ca.pem",
             false,
         ),
         (
             "files.mqtt_cert",
-            f.mqtt_cert.as_ref(),
+            public(&f.mqtt_cert),
             "cert_file",
             "mqtt-client.pem",
             false,
         ),
     ];
     for (name, value, key, file, secret) in inline {
-        let Some(v) = value else { continue };
-        let line = Some(line_of(text, v.span().start));
+        let Some((start, content)) = value else {
+            continue;
+        };
+        let line = Some(line_of(text, start));
         if mqtt_set(key) {
             return Err(bad(
                 line,
                 format!("{name} and mqtt.{key} both given; keep one"),
             ));
         }
-        let content = v.get_ref();
         check_content(name, content).map_err(|m| bad(line, m))?;
         let dir = if secret { SECRETS_DIR } else { PUBLIC_DIR };
         let path = format!("{dir}/{file}");
@@ -498,6 +504,15 @@ fn key_paths(table: &toml::Table) -> Vec<String> {
     out
 }
 
+/// The kind of a PEM decoding error, without its payload: rustls' `Debug` of some kinds carries
+/// the offending line as a list of bytes, which may be the key itself.
+fn pem_error_kind(e: &rustls::pki_types::pem::Error) -> String {
+    format!("{e:?}")
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect()
+}
+
 /// Checks an inline value is what its name says. Messages never quote the value.
 fn check_content(name: &str, content: &str) -> Result<(), String> {
     use rustls::pki_types::pem::PemObject;
@@ -517,14 +532,17 @@ fn check_content(name: &str, content: &str) -> Result<(), String> {
         }
         "secrets.mqtt_key" => PrivateKeyDer::from_pem_slice(content.as_bytes())
             .map(|_| ())
-            .map_err(|e| format!("{name} is not a PEM private key ({e:?})")),
+            .map_err(|e| format!("{name} is not a PEM private key ({})", pem_error_kind(&e))),
         _ => {
             let certs: Result<Vec<_>, _> =
                 CertificateDer::pem_slice_iter(content.as_bytes()).collect();
             match certs {
                 Ok(c) if !c.is_empty() => Ok(()),
                 Ok(_) => Err(format!("{name} holds no PEM certificate")),
-                Err(e) => Err(format!("{name} is not PEM certificates ({e:?})")),
+                Err(e) => Err(format!(
+                    "{name} is not PEM certificates ({})",
+                    pem_error_kind(&e)
+                )),
             }
         }
     }
@@ -605,8 +623,9 @@ pub fn provision_with(root: &SysRoot, storage: &mut dyn Storage, now: &str) -> P
         };
     }
     // Applied and durable: now the boot file goes.
+    // The entry itself: a symlinked boot file goes, its target stays.
     let removed = root
-        .write_path(source)
+        .entry_path(source)
         .map_err(|e| e.to_string())
         .and_then(|host| {
             storage.remove_file(&host).map_err(|e| e.to_string())?;
@@ -1081,7 +1100,21 @@ mod tests {
         // A password put where a number goes: toml's message would quote it.
         let text =
             "[report]\ninterval_s = \"s3cr3t-pw\"\n[secrets]\nmqtt_password = \"s3cr3t-pw\"\n";
-        assert_invalid(text, Some(2), "<secret>");
+        assert_invalid(text, Some(2), "(value hidden)");
+        // An unquoted numeric password, and a private key pasted on one line.
+        let text = "[secrets]\nmqtt_password = 918273645\n";
+        let o = prepare("/boot/npu-agent.toml", text, "t").err().unwrap();
+        assert!(!format!("{o:?}").contains("918273645"), "{o:?}");
+        let pasted = "MC4CAQAwBQYDK2VwBCIEIPasted0KeyMaterialOnOneLine0000000000";
+        let text = format!("[secrets]\nmqtt_key = \"{pasted}\"\n");
+        let o = prepare("/boot/npu-agent.toml", &text, "t").err().unwrap();
+        let shown = format!("{o:?}");
+        assert!(
+            !shown.contains(pasted) && !shown.contains("77, 67, 52"),
+            "{shown}"
+        );
+        let bytes: Vec<String> = pasted.bytes().take(6).map(|b| b.to_string()).collect();
+        assert!(!shown.contains(&bytes.join(", ")), "{shown}");
     }
 
     #[test]

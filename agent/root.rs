@@ -457,14 +457,74 @@ impl SysRoot {
         }
     }
 
+    /// Resolves `board_path` inside a captured tree the way the kernel's `RESOLVE_IN_ROOT` does:
+    /// every symlink is followed with the tree as `/` (an absolute link means the board's file),
+    /// `..` stops at the root, at most 40 links. With `follow_last = false` a symlink in the last
+    /// component is kept as it is (to replace or remove the link itself). Missing components are
+    /// taken as they are. Returns a host path that is inside the tree by construction.
+    fn resolve_in_root(&self, board_path: &str, follow_last: bool) -> Result<PathBuf, ReadError> {
+        self.join(board_path)?; // refuses '..' in the path as given
+        let root = self.canonical_root(board_path)?;
+        let split = |p: &str| -> Vec<String> {
+            p.split('/')
+                .filter(|c| !c.is_empty() && *c != ".")
+                .map(str::to_string)
+                .rev()
+                .collect()
+        };
+        let mut todo = split(board_path);
+        let mut cur: Vec<String> = Vec::new();
+        let mut links = 0;
+        while let Some(name) = todo.pop() {
+            if name == ".." {
+                cur.pop();
+                continue;
+            }
+            let host: PathBuf = root.join(cur.iter().collect::<PathBuf>()).join(&name);
+            let last = todo.is_empty();
+            match fs::symlink_metadata(&host) {
+                Ok(m) if m.file_type().is_symlink() && (follow_last || !last) => {
+                    links += 1;
+                    if links > 40 {
+                        return Err(ReadError {
+                            path: board_path.to_string(),
+                            kind: ReadErrorKind::Io,
+                            detail: "too many levels of symbolic links".into(),
+                        });
+                    }
+                    let target =
+                        fs::read_link(&host).map_err(|e| Self::io_error(board_path, &e))?;
+                    let target = target.to_string_lossy();
+                    if target.starts_with('/') {
+                        cur.clear();
+                    }
+                    todo.extend(split(&target));
+                }
+                _ => cur.push(name),
+            }
+        }
+        Ok(root.join(cur.iter().collect::<PathBuf>()))
+    }
+
     /// Host path to write the board path `board_path` to (an atomic replace renames a temp file
-    /// onto it). When the file exists, symlinks are followed so the rename replaces the link's
-    /// target, not the link; when it does not, its directory is resolved. Reads nothing and
-    /// writes nothing.
+    /// onto it). Symlinks are followed inside the root (an absolute link in a captured tree means
+    /// the board's file, as for reads), so the rename replaces the link's target, never a file
+    /// outside the root. Reads nothing and writes nothing.
     ///
-    /// Errors: `OutsideRoot` for a `..` component or a path that resolves outside the root (the
-    /// no-escape rule holds for writes as for reads); `NotFound` when the directory is missing.
+    /// Errors: `OutsideRoot` for a `..` component (or, on the live system, a path that resolves
+    /// outside the root); `NotFound` when the directory is missing.
     pub fn write_path(&self, board_path: &str) -> Result<PathBuf, ReadError> {
+        if !self.is_live() {
+            let real = self.resolve_in_root(board_path, true)?;
+            let parent = real.parent().unwrap_or(Path::new("/"));
+            if !parent.is_dir() {
+                return Err(Self::io_error(
+                    board_path,
+                    &io::Error::from(io::ErrorKind::NotFound),
+                ));
+            }
+            return Ok(real);
+        }
         let host = self.join(board_path)?;
         if fs::symlink_metadata(&host).is_ok() {
             let real = fs::canonicalize(&host).map_err(|e| Self::io_error(board_path, &e))?;
@@ -483,6 +543,27 @@ impl SysRoot {
         Ok(real_parent.join(name))
     }
 
+    /// Host path of the directory entry `board_path` itself: the directories are resolved in
+    /// the root, a symlink in the last component is not followed. For removing a file (a
+    /// symlinked provisioning file goes, its target stays).
+    ///
+    /// Errors: as [`write_path`](Self::write_path).
+    pub fn entry_path(&self, board_path: &str) -> Result<PathBuf, ReadError> {
+        if !self.is_live() {
+            return self.resolve_in_root(board_path, false);
+        }
+        let host = self.join(board_path)?;
+        let (Some(parent), Some(name)) = (host.parent(), host.file_name()) else {
+            return Err(ReadError {
+                path: board_path.to_string(),
+                kind: ReadErrorKind::OutsideRoot,
+                detail: "no file name".into(),
+            });
+        };
+        let real_parent = fs::canonicalize(parent).map_err(|e| Self::io_error(board_path, &e))?;
+        Ok(real_parent.join(name))
+    }
+
     /// Creates the directory `board_path` (e.g. the state directory `/var/lib/npu-agent`) and
     /// its missing parents under the root, mode 0755 subject to the umask, and returns its host
     /// path. An existing directory is fine.
@@ -490,6 +571,11 @@ impl SysRoot {
     /// Errors: `OutsideRoot` when the nearest existing ancestor (or the result) resolves outside
     /// the root; `PermissionDenied` / `Io` from the filesystem.
     pub fn create_dir_all(&self, board_path: &str) -> Result<PathBuf, ReadError> {
+        if !self.is_live() {
+            let real = self.resolve_in_root(board_path, true)?;
+            fs::create_dir_all(&real).map_err(|e| Self::io_error(board_path, &e))?;
+            return Ok(real);
+        }
         let host = self.join(board_path)?;
         let mut existing = host.as_path();
         while fs::symlink_metadata(existing).is_err() {

@@ -30,12 +30,25 @@ fn rss(pid: u32) -> (String, String) {
     (get("VmRSS:"), get("VmHWM:"))
 }
 
+fn operator_key() -> ed25519_dalek::SigningKey {
+    ed25519_dalek::SigningKey::from_bytes(&[3u8; 32])
+}
+
 fn rescan(c: &Client, id: &str) -> f64 {
     let topic = format!("npu-fleet/b1/cmd/rescan/{id}");
     let t0 = Instant::now();
     c.publish(
         &topic,
-        &init_payload("b1", "rescan", id, json!({}), now_s(), 60, None),
+        // Signed: unsigned rescans are rate limited (one per 5 s), signed ones are not.
+        &init_payload(
+            "b1",
+            "rescan",
+            id,
+            json!({}),
+            now_s(),
+            60,
+            Some(&operator_key()),
+        ),
         false,
     );
     c.wait_for(Duration::from_secs(10), "successful", |m| {
@@ -65,9 +78,22 @@ fn main() {
     // default and drops the rest, which would cut `fleet watch` short on 10,000 boards.
     let mut broker = Broker::start_with(free_port(), "max_queued_messages 0\nmax_queued_bytes 0");
     let board = Board::from_fixture("own-rk3588-opi5plus-rknpu-0.9.8-healthy", "b1", "");
+    let pub_path = board.root().join("operator.pub");
+    {
+        use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePublicKey};
+        let pem = operator_key()
+            .verifying_key()
+            .to_public_key_pem(LineEnding::LF)
+            .unwrap();
+        std::fs::write(&pub_path, pem).unwrap();
+    }
+    let extra = format!(
+        "[report]\n[security]\ntrusted_keys = [\"{}\"]\n",
+        pub_path.display()
+    );
     board.write(
         "/etc/npu-agent/agent.toml",
-        &agent_config(&broker.url(), "b1", "[report]\n").replace(
+        &agent_config(&broker.url(), "b1", &extra).replace(
             "[report]\ninterval_s = 2\n\n[report]\n",
             "[report]\ninterval_s = 60\n",
         ),

@@ -365,3 +365,59 @@ fn a_log_read_from_its_tail_gives_no_misleading_line_numbers() {
         .unwrap();
     assert_eq!(f["evidence"][0]["line"], 1);
 }
+
+fn copy_tree(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        let ft = e.file_type().unwrap();
+        if ft.is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+            copy_tree(&e.path(), &dest);
+        } else if ft.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(e.path()).unwrap(), &dest).unwrap();
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// Board-controlled text (a device-tree model with a window-title escape, a bell, cursor
+/// movement and a carriage return) reaches no terminal unescaped, from any printer.
+#[test]
+fn board_text_never_drives_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(
+        Path::new(&case("own-rk3588-opi5plus-rknpu-0.9.8-healthy")),
+        dir.path(),
+    );
+    std::fs::write(
+        dir.path().join("proc/device-tree/model"),
+        b"Orange Pi 5 Plus\x1b]0;owned\x07\x1b[1A\x1b[2K\rfake ok\x9b\0",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("boot/armbianEnv.txt"),
+        b"verbosity=1\nextraargs=cma=256M\x1b]52;c;Y3VybA==\x07\n",
+    )
+    .ok();
+    let root = dir.path().to_str().unwrap();
+    for args in [
+        vec!["check", "--root", root],
+        vec!["check", "--root", root, "--format", "json"],
+        vec!["cma", "show", "--root", root],
+        vec!["cma", "set", "512M", "--dry-run", "--root", root],
+        vec!["profiles", "list", "--root", root],
+    ] {
+        let o = agent(&args);
+        for (name, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+            for bad in [&b"\x1b]"[..], b"\x07", b"\x1b[1A", b"\x1b[2K", b"\r"] {
+                assert!(
+                    !bytes.windows(bad.len()).any(|w| w == bad),
+                    "{args:?} {name} carries {bad:?}: {}",
+                    String::from_utf8_lossy(bytes)
+                );
+            }
+        }
+    }
+}

@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 
 /// Suffix of the backup kept beside an edited file (`armbianEnv.txt.npu-agent.bak`).
 pub const BACKUP_SUFFIX: &str = ".npu-agent.bak";
-/// Suffix of the temporary file (`.armbianEnv.txt.npu-agent.tmp`, hidden, same directory).
+/// Suffix of the temporary files (`.armbianEnv.txt.<pid>-<n>-<random>.npu-agent.tmp`, hidden,
+/// same directory; unique per write, created `O_EXCL|O_NOFOLLOW`).
 pub const TEMP_SUFFIX: &str = ".npu-agent.tmp";
 /// Mode of a new file when there is no old one to copy it from.
 pub const DEFAULT_MODE: u32 = 0o644;
@@ -77,8 +78,9 @@ pub trait StorageFile {
 /// The filesystem primitives [`write_atomic`] uses; host paths (already resolved under the
 /// root with [`crate::root::SysRoot::write_path`]).
 pub trait Storage {
-    /// Creates or truncates `path` for writing with permission bits `mode` (subject to the
-    /// umask; ignored by FAT).
+    /// Creates the new file `path` for writing with permission bits `mode` (subject to the
+    /// umask; ignored by FAT). [`RealStorage`] refuses an existing file or symlink there
+    /// (`O_CREAT|O_EXCL|O_NOFOLLOW`): a planted link is never followed.
     fn create(&mut self, path: &Path, mode: u32) -> io::Result<Box<dyn StorageFile>>;
     /// Renames `from` to `to`, replacing `to`.
     fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()>;
@@ -108,8 +110,8 @@ impl Storage for RealStorage {
     fn create(&mut self, path: &Path, mode: u32) -> io::Result<Box<dyn StorageFile>> {
         let file = fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .mode(mode & 0o7777)
             .open(path)?;
         Ok(Box::new(RealFile(file)))
@@ -187,9 +189,53 @@ pub fn backup_path(target: &Path) -> PathBuf {
     sibling(target, "", BACKUP_SUFFIX)
 }
 
-/// Host path of the temp file for `target`: `<dir>/.<name>.npu-agent.tmp`.
+/// A fresh host path for a temp file beside `target`:
+/// `<dir>/.<name>.<pid>-<n>-<random>.npu-agent.tmp`. Unique per call (process id, a counter and
+/// 32 random bits), so two writers never share one, and a name planted in advance is not
+/// guessed.
 pub fn temp_path(target: &Path) -> PathBuf {
-    sibling(target, ".", TEMP_SUFFIX)
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let mut r = [0u8; 4];
+    let _ = getrandom::fill(&mut r);
+    let tag = format!(
+        ".{}-{}-{:08x}{TEMP_SUFFIX}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed),
+        u32::from_le_bytes(r)
+    );
+    sibling(target, ".", &tag)
+}
+
+/// Removes temp files a cut-off write left beside `target` (its own and its backup's). Call it
+/// only while holding the lock that serialises writers of `target` (a live writer's temp file
+/// would go too). `unlink` never follows a link: a planted one is removed, its target stays.
+/// Returns how many were removed.
+pub fn remove_stale_temps(target: &Path) -> usize {
+    let (Some(dir), Some(name)) = (target.parent(), target.file_name()) else {
+        return 0;
+    };
+    let name = name.to_string_lossy();
+    let prefixes = [format!(".{name}."), format!(".{name}{BACKUP_SUFFIX}.")];
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let f = e.file_name().to_string_lossy().into_owned();
+        if is_temp_name(&f)
+            && prefixes.iter().any(|p| f.starts_with(p.as_str()))
+            && fs::remove_file(e.path()).is_ok()
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// True for a temp file name this module makes (`.<name>.<tag>.npu-agent.tmp`).
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(TEMP_SUFFIX)
 }
 
 fn sibling(target: &Path, prefix: &str, suffix: &str) -> PathBuf {
@@ -262,7 +308,7 @@ pub fn write_atomic(
     let backup = match backup_of {
         Some(old) => {
             let bak = backup_path(target);
-            let tmp = sibling(target, ".", &format!("{BACKUP_SUFFIX}{TEMP_SUFFIX}"));
+            let tmp = temp_path(&backup_path(target));
             replace_via(
                 storage,
                 &bak,
@@ -317,11 +363,39 @@ mod tests {
         assert_eq!(fs::read_to_string(&target).unwrap(), "new\n");
         assert_eq!(fs::read_to_string(r.backup.unwrap()).unwrap(), "old\n");
         assert_eq!(existing_mode(&target), Some(0o600));
-        assert!(!temp_path(&target).exists());
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| is_temp_name(n))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
         assert_eq!(
             backup_path(&target),
             dir.path().join("cmdline.txt.npu-agent.bak")
         );
+    }
+
+    /// A symlink planted where a temp file could go is never followed, and temp names differ.
+    #[test]
+    fn temp_files_are_exclusive_and_unique() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        fs::write(&victim, "outside\n").unwrap();
+        let target = dir.path().join("armbianEnv.txt");
+        fs::write(&target, "old\n").unwrap();
+        let a = temp_path(&target);
+        assert_ne!(a, temp_path(&target));
+        std::os::unix::fs::symlink(&victim, &a).unwrap();
+        let e = RealStorage.create(&a, 0o644).err().unwrap();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        write_atomic(&mut RealStorage, &target, b"new\n", Some(b"old\n"), 0o644).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "outside\n");
+        assert_eq!(fs::read_to_string(&target).unwrap(), "new\n");
+        assert!(!fs::symlink_metadata(&target)
+            .unwrap()
+            .file_type()
+            .is_symlink());
     }
 
     #[test]

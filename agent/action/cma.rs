@@ -390,6 +390,29 @@ fn existing<'a>(
         .collect()
 }
 
+/// Which of the present boot files the bootloader reads, as a sentence: U-Boot's distro boot
+/// takes `extlinux/extlinux.conf` before `boot.scr` (which reads `armbianEnv.txt` /
+/// `orangepiEnv.txt`); `/etc/kernel/cmdline` is read by no bootloader, only by `u-boot-update`
+/// and `kernel-install` when they regenerate the boot files.
+fn bootloader_reads(present: &[(&str, BootFileKind)]) -> String {
+    let find = |k: BootFileKind| present.iter().find(|(_, kind)| *kind == k).map(|(p, _)| *p);
+    let read = find(BootFileKind::Extlinux)
+        .or_else(|| find(BootFileKind::ArmbianEnv))
+        .or_else(|| find(BootFileKind::OrangepiEnv))
+        .or_else(|| find(BootFileKind::PiCmdline));
+    match read {
+        Some(p) => format!(
+            "the bootloader reads {p}{}",
+            if find(BootFileKind::KernelCmdline).is_some() {
+                format!(" ({KERNEL_CMDLINE} only feeds u-boot-update / kernel-install)")
+            } else {
+                String::new()
+            }
+        ),
+        None => format!("no bootloader reads {KERNEL_CMDLINE} directly"),
+    }
+}
+
 /// Chooses the files to edit. Errors with a sentence when there is nothing safe to edit.
 fn choose(
     root: &SysRoot,
@@ -471,14 +494,39 @@ fn choose(
         ));
     }
     // Like the cma.boot_param check: the first one that holds cma=, else the first present.
-    let mut chosen = present[0];
+    let mut carrying: Vec<(&str, BootFileKind, bool)> = Vec::new();
     for (path, kind) in &present {
         if let Ok(t) = read_text(root, path) {
-            if find_boot_cma(*kind, &t).cma.is_some() {
-                chosen = (path, *kind);
-                break;
+            let b = find_boot_cma(*kind, &t);
+            if b.cma.is_some() {
+                carrying.push((path, *kind, b.generated));
             }
         }
+    }
+    let chosen = carrying
+        .first()
+        .map(|(p, k, _)| (*p, *k))
+        .unwrap_or(present[0]);
+    if carrying.len() > 1 {
+        let names: Vec<&str> = carrying.iter().map(|(p, _, _)| *p).collect();
+        let reads = bootloader_reads(&present);
+        // A generated extlinux.conf and /etc/kernel/cmdline are one setting (u-boot-update
+        // writes the first from the second): edited through /etc/kernel/cmdline below.
+        let one_setting = carrying.len() == 2
+            && carrying
+                .iter()
+                .any(|(_, k, g)| *k == BootFileKind::Extlinux && *g)
+            && carrying
+                .iter()
+                .any(|(_, k, _)| *k == BootFileKind::KernelCmdline);
+        if !one_setting {
+            return Err(format!(
+                "cma= is set in {} boot files: {}; {reads}. Editing one would leave the others                  disagreeing: remove cma= from the files the bootloader does not read, then run                  `cma set` again",
+                names.len(),
+                names.join(", ")
+            ));
+        }
+        explanation.push(format!("cma= is set in {}; {reads}", names.join(" and ")));
     }
     let (path, kind) = chosen;
     if kind == BootFileKind::Extlinux {
@@ -621,6 +669,16 @@ pub fn cma_set(
             return r.stop(CmaSetOutcome::Refused, e.to_string());
         }
     }
+    // One edit at a time (the daemon's set_cma racing an administrator's `cma set`): held from
+    // reading the boot files to recording the result.
+    let _lock = if dry_run {
+        None
+    } else {
+        match BootEditLock::acquire(state) {
+            Ok(l) => Some(l),
+            Err(e) => return r.stop(CmaSetOutcome::Refused, e),
+        }
+    };
     let mut originals = Vec::new();
     for p in &planned {
         let text = match read_text(root, &p.path) {
@@ -690,6 +748,8 @@ pub fn cma_set(
             continue;
         }
         let host = &hosts[i];
+        // Under the lock: temp files beside it are leftovers of a cut-off edit (or planted).
+        super::atomic::remove_stale_temps(host);
         let mode = existing_mode(host).unwrap_or(DEFAULT_MODE);
         match write_atomic(
             storage,
@@ -743,6 +803,46 @@ pub fn cma_set(
     }
     r.outcome = CmaSetOutcome::Written;
     r
+}
+
+/// Lock file in the state directory serialising boot-file edits.
+pub const BOOT_EDIT_LOCK_FILE: &str = "boot_edit.lock";
+
+/// An exclusive `flock` on [`BOOT_EDIT_LOCK_FILE`], released when dropped (or when the process
+/// dies). The file is opened `O_NOFOLLOW` inside the root and never written.
+#[derive(Debug)]
+pub struct BootEditLock {
+    _file: std::fs::File,
+}
+
+impl BootEditLock {
+    /// Waits for and takes the lock.
+    ///
+    /// Errors: a sentence when the state directory or the lock file cannot be opened.
+    pub fn acquire(state: &StateDir) -> Result<BootEditLock, String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = state.board_path("");
+        state
+            .root()
+            .create_dir_all(dir.trim_end_matches('/'))
+            .map_err(|e| format!("cannot create the state directory: {e}"))?;
+        let path = state.board_path(BOOT_EDIT_LOCK_FILE);
+        let host = state.root().write_path(&path).map_err(|e| e.to_string())?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(
+                (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32,
+            )
+            .open(&host)
+            .map_err(|e| format!("{path}: cannot open the edit lock: {e}"))?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| format!("{path}: cannot lock: {e}"))?;
+        Ok(BootEditLock { _file: file })
+    }
 }
 
 /// After a cut-off write the files may already hold the value while `boot_edit.json` still

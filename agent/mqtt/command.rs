@@ -17,7 +17,7 @@ use base64::Engine;
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Actions the agent executes.
 pub const ACTIONS: &[&str] = &["compact", "set_cma", "reboot", "rescan", "release_npu"];
@@ -271,11 +271,9 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
     })
 }
 
-/// What the gate decided about one incoming message.
+/// Why the gate did not execute a message: a refusal to publish, or a message to ignore.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// Run it.
-    Execute(Action),
     /// Refuse it, with the reason to publish.
     Reject(String),
     /// Not a command to act on (an empty clear, the agent's own echo, a duplicate delivery).
@@ -289,488 +287,238 @@ pub struct Policy {
     pub board: String,
     /// Trusted public keys.
     pub trusted_keys: Vec<VerifyingKey>,
-    /// Actions accepted unsigned.
+    /// Actions accepted unsigned (also: the Home Assistant buttons offered).
     pub allow_unsigned: Vec<String>,
-    /// Longest accepted command lifetime and age, seconds.
+    /// Longest accepted command lifetime and age, seconds (bounded by
+    /// [`MAX_COMMAND_AGE_LIMIT_S`] at config load).
     pub max_command_age_s: u64,
+    /// Actions this board refuses whatever the signature, with the reason published as is (the
+    /// profile's refusals, [`crate::profile::Profile::refuses_action`], set after each
+    /// diagnosis). Empty by default.
+    pub refused: BTreeMap<String, String>,
 }
 
-/// Minimum seconds between two executions of an action.
-pub fn rate_limit_s(action: &str) -> i64 {
+/// Largest accepted `security.max_command_age_s`: 7 days.
+pub const MAX_COMMAND_AGE_LIMIT_S: u64 = 7 * 86_400;
+
+/// Minimum seconds between two executions of an action. Signed and unsigned traffic have
+/// separate slots (unsigned commands can never use up a signed command's slot).
+pub fn rate_limit_s(action: &str, signed: bool) -> i64 {
     match action {
         "reboot" => 300,
         "set_cma" | "compact" => 30,
         "release_npu" => 10,
-        // A rescan is a few milliseconds of file reads; the daemon's bounded queue limits storms.
+        // A rescan is cheap, but unsigned ones come from anyone who may publish: 1 per 5 s.
+        "rescan" if !signed => 5,
         _ => 0,
     }
 }
 
-/// Seen command ids (persisted by the daemon) and the last run of each action.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Ledger {
-    /// cmd_id → unix seconds when first accepted.
-    pub seen: BTreeMap<String, i64>,
-    /// action → unix seconds of the last execution.
-    #[serde(default)]
-    pub last_run: BTreeMap<String, i64>,
-    /// cmd_id → hash of the accepted payload: the same bytes again are a re-delivery (a QoS 1
-    /// duplicate, or a retained `init` delivered again after a restart) and are ignored; other
-    /// bytes under a used cmd_id are a replay and are rejected.
-    #[serde(default)]
-    pub payload_hash: HashMap<String, u64>,
+/// A syntactically valid `init` message for a known action, not yet authorised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// The message.
+    pub msg: InitMessage,
+    /// Its validated arguments.
+    pub action: Action,
+    /// FNV-1a of the payload bytes: the same bytes again are a re-delivery.
+    pub payload_hash: u64,
 }
 
-impl Ledger {
-    /// Keeps the newest 2000 ids (older ones are expired anyway by `max_command_age_s`).
-    pub fn prune(&mut self) {
-        while self.seen.len() > 2000 {
-            let oldest = self
-                .seen
-                .iter()
-                .min_by_key(|(_, t)| **t)
-                .map(|(k, _)| k.clone());
-            match oldest {
-                Some(k) => {
-                    self.seen.remove(&k);
-                    self.payload_hash.remove(&k);
-                }
-                None => break,
-            }
-        }
-    }
-}
-
-fn fnv(bytes: &[u8]) -> u64 {
+/// FNV-1a 64 of `bytes` (identifies a payload; not a security hash, the signature is).
+pub fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ u64::from(*b)).wrapping_mul(0x100000001b3)
     })
 }
 
-fn valid_cmd_id(id: &str) -> bool {
+/// True for 1-64 characters of `[A-Za-z0-9._-]`.
+pub fn valid_cmd_id(id: &str) -> bool {
     (1..=64).contains(&id.len())
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// Decides what to do with a message on `topic` (already known to be a command topic of this
-/// board or of `all`). Updates the ledger when it accepts (the caller persists it before acting).
-pub fn gate(
+/// First half of the gate, stateless: size limit, UTF-8, lifecycle state, strict schema, cmd_id,
+/// board, action and arguments. Nothing here depends on the time or the ledger.
+///
+/// Errors: [`Verdict::Ignore`] for an empty clear or a non-`init` state (the agent's own echo),
+/// [`Verdict::Reject`] with the reason for everything malformed. A reason never quotes the
+/// payload beyond the JSON decoder's position message.
+pub fn parse(
     policy: &Policy,
-    ledger: &mut Ledger,
     topic: &super::topics::CommandTopic,
     payload: &[u8],
-    now: i64,
-) -> Verdict {
+) -> Result<Parsed, Verdict> {
     if payload.is_empty() {
-        return Verdict::Ignore("cleared");
+        return Err(Verdict::Ignore("cleared"));
     }
     if payload.len() > MAX_COMMAND_BYTES {
-        return Verdict::Reject(format!(
+        return Err(Verdict::Reject(format!(
             "payload of {} bytes exceeds the {MAX_COMMAND_BYTES}-byte limit",
             payload.len()
-        ));
+        )));
     }
     let Ok(text) = std::str::from_utf8(payload) else {
-        return Verdict::Reject("payload is not UTF-8 JSON".into());
+        return Err(Verdict::Reject("payload is not UTF-8 JSON".into()));
     };
     match serde_json::from_str::<AnyStatus>(text) {
-        Ok(s) if s.status != CmdStatus::Init => return Verdict::Ignore("not an init message"),
+        Ok(s) if s.status != CmdStatus::Init => return Err(Verdict::Ignore("not an init message")),
         Ok(_) => {}
-        Err(e) => return Verdict::Reject(format!("malformed command: {e}")),
+        Err(e) => return Err(Verdict::Reject(json_error(&e))),
     }
-    let msg: InitMessage = match serde_json::from_str(text) {
-        Ok(m) => m,
-        Err(e) => return Verdict::Reject(format!("malformed command: {e}")),
-    };
+    let msg: InitMessage =
+        serde_json::from_str(text).map_err(|e| Verdict::Reject(json_error(&e)))?;
     if !valid_cmd_id(&topic.cmd_id) {
-        return Verdict::Reject("cmd_id must be 1-64 characters of [A-Za-z0-9._-]".into());
+        return Err(Verdict::Reject(
+            "cmd_id must be 1-64 characters of [A-Za-z0-9._-]".into(),
+        ));
     }
     if msg.board != topic.board {
-        return Verdict::Reject(format!(
+        return Err(Verdict::Reject(format!(
             "command names board {:?} but was sent on {:?}'s topic",
-            msg.board, topic.board
-        ));
+            msg.board.chars().take(64).collect::<String>(),
+            topic.board
+        )));
     }
     if topic.board != policy.board && topic.board != super::topics::ALL {
-        return Verdict::Reject(format!(
+        return Err(Verdict::Reject(format!(
             "command is for board {:?}, this is {:?}",
             topic.board, policy.board
-        ));
+        )));
     }
-    let action = match parse_args(&topic.action, &msg.args) {
-        Ok(a) => a,
-        Err(e) => return Verdict::Reject(e),
-    };
-    // The same bytes under a cmd_id already accepted: a re-delivery, never run twice.
-    let h = fnv(payload);
-    if ledger.seen.contains_key(&topic.cmd_id) && ledger.payload_hash.get(&topic.cmd_id) == Some(&h)
-    {
-        return Verdict::Ignore("duplicate delivery");
-    }
-    if ledger.seen.contains_key(&topic.cmd_id) {
-        if topic.board == super::topics::ALL {
-            // The fleet-wide init stays retained until the requester clears it.
-            return Verdict::Ignore("fleet-wide command already handled");
+    let action = parse_args(&topic.action, &msg.args).map_err(Verdict::Reject)?;
+    Ok(Parsed {
+        msg,
+        action,
+        payload_hash: fnv(payload),
+    })
+}
+
+/// A JSON decoder error without the offending value (serde quotes strings and numbers it
+/// refuses; a command may carry anything): the category and position only.
+fn json_error(e: &serde_json::Error) -> String {
+    use serde_json::error::Category;
+    let what = match e.classify() {
+        Category::Syntax | Category::Eof => "not valid JSON",
+        Category::Io => "unreadable",
+        Category::Data => {
+            let m = e.to_string();
+            if let Some(f) = m.strip_prefix("unknown field `") {
+                let name: String = f.chars().take_while(|c| *c != '`').take(64).collect();
+                return format!(
+                    "malformed command: unknown field {:?} at line {} column {}",
+                    name,
+                    e.line(),
+                    e.column()
+                );
+            }
+            if let Some(f) = m.strip_prefix("missing field `") {
+                let name: String = f.chars().take_while(|c| *c != '`').take(64).collect();
+                return format!("malformed command: missing field {name:?}");
+            }
+            "a field has the wrong type or value"
         }
-        return Verdict::Reject(format!(
-            "cmd_id {:?} was already executed (replay)",
-            topic.cmd_id
+    };
+    format!(
+        "malformed command: {what} at line {} column {}",
+        e.line(),
+        e.column()
+    )
+}
+
+/// Second half of the gate, given the time: lifetime (checked arithmetic, expiry mandatory and
+/// bounded by `max_command_age_s`), clock skew, the board's refusals, and the signature or the
+/// unsigned allow-list. Returns whether the command was signed by a trusted key.
+///
+/// Errors: the reason to publish.
+pub fn authorize(
+    policy: &Policy,
+    topic: &super::topics::CommandTopic,
+    parsed: &Parsed,
+    now: i64,
+) -> Result<bool, String> {
+    let msg = &parsed.msg;
+    // i128: no i64 input can overflow any sum or difference below.
+    let (now_w, issued, expires) = (
+        i128::from(now),
+        i128::from(msg.issued_at),
+        i128::from(msg.expires_at),
+    );
+    let skew = i128::from(CLOCK_SKEW_S);
+    let max_age = i128::from(policy.max_command_age_s.min(MAX_COMMAND_AGE_LIMIT_S));
+    if expires < issued {
+        return Err(format!(
+            "expires_at {} is before issued_at {}",
+            msg.expires_at, msg.issued_at
         ));
     }
-    let max_age = policy.max_command_age_s as i64;
-    if now > msg.expires_at + CLOCK_SKEW_S {
-        return Verdict::Reject(format!("expired {} s ago", now - msg.expires_at));
+    if expires - issued > max_age {
+        return Err(format!(
+            "lifetime of {} s is above the {max_age} s limit (security.max_command_age_s)",
+            expires - issued
+        ));
     }
-    if msg.issued_at > now + CLOCK_SKEW_S {
-        return Verdict::Reject(format!(
+    if now_w > expires + skew {
+        return Err(format!("expired {} s ago", now_w - expires));
+    }
+    if issued > now_w + skew {
+        return Err(format!(
             "issued {} s in the future (clock skew above {CLOCK_SKEW_S} s)",
-            msg.issued_at - now
+            issued - now_w
         ));
     }
-    if now - msg.issued_at > max_age + CLOCK_SKEW_S
-        || msg.expires_at - msg.issued_at > max_age
-        || msg.expires_at < msg.issued_at
-    {
-        return Verdict::Reject(format!(
-            "lifetime outside the {max_age} s window (issued_at {}, expires_at {})",
-            msg.issued_at, msg.expires_at
+    if now_w - issued > max_age + skew {
+        return Err(format!(
+            "issued {} s ago, older than the {max_age} s limit",
+            now_w - issued
         ));
+    }
+    if let Some(why) = policy.refused.get(&topic.action) {
+        return Err(why.clone());
     }
     let unsigned_ok = policy.allow_unsigned.iter().any(|a| a == &topic.action);
     match &msg.signature {
         Some(sig) if !policy.trusted_keys.is_empty() => {
-            let bytes = match base64::engine::general_purpose::STANDARD.decode(sig) {
-                Ok(b) => b,
-                Err(_) => return Verdict::Reject("signature is not base64".into()),
-            };
-            let Ok(sig) = Signature::from_slice(&bytes) else {
-                return Verdict::Reject("signature is not 64 bytes".into());
-            };
-            let signed = signed_message(&msg.board, &topic.action, &topic.cmd_id, &msg.args, msg.issued_at, msg.expires_at);
-            if !policy.trusted_keys.iter().any(|k| k.verify(&signed, &sig).is_ok()) {
-                return Verdict::Reject("bad signature: no trusted key verifies it".into());
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(sig)
+                .map_err(|_| "signature is not base64".to_string())?;
+            let sig = Signature::from_slice(&bytes)
+                .map_err(|_| "signature is not 64 bytes".to_string())?;
+            let signed = signed_message(
+                &msg.board,
+                &topic.action,
+                &topic.cmd_id,
+                &msg.args,
+                msg.issued_at,
+                msg.expires_at,
+            );
+            if !policy
+                .trusted_keys
+                .iter()
+                .any(|k| k.verify(&signed, &sig).is_ok())
+            {
+                return Err("bad signature: no trusted key verifies it".into());
             }
+            Ok(true)
         }
-        Some(_) if !unsigned_ok => return Verdict::Reject(format!("{} must be signed, and no trusted keys are configured", topic.action)),
-        Some(_) => {}
-        None if !unsigned_ok => {
-            return Verdict::Reject(format!(
-                "unsigned {} refused: sign it (npu-agent fleet send --key) or add it to security.allow_unsigned",
-                topic.action
-            ))
-        }
-        None => {}
+        Some(_) if !unsigned_ok => Err(format!(
+            "{} must be signed, and no trusted keys are configured",
+            topic.action
+        )),
+        Some(_) => Ok(false),
+        None if !unsigned_ok => Err(format!(
+            "unsigned {} refused: sign it (npu-agent fleet send --key) or add it to security.allow_unsigned",
+            topic.action
+        )),
+        None => Ok(false),
     }
-    if let Some(last) = ledger.last_run.get(&topic.action) {
-        let wait = rate_limit_s(&topic.action) - (now - last);
-        if wait > 0 {
-            return Verdict::Reject(format!(
-                "rate limited: {} ran {} s ago; retry in {wait} s",
-                topic.action,
-                now - last
-            ));
-        }
-    }
-    ledger.seen.insert(topic.cmd_id.clone(), now);
-    ledger.last_run.insert(topic.action.clone(), now);
-    ledger.payload_hash.insert(topic.cmd_id.clone(), h);
-    ledger.prune();
-    Verdict::Execute(action)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mqtt::topics::CommandTopic;
-
-    fn key() -> SigningKey {
-        SigningKey::from_bytes(&[7u8; 32])
-    }
-
-    fn policy() -> Policy {
-        Policy {
-            board: "b1".into(),
-            trusted_keys: vec![key().verifying_key()],
-            allow_unsigned: vec!["compact".into(), "rescan".into()],
-            max_command_age_s: 300,
-        }
-    }
-
-    fn topic(board: &str, action: &str, id: &str) -> CommandTopic {
-        CommandTopic {
-            board: board.into(),
-            action: action.into(),
-            cmd_id: id.into(),
-        }
-    }
-
-    fn init(board: &str, args: Value, now: i64) -> InitMessage {
-        InitMessage {
-            status: CmdStatus::Init,
-            board: board.into(),
-            args: args.as_object().cloned().unwrap_or_default(),
-            issued_at: now,
-            expires_at: now + 60,
-            signature: None,
-        }
-    }
-
-    fn bytes(m: &InitMessage) -> Vec<u8> {
-        serde_json::to_vec(m).unwrap()
-    }
-
-    const NOW: i64 = 1_764_400_000;
-
-    #[test]
-    fn signed_set_cma_executes_once() {
-        let mut l = Ledger::default();
-        let mut m = init("b1", serde_json::json!({"size": "256M"}), NOW);
-        sign(&key(), "set_cma", "c1", &mut m);
-        let v = gate(
-            &policy(),
-            &mut l,
-            &topic("b1", "set_cma", "c1"),
-            &bytes(&m),
-            NOW,
-        );
-        assert_eq!(
-            v,
-            Verdict::Execute(Action::SetCma {
-                size: "256M".into()
-            })
-        );
-        assert_eq!(
-            gate(
-                &policy(),
-                &mut l,
-                &topic("b1", "set_cma", "c1"),
-                &bytes(&m),
-                NOW + 1
-            ),
-            Verdict::Ignore("duplicate delivery")
-        );
-        // The retained init delivered again after a restart (same bytes): still never run twice,
-        // and nothing is published over the final state.
-        let mut restarted: Ledger =
-            serde_json::from_str(&serde_json::to_string(&l).unwrap()).unwrap();
-        assert_eq!(
-            gate(
-                &policy(),
-                &mut restarted,
-                &topic("b1", "set_cma", "c1"),
-                &bytes(&m),
-                NOW + 100
-            ),
-            Verdict::Ignore("duplicate delivery")
-        );
-        // A new message under the used cmd_id is a replay.
-        let mut again = init("b1", serde_json::json!({"size": "256M"}), NOW + 100);
-        sign(&key(), "set_cma", "c1", &mut again);
-        match gate(
-            &policy(),
-            &mut restarted,
-            &topic("b1", "set_cma", "c1"),
-            &bytes(&again),
-            NOW + 100,
-        ) {
-            Verdict::Reject(r) => assert!(r.contains("replay"), "{r}"),
-            v => panic!("{v:?}"),
-        }
-    }
-
-    fn rejected(v: Verdict) -> String {
-        match v {
-            Verdict::Reject(r) => r,
-            other => panic!("expected a rejection, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn hostile_commands_are_rejected_with_reasons() {
-        let p = policy();
-        let mut l = Ledger::default();
-        let t = topic("b1", "reboot", "r1");
-        let unsigned = init("b1", serde_json::json!({}), NOW);
-        assert!(rejected(gate(&p, &mut l, &t, &bytes(&unsigned), NOW))
-            .contains("unsigned reboot refused"));
-        let mut forged = unsigned.clone();
-        sign(
-            &SigningKey::from_bytes(&[9u8; 32]),
-            "reboot",
-            "r1",
-            &mut forged,
-        );
-        assert!(rejected(gate(&p, &mut l, &t, &bytes(&forged), NOW)).contains("bad signature"));
-        // Signed for another cmd_id: the signature does not cover this one.
-        let mut moved = unsigned.clone();
-        sign(&key(), "reboot", "other", &mut moved);
-        assert!(rejected(gate(&p, &mut l, &t, &bytes(&moved), NOW)).contains("bad signature"));
-        let mut expired = init("b1", serde_json::json!({}), NOW - 400);
-        sign(&key(), "reboot", "r1", &mut expired);
-        assert!(rejected(gate(&p, &mut l, &t, &bytes(&expired), NOW)).contains("expired"));
-        let mut future = init("b1", serde_json::json!({}), NOW + 3600);
-        sign(&key(), "reboot", "r1", &mut future);
-        assert!(rejected(gate(&p, &mut l, &t, &bytes(&future), NOW)).contains("future"));
-        let other_board = init("b2", serde_json::json!({}), NOW);
-        assert!(rejected(gate(&p, &mut l, &t, &bytes(&other_board), NOW))
-            .contains("names board \"b2\""));
-        assert!(rejected(gate(
-            &p,
-            &mut l,
-            &topic("b2", "compact", "x"),
-            &bytes(&init("b2", serde_json::json!({}), NOW)),
-            NOW
-        ))
-        .contains("this is \"b1\""));
-        assert!(rejected(gate(
-            &p,
-            &mut l,
-            &topic("b1", "format_disk", "x"),
-            &bytes(&init("b1", serde_json::json!({}), NOW)),
-            NOW
-        ))
-        .contains("unknown action"));
-        assert!(rejected(gate(
-            &p,
-            &mut l,
-            &topic("b1", "compact", "x"),
-            br#"{"status":"init","board":"b1""#,
-            NOW
-        ))
-        .contains("malformed"));
-        assert!(rejected(gate(
-            &p,
-            &mut l,
-            &topic("b1", "compact", "x"),
-            &vec![b'{'; 5000],
-            NOW
-        ))
-        .contains("exceeds"));
-        let extra = br#"{"status":"init","board":"b1","issued_at":1764400000,"expires_at":1764400060,"shell":"rm -rf /"}"#;
-        assert!(
-            rejected(gate(&p, &mut l, &topic("b1", "compact", "x"), extra, NOW))
-                .contains("unknown field")
-        );
-        let mut badsize = init("b1", serde_json::json!({"size": "abc"}), NOW);
-        sign(&key(), "set_cma", "x", &mut badsize);
-        assert!(rejected(gate(
-            &p,
-            &mut l,
-            &topic("b1", "set_cma", "x"),
-            &bytes(&badsize),
-            NOW
-        ))
-        .contains("not a size"));
-        let badarg = init("b1", serde_json::json!({"drop_caches": "yes"}), NOW);
-        assert!(rejected(gate(
-            &p,
-            &mut l,
-            &topic("b1", "compact", "x"),
-            &bytes(&badarg),
-            NOW
-        ))
-        .contains("true or false"));
-        assert!(rejected(gate(
-            &p,
-            &mut l,
-            &topic("b1", "compact", "../x"),
-            &bytes(&init("b1", serde_json::json!({}), NOW)),
-            NOW
-        ))
-        .contains("cmd_id"));
-        assert!(
-            l.seen.is_empty(),
-            "nothing rejected may be recorded as executed"
-        );
-    }
-
-    #[test]
-    fn unsigned_allowed_actions_and_rate_limits() {
-        let p = policy();
-        let mut l = Ledger::default();
-        let m = init("b1", serde_json::json!({"drop_caches": true}), NOW);
-        assert_eq!(
-            gate(&p, &mut l, &topic("b1", "compact", "a"), &bytes(&m), NOW),
-            Verdict::Execute(Action::Compact { drop_caches: true })
-        );
-        assert!(rejected(gate(
-            &p,
-            &mut l,
-            &topic("b1", "compact", "b"),
-            &bytes(&m),
-            NOW + 5
-        ))
-        .contains("rate limited"));
-        // Rescans are not rate limited (the daemon bounds its queue instead).
-        let r = init("b1", serde_json::json!({}), NOW);
-        assert!(matches!(
-            gate(&p, &mut l, &topic("b1", "rescan", "r1"), &bytes(&r), NOW),
-            Verdict::Execute(_)
-        ));
-        assert!(matches!(
-            gate(&p, &mut l, &topic("b1", "rescan", "r2"), &bytes(&r), NOW),
-            Verdict::Execute(_)
-        ));
-        assert!(matches!(
-            gate(
-                &p,
-                &mut l,
-                &topic("b1", "compact", "c"),
-                &bytes(&m),
-                NOW + 31
-            ),
-            Verdict::Execute(_)
-        ));
-        // Echoes of the agent's own states are ignored.
-        assert_eq!(
-            gate(
-                &p,
-                &mut l,
-                &topic("b1", "compact", "a"),
-                br#"{"status":"successful"}"#,
-                NOW
-            ),
-            Verdict::Ignore("not an init message")
-        );
-        assert_eq!(
-            gate(&p, &mut l, &topic("b1", "compact", "a"), b"", NOW),
-            Verdict::Ignore("cleared")
-        );
-    }
-
-    #[test]
-    fn fleet_wide_commands_are_ignored_once_handled() {
-        let p = policy();
-        let mut l = Ledger::default();
-        let m = init("all", serde_json::json!({}), NOW);
-        assert_eq!(
-            gate(&p, &mut l, &topic("all", "rescan", "f1"), &bytes(&m), NOW),
-            Verdict::Execute(Action::Rescan)
-        );
-        assert_eq!(
-            gate(
-                &p,
-                &mut l,
-                &topic("all", "rescan", "f1"),
-                &bytes(&m),
-                NOW + 100
-            ),
-            Verdict::Ignore("duplicate delivery")
-        );
-        let other = init("all", serde_json::json!({}), NOW + 5);
-        assert_eq!(
-            gate(
-                &p,
-                &mut l,
-                &topic("all", "rescan", "f1"),
-                &bytes(&other),
-                NOW + 100
-            ),
-            Verdict::Ignore("fleet-wide command already handled")
-        );
-    }
 
     #[test]
     fn keygen_round_trip() {

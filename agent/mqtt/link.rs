@@ -344,7 +344,7 @@ pub struct Link {
     pub client: MqttClient,
     /// Events from the polling task.
     pub events: mpsc::Receiver<LinkEvent>,
-    /// Unix milliseconds of the last poll that returned (a stalled loop stops moving it).
+    /// [`now_ms`] (monotonic) of the last poll that returned (a stalled loop stops moving it).
     pub progress_ms: Arc<AtomicU64>,
     /// Incoming messages dropped because the event channel was full.
     pub dropped: Arc<AtomicU64>,
@@ -352,11 +352,12 @@ pub struct Link {
     task: tokio::task::JoinHandle<()>,
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+/// Milliseconds on a monotonic clock (since the first call in this process): the event loop's
+/// progress stamp. Not the wall clock, which jumps on boards without an RTC when NTP sets it.
+pub fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The next back-off: doubled, capped, with ±25 % jitter.

@@ -18,26 +18,52 @@ pub struct BrokerUrl {
     pub tls: bool,
 }
 
-/// Parses a broker URL. Only `mqtt` and `mqtts` schemes; no user info or path.
+/// The broker URL as it may be printed or logged: user info (`user:password@`) replaced by
+/// `<redacted>@`, whatever the scheme. Credentials belong in `username` / `password_file`.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (format!("{s}://"), r),
+        None => (String::new(), url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}<redacted>@{host}{tail}"),
+        None => url.to_string(),
+    }
+}
+
+/// Parses a broker URL. Only `mqtt` and `mqtts` schemes; no user info or path. Errors quote the
+/// URL with any user info redacted ([`redact_url`]).
 pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
+    parse_url_quiet(url).map_err(|e| format!("{:?}: {e}", redact_url(url)))
+}
+
+/// [`parse_url`] with errors that do not quote the URL (for config validation: a value typed in
+/// the wrong key may be anything).
+pub fn parse_url_quiet(url: &str) -> Result<BrokerUrl, String> {
+    if redact_url(url) != url {
+        return Err(
+            "the broker URL must not carry user info; use mqtt.username and mqtt.password_file"
+                .to_string(),
+        );
+    }
     let (tls, rest) = if let Some(r) = url.strip_prefix("mqtts://") {
         (true, r)
     } else if let Some(r) = url.strip_prefix("mqtt://") {
         (false, r)
     } else {
-        return Err(format!(
-            "{url:?}: the broker URL must start with mqtt:// or mqtts://"
-        ));
+        return Err("the broker URL must start with mqtt:// or mqtts://".to_string());
     };
     let rest = rest.trim_end_matches('/');
     if rest.is_empty() || rest.contains(['/', '@', '?', '#', ' ']) {
-        return Err(format!("{url:?}: expected mqtt[s]://host[:port]"));
+        return Err("expected mqtt[s]://host[:port]".to_string());
     }
     let (host, port) = if let Some(h) = rest.strip_prefix('[') {
         // [IPv6]:port
         let (h, p) = h
             .split_once(']')
-            .ok_or_else(|| format!("{url:?}: unclosed '['"))?;
+            .ok_or_else(|| "unclosed '['".to_string())?;
         (h.to_string(), p.strip_prefix(':'))
     } else {
         match rest.rsplit_once(':') {
@@ -48,12 +74,12 @@ pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
     let port = match port {
         Some(p) => p
             .parse::<u16>()
-            .map_err(|_| format!("{url:?}: bad port {p:?}"))?,
+            .map_err(|_| "bad port (a number 1-65535)".to_string())?,
         None if tls => 8883,
         None => 1883,
     };
     if host.is_empty() || port == 0 {
-        return Err(format!("{url:?}: expected mqtt[s]://host[:port]"));
+        return Err("expected mqtt[s]://host[:port]".to_string());
     }
     Ok(BrokerUrl { host, port, tls })
 }

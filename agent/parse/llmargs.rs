@@ -138,7 +138,7 @@ impl Engine {
 /// The arguments that matter for placement and memory.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LlmArgs {
-    /// argv as given.
+    /// argv as given, with secret values redacted ([`crate::secret::redact_argv`]).
     pub argv: Vec<String>,
     /// `-m`/`--model`.
     pub model: Option<String>,
@@ -242,7 +242,8 @@ const IK_ONLY: &[&str] = &[
 /// taken from the next word or from `--flag=value`.
 pub fn parse_llm_args(argv: &[String]) -> LlmArgs {
     let mut a = LlmArgs {
-        argv: argv.to_vec(),
+        // Kept for evidence: secret values (`--api-key`, tokens, passwords) never leave.
+        argv: crate::secret::redact_argv(argv),
         ..LlmArgs::default()
     };
     if is_ktransformers(argv) {

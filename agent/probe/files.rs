@@ -339,7 +339,8 @@ pub fn probe_processes(root: &SysRoot, names: &[String]) -> Probed<Vec<ProcessIn
         out.push(ProcessInfo {
             pid,
             comm,
-            cmdline,
+            // Secret values (`--api-key`, tokens, passwords) never reach a finding.
+            cmdline: crate::secret::redact_argv(&cmdline),
             limits: read_parsed(root, &lpath, limits::parse_limits),
         });
     }

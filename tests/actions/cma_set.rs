@@ -76,6 +76,12 @@ fn armbian_set_marks_reboot_pending_and_is_idempotent() {
         Some("/boot/armbianEnv.txt.npu-agent.bak")
     );
     assert!(!t.exists("/boot/.armbianEnv.txt.npu-agent.tmp"));
+    assert!(
+        std::fs::read_dir(t.host("/boot")).unwrap().all(|e| {
+            !npu_agent::action::atomic::is_temp_name(&e.unwrap().file_name().to_string_lossy())
+        }),
+        "no temp file left"
+    );
     let st = edit_state(&t).expect("boot_edit.json");
     assert!(st.verified && st.reboot_required, "{st:?}");
     assert_eq!(st.requested, "512M");

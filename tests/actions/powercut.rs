@@ -125,6 +125,14 @@ impl Storage for FaultStorage {
 const OLD: &str = "verbosity=1\nextraargs=cma=256M\nconsole=both\n";
 const NEW: &str = "verbosity=1\nextraargs=cma=512M\nconsole=both\n";
 
+fn temp_names(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| npu_agent::action::atomic::is_temp_name(n))
+        .collect()
+}
+
 #[test]
 fn power_cut_after_each_step_leaves_old_or_new_and_the_backup() {
     for (fail_at, step) in STEPS.iter().enumerate() {
@@ -156,6 +164,7 @@ fn power_cut_after_each_step_leaves_old_or_new_and_the_backup() {
             }
             Err(_) => assert!(fail_at <= 3, "backup missing after its rename ({step:?})"),
         }
+        let temps_before = temp_names(dir.path());
         // After the "reboot", the same write with a healthy disk completes.
         write_atomic(
             &mut RealStorage,
@@ -166,10 +175,15 @@ fn power_cut_after_each_step_leaves_old_or_new_and_the_backup() {
         )
         .unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), NEW);
+        // The healthy write leaves no temp file of its own (the cut one's is removed by the
+        // next `cma set`, under the edit lock).
+        let temps_after = temp_names(dir.path());
         assert!(
-            !dir.path().join(".armbianEnv.txt.npu-agent.tmp").exists(),
-            "stale temp file replaced and renamed away"
+            temps_after.iter().all(|n| temps_before.contains(n)),
+            "a temp file of the healthy write was left behind: {temps_after:?}"
         );
+        npu_agent::action::atomic::remove_stale_temps(&target);
+        assert!(temp_names(dir.path()).is_empty());
     }
     // Op 10 does not exist: the sequence has exactly ten steps.
     let dir = tempfile::tempdir().unwrap();

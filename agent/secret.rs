@@ -1,0 +1,208 @@
+//! [`Secret`]: a text value that never reaches a log line, a status or an error message by
+//! accident. Its `Debug` and `Display` print `<redacted>`; the value is read only through
+//! [`Secret::expose`], at the one place that hands it to the broker or writes it to its file.
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use std::fmt;
+
+/// A password, private key or token. See the module docs.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a value.
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value itself: for the broker login or the secret file only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+struct SecretVisitor;
+
+impl<'de> Visitor<'de> for SecretVisitor {
+    type Value = Secret;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a quoted string")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Secret, E> {
+        Ok(Secret(v.to_string()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Secret, E> {
+        Ok(Secret(v))
+    }
+
+    // Every other type is refused without quoting the value (serde's default message would).
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Secret, E> {
+        Err(E::custom(
+            "a secret must be a quoted string (the value is not shown)",
+        ))
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Secret, E> {
+        Err(E::custom(
+            "a secret must be a quoted string (the value is not shown)",
+        ))
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Secret, E> {
+        Err(E::custom(
+            "a secret must be a quoted string (the value is not shown)",
+        ))
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Secret, E> {
+        Err(E::custom(
+            "a secret must be a quoted string (the value is not shown)",
+        ))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<Secret, A::Error> {
+        Err(de::Error::custom(
+            "a secret must be a quoted string (the value is not shown)",
+        ))
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> Result<Secret, A::Error> {
+        Err(de::Error::custom(
+            "a secret must be a quoted string (the value is not shown)",
+        ))
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Secret, D::Error> {
+        d.deserialize_any(SecretVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    struct T {
+        #[allow(dead_code)]
+        pw: Secret,
+    }
+
+    #[test]
+    fn never_printed() {
+        let s = Secret::new("hunter2");
+        assert_eq!(format!("{s} {s:?}"), "<redacted> <redacted>");
+        assert_eq!(s.expose(), "hunter2");
+        let t: T = toml::from_str("pw = \"hunter2\"").unwrap();
+        assert!(!format!("{t:?}").contains("hunter2"));
+        for bad in [
+            "pw = 918273645",
+            "pw = 3.14159",
+            "pw = [77, 67, 52]",
+            "pw = true",
+        ] {
+            let e = toml::from_str::<T>(bad).unwrap_err().to_string();
+            assert!(e.contains("quoted string"), "{e}");
+            for v in ["918273645", "3.14159", "77, 67"] {
+                assert!(!e.lines().next().unwrap_or("").contains(v), "{e}");
+            }
+        }
+    }
+}
+
+/// What a redacted value is replaced with.
+pub const REDACTED: &str = "<redacted>";
+
+/// True for an option or variable name whose value is a secret: `--api-key`, `--hf-token`,
+/// anything with `token`, `password`, `passwd`, `secret` or `auth` in it, or ending in `key`
+/// (`--ssl-key`... but not `--key-file`: a path). Case and `-`/`_` do not matter.
+pub fn is_secret_name(name: &str) -> bool {
+    let n = name
+        .trim_start_matches('-')
+        .to_ascii_lowercase()
+        .replace('_', "-");
+    if n.is_empty() {
+        return false;
+    }
+    [
+        "token",
+        "password",
+        "passwd",
+        "secret",
+        "auth",
+        "credential",
+        "api-key",
+        "apikey",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+        || n == "key"
+        || n.ends_with("-key")
+}
+
+/// A command line with every secret value replaced by [`REDACTED`]: the word after a secret
+/// option (`--api-key SECRET`), the value of `--api-key=SECRET`, and `NAME=SECRET` words (an
+/// `env HF_TOKEN=... llama-server` prefix). Everything else is kept as it is.
+pub fn redact_argv(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut hide_next = false;
+    for word in argv {
+        if hide_next {
+            hide_next = false;
+            out.push(REDACTED.to_string());
+            continue;
+        }
+        if let Some((name, _)) = word.split_once('=') {
+            if is_secret_name(name) {
+                out.push(format!("{name}={REDACTED}"));
+                continue;
+            }
+        } else if word.starts_with('-') && is_secret_name(word) {
+            hide_next = true;
+        }
+        out.push(word.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::*;
+
+    fn v(s: &str) -> Vec<String> {
+        s.split(' ').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn command_lines_lose_their_secrets() {
+        let argv = v("env HF_TOKEN=hf_abc llama-server -m /m.gguf --api-key sk-123 --hf-token=hf_def \
+                      --ssl-key-file /k.pem --db-password pw1 --client-secret s2 -ngl 99 --ssl-key kk");
+        let r = redact_argv(&argv).join(" ");
+        for s in ["hf_abc", "sk-123", "hf_def", "pw1", "s2", " kk"] {
+            assert!(!r.contains(s), "{s} in {r}");
+        }
+        assert!(r.contains("-m /m.gguf") && r.contains("-ngl 99"), "{r}");
+        assert!(
+            r.contains("--ssl-key-file /k.pem"),
+            "a key file path is not a secret: {r}"
+        );
+        assert!(r.contains("--api-key <redacted>"), "{r}");
+    }
+}

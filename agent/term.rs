@@ -1,0 +1,133 @@
+//! [`TerminalSafe`]: the writer every command's output goes through, so board-controlled text
+//! (model strings, finding ids, log lines, file names, a fleet's statuses) cannot drive an
+//! operator's terminal. It drops C0 control characters other than newline and tab, DEL, C1
+//! controls (U+0080..U+009F), and every escape sequence except the three the agent writes
+//! itself: SGR colours (`ESC [ digits/; m`), cursor home (`ESC [ H`) and clear screen
+//! (`ESC [ 2 J`). JSON output is unaffected (serde escapes control characters inside strings).
+
+use std::io::{self, Write};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Normal,
+    Esc,
+    Csi(Vec<u8>),
+    C2,
+}
+
+/// A writer that filters what reaches `inner`. See the module docs.
+#[derive(Debug)]
+pub struct TerminalSafe<W: Write> {
+    inner: W,
+    state: State,
+}
+
+impl<W: Write> TerminalSafe<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W) -> Self {
+        TerminalSafe {
+            inner,
+            state: State::Normal,
+        }
+    }
+
+    fn filter(&mut self, buf: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(buf.len());
+        for &b in buf {
+            let state = std::mem::replace(&mut self.state, State::Normal);
+            self.state = match state {
+                State::Normal => Self::normal(b, &mut out),
+                State::Esc if b == b'[' => State::Csi(Vec::new()),
+                State::Esc => State::Normal,
+                State::Csi(mut p) => match b {
+                    0x30..=0x3f if p.len() < 16 => {
+                        p.push(b);
+                        State::Csi(p)
+                    }
+                    b'm' if p.iter().all(|c| c.is_ascii_digit() || *c == b';') => {
+                        out.extend_from_slice(b"\x1b[");
+                        out.extend_from_slice(&p);
+                        out.push(b'm');
+                        State::Normal
+                    }
+                    b'H' if p.is_empty() => {
+                        out.extend_from_slice(b"\x1b[H");
+                        State::Normal
+                    }
+                    b'J' if p == b"2" => {
+                        out.extend_from_slice(b"\x1b[2J");
+                        State::Normal
+                    }
+                    0x40..=0x7e => State::Normal,
+                    _ => State::Normal,
+                },
+                State::C2 if (0x80..=0x9f).contains(&b) => State::Normal,
+                State::C2 => {
+                    out.push(0xc2);
+                    Self::normal(b, &mut out)
+                }
+            };
+        }
+        out
+    }
+
+    fn normal(b: u8, out: &mut Vec<u8>) -> State {
+        match b {
+            0x1b => State::Esc,
+            0xc2 => State::C2,
+            b'\n' | b'\t' => {
+                out.push(b);
+                State::Normal
+            }
+            0x00..=0x1f | 0x7f => State::Normal,
+            _ => {
+                out.push(b);
+                State::Normal
+            }
+        }
+    }
+}
+
+impl<W: Write> Write for TerminalSafe<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let filtered = self.filter(buf);
+        self.inner.write_all(&filtered)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn safe(parts: &[&[u8]]) -> Vec<u8> {
+        let mut w = TerminalSafe::new(Vec::new());
+        for p in parts {
+            w.write_all(p).unwrap();
+        }
+        w.inner
+    }
+
+    #[test]
+    fn board_text_cannot_drive_the_terminal() {
+        let hostile: &[u8] =
+            b"Evil\x1b]0;pwned\x07 \x1b[2K\x1b[1A\rmodel\x08\x9b\xc2\x9b31m\x7f ok\n\tnext";
+        let out = safe(&[hostile]);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "Evil0;pwned model\u{fffd}31m ok\n\tnext"
+        );
+        // The agent's own sequences pass, also when split across writes.
+        let out = safe(&[
+            b"\x1b[1;3",
+            b"1mfail\x1b[0m \x1b[H\x1b",
+            b"[2J",
+            "é ü".as_bytes(),
+        ]);
+        assert_eq!(out, "\x1b[1;31mfail\x1b[0m \x1b[H\x1b[2Jé ü".as_bytes());
+    }
+}

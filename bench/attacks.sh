@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Counts the command-path attacks the regression tests try and how many hold. Each test below is
+# one kind of attack (a replay after a flood, a never-expiring command, planted symlinks,
+# concurrent edits, secrets in every input, a button flood, hostile payloads, ...); the tests
+# against a real mosquitto also print how many hostile messages they sent
+# (`attacks: ... tried=N held=M`). Prints the figures the README quotes.
+#
+#   bash bench/attacks.sh
+#
+# Needs mosquitto (as `cargo test` does). A kind "holds" when its test passes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+tests=(
+  "mqtt command_path_attacks_hold_against_a_real_broker"
+  "mqtt no_planted_secret_leaves_the_board"
+  "mqtt home_assistant_discovery_and_buttons"
+  "mqtt hostile_commands_are_rejected_and_the_agent_keeps_serving"
+  "mqtt br26_burst_of_commands_does_not_freeze_the_loop"
+  "actions hardening::"
+  "fuzz_gate gate_holds_under_hostile_sequences"
+  "fuzz_gate config_loader_holds_under_hostile_text"
+  "lib gate::tests::"
+  "lib config::tests::"
+  "lib secret::"
+  "lib action::atomic::tests::"
+)
+kinds=0 held=0 msgs_tried=0 msgs_held=0
+log=$(mktemp)
+for t in "${tests[@]}"; do
+  set -- $t
+  if [ "$1" = lib ]; then sel=(--lib); else sel=(--test "$1"); fi
+  cargo test --quiet "${sel[@]}" "$2" -- --nocapture >"$log" 2>&1
+  rc=$?
+  passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
+  failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
+  kinds=$((kinds + passed + failed))
+  held=$((held + passed))
+  while read -r tried h; do
+    msgs_tried=$((msgs_tried + tried)); msgs_held=$((msgs_held + h))
+  done < <(grep -Eo 'attacks: [a-z-]+ tried=[0-9]+ held=[0-9]+' "$log" | sed -E 's/.*tried=([0-9]+) held=([0-9]+)/\1 \2/')
+  printf '%-70s %s (%s passed, %s failed)\n' "$t" "$([ $rc = 0 ] && echo held || echo BROKEN)" "$passed" "$failed"
+done
+rm -f "$log"
+echo "attack tests: tried=$kinds held=$held"
+echo "hostile MQTT messages in them: tried=$msgs_tried held=$msgs_held"
