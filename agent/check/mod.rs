@@ -13,8 +13,11 @@ mod limits;
 mod llm;
 mod memory;
 mod moe;
+mod power;
 pub use memory::buddy_summary;
 mod rknpu;
+mod thermal;
+pub use thermal::{celsius, zone_label, CRITICAL_MARGIN_MC};
 
 use crate::parse::logline::{classify, LogEvent};
 use crate::probe::{LogClass, Snapshot};
@@ -51,6 +54,8 @@ pub const CHECK_IDS: &[&str] = &[
     "kernel.numa_balancing",
     "llm.override_tensor",
     "llm.vram_budget",
+    "board.power",
+    "board.thermal",
 ];
 
 /// A finding's status. Severity order: `pass` = `skip` < `info` < `error` < `warn` < `fail`.
@@ -354,6 +359,8 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.extend(cma::all(&ctx));
     findings.extend(memory::all(&ctx));
     findings.extend(llm::all(&ctx));
+    findings.push(power::power(&ctx));
+    findings.push(thermal::thermal(&ctx));
     apply_signatures(&ctx, &mut findings);
     findings.sort_by_key(|f| {
         CHECK_IDS

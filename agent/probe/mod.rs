@@ -7,6 +7,7 @@
 
 mod files;
 pub mod llm;
+pub mod sensors;
 
 use crate::parse::{buddyinfo, devicetree, dpkg, kv, limits, meminfo, vmstat};
 use crate::profile::Profile;
@@ -263,6 +264,9 @@ pub struct Snapshot {
     pub boot_id: Probed<String>,
     /// Server-profile inputs (NUMA, LLM processes, model headers, GPU memory).
     pub llm: llm::LlmProbe,
+    /// Power, thermal and NPU-load sensors (and, live, file-system free space and the agent's
+    /// own footprint).
+    pub sensors: sensors::Sensors,
 }
 
 /// Reads the identity files.
@@ -471,6 +475,7 @@ pub fn probe(
         uptime_s,
         boot_id,
         llm: llm::probe_llm(root, profile),
+        sensors: sensors::probe_sensors(root),
         identity,
         pci,
     }
