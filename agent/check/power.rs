@@ -19,9 +19,8 @@ fn supply_for(ctx: &Ctx<'_>) -> (&'static str, bool) {
         || model.contains("Compute Module 5")
     {
         (
-            "a 5.1 V 5 A USB-C supply that negotiates 5 A over USB PD (the official Raspberry Pi \
-             27 W USB-C power supply); a 3 A supply cannot carry a Pi 5 with an AI HAT and USB \
-             devices under load",
+            "a 5.1 V 5 A USB-C PD supply (the official Raspberry Pi 27 W USB-C power supply): \
+             a 3 A supply cannot carry a Pi 5 with an AI HAT under load",
             true,
         )
     } else if has("brcm,bcm2711") || model.contains("Raspberry Pi 4") {
@@ -46,8 +45,7 @@ fn supply_for(ctx: &Ctx<'_>) -> (&'static str, bool) {
 fn remedy(ctx: &Ctx<'_>) -> String {
     let (supply, pi5) = supply_for(ctx);
     let mut r = format!(
-        "Power the board from {supply}; use a short, thick cable and no hub or adapter between \
-         supply and board."
+        "Use {supply}. Short, thick cable; no hub or adapter in between."
     );
     // usb_max_current_enable only matters on a Pi 5, and only when it is set: it lifts the
     // firmware's 600 mA USB limit as if a 5 A supply had been negotiated.
@@ -57,9 +55,8 @@ fn remedy(ctx: &Ctx<'_>) -> String {
     {
         if pi5 && value.trim() == "1" {
             r.push_str(&format!(
-                " {file}:{line} sets usb_max_current_enable=1, which lets USB devices draw up \
-                 to 1.6 A although no 5 A supply was negotiated: remove that line unless the \
-                 supply really delivers 5 A."
+                " Remove usb_max_current_enable=1 ({file}:{line}) unless the supply really \
+                 delivers 5 A: it lets USB draw 1.6 A without a negotiated 5 A supply."
             ));
         }
     }
