@@ -1,10 +1,13 @@
-//! `npu-agent check --format prometheus` read back by the Prometheus project's own parser for
-//! the text exposition format (`prometheus_client.parser` of client_python, installed by
-//! `.ci/run` with pip). Each board tree's output must parse, and the parsed samples must carry
-//! the values the board's files hold (temperatures, under-voltage, NPU load, one status gauge
-//! and one state set per check id).
+//! `npu-agent check --format prometheus` read back by the Prometheus project's own tools for the
+//! text exposition format: the parser of client_python (`prometheus_client.parser`, installed by
+//! `.ci/run` with pip) and `promtool check metrics` (parser plus the project's naming lint; from
+//! Debian's `prometheus` package, which `.ci/run` unpacks without installing it, so no server is
+//! started: `$PATH`, else `~/.cache/npu-agent/prometheus/usr/bin/promtool`). Each board tree's
+//! output must pass both, and the parsed samples must carry the values the board's files hold
+//! (temperatures, under-voltage, NPU load, one status gauge and one state set per check id).
 //!
-//! Without Python or `prometheus_client` the tests fail under `CI=true` and print SKIP elsewhere.
+//! Without Python, `prometheus_client` or promtool the tests fail under `CI=true` and print SKIP
+//! elsewhere.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -41,6 +44,53 @@ fn parser_available() -> bool {
         eprintln!("SKIP: python3 -c 'import prometheus_client' failed (set CI=true to make this a failure)");
     }
     ok
+}
+
+/// promtool from `$PATH` or where `.ci/run` unpacks it.
+fn promtool() -> Option<std::path::PathBuf> {
+    let cached = std::env::var_os("HOME")
+        .map(|h| Path::new(&h).join(".cache/npu-agent/prometheus/usr/bin/promtool"));
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("promtool"))
+        .chain(cached)
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            !in_ci(),
+            "promtool is required under CI=true (.ci/run unpacks Debian's prometheus package)"
+        );
+        eprintln!("SKIP: promtool not found (set CI=true to make this a failure)");
+    }
+    found
+}
+
+/// `promtool check metrics` on the text: `Err` with its complaints.
+fn promtool_check(tool: &Path, text: &str) -> Result<(), String> {
+    let mut child = Command::new(tool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
 }
 
 type Sample = (String, BTreeMap<String, String>, f64);
@@ -206,6 +256,7 @@ fn every_board_tree_parses() {
     if !parser_available() {
         return;
     }
+    let tool = promtool();
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/boards");
     let mut n = 0;
     for e in std::fs::read_dir(&base).unwrap() {
@@ -216,6 +267,9 @@ fn every_board_tree_parses() {
         let text = exposition(&case, "root");
         let s = parse(&text).unwrap_or_else(|e| panic!("{case}: {e}\n{text}"));
         assert_checks_complete(&case, &s);
+        if let Some(t) = &tool {
+            promtool_check(t, &text).unwrap_or_else(|e| panic!("{case}: promtool: {e}\n{text}"));
+        }
         n += 1;
     }
     assert!(n >= 20, "only {n} trees");
@@ -233,6 +287,15 @@ fn the_parser_rejects_broken_exposition_text() {
         parse("# TYPE npu_agent_x gauge\nnpu_agent_x 1\n").is_err(),
         "no HELP"
     );
+}
+
+#[test]
+fn promtool_rejects_broken_and_badly_named_metrics() {
+    let Some(tool) = promtool() else { return };
+    assert!(promtool_check(&tool, "npu_agent_x{a=\"b} 1\n").is_err());
+    let lint = promtool_check(&tool, "# TYPE npu_agent_x_ms gauge\nnpu_agent_x_ms 1\n")
+        .expect_err("abbreviated unit and no HELP");
+    assert!(lint.contains("no help text"), "{lint}");
 }
 
 /// The shipped service's `ExecStart=` with systemd's `$$` unescaped.
@@ -280,6 +343,9 @@ fn the_textfile_unit_writes_a_parsable_file_atomically() {
     let text = std::fs::read_to_string(dir.path().join("npu-agent.prom")).unwrap();
     let s = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_checks_complete("this host", &s);
+    if let Some(t) = promtool() {
+        promtool_check(&t, &text).unwrap_or_else(|e| panic!("promtool: {e}\n{text}"));
+    }
     // Live root: this very process's footprint and the root file system are reported.
     assert!(value(&s, "npu_agent_agent_rss_bytes", &[]).is_some_and(|v| v > 1e5));
     assert!(value(&s, "npu_agent_root_fs_free_bytes", &[]).is_some());

@@ -44,9 +44,7 @@ fn supply_for(ctx: &Ctx<'_>) -> (&'static str, bool) {
 
 fn remedy(ctx: &Ctx<'_>) -> String {
     let (supply, pi5) = supply_for(ctx);
-    let mut r = format!(
-        "Use {supply}. Short, thick cable; no hub or adapter in between."
-    );
+    let mut r = format!("Use {supply}. Short, thick cable; no hub or adapter in between.");
     // usb_max_current_enable only matters on a Pi 5, and only when it is set: it lifts the
     // firmware's 600 mA USB limit as if a 5 A supply had been negotiated.
     if let Some(ConfigLine {
