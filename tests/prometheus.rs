@@ -300,7 +300,7 @@ fn promtool_rejects_broken_and_badly_named_metrics() {
 
 /// The shipped service's `ExecStart=` with systemd's `$$` unescaped.
 fn unit_exec_start() -> String {
-    let unit = include_str!("../systemd/npu-agent-prometheus.service");
+    let unit = include_str!("../systemd/prometheus/npu-agent-prometheus.service");
     let line = unit
         .lines()
         .find_map(|l| l.strip_prefix("ExecStart="))
@@ -364,17 +364,80 @@ fn the_textfile_unit_writes_a_parsable_file_atomically() {
 
 #[test]
 fn the_textfile_units_are_shipped_disabled() {
-    // Plain assets of the package, not systemd-units: nothing enables them on install.
+    // A systemd-units entry of their own, with enable and start off.
     let toml = include_str!("../Cargo.toml");
-    for unit in ["npu-agent-prometheus.service", "npu-agent-prometheus.timer"] {
-        assert!(
-            toml.contains(&format!(
-                "[\"systemd/{unit}\", \"usr/lib/systemd/system/\", \"644\"]"
-            )),
-            "{unit} is not a package asset"
-        );
-    }
-    let timer = include_str!("../systemd/npu-agent-prometheus.timer");
+    assert!(
+        toml.contains(r#"{ unit-name = "npu-agent-prometheus", unit-scripts = "systemd/prometheus/", enable = false, start = false }"#),
+        "Cargo.toml [package.metadata.deb] systemd-units"
+    );
+    let timer = include_str!("../systemd/prometheus/npu-agent-prometheus.timer");
     assert!(timer.contains("WantedBy=timers.target"));
     assert!(timer.contains("OnUnitActiveSec=1min"));
+    // The built packages (packaging/build-debs.sh, run by .ci/run before the tests) carry both
+    // units, and no maintainer script enables or starts them on a fresh install.
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let debs: Vec<std::path::PathBuf> = std::fs::read_dir(target.join("debian"))
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "deb"))
+                .collect()
+        })
+        .unwrap_or_default();
+    if debs.is_empty() {
+        assert!(
+            !in_ci(),
+            "no .deb in {}/debian under CI=true",
+            target.display()
+        );
+        eprintln!("SKIP: no .deb built (bash packaging/build-debs.sh)");
+        return;
+    }
+    for deb in debs {
+        let list = Command::new("dpkg-deb")
+            .arg("-c")
+            .arg(&deb)
+            .output()
+            .expect("dpkg-deb");
+        let list = String::from_utf8_lossy(&list.stdout);
+        for unit in ["npu-agent-prometheus.service", "npu-agent-prometheus.timer"] {
+            assert!(
+                list.contains(&format!("./usr/lib/systemd/system/{unit}")),
+                "{}: {unit} missing",
+                deb.display()
+            );
+        }
+        let o = Command::new("dpkg-deb")
+            .arg("-I")
+            .arg(&deb)
+            .arg("postinst")
+            .output()
+            .expect("dpkg-deb");
+        let postinst = String::from_utf8_lossy(&o.stdout);
+        // debhelper's "don't enable" form: the timer is enabled again on upgrade only when the
+        // admin had enabled it (`debian-installed` guards the block), never on a fresh install;
+        // nothing starts it (only a try-restart of a running one on upgrade).
+        let first = postinst
+            .lines()
+            .find(|l| l.contains("npu-agent-prometheus"))
+            .unwrap_or_default();
+        assert!(
+            first.contains("deb-systemd-helper debian-installed npu-agent-prometheus.timer"),
+            "{}: first mention is {first:?}:\n{postinst}",
+            deb.display()
+        );
+        for l in postinst
+            .lines()
+            .filter(|l| l.contains("npu-agent-prometheus"))
+        {
+            assert!(
+                !l.contains("$_dh_action") && !l.contains("invoke start"),
+                "{}: starts the textfile units: {l}",
+                deb.display()
+            );
+        }
+        // The agent's own service is still enabled and started.
+        assert!(postinst.contains("deb-systemd-invoke $_dh_action npu-agent.service"));
+    }
 }
