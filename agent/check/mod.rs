@@ -17,7 +17,6 @@ mod power;
 pub use memory::buddy_summary;
 mod rknpu;
 mod thermal;
-pub use thermal::{celsius, zone_label, CRITICAL_MARGIN_MC};
 
 use crate::parse::logline::{classify, LogEvent};
 use crate::probe::{LogClass, Snapshot};

@@ -5,16 +5,11 @@
 //! they measure (RK3588 `npu-thermal` is the NPU, Pi `cpu-thermal` the SoC).
 
 use super::{Ctx, Finding, Status};
-use crate::probe::sensors::ThermalZone;
+use crate::probe::sensors::{celsius, ThermalZone};
 use serde_json::{Map, Value};
 
 /// How close to a `critical` trip counts as "near critical", millidegrees C (5 °C).
 pub const CRITICAL_MARGIN_MC: i64 = 5_000;
-
-/// Degrees C with one decimal from millidegrees.
-pub fn celsius(mc: i64) -> f64 {
-    (mc as f64 / 100.0).round() / 10.0
-}
 
 /// What a zone measures, for people: `NPU (npu-thermal)`.
 pub fn zone_label(kind: &str) -> String {

@@ -458,7 +458,7 @@ pub fn undervoltage_log(logs: &[super::LogFile]) -> Option<UndervoltageLog> {
 }
 
 /// Degrees C with one decimal from millidegrees.
-fn celsius(mc: i64) -> f64 {
+pub fn celsius(mc: i64) -> f64 {
     (mc as f64 / 100.0).round() / 10.0
 }
 
