@@ -136,6 +136,9 @@ pub enum Format {
     Text,
     /// The report object (the same JSON the MQTT status carries).
     Json,
+    /// Prometheus text exposition format (metrics and one gauge per check), for
+    /// node_exporter's textfile collector.
+    Prometheus,
 }
 
 /// Lowest status that makes `check` exit 1.
@@ -379,6 +382,9 @@ fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 return EXIT_USAGE;
             }
         },
+        Format::Prometheus => {
+            let _ = write!(out, "{}", crate::prometheus::render(r));
+        }
         Format::Text => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             let _ = write!(

@@ -297,6 +297,7 @@ pub fn metrics(snap: &Snapshot, profile: &Profile) -> BTreeMap<String, Value> {
             }
         }
     }
+    probe::sensors::metrics(snap, &mut m);
     m
 }
 

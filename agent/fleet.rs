@@ -468,6 +468,10 @@ pub struct BoardRow {
     pub cma_free_bytes: Option<u64>,
     /// `CmaTotal`, bytes.
     pub cma_total_bytes: Option<u64>,
+    /// Hottest thermal zone, degrees C (`soc_temp_c`).
+    pub soc_temp_c: Option<f64>,
+    /// Under-voltage now (`undervoltage_now`), when the board has a way to tell.
+    pub undervoltage_now: Option<bool>,
     /// Failing and warning checks, most severe first.
     pub worst: Vec<String>,
     /// Status time (RFC 3339).
@@ -513,6 +517,8 @@ pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
     row.session = s.session;
     row.cma_free_bytes = s.metrics.get("cma_free_bytes").and_then(Value::as_u64);
     row.cma_total_bytes = s.metrics.get("cma_total_bytes").and_then(Value::as_u64);
+    row.soc_temp_c = s.metrics.get("soc_temp_c").and_then(Value::as_f64);
+    row.undervoltage_now = s.metrics.get("undervoltage_now").and_then(Value::as_bool);
     let mut worst: Vec<(u8, String)> = s
         .findings
         .into_iter()
@@ -541,8 +547,9 @@ pub fn whole_seconds(rfc3339: &str) -> String {
 /// Renders rows as a table.
 pub fn render_rows(rows: &[BoardRow]) -> String {
     let mut out = format!(
-        "{:<24} {:<8} {:<6} {:<14} {:>10} {:<20} {}\n",
-        "BOARD", "LINK", "HEALTH", "PROFILE", "CMA_FREE", "LAST_SEEN", "WORST"
+        "{:<24} {:<8} {:<6} {:<14} {:>10} {:>6} {:<3} {:<20} {}
+",
+        "BOARD", "LINK", "HEALTH", "PROFILE", "CMA_FREE", "SOC_C", "UV", "LAST_SEEN", "WORST"
     );
     for r in rows {
         let cma = r
@@ -559,13 +566,25 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let soc = r
+            .soc_temp_c
+            .map(|t| format!("{t:.1}"))
+            .unwrap_or_else(|| "-".into());
+        let uv = match r.undervoltage_now {
+            Some(true) => "YES",
+            Some(false) => "no",
+            None => "-",
+        };
         out.push_str(&format!(
-            "{:<24} {:<8} {:<6} {:<14} {:>10} {:<20} {}\n",
+            "{:<24} {:<8} {:<6} {:<14} {:>10} {:>6} {:<3} {:<20} {}
+",
             r.board,
             r.availability,
             r.health,
             r.profile,
             cma,
+            soc,
+            uv,
             whole_seconds(&r.last_seen),
             worst
         ));
@@ -767,7 +786,11 @@ mod tests {
         let mut r = BoardRow::default();
         apply_status(&mut r, br#"{"health":"fail","profile":"rk3588-rknpu","model":"ROCK 5B","time":"t","session":3,
             "findings":[{"id":"cma.free","status":"warn"},{"id":"limits.nofile","status":"fail"},{"id":"x","status":"pass"}],
-            "metrics":{"cma_free_bytes":1048576}}"#);
+            "metrics":{"cma_free_bytes":1048576,"soc_temp_c":88.5,"undervoltage_now":true}}"#);
+        assert_eq!(r.soc_temp_c, Some(88.5));
+        assert_eq!(r.undervoltage_now, Some(true));
+        let table = render_rows(std::slice::from_ref(&r));
+        assert!(table.contains("  88.5 YES "), "{table}");
         assert_eq!(r.worst, vec!["limits.nofile fail", "cma.free warn"]);
         assert_eq!(r.cma_free_bytes, Some(1 << 20));
         assert_eq!(r.session, 3);

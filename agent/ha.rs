@@ -69,6 +69,9 @@ pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
                "value_template": "{{ value_json.health if value_json.health in ['ok', 'warn', 'fail'] else 'None' }}",
                "expire_after": 600}),
     );
+    for (key, cfg) in sensor_components(b, &status) {
+        cmps.insert(key, cfg);
+    }
     for id in CHECK_IDS {
         let key = format!("{b}_check_{}", id.replace('.', "_"));
         // ON: a problem (warn, fail); OFF: none (pass, info); unknown: the check could not
@@ -97,6 +100,48 @@ pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
         "qos": 1,
         "cmps": cmps,
     })
+}
+
+/// A value template that renders the metric, or `None` when the status lacks it: Home Assistant
+/// then shows the entity as unknown (not 0).
+fn metric_template(key: &str) -> String {
+    format!("{{{{ value_json.metrics.{key} if 'metrics' in value_json and '{key}' in value_json.metrics else None }}}}")
+}
+
+/// Power, heat and NPU-load entities: `(component key, config)`. Each is a measurement with its
+/// device class and unit; under-voltage is a `problem` binary sensor.
+pub fn sensor_components(b: &str, status: &str) -> Vec<(String, Value)> {
+    let sensor = |id: &str, name: &str, key: &str, class: Option<&str>, unit: &str| {
+        let mut c = json!({"p": "sensor", "unique_id": format!("{b}_{id}"), "name": name, "unit_of_measurement": unit,
+            "state_class": "measurement", "state_topic": status, "value_template": metric_template(key), "expire_after": 600});
+        if let Some(class) = class {
+            c["device_class"] = class.into();
+        }
+        (format!("{b}_{id}"), c)
+    };
+    vec![
+        sensor(
+            "soc_temp",
+            "SoC temperature",
+            "soc_temp_c",
+            Some("temperature"),
+            "°C",
+        ),
+        sensor("npu_load", "NPU load", "npu_load_percent", None, "%"),
+        sensor(
+            "root_fs_free",
+            "Root file system free",
+            "root_fs_free_bytes",
+            Some("data_size"),
+            "B",
+        ),
+        (
+            format!("{b}_undervoltage"),
+            json!({"p": "binary_sensor", "unique_id": format!("{b}_undervoltage"), "name": "Under-voltage", "device_class": "problem",
+                   "state_topic": status, "expire_after": 600,
+                   "value_template": "{% if 'metrics' in value_json and 'undervoltage_now' in value_json.metrics %}{{ 'ON' if value_json.metrics.undervoltage_now else 'OFF' }}{% else %}None{% endif %}"}),
+        ),
+    ]
 }
 
 /// On every connect: publish discovery and subscribe to Home Assistant's status and the buttons.
@@ -183,7 +228,12 @@ mod tests {
         );
         assert_eq!(p["cmps"]["b1_check_limits_nofile"]["p"], "binary_sensor");
         let n = p["cmps"].as_object().unwrap().len();
-        assert_eq!(n, 3 + CHECK_IDS.len() + 2);
+        assert_eq!(n, 3 + 4 + CHECK_IDS.len() + 2);
+        let t = &p["cmps"]["b1_soc_temp"];
+        assert_eq!(t["device_class"], "temperature");
+        assert_eq!(t["unit_of_measurement"], "°C");
+        assert_eq!(t["state_class"], "measurement");
+        assert_eq!(p["cmps"]["b1_undervoltage"]["device_class"], "problem");
         // No button for an action the gate would refuse.
         let mut c = ctx();
         c.buttons = vec!["rescan"];

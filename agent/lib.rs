@@ -32,6 +32,7 @@ pub mod mqtt;
 pub mod parse;
 pub mod probe;
 pub mod profile;
+pub mod prometheus;
 pub mod provision;
 pub mod report;
 pub mod root;

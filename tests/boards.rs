@@ -294,6 +294,8 @@ cases! {
     own21_rk3588_rknn_invalid_model => "own-rk3588-rknn-invalid-model-version", own21_extra;
     own22_pi5_hailo10h_zoo_ahead_of_runtime => "own-pi5-hailo10h-genai-zoo-5.2.0-runtime-5.1.1", own22_extra;
     own23_pi5_16k_pages => "own-pi5-16k-pages-hailo10h-buddy-orders", own23_extra;
+    own40_pi5_undervoltage => "own-pi5-hailo10h-undervoltage-3a-supply", own40_extra;
+    own41_rk3588_npu_thermal => "own-rk3588-npu-thermal-throttled", own41_extra;
 }
 
 /// The remedy and summary of a finding do NOT contain `needle` (a remedy for another cause).
@@ -550,6 +552,42 @@ fn own07_extra(r: &Value) {
             .unwrap()
             .contains("/proc/meminfo: malformed"),
         "{f}"
+    );
+}
+
+fn own40_extra(r: &Value) {
+    let f = finding(r, "board.power");
+    assert_eq!(f["observed"]["undervoltage_now"], true);
+    assert_eq!(f["observed"]["undervoltage_events"], 3);
+    assert_remedy_mentions(r, "board.power", "5 A");
+    assert_remedy_mentions(r, "board.power", "usb_max_current_enable=1");
+    assert_eq!(r["metrics"]["undervoltage_now"], true);
+    assert_eq!(r["metrics"]["undervoltage_events"], 3);
+    assert_eq!(r["metrics"]["soc_temp_c"], 52.7);
+}
+fn own41_extra(r: &Value) {
+    let f = finding(r, "board.thermal");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("NPU (npu-thermal) at 88.5"),
+        "{f}"
+    );
+    assert_eq!(f["expected"]["npu-thermal_passive_trip_c"], 85.0);
+    assert_eq!(f["observed"]["zone_temp_c"]["npu-thermal"], 88.5);
+    assert_eq!(r["metrics"]["soc_temp_c"], 88.5);
+    assert_eq!(r["metrics"]["npu_load_percent"], 98.0);
+    assert_eq!(
+        r["metrics"]["npu_core_load_percent"],
+        serde_json::json!([98, 97, 99])
+    );
+    assert_eq!(r["metrics"]["npu_freq_hz"], 300_000_000u64);
+    // Absent, not 0: a board without an under-voltage sensor has no undervoltage_now.
+    assert!(
+        r["metrics"].get("undervoltage_now").is_none(),
+        "{}",
+        r["metrics"]
     );
 }
 

@@ -70,6 +70,10 @@ proptest! {
         let _ = numa::parse_numa_maps(&t, &[]);
         let _ = numa::parse_node_list(&t);
         let _ = npu_agent::profile::parse_profile("fuzz.toml", &t);
+        if let Ok(cores) = npu_agent::probe::sensors::parse_rknpu_load(&t) {
+            prop_assert!(!cores.is_empty() && cores.iter().all(|c| *c <= 100));
+        }
+        let _ = npu_agent::probe::sensors::parse_stat_cpu_ticks(&t);
     }
 
     #[test]
@@ -147,6 +151,14 @@ fn garbage_tree_gives_a_full_report() {
         "etc/armbian-release",
         "etc/security/limits.conf",
         "proc/device-tree/reserved-memory/linux,cma/alloc-ranges",
+        "sys/class/thermal/thermal_zone0/type",
+        "sys/class/thermal/thermal_zone0/temp",
+        "sys/class/thermal/thermal_zone0/trip_point_0_type",
+        "sys/class/thermal/thermal_zone0/trip_point_0_temp",
+        "sys/class/hwmon/hwmon0/name",
+        "sys/class/hwmon/hwmon0/in0_lcrit_alarm",
+        "sys/kernel/debug/rknpu/load",
+        "sys/class/devfreq/fdab0000.npu/cur_freq",
     ];
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
         cases: 24,
@@ -162,6 +174,8 @@ fn garbage_tree_gives_a_full_report() {
             }
             // Also name the process as a workload so its garbage limits are parsed.
             std::fs::write(dir.path().join("proc/42/comm"), "llm_demo\n").unwrap();
+            // And the hwmon as the Pi's under-voltage sensor, so its garbage alarm is read.
+            std::fs::write(dir.path().join("sys/class/hwmon/hwmon0/name"), "rpi_volt\n").unwrap();
             let root = npu_agent::root::SysRoot::new(dir.path());
             let d = npu_agent::diagnose::diagnose(&root, &npu_agent::diagnose::ProfileChoice::Auto)
                 .unwrap();

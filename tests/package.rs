@@ -159,6 +159,8 @@ fn both_packages_carry_the_agent_unit_and_config() {
                 "/etc/npu-agent/agent.toml",
                 "/etc/npu-agent/profiles.d/README",
                 "/usr/bin/npu-agent",
+                "/usr/lib/systemd/system/npu-agent-prometheus.service",
+                "/usr/lib/systemd/system/npu-agent-prometheus.timer",
                 UNIT_PATH,
                 "/usr/share/doc/npu-agent/README.md",
                 "/usr/share/doc/npu-agent/changelog.Debian.gz",

@@ -14,10 +14,12 @@ mod limits;
 mod llm;
 mod memory;
 mod moe;
+mod power;
 pub use memory::buddy_summary;
 mod rknpu;
 mod sources;
 pub use sources::{kernel_log_unavailable, KERNEL_LOG_CHECKS};
+mod thermal;
 
 use crate::parse::logline::{classify, LogEvent};
 use crate::probe::{LogClass, Snapshot};
@@ -56,6 +58,8 @@ pub const CHECK_IDS: &[&str] = &[
     "llm.vram_budget",
     "agent.log_sources",
     "clock.sync",
+    "board.power",
+    "board.thermal",
 ];
 
 /// A finding's status. Severity order: `pass` = `skip` < `info` < `error` < `warn` < `fail`.
@@ -361,6 +365,8 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.extend(llm::all(&ctx));
     findings.push(sources::log_sources(&ctx));
     findings.push(clock::sync(&ctx));
+    findings.push(power::power(&ctx));
+    findings.push(thermal::thermal(&ctx));
     apply_signatures(&ctx, &mut findings);
     sources::annotate_blind_checks(&ctx, &mut findings);
     findings.sort_by_key(|f| {

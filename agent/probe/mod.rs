@@ -8,6 +8,7 @@
 pub mod evidence;
 mod files;
 pub mod llm;
+pub mod sensors;
 
 use crate::parse::{buddyinfo, devicetree, dpkg, kv, limits, meminfo, vmstat};
 use crate::profile::Profile;
@@ -273,6 +274,9 @@ pub struct Snapshot {
     pub boot_id: Probed<String>,
     /// Server-profile inputs (NUMA, LLM processes, model headers, GPU memory).
     pub llm: llm::LlmProbe,
+    /// Power, thermal and NPU-load sensors (and, live, file-system free space and the agent's
+    /// own footprint).
+    pub sensors: sensors::Sensors,
 }
 
 /// Reads the identity files.
@@ -490,6 +494,7 @@ pub fn probe(
         uptime_s,
         boot_id,
         llm: llm::probe_llm(root, profile),
+        sensors: sensors::probe_sensors(root),
         identity,
         pci,
     }

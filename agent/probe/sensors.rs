@@ -1,0 +1,617 @@
+//! Power, heat and NPU-load probes: the files an operator's dashboards read first.
+//!
+//! - Thermal zones: `/sys/class/thermal/thermal_zone*/{type,temp,trip_point_N_type,trip_point_N_temp}`
+//!   (kernel `Documentation/driver-api/thermal/sysfs-api.rst`; temperatures in millidegrees C).
+//! - Under-voltage: the Raspberry Pi `rpi_volt` hwmon (`/sys/class/hwmon/hwmon*/name` =
+//!   `rpi_volt`, `in0_lcrit_alarm` = 1 while the supply is under-voltage; raspberrypi/linux
+//!   `drivers/hwmon/raspberrypi-hwmon.c`), and `usb_max_current_enable` in the Pi's `config.txt`.
+//! - A Hailo chip temperature only where a file gives it: a hwmon whose `name` starts with
+//!   `hailo` and has `temp1_input` (the Hailo PCIe drivers export none today, so this is usually
+//!   absent; no vendor CLI is run).
+//! - RK3588 NPU: the vendor driver's debugfs `/sys/kernel/debug/rknpu/load` (`NPU load:  Core0:
+//!   12%, Core1:  0%, Core2:  0%,`; older drivers print one figure) and the NPU's devfreq
+//!   `/sys/class/devfreq/<addr>.npu/cur_freq` (Hz).
+//! - On the live system only (a captured tree has no meaning for these): free bytes of the file
+//!   systems holding `/` and the boot partition (`statvfs`), and the agent's own RSS
+//!   (`/proc/self/status` `VmRSS`) and CPU time (`/proc/self/stat` utime + stime in clock ticks).
+//!
+//! Nothing here decides anything: `board.power` and `board.thermal` judge these figures.
+
+use super::Probed;
+use crate::root::{ReadError, SysRoot};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Thermal-zone class directory.
+pub const THERMAL_DIR: &str = "/sys/class/thermal";
+/// Hwmon class directory.
+pub const HWMON_DIR: &str = "/sys/class/hwmon";
+/// The RK3588 vendor driver's NPU load file (debugfs).
+pub const RKNPU_LOAD: &str = "/sys/kernel/debug/rknpu/load";
+/// Devfreq class directory (the NPU's governor lives here on RK3588).
+pub const DEVFREQ_DIR: &str = "/sys/class/devfreq";
+/// Raspberry Pi firmware configuration files, newest layout first.
+pub const PI_CONFIG_TXT: &[&str] = &["/boot/firmware/config.txt", "/boot/config.txt"];
+
+/// One trip point of a thermal zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TripPoint {
+    /// `N` of `trip_point_N_*`.
+    pub index: u32,
+    /// `passive`, `active`, `hot` or `critical`.
+    pub kind: String,
+    /// Trip temperature, millidegrees Celsius.
+    pub temp_mc: i64,
+}
+
+/// One `/sys/class/thermal/thermal_zone*` directory.
+#[derive(Debug, Clone)]
+pub struct ThermalZone {
+    /// Directory name (`thermal_zone0`).
+    pub zone: String,
+    /// `type` (`cpu-thermal`, `npu-thermal`, `soc-thermal`); the directory name when unreadable.
+    pub kind: String,
+    /// `temp`, millidegrees Celsius (`Malformed` for a value that is no integer or lies outside
+    /// -60..=250 degrees, which no working sensor reports).
+    pub temp_mc: Probed<i64>,
+    /// Trip points with a readable type and temperature, in index order.
+    pub trips: Vec<TripPoint>,
+}
+
+impl ThermalZone {
+    /// Board path of the zone's `temp` file.
+    pub fn temp_path(&self) -> String {
+        format!("{THERMAL_DIR}/{}/temp", self.zone)
+    }
+}
+
+/// The Raspberry Pi under-voltage sensor.
+#[derive(Debug, Clone)]
+pub struct RpiVolt {
+    /// Hwmon directory (`/sys/class/hwmon/hwmon1`).
+    pub dir: String,
+    /// `in0_lcrit_alarm`: true while the supply is under-voltage.
+    pub lcrit_alarm: Probed<bool>,
+}
+
+/// A value read from one file.
+#[derive(Debug, Clone)]
+pub struct FileValue<T> {
+    /// Board path.
+    pub path: String,
+    /// The value.
+    pub value: Probed<T>,
+}
+
+/// A `key=value` line of a text configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigLine {
+    /// Board path.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// The line as written (trimmed).
+    pub text: String,
+    /// The value after `=`.
+    pub value: String,
+}
+
+/// Free space of the file system holding a board path (`statvfs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsFree {
+    /// The path asked about (`/`, `/boot/firmware`).
+    pub path: String,
+    /// Bytes available to unprivileged users (`f_bavail * f_frsize`, what `df` shows as Avail).
+    pub free_bytes: u64,
+    /// Size of the file system (`f_blocks * f_frsize`).
+    pub size_bytes: u64,
+}
+
+/// The agent's own footprint (live system only).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SelfUsage {
+    /// `VmRSS` of `/proc/self/status`, bytes.
+    pub rss_bytes: Option<u64>,
+    /// utime + stime of `/proc/self/stat`, seconds.
+    pub cpu_s: Option<f64>,
+}
+
+/// Everything the power and thermal checks and the dashboard metrics read.
+#[derive(Debug, Clone)]
+pub struct Sensors {
+    /// Thermal zones (`Err` when `/sys/class/thermal` cannot be listed).
+    pub thermal: Probed<Vec<ThermalZone>>,
+    /// Every hwmon as (directory, `name`), for evidence and for boards with other sensors.
+    pub hwmon: Vec<(String, String)>,
+    /// The `rpi_volt` hwmon, when the board has one.
+    pub rpi_volt: Option<RpiVolt>,
+    /// A Hailo chip temperature from a `hailo*` hwmon's `temp1_input` (millidegrees C).
+    pub hailo_temp_mc: Option<FileValue<i64>>,
+    /// RK3588 NPU load per core, percent (`rknpu/load`), when the file exists.
+    pub npu_load: Option<FileValue<Vec<u32>>>,
+    /// The NPU's devfreq `cur_freq`, Hz, when a devfreq device named `*npu*` exists.
+    pub npu_freq_hz: Option<FileValue<u64>>,
+    /// `usb_max_current_enable=` in the Pi's config.txt (last one wins), when present.
+    pub usb_max_current_enable: Option<ConfigLine>,
+    /// File-system free space of `/` and of the boot partition (live system only).
+    pub fs: Vec<FsFree>,
+    /// The agent's own RSS and CPU time (live system only).
+    pub agent: Option<SelfUsage>,
+}
+
+/// Reads every sensor file under `root`.
+pub fn probe_sensors(root: &SysRoot) -> Sensors {
+    let hwmon = probe_hwmon(root);
+    let rpi_volt = hwmon
+        .iter()
+        .find(|(_, name)| name == "rpi_volt")
+        .map(|(dir, _)| {
+            let path = format!("{dir}/in0_lcrit_alarm");
+            RpiVolt {
+                dir: dir.clone(),
+                lcrit_alarm: read_int(root, &path).map(|v| v != 0),
+            }
+        });
+    let hailo_temp_mc = hwmon
+        .iter()
+        .filter(|(_, name)| name.starts_with("hailo"))
+        .map(|(dir, _)| format!("{dir}/temp1_input"))
+        .find(|p| root.exists(p))
+        .map(|path| FileValue {
+            value: read_int(root, &path).and_then(|v| plausible_mc(&path, v)),
+            path,
+        });
+    let npu_load = root.exists(RKNPU_LOAD).then(|| FileValue {
+        path: RKNPU_LOAD.to_string(),
+        value: root
+            .read_string(RKNPU_LOAD)
+            .and_then(|t| parse_rknpu_load(&t).map_err(|e| ReadError::malformed(RKNPU_LOAD, e))),
+    });
+    let npu_freq_hz = root
+        .list_dir(DEVFREQ_DIR)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|n| n.contains("npu"))
+        .map(|n| {
+            let path = format!("{DEVFREQ_DIR}/{n}/cur_freq");
+            FileValue {
+                value: read_int(root, &path).and_then(|v| {
+                    u64::try_from(v).map_err(|_| ReadError::malformed(&path, "negative frequency"))
+                }),
+                path,
+            }
+        });
+    let live = root.is_live();
+    Sensors {
+        thermal: probe_thermal(root),
+        hwmon,
+        rpi_volt,
+        hailo_temp_mc,
+        npu_load,
+        npu_freq_hz,
+        usb_max_current_enable: probe_usb_max_current(root),
+        fs: if live { probe_fs(root) } else { Vec::new() },
+        agent: live.then(|| probe_self(root)),
+    }
+}
+
+/// Reads a file holding one integer.
+fn read_int(root: &SysRoot, path: &str) -> Probed<i64> {
+    let t = root.read_string(path)?;
+    t.trim()
+        .parse::<i64>()
+        .map_err(|_| ReadError::malformed(path, format!("not an integer: {:?}", clip(&t))))
+}
+
+fn clip(s: &str) -> String {
+    s.trim().chars().take(40).collect()
+}
+
+/// A temperature in millidegrees that a working sensor can report (-60..=250 degrees C).
+fn plausible_mc(path: &str, v: i64) -> Probed<i64> {
+    if (-60_000..=250_000).contains(&v) {
+        Ok(v)
+    } else {
+        Err(ReadError::malformed(
+            path,
+            format!("{v} millidegrees C is no real temperature"),
+        ))
+    }
+}
+
+/// `(directory, name)` of every hwmon under `/sys/class/hwmon`.
+pub fn probe_hwmon(root: &SysRoot) -> Vec<(String, String)> {
+    root.list_dir(HWMON_DIR)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.starts_with("hwmon"))
+        .filter_map(|n| {
+            let dir = format!("{HWMON_DIR}/{n}");
+            let name = root.read_string(&format!("{dir}/name")).ok()?;
+            Some((
+                dir,
+                crate::parse::devicetree::printable(name.trim()).to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// Every thermal zone with its trip points.
+pub fn probe_thermal(root: &SysRoot) -> Probed<Vec<ThermalZone>> {
+    let mut out = Vec::new();
+    let mut names: Vec<String> = root
+        .list_dir(THERMAL_DIR)?
+        .into_iter()
+        .filter(|n| {
+            n.strip_prefix("thermal_zone")
+                .is_some_and(|i| i.parse::<u32>().is_ok())
+        })
+        .collect();
+    // thermal_zone10 after thermal_zone9.
+    names.sort_by_key(|n| n["thermal_zone".len()..].parse::<u32>().unwrap_or(u32::MAX));
+    for zone in names {
+        let dir = format!("{THERMAL_DIR}/{zone}");
+        let kind = root
+            .read_string(&format!("{dir}/type"))
+            .ok()
+            .map(|t| {
+                crate::parse::devicetree::printable(t.trim())
+                    .chars()
+                    .take(64)
+                    .collect::<String>()
+            })
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| zone.clone());
+        let temp_path = format!("{dir}/temp");
+        let temp_mc = read_int(root, &temp_path).and_then(|v| plausible_mc(&temp_path, v));
+        let mut trips = Vec::new();
+        for f in root.list_dir(&dir).unwrap_or_default() {
+            let Some(index) = f
+                .strip_prefix("trip_point_")
+                .and_then(|r| r.strip_suffix("_type"))
+                .and_then(|i| i.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let kind = root
+                .read_string(&format!("{dir}/{f}"))
+                .map(|t| t.trim().to_string());
+            let temp = read_int(root, &format!("{dir}/trip_point_{index}_temp"));
+            if let (Ok(kind), Ok(temp_mc)) = (kind, temp) {
+                trips.push(TripPoint {
+                    index,
+                    kind,
+                    temp_mc,
+                });
+            }
+        }
+        trips.sort_by_key(|t| t.index);
+        out.push(ThermalZone {
+            zone,
+            kind,
+            temp_mc,
+            trips,
+        });
+    }
+    Ok(out)
+}
+
+/// Parses the rknpu debugfs `load` file: every `N%` figure, one per core (`NPU load:  Core0:
+/// 12%, Core1:  0%, Core2:  0%,`) or one for the whole NPU (`NPU load:  35%`).
+///
+/// Errors: no percentage in the text, or a figure above 100.
+pub fn parse_rknpu_load(text: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices('%') {
+        let digits: String = text[..i]
+            .chars()
+            .rev()
+            .skip_while(|c| *c == ' ')
+            .take_while(char::is_ascii_digit)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        if let Ok(v) = digits.parse::<u32>() {
+            if v > 100 {
+                return Err(format!("load {v}% is above 100%"));
+            }
+            out.push(v);
+        }
+    }
+    if out.is_empty() {
+        return Err(format!("no load figure in {:?}", clip(text)));
+    }
+    Ok(out)
+}
+
+/// The last `usb_max_current_enable=` line of the Pi's config.txt (the first file that exists).
+pub fn probe_usb_max_current(root: &SysRoot) -> Option<ConfigLine> {
+    let file = PI_CONFIG_TXT.iter().find(|p| root.exists(p))?;
+    let text = root.read_string(file).ok()?;
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, l)| {
+            let t = l.trim();
+            let v = t.strip_prefix("usb_max_current_enable")?.trim_start();
+            let v = v.strip_prefix('=')?.trim();
+            Some(ConfigLine {
+                file: file.to_string(),
+                line: i + 1,
+                text: t.to_string(),
+                value: v.to_string(),
+            })
+        })
+        .last()
+}
+
+/// Free space of the file systems holding `/` and the boot partition (`/boot/firmware`, else
+/// `/boot`), by `statvfs`. Failures leave the entry out.
+pub fn probe_fs(root: &SysRoot) -> Vec<FsFree> {
+    let boot = ["/boot/firmware", "/boot"]
+        .into_iter()
+        .find(|p| root.is_dir(p));
+    ["/"]
+        .into_iter()
+        .chain(boot)
+        .filter_map(|p| {
+            let host = root.join(p).ok()?;
+            let s = rustix::fs::statvfs(&host).ok()?;
+            Some(FsFree {
+                path: p.to_string(),
+                free_bytes: s.f_bavail.saturating_mul(s.f_frsize),
+                size_bytes: s.f_blocks.saturating_mul(s.f_frsize),
+            })
+        })
+        .collect()
+}
+
+/// The agent's own RSS and CPU seconds from `/proc/self`.
+pub fn probe_self(root: &SysRoot) -> SelfUsage {
+    let rss_bytes = root.read_string("/proc/self/status").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb.saturating_mul(1024))
+    });
+    let cpu_s = root
+        .read_string("/proc/self/stat")
+        .ok()
+        .and_then(|t| parse_stat_cpu_ticks(&t))
+        .map(|ticks| ticks as f64 / rustix::param::clock_ticks_per_second() as f64);
+    SelfUsage { rss_bytes, cpu_s }
+}
+
+/// utime + stime (fields 14 and 15, clock ticks) of a `/proc/<pid>/stat` line. The command name
+/// in parentheses may hold spaces and `)`, so fields are counted after its last `)`.
+pub fn parse_stat_cpu_ticks(line: &str) -> Option<u64> {
+    let rest = &line[line.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After the comm: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some(utime.saturating_add(stime))
+}
+
+/// Kernel line the `rpi_volt` driver prints when the alarm rises.
+pub const UNDERVOLTAGE_DETECTED: &str = "Undervoltage detected!";
+/// Kernel line the `rpi_volt` driver prints when the alarm clears.
+pub const VOLTAGE_NORMALISED: &str = "Voltage normalised";
+/// Kernel line that starts a boot (`Booting Linux on physical CPU 0x0000000000 [0x414fd0b1]`).
+pub const BOOT_MARKER: &str = "Booting Linux on physical CPU";
+
+/// Under-voltage lines of one kernel log since the last boot in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndervoltageLog {
+    /// Board path of the log (or the kernel log source's name).
+    pub path: String,
+    /// `Undervoltage detected!` lines since boot.
+    pub detected: u64,
+    /// `Voltage normalised` lines since boot.
+    pub normalised: u64,
+    /// The last of those lines: (1-based line in the part read, line known, text, detected?).
+    pub last: Option<(usize, bool, String, bool)>,
+}
+
+impl UndervoltageLog {
+    /// True when the last line says under-voltage (no `Voltage normalised` after it).
+    pub fn under_now(&self) -> bool {
+        self.last.as_ref().is_some_and(|l| l.3)
+    }
+}
+
+/// Counts under-voltage lines in the kernel-class logs, since the last `Booting Linux` line of
+/// each. The kernel ring buffer, the journal's kernel transport, `kern.log` and `syslog` carry
+/// the same lines, so the log with the most `Undervoltage detected!` lines is taken (not the
+/// sum). `None` when no kernel log was read.
+pub fn undervoltage_log(logs: &[super::LogFile]) -> Option<UndervoltageLog> {
+    let mut best: Option<UndervoltageLog> = None;
+    for log in logs.iter().filter(|l| l.class == super::LogClass::Kernel) {
+        let start = log
+            .lines
+            .iter()
+            .rposition(|l| l.contains(BOOT_MARKER))
+            .unwrap_or(0);
+        let mut u = UndervoltageLog {
+            path: log.path.clone(),
+            detected: 0,
+            normalised: 0,
+            last: None,
+        };
+        for (i, line) in log.lines.iter().enumerate().skip(start) {
+            let detected = line.contains(UNDERVOLTAGE_DETECTED);
+            if !(detected || line.contains(VOLTAGE_NORMALISED)) {
+                continue;
+            }
+            if detected {
+                u.detected += 1;
+            } else {
+                u.normalised += 1;
+            }
+            u.last = Some((i + 1, !log.cut, line.clone(), detected));
+        }
+        if best.as_ref().is_none_or(|b| u.detected > b.detected) {
+            best = Some(u);
+        }
+    }
+    best
+}
+
+/// Degrees C with one decimal from millidegrees.
+pub fn celsius(mc: i64) -> f64 {
+    (mc as f64 / 100.0).round() / 10.0
+}
+
+/// Dashboard figures from the sensors, added to the status `metrics` (units in the names; a
+/// figure whose file is missing or unreadable is left out, never reported as 0):
+///
+/// - `soc_temp_c`: the hottest readable thermal zone; `zone_temp_c`: `{zone type: degrees C}`;
+///   `hailo_temp_c` where a file gives it;
+/// - `undervoltage_now` (bool: the `rpi_volt` alarm, else the last kernel line), and
+///   `undervoltage_events` (`Undervoltage detected!` lines since boot, when a kernel log was read);
+/// - `npu_load_percent` (mean over the cores), `npu_core_load_percent` (list), `npu_freq_hz`;
+/// - `root_fs_free_bytes`, `boot_fs_free_bytes` (live system);
+/// - `uptime_s`; `agent_rss_bytes`, `agent_cpu_s` (live system).
+pub fn metrics(snap: &super::Snapshot, m: &mut BTreeMap<String, Value>) {
+    let s = &snap.sensors;
+    if let Ok(zones) = &s.thermal {
+        let mut per = serde_json::Map::new();
+        let mut hottest: Option<i64> = None;
+        for z in zones {
+            let Ok(t) = z.temp_mc else { continue };
+            let key = if per.contains_key(&z.kind) {
+                format!("{} ({})", z.kind, z.zone)
+            } else {
+                z.kind.clone()
+            };
+            per.insert(key, celsius(t).into());
+            hottest = Some(hottest.map_or(t, |h| h.max(t)));
+        }
+        if let Some(h) = hottest {
+            m.insert("soc_temp_c".into(), celsius(h).into());
+            m.insert("zone_temp_c".into(), Value::Object(per));
+        }
+    }
+    if let Some(Ok(t)) = s.hailo_temp_mc.as_ref().map(|h| &h.value) {
+        m.insert("hailo_temp_c".into(), celsius(*t).into());
+    }
+    let log = undervoltage_log(&snap.logs);
+    let alarm = s
+        .rpi_volt
+        .as_ref()
+        .and_then(|v| v.lcrit_alarm.as_ref().ok().copied());
+    let now = alarm.or_else(|| {
+        log.as_ref()
+            .filter(|l| l.last.is_some())
+            .map(UndervoltageLog::under_now)
+    });
+    if let Some(n) = now {
+        m.insert("undervoltage_now".into(), n.into());
+    }
+    if let Some(l) = &log {
+        m.insert("undervoltage_events".into(), l.detected.into());
+    }
+    if let Some(Ok(cores)) = s.npu_load.as_ref().map(|l| &l.value) {
+        let sum: u32 = cores.iter().sum();
+        let mean = (f64::from(sum) / cores.len().max(1) as f64 * 10.0).round() / 10.0;
+        m.insert("npu_load_percent".into(), mean.into());
+        m.insert("npu_core_load_percent".into(), cores.clone().into());
+    }
+    if let Some(Ok(hz)) = s.npu_freq_hz.as_ref().map(|f| &f.value) {
+        m.insert("npu_freq_hz".into(), (*hz).into());
+    }
+    for f in &s.fs {
+        let key = if f.path == "/" {
+            "root_fs_free_bytes"
+        } else {
+            "boot_fs_free_bytes"
+        };
+        m.insert(key.into(), f.free_bytes.into());
+    }
+    if let Ok(u) = &snap.uptime_s {
+        m.insert("uptime_s".into(), (*u as u64).into());
+    }
+    if let Some(a) = &s.agent {
+        if let Some(r) = a.rss_bytes {
+            m.insert("agent_rss_bytes".into(), r.into());
+        }
+        if let Some(c) = a.cpu_s {
+            m.insert("agent_cpu_s".into(), ((c * 100.0).round() / 100.0).into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rknpu_load_lines() {
+        assert_eq!(
+            parse_rknpu_load("NPU load:  Core0: 12%, Core1:  0%, Core2: 100%,\n").unwrap(),
+            vec![12, 0, 100]
+        );
+        assert_eq!(parse_rknpu_load("NPU load:  35%\n").unwrap(), vec![35]);
+        assert!(parse_rknpu_load("").is_err());
+        assert!(parse_rknpu_load("NPU load: Core0: 180%,").is_err());
+    }
+
+    #[test]
+    fn stat_cpu_ticks() {
+        let line =
+            "4242 (npu agent) x) S 1 4242 4242 0 -1 4194560 900 0 0 0 37 5 0 0 20 0 3 0 1234 0 0";
+        assert_eq!(parse_stat_cpu_ticks(line), Some(42));
+        assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn zones_trips_and_hwmon_from_a_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = |p: &str, s: &str| {
+            let path = dir.path().join(p.trim_start_matches('/'));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, s).unwrap();
+        };
+        w("/sys/class/thermal/thermal_zone10/type", "npu-thermal\n");
+        w("/sys/class/thermal/thermal_zone10/temp", "91500\n");
+        w(
+            "/sys/class/thermal/thermal_zone10/trip_point_1_type",
+            "critical\n",
+        );
+        w(
+            "/sys/class/thermal/thermal_zone10/trip_point_1_temp",
+            "115000\n",
+        );
+        w(
+            "/sys/class/thermal/thermal_zone10/trip_point_0_type",
+            "passive\n",
+        );
+        w(
+            "/sys/class/thermal/thermal_zone10/trip_point_0_temp",
+            "85000\n",
+        );
+        w("/sys/class/thermal/thermal_zone2/type", "cpu-thermal\n");
+        w("/sys/class/thermal/thermal_zone2/temp", "-999999\n");
+        w("/sys/class/thermal/cooling_device0/type", "fan\n");
+        w("/sys/class/hwmon/hwmon1/name", "rpi_volt\n");
+        w("/sys/class/hwmon/hwmon1/in0_lcrit_alarm", "1\n");
+        let s = probe_sensors(&SysRoot::new(dir.path()));
+        let z = s.thermal.unwrap();
+        assert_eq!(z.len(), 2);
+        assert_eq!(z[0].zone, "thermal_zone2");
+        assert!(z[0].temp_mc.is_err(), "an impossible reading is malformed");
+        assert_eq!(z[1].kind, "npu-thermal");
+        assert_eq!(z[1].temp_mc.as_ref().ok(), Some(&91_500));
+        assert_eq!(
+            z[1].trips
+                .iter()
+                .map(|t| (t.kind.as_str(), t.temp_mc))
+                .collect::<Vec<_>>(),
+            vec![("passive", 85_000), ("critical", 115_000)]
+        );
+        let v = s.rpi_volt.unwrap();
+        assert_eq!(v.dir, "/sys/class/hwmon/hwmon1");
+        assert_eq!(v.lcrit_alarm.ok(), Some(true));
+        assert!(s.fs.is_empty() && s.agent.is_none(), "a tree is not live");
+    }
+}
