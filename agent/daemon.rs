@@ -1078,7 +1078,8 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                         cmd_id: t.cmd_id.clone(),
                     };
                     tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, %reason, "command rejected");
-                    let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                    let (tp, p) =
+                        agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
                     agent.send_retained(tp, p);
                     return;
                 }
