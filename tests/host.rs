@@ -2,12 +2,12 @@
 //!
 //! `.ci/run` saves `tests/host-fingerprint.sh`'s output (every file, link and unit of npu-agent on
 //! this machine, with modes, mtimes and contents' sha256, and its dpkg status) before
-//! `cargo test`, points `NPU_AGENT_HOST_BEFORE` at it, and runs this test once more after the whole
+//! `cargo test`, points `NPUAGENT_TEST_HOST_BEFORE` at it, and runs this test once more after the whole
 //! suite. It asserts the machine looks exactly as before: no test installed, upgraded, purged or
 //! enabled anything here (installing happens in a throwaway chroot and in a booted image, see
 //! tests/image.rs).
 //!
-//! Without `NPU_AGENT_HOST_BEFORE` there is nothing to compare with: a failure under `CI=true`,
+//! Without `NPUAGENT_TEST_HOST_BEFORE` there is nothing to compare with: a failure under `CI=true`,
 //! a printed skip otherwise.
 
 use std::io::Write as _;
@@ -32,15 +32,15 @@ fn this_machines_npu_agent_files_units_and_dpkg_status_are_as_before_the_suite()
     // Reading is cheap and deterministic: two readings agree (the fingerprint has no clock in it).
     assert_eq!(now, fingerprint());
     assert!(now.contains("dpkg status: "), "{now}");
-    let Some(before) = std::env::var_os("NPU_AGENT_HOST_BEFORE") else {
+    let Some(before) = std::env::var_os("NPUAGENT_TEST_HOST_BEFORE") else {
         assert!(
             std::env::var_os("CI").is_none(),
-            "CI=true needs NPU_AGENT_HOST_BEFORE (.ci/run saves tests/host-fingerprint.sh's output before the suite)"
+            "CI=true needs NPUAGENT_TEST_HOST_BEFORE (.ci/run saves tests/host-fingerprint.sh's output before the suite)"
         );
         let _ = writeln!(
             std::io::stderr(),
-            "SKIP: NPU_AGENT_HOST_BEFORE is unset: no fingerprint from before the suite to compare with \
-             (sh tests/host-fingerprint.sh > before.txt; NPU_AGENT_HOST_BEFORE=before.txt cargo test)"
+            "SKIP: NPUAGENT_TEST_HOST_BEFORE is unset: no fingerprint from before the suite to compare with \
+             (sh tests/host-fingerprint.sh > before.txt; NPUAGENT_TEST_HOST_BEFORE=before.txt cargo test)"
         );
         return;
     };
