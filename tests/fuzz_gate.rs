@@ -345,14 +345,15 @@ fn fuzz_config(executions: u64) -> u64 {
 
 #[test]
 fn gate_holds_under_hostile_sequences() {
-    let n = fuzz_gate(20_000);
-    assert!(n >= 20_000, "{n}");
+    // A short run in the normal (debug) suite; the long run below is the benchmark-style one.
+    let n = fuzz_gate(5_000);
+    assert!(n >= 5_000, "{n}");
 }
 
 #[test]
 fn config_loader_holds_under_hostile_text() {
-    let n = fuzz_config(3_000);
-    assert!(n >= 3_000, "{n}");
+    let n = fuzz_config(1_000);
+    assert!(n >= 1_000, "{n}");
 }
 
 /// The long run (see the module docs): at least `FUZZ_EXECUTIONS` (default 1,000,000) gate
