@@ -436,7 +436,7 @@ fn choose(
             return Err("this board needs the pool sized in config.txt (a command-line cma= is harmful here), but no config.txt exists".into());
         };
         explanation.push(
-            "on a Raspberry Pi 5 a cma= on the kernel command line bypasses the device-tree CMA pool, whose alloc-ranges keep it where the firmware can reach it; one board got its pool above the firmware's reach and a broken firmware mailbox (BR-08). The pool is sized with the cma overlay in config.txt instead, and cma= is removed from cmdline.txt.".into(),
+            "on a Raspberry Pi 5 a cma= on the kernel command line bypasses the device-tree CMA pool, whose alloc-ranges keep it where the firmware can reach it; one board got its pool above the firmware's reach and a broken firmware mailbox (a reported Pi 5 16 GB + Hailo-10H bug). The pool is sized with the cma overlay in config.txt instead, and cma= is removed from cmdline.txt.".into(),
         );
         if profile.cma.cmdline_cma != CmdlineCma::Harmful {
             explanation.push(format!("the profile {} does not say so, but the device tree is a Pi 5 family one (brcm,bcm2712)", profile.id));

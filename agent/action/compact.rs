@@ -180,11 +180,17 @@ pub struct CompactReport {
     pub previous_run_unix_s: Option<i64>,
 }
 
-fn refusal(e: &ReadError, what: &str) -> (CompactOutcome, String) {
+fn refusal(e: &ReadError, what: &str, live: bool) -> (CompactOutcome, String) {
     match e.kind {
-        ReadErrorKind::NotFound if what == COMPACT_MEMORY => (
+        ReadErrorKind::NotFound if what == COMPACT_MEMORY && live => (
             CompactOutcome::Refused,
             format!("{COMPACT_MEMORY} does not exist: this kernel has no CONFIG_COMPACTION, so memory cannot be compacted on demand"),
+        ),
+        // A board tree (`--root`) made by `capture` never holds the knob: say so, and how to
+        // rehearse a compaction on a copy, instead of only blaming the board's kernel.
+        ReadErrorKind::NotFound if what == COMPACT_MEMORY => (
+            CompactOutcome::Refused,
+            format!("{COMPACT_MEMORY} does not exist in this tree: either the board's kernel has no CONFIG_COMPACTION, or the tree was captured (capture does not copy the knob); to try a compaction on a copy, create the empty file {COMPACT_MEMORY} in it"),
         ),
         ReadErrorKind::NotFound => (CompactOutcome::Refused, format!("{what} does not exist")),
         ReadErrorKind::PermissionDenied => (
@@ -233,7 +239,7 @@ pub fn run_compaction(
             kind: ReadErrorKind::NotFound,
             detail: String::new(),
         };
-        (report.outcome, report.reason) = refusal(&e, COMPACT_MEMORY);
+        (report.outcome, report.reason) = refusal(&e, COMPACT_MEMORY, root.is_live());
         return report;
     }
     if opts.drop_caches && !root.exists(DROP_CACHES) {
@@ -261,7 +267,7 @@ pub fn run_compaction(
     if opts.drop_caches && root.exists(DROP_CACHES) {
         let t = Instant::now();
         if let Err(e) = knobs.write(DROP_CACHES, "1\n") {
-            (report.outcome, report.reason) = refusal(&e, DROP_CACHES);
+            (report.outcome, report.reason) = refusal(&e, DROP_CACHES, root.is_live());
             report.duration_ms = ms(start);
             return report;
         }
@@ -272,7 +278,7 @@ pub fn run_compaction(
     }
     let t = Instant::now();
     if let Err(e) = knobs.write(COMPACT_MEMORY, "1\n") {
-        (report.outcome, report.reason) = refusal(&e, COMPACT_MEMORY);
+        (report.outcome, report.reason) = refusal(&e, COMPACT_MEMORY, root.is_live());
         report.duration_ms = ms(start);
         return report;
     }

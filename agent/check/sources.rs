@@ -4,6 +4,7 @@
 //! read kernel lines say in their summary that the kernel log was not read.
 
 use super::{Ctx, Finding, Status};
+use crate::probe::evidence::LogSource;
 use crate::probe::evidence::SourceState;
 use crate::probe::LogClass;
 use serde_json::json;
@@ -17,6 +18,15 @@ pub const KERNEL_LOG_CHECKS: &[&str] = &[
     "memory.compaction",
     "memory.oom",
 ];
+
+/// A source's `detail` without the source's own name in front (a file error already reads
+/// `/var/log/kern.log: not found`), so a message naming the source does not name it twice.
+fn reason(s: &LogSource) -> &str {
+    s.detail
+        .strip_prefix(s.name.as_str())
+        .and_then(|d| d.strip_prefix(": "))
+        .unwrap_or(&s.detail)
+}
 
 /// Why no kernel messages were read (every kernel source denied or missing), or `None` when
 /// one was read.
@@ -32,7 +42,7 @@ pub fn kernel_log_unavailable(ctx: &Ctx<'_>) -> Option<String> {
     }
     let why: Vec<String> = kernel
         .iter()
-        .map(|s| format!("{}: {}", s.name, s.detail))
+        .map(|s| format!("{}: {}", s.name, reason(s)))
         .collect();
     Some(if why.is_empty() {
         "no kernel log source".into()
@@ -106,7 +116,7 @@ pub(super) fn log_sources(ctx: &Ctx<'_>) -> Finding {
         (None, None) => {}
     }
     for s in bad.iter().take(8) {
-        f.push_evidence(&s.name, None, &s.detail);
+        f.push_evidence(&s.name, None, reason(s));
     }
     f
 }
@@ -123,5 +133,34 @@ pub(super) fn annotate_blind_checks(ctx: &Ctx<'_>, findings: &mut [Finding]) {
         f.summary
             .push_str(&format!(" (kernel log not read: {why})"));
         f.observed.insert("kernel_log".into(), "unavailable".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(name: &str, detail: &str) -> LogSource {
+        LogSource {
+            name: name.into(),
+            class: LogClass::Kernel,
+            state: SourceState::Missing,
+            detail: detail.into(),
+            lines: 0,
+        }
+    }
+
+    #[test]
+    fn a_source_reason_does_not_repeat_the_source_name() {
+        let file = src("/var/log/kern.log", "/var/log/kern.log: not found");
+        assert_eq!(reason(&file), "not found");
+        let journal = src(
+            "journal:_TRANSPORT=kernel",
+            "no /var/log/journal in this tree",
+        );
+        assert_eq!(reason(&journal), "no /var/log/journal in this tree");
+        // A name that is only a prefix of the detail's first word is not stripped.
+        let other = src("/var/log/kern", "/var/log/kern.log: not found");
+        assert_eq!(reason(&other), "/var/log/kern.log: not found");
     }
 }

@@ -270,7 +270,7 @@ fn pi5_br08_moves_the_pool_to_config_txt() {
     assert!(
         r.explanation
             .iter()
-            .any(|e| e.contains("BR-08") && e.contains("config.txt")),
+            .any(|e| e.contains("broken firmware mailbox") && e.contains("config.txt")),
         "{:?}",
         r.explanation
     );

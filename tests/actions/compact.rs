@@ -166,6 +166,14 @@ fn missing_compact_memory_is_a_refusal_before_any_write() {
     );
     assert_eq!(r.outcome, CompactOutcome::Refused);
     assert!(r.reason.contains("no CONFIG_COMPACTION"), "{}", r.reason);
+    // A board tree is not a kernel: the reason names the captured-tree case and the way out.
+    assert!(
+        r.reason.contains("does not exist in this tree")
+            && r.reason
+                .contains("create the empty file /proc/sys/vm/compact_memory"),
+        "{}",
+        r.reason
+    );
     assert_eq!(
         t.read("/proc/sys/vm/drop_caches"),
         "",
