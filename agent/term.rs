@@ -2,7 +2,8 @@
 //! (model strings, finding ids, log lines, file names, a fleet's statuses) cannot drive an
 //! operator's terminal. It drops C0 control characters other than newline and tab, DEL, C1
 //! controls (U+0080..U+009F), and every escape sequence except the three the agent writes
-//! itself: SGR colours (`ESC [ digits/; m`), cursor home (`ESC [ H`) and clear screen
+//! itself: SGR colours (`ESC [ digits/; m`, only the codes the agent uses: no conceal, no
+//! black or background colour), cursor home (`ESC [ H`) and clear screen
 //! (`ESC [ 2 J`). JSON output is unaffected (serde escapes control characters inside strings).
 
 use std::io::{self, Write};
@@ -13,6 +14,18 @@ enum State {
     Esc,
     Csi(Vec<u8>),
     C2,
+}
+
+/// SGR parameters the agent's own colours use (reset, bold, dim, red, green, yellow, magenta,
+/// cyan). Anything else — conceal (`8`), black or background colours that hide text — is
+/// dropped, so board text cannot make a verdict invisible.
+fn own_sgr(params: &[u8]) -> bool {
+    params.split(|c| *c == b';').all(|p| {
+        matches!(
+            p,
+            b"" | b"0" | b"1" | b"2" | b"31" | b"32" | b"33" | b"35" | b"36"
+        )
+    })
 }
 
 /// A writer that filters what reaches `inner`. See the module docs.
@@ -44,7 +57,7 @@ impl<W: Write> TerminalSafe<W> {
                         p.push(b);
                         State::Csi(p)
                     }
-                    b'm' if p.iter().all(|c| c.is_ascii_digit() || *c == b';') => {
+                    b'm' if own_sgr(&p) => {
                         out.extend_from_slice(b"\x1b[");
                         out.extend_from_slice(&p);
                         out.push(b'm');
@@ -129,5 +142,12 @@ mod tests {
             "é ü".as_bytes(),
         ]);
         assert_eq!(out, "\x1b[1;31mfail\x1b[0m \x1b[H\x1b[2Jé ü".as_bytes());
+    }
+
+    /// Colours that hide text (conceal, black on black, a background) never pass.
+    #[test]
+    fn hiding_colours_are_dropped() {
+        let out = safe(&[b"a\x1b[8mFAIL\x1b[30;40mb\x1b[0;8mc\x1b[38;5;0md\x1b[33me"]);
+        assert_eq!(String::from_utf8_lossy(&out), "aFAILbcd\x1b[33me");
     }
 }
