@@ -1406,3 +1406,35 @@ fn hostile_statuses_and_replies_cannot_drive_the_operator_terminal() {
     );
     assert_eq!(o.status.code(), Some(1), "{out}");
 }
+
+/// Junk published on the topic of a command that already ran (retained, as an attacker on the
+/// broker would) is answered with the real record, not with a `rejected` that replaces it: a
+/// fresh subscriber still reads `successful`.
+#[test]
+fn junk_on_a_used_command_topic_keeps_the_real_outcome() {
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let _agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
+    status_of(&c, "b1");
+    let topic = "npu-fleet/b1/cmd/rescan/ran-1";
+    let p = init_payload("b1", "rescan", "ran-1", json!({}), now_s(), 60, None);
+    c.publish(topic, &p, true);
+    lifecycle(&c, topic, "successful");
+    for junk in [&b"not json"[..], br#"{"status":"init","board":"b1"}"#] {
+        c.publish(topic, junk, true);
+        let v = c
+            .wait_for(T, "the agent's answer to junk", |m| {
+                m.topic == topic && m.json()["replay_rejected"].is_string()
+            })
+            .json();
+        assert_eq!(v["status"], "successful", "{v}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let fresh = Client::connect(broker.port, &[topic]);
+    let v = fresh
+        .wait_for(T, "the retained record", |m| m.topic == topic)
+        .json();
+    assert_eq!(v["status"], "successful", "{v}");
+}
