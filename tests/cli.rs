@@ -398,7 +398,7 @@ fn board_text_never_drives_the_terminal() {
     .unwrap();
     std::fs::write(
         dir.path().join("boot/armbianEnv.txt"),
-        b"verbosity=1\nextraargs=cma=256M\x1b]52;c;Y3VybA==\x07\n",
+        b"verbosity=1\nextraargs=cma=256M\x1b]52;c;Y3VybA==\x07\x1b[2J\x1b[H\x1b[8m\n",
     )
     .ok();
     let root = dir.path().to_str().unwrap();
@@ -411,7 +411,16 @@ fn board_text_never_drives_the_terminal() {
     ] {
         let o = agent(&args);
         for (name, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
-            for bad in [&b"\x1b]"[..], b"\x07", b"\x1b[1A", b"\x1b[2K", b"\r"] {
+            for bad in [
+                &b"\x1b]"[..],
+                b"\x07",
+                b"\x1b[1A",
+                b"\x1b[2K",
+                b"\r",
+                b"\x1b[2J",
+                b"\x1b[H",
+                b"\x1b[8m",
+            ] {
                 assert!(
                     !bytes.windows(bad.len()).any(|w| w == bad),
                     "{args:?} {name} carries {bad:?}: {}",
