@@ -141,27 +141,29 @@ re!(
 );
 re!(re_bearer, r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+");
 
-/// Option names whose value is a secret (`--token X`, `--api-key=X`).
+/// Option names whose value is a secret (`--token X`, `--api-key=X`): every name the status's
+/// redaction knows ([`crate::secret::is_secret_name`], e.g. llama.cpp's `-hft`) and user names.
 fn secret_option(arg: &str) -> bool {
     let a = arg.trim_start_matches('-').to_ascii_lowercase();
     arg.starts_with('-')
-        && [
-            "token",
-            "password",
-            "passwd",
-            "secret",
-            "api-key",
-            "api_key",
-            "apikey",
-            "key",
-            "auth",
-            "username",
-            "user",
-            "pass",
-            "credentials",
-        ]
-        .iter()
-        .any(|k| a == *k || a.ends_with(&format!("-{k}")) || a.ends_with(&format!("_{k}")))
+        && (crate::secret::is_secret_name(arg)
+            || [
+                "token",
+                "password",
+                "passwd",
+                "secret",
+                "api-key",
+                "api_key",
+                "apikey",
+                "key",
+                "auth",
+                "username",
+                "user",
+                "pass",
+                "credentials",
+            ]
+            .iter()
+            .any(|k| a == *k || a.ends_with(&format!("-{k}")) || a.ends_with(&format!("_{k}"))))
 }
 
 impl Redactor {
@@ -736,6 +738,19 @@ mod tests {
         assert_eq!(
             out,
             "llama-server\0--api-key\0REDACTED\0--token=REDACTED\0-m\0/models/x.gguf\0--port\08080"
+        );
+    }
+
+    /// llama.cpp's short `-hft` and a secret-named option the status already hides are hidden
+    /// in a capture too (one list of secret names for both).
+    #[test]
+    fn short_token_options_are_hidden() {
+        let r = red_with(&[]);
+        let raw = b"llama-server\0-hf\0org/repo\0-hft\0hf_zq81\0--client-secret\0cs_zq82";
+        let out = String::from_utf8(r.cmdline(raw)).unwrap();
+        assert_eq!(
+            out,
+            "llama-server\0-hf\0org/repo\0-hft\0REDACTED\0--client-secret\0REDACTED"
         );
     }
 

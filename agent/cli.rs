@@ -200,8 +200,14 @@ pub fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    // Board-controlled text never drives the operator's terminal (see crate::term).
+    // Board-controlled text never drives the operator's terminal (see crate::term); only
+    // `fleet watch` may home the cursor and clear the screen, to redraw its table.
+    let args: Vec<String> = args.into_iter().collect();
+    let watch = args.iter().any(|a| a == "fleet") && args.iter().any(|a| a == "watch");
     let mut out = crate::term::TerminalSafe::new(out);
+    if watch {
+        out = out.with_redraw();
+    }
     let mut err = crate::term::TerminalSafe::new(err);
     let (out, err): (&mut dyn Write, &mut dyn Write) = (&mut out, &mut err);
     let cli = match Cli::try_parse_from(args) {

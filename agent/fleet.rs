@@ -8,6 +8,7 @@
 use crate::mqtt::command::{self, CmdStatus, InitMessage};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions};
 use crate::mqtt::{self, topics};
+use crate::report::clean;
 use rumqttc::v5::mqttbytes::QoS;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -355,14 +356,14 @@ async fn send_async(
                 }
                 let mut line = format!(
                     "{} {cmd_id} {}",
-                    t.board,
+                    clean(&t.board),
                     serde_json::to_value(l.status)
                         .ok()
                         .and_then(|v| v.as_str().map(str::to_string))
                         .unwrap_or_default()
                 );
                 if let Some(r) = &l.reason {
-                    line.push_str(&format!(": {r}"));
+                    line.push_str(&format!(": {}", clean(r)));
                 }
                 if let (CmdStatus::Successful, Some(res)) = (l.status, &l.result) {
                     line.push_str(&format!(" {}", compact_json(res)));
@@ -578,15 +579,17 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
         out.push_str(&format!(
             "{:<24} {:<8} {:<6} {:<14} {:>10} {:>6} {:<3} {:<20} {}
 ",
-            r.board,
-            r.availability,
-            r.health,
-            r.profile,
+            // Other boards' text is escaped here: a status cannot clear the screen, add rows
+            // or hide a column (the filter on stdout passes home/clear for this view's own use).
+            clean(&r.board),
+            clean(&r.availability),
+            clean(&r.health),
+            clean(&r.profile),
             cma,
             soc,
             uv,
-            whole_seconds(&r.last_seen),
-            worst
+            clean(&whole_seconds(&r.last_seen)),
+            clean(&worst)
         ));
     }
     out
@@ -809,5 +812,25 @@ mod tests {
         apply_status(&mut r, b"garbage");
         assert_eq!(r.health, "unparsable");
         assert!(render_rows(&[r]).contains("unparsable"));
+    }
+
+    /// A status from the broker cannot clear the watch screen, add a row or hide a column:
+    /// every board-provided cell is escaped before the table is drawn.
+    #[test]
+    fn hostile_status_cannot_draw_on_the_table() {
+        let mut r = BoardRow {
+            board: "b\x1b[2J\x1b[H".into(),
+            availability: "online\x1b[8m".into(),
+            ..BoardRow::default()
+        };
+        apply_status(&mut r, "{\"health\":\"ok\\u001b[2J\",\"profile\":\"p\\nevil-board online ok\",\
+            \"time\":\"t\\u001b[H\",\"findings\":[{\"id\":\"x\\u001b[8m\\u009b\",\"status\":\"fail\"}]}".as_bytes());
+        let table = render_rows(&[r]);
+        assert!(
+            !table.contains('\x1b') && !table.contains('\u{9b}'),
+            "{table:?}"
+        );
+        assert_eq!(table.lines().count(), 2, "{table}");
+        assert!(table.contains("x[8m fail"), "{table}");
     }
 }

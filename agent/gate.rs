@@ -389,7 +389,23 @@ impl Gate {
         let parsed = match command::parse(&self.policy, topic, payload) {
             Ok(p) => p,
             Err(Verdict::Ignore(why)) => return Admission::Ignored(why),
-            Err(Verdict::Reject(r)) => return reject(r),
+            Err(Verdict::Reject(r)) => {
+                // Junk on the topic of a used id: answer with the real record, never overwrite
+                // it with a rejection.
+                return match self.ledger.commands.get(&topic.cmd_id) {
+                    Some(e) if e.action == topic.action || e.action.is_empty() => {
+                        Admission::Replay {
+                            cmd,
+                            record: e.clone(),
+                            reason: format!(
+                                "cmd_id {:?} was already used (replay): {r}",
+                                topic.cmd_id
+                            ),
+                        }
+                    }
+                    _ => reject(r),
+                };
+            }
         };
         if let Some(e) = self.ledger.commands.get(&topic.cmd_id) {
             if e.payload_hash == parsed.payload_hash {
@@ -703,6 +719,24 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        // Junk or an unsigned init on the used id's topic: the record, not a rejection.
+        for junk in [
+            &b"not json"[..],
+            br#"{"status":"init","board":"b1","args":{}}"#,
+        ] {
+            match g.admit_command(&t, junk, NOW + 41) {
+                Admission::Replay { record, reason, .. } => {
+                    assert_eq!(record.status, CmdStatus::Successful);
+                    assert!(reason.contains("replay"), "{reason}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // The same junk on an unused id is a plain rejection.
+        assert!(matches!(
+            g.admit_command(&topic("b1", "set_cma", "c2"), b"not json", NOW + 41),
+            Admission::Rejected { .. }
+        ));
     }
 
     /// Item 1: unsigned traffic cannot evict a signed id inside its validity window.

@@ -155,6 +155,52 @@ pub fn is_secret_name(name: &str) -> bool {
     .any(|w| n.contains(w))
         || n == "key"
         || n.ends_with("-key")
+        // llama.cpp's short form of --hf-token.
+        || n == "hft"
+}
+
+/// A word with the credentials of any URL in it replaced: the `user:password@` part
+/// (`https://u:pw@host/m.gguf` -> `https://<redacted>@host/m.gguf`) and the value of a query
+/// parameter with a secret name (`?token=...`). Other text is kept as it is.
+pub fn redact_url(word: &str) -> String {
+    let Some(scheme_end) = word.find("://") else {
+        return word.to_string();
+    };
+    let (head, rest) = word.split_at(scheme_end + 3);
+    let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(auth_end);
+    let mut out = head.to_string();
+    match authority.rfind('@') {
+        Some(at) => {
+            out.push_str(REDACTED);
+            out.push_str(&authority[at..]);
+        }
+        None => out.push_str(authority),
+    }
+    match tail.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            let (query, frag) = match query.split_once('#') {
+                Some((q, f)) => (q, Some(f)),
+                None => (query, None),
+            };
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if is_secret_name(k) => format!("{k}={REDACTED}"),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            out.push_str(&pairs.join("&"));
+            if let Some(f) = frag {
+                out.push('#');
+                out.push_str(f);
+            }
+        }
+        None => out.push_str(tail),
+    }
+    out
 }
 
 /// A command line with every secret value replaced by [`REDACTED`]: the word after a secret
@@ -169,7 +215,8 @@ pub fn redact_argv(argv: &[String]) -> Vec<String> {
             out.push(REDACTED.to_string());
             continue;
         }
-        if let Some((name, _)) = word.split_once('=') {
+        // `NAME=VALUE` (an option or a variable; a URL's query is left to `redact_url`).
+        if let Some((name, _)) = word.split_once('=').filter(|(n, _)| !n.contains("://")) {
             if is_secret_name(name) {
                 out.push(format!("{name}={REDACTED}"));
                 continue;
@@ -177,7 +224,7 @@ pub fn redact_argv(argv: &[String]) -> Vec<String> {
         } else if word.starts_with('-') && is_secret_name(word) {
             hide_next = true;
         }
-        out.push(word.clone());
+        out.push(redact_url(word));
     }
     out
 }
@@ -204,5 +251,25 @@ mod redact_tests {
             "a key file path is not a secret: {r}"
         );
         assert!(r.contains("--api-key <redacted>"), "{r}");
+    }
+
+    /// URL credentials and llama.cpp's `-hft` never survive; the host and path do.
+    #[test]
+    fn urls_and_short_token_options_lose_their_secrets() {
+        let argv = v(
+            "llama-server -mu https://bob:pw9xq@models.example/q4.gguf?token=tk7z&x=1 \
+                      -hf org/repo -hft hf_short --model-url=http://u2:p2zz@h/m.gguf",
+        );
+        let r = redact_argv(&argv).join(" ");
+        for s in ["pw9xq", "bob", "tk7z", "hf_short", "p2zz", "u2:"] {
+            assert!(!r.contains(s), "{s} in {r}");
+        }
+        assert!(
+            r.contains("@models.example/q4.gguf?token=<redacted>&x=1"),
+            "{r}"
+        );
+        assert!(r.contains("-hf org/repo"), "{r}");
+        assert_eq!(redact_url("no url here"), "no url here");
+        assert_eq!(redact_url("https://h/p"), "https://h/p");
     }
 }

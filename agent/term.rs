@@ -2,8 +2,10 @@
 //! (model strings, finding ids, log lines, file names, a fleet's statuses) cannot drive an
 //! operator's terminal. It drops C0 control characters other than newline and tab, DEL, C1
 //! controls (U+0080..U+009F), and every escape sequence except the three the agent writes
-//! itself: SGR colours (`ESC [ digits/; m`), cursor home (`ESC [ H`) and clear screen
-//! (`ESC [ 2 J`). JSON output is unaffected (serde escapes control characters inside strings).
+//! itself: SGR colours (`ESC [ digits/; m`, only the codes the agent uses: no conceal, no
+//! black or background colour), and, for `fleet watch` only ([`TerminalSafe::with_redraw`]),
+//! cursor home (`ESC [ H`) and clear screen (`ESC [ 2 J`). JSON output is unaffected (serde
+//! escapes control characters inside strings).
 
 use std::io::{self, Write};
 
@@ -15,11 +17,24 @@ enum State {
     C2,
 }
 
+/// SGR parameters the agent's own colours use (reset, bold, dim, red, green, yellow, magenta,
+/// cyan). Anything else — conceal (`8`), black or background colours that hide text — is
+/// dropped, so board text cannot make a verdict invisible.
+fn own_sgr(params: &[u8]) -> bool {
+    params.split(|c| *c == b';').all(|p| {
+        matches!(
+            p,
+            b"" | b"0" | b"1" | b"2" | b"31" | b"32" | b"33" | b"35" | b"36"
+        )
+    })
+}
+
 /// A writer that filters what reaches `inner`. See the module docs.
 #[derive(Debug)]
 pub struct TerminalSafe<W: Write> {
     inner: W,
     state: State,
+    redraw: bool,
 }
 
 impl<W: Write> TerminalSafe<W> {
@@ -28,7 +43,16 @@ impl<W: Write> TerminalSafe<W> {
         TerminalSafe {
             inner,
             state: State::Normal,
+            redraw: false,
         }
+    }
+
+    /// Also lets cursor home and clear screen through: only for `fleet watch`, which redraws its
+    /// table (and escapes the boards' text itself). Every other command drops them, so a boot
+    /// file or a model string cannot wipe what the operator is reading.
+    pub fn with_redraw(mut self) -> Self {
+        self.redraw = true;
+        self
     }
 
     fn filter(&mut self, buf: &[u8]) -> Vec<u8> {
@@ -44,17 +68,17 @@ impl<W: Write> TerminalSafe<W> {
                         p.push(b);
                         State::Csi(p)
                     }
-                    b'm' if p.iter().all(|c| c.is_ascii_digit() || *c == b';') => {
+                    b'm' if own_sgr(&p) => {
                         out.extend_from_slice(b"\x1b[");
                         out.extend_from_slice(&p);
                         out.push(b'm');
                         State::Normal
                     }
-                    b'H' if p.is_empty() => {
+                    b'H' if p.is_empty() && self.redraw => {
                         out.extend_from_slice(b"\x1b[H");
                         State::Normal
                     }
-                    b'J' if p == b"2" => {
+                    b'J' if p == b"2" && self.redraw => {
                         out.extend_from_slice(b"\x1b[2J");
                         State::Normal
                     }
@@ -105,7 +129,7 @@ mod tests {
     use super::*;
 
     fn safe(parts: &[&[u8]]) -> Vec<u8> {
-        let mut w = TerminalSafe::new(Vec::new());
+        let mut w = TerminalSafe::new(Vec::new()).with_redraw();
         for p in parts {
             w.write_all(p).unwrap();
         }
@@ -129,5 +153,20 @@ mod tests {
             "é ü".as_bytes(),
         ]);
         assert_eq!(out, "\x1b[1;31mfail\x1b[0m \x1b[H\x1b[2Jé ü".as_bytes());
+    }
+
+    /// Outside `fleet watch`, home and clear screen are dropped too.
+    #[test]
+    fn no_redraw_outside_watch() {
+        let mut w = TerminalSafe::new(Vec::new());
+        w.write_all(b"a\x1b[H\x1b[2Jb\x1b[1;31mc").unwrap();
+        assert_eq!(w.inner, b"ab\x1b[1;31mc");
+    }
+
+    /// Colours that hide text (conceal, black on black, a background) never pass.
+    #[test]
+    fn hiding_colours_are_dropped() {
+        let out = safe(&[b"a\x1b[8mFAIL\x1b[30;40mb\x1b[0;8mc\x1b[38;5;0md\x1b[33me"]);
+        assert_eq!(String::from_utf8_lossy(&out), "aFAILbcd\x1b[33me");
     }
 }

@@ -398,7 +398,7 @@ fn board_text_never_drives_the_terminal() {
     .unwrap();
     std::fs::write(
         dir.path().join("boot/armbianEnv.txt"),
-        b"verbosity=1\nextraargs=cma=256M\x1b]52;c;Y3VybA==\x07\n",
+        b"verbosity=1\nextraargs=cma=256M\x1b]52;c;Y3VybA==\x07\x1b[2J\x1b[H\x1b[8m\n",
     )
     .ok();
     let root = dir.path().to_str().unwrap();
@@ -411,7 +411,16 @@ fn board_text_never_drives_the_terminal() {
     ] {
         let o = agent(&args);
         for (name, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
-            for bad in [&b"\x1b]"[..], b"\x07", b"\x1b[1A", b"\x1b[2K", b"\r"] {
+            for bad in [
+                &b"\x1b]"[..],
+                b"\x07",
+                b"\x1b[1A",
+                b"\x1b[2K",
+                b"\r",
+                b"\x1b[2J",
+                b"\x1b[H",
+                b"\x1b[8m",
+            ] {
                 assert!(
                     !bytes.windows(bad.len()).any(|w| w == bad),
                     "{args:?} {name} carries {bad:?}: {}",
@@ -419,5 +428,47 @@ fn board_text_never_drives_the_terminal() {
                 );
             }
         }
+    }
+}
+
+/// Credentials on a workload's command line — `-mu https://user:password@host/...`, llama.cpp's
+/// short `-hft TOKEN`, `--api-key` — appear in no finding (text or JSON) and in no redacted
+/// capture.
+#[test]
+fn workload_credentials_reach_no_finding_and_no_capture() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(Path::new(&case("own-x86-moe-no-ot-ngl99")), dir.path());
+    std::fs::write(
+        dir.path().join("proc/4242/cmdline"),
+        b"/opt/llama-server\0-mu\0https://bob:pwZq81@models.example/q.gguf?token=tkZq82&x=1\0\
+          -hft\0hfZq83\0--api-key\0akZq84\0-ngl\099\0",
+    )
+    .unwrap();
+    let root = dir.path().to_str().unwrap();
+    let secrets = ["pwZq81", "tkZq82", "hfZq83", "akZq84", "bob:"];
+    for format in ["text", "json"] {
+        let o = agent(&["check", "--root", root, "--format", format]);
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(all.contains("models.example/q.gguf"), "{all}");
+        for s in secrets {
+            assert!(!all.contains(s), "check --format {format} leaks {s}: {all}");
+        }
+    }
+    let out = dir.path().join("bundle.tar.gz");
+    let o = agent(&["capture", "--root", root, "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut bytes = Vec::new();
+    use std::io::Read;
+    flate2::read::GzDecoder::new(std::fs::File::open(&out).unwrap())
+        .read_to_end(&mut bytes)
+        .unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.contains("-hft"), "the bundle holds the command line");
+    for s in secrets {
+        assert!(!text.contains(s), "the capture leaks {s}");
     }
 }

@@ -1340,3 +1340,101 @@ fn command_path_attacks_hold_against_a_real_broker() {
     assert!(agent.is_running());
     eprintln!("attacks: command-path tried={tried} held={tried}");
 }
+
+/// A board (or anyone on the broker) cannot drive the operator's terminal through `fleet watch`
+/// or `fleet send`: a status and a command reply carrying conceal, clear-screen, cursor-home
+/// and a newline with a fake row reach the output escaped.
+#[test]
+fn hostile_statuses_and_replies_cannot_drive_the_operator_terminal() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let broker = Broker::start();
+    let url = broker.url();
+    let c = Client::connect(broker.port, &["npu-fleet/evil/cmd/#"]);
+    c.publish("npu-fleet/evil/availability", b"online\x1b[8m", true);
+    c.publish(
+        "npu-fleet/evil/status",
+        json!({"health": "ok\u{1b}[2J\u{1b}[H", "profile": "p\nfake-board online ok",
+               "model": "m\u{1b}[30;40m", "time": "t", "session": 1,
+               "findings": [{"id": "cma.free\u{1b}[8m", "status": "fail"}]})
+        .to_string()
+        .as_bytes(),
+        true,
+    );
+    let bad: [&[u8]; 5] = [b"\x1b[8m", b"\x1b[2J", b"\x1b[H", b"\x1b[30", b"\x1b[1A"];
+    let clean = |what: &str, text: &str| {
+        for b in bad {
+            let b = String::from_utf8_lossy(b);
+            assert!(!text.contains(b.as_ref()), "{what} carries {b:?}: {text:?}");
+        }
+    };
+    let (code, out, err) = run_cli(&["fleet", "watch", "--broker", &url, "--once"], &[]);
+    assert_eq!(code, 0, "{err}");
+    clean("fleet watch", &out);
+    assert!(out.contains("cma.free[8m fail"), "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.contains("online")).count(),
+        1,
+        "{out}"
+    );
+    // fleet send: the "board" answers the init with a hostile reason.
+    let child = Command::new(agent_bin())
+        .args([
+            "fleet", "send", "rescan", "--board", "evil", "--broker", &url, "--wait", "10",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let init = c.wait_for(T, "the init of fleet send", |m| {
+        m.json()["status"] == "init"
+    });
+    c.publish(
+        &init.topic,
+        json!({"status": "rejected", "reason": "no\u{1b}[8m hidden\u{1b}[2J\u{1b}[Hfake successful"})
+            .to_string()
+            .as_bytes(),
+        true,
+    );
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    clean("fleet send", &out);
+    assert!(
+        out.contains("rejected: no[8m hidden[2J[Hfake successful"),
+        "{out}"
+    );
+    assert_eq!(o.status.code(), Some(1), "{out}");
+}
+
+/// Junk published on the topic of a command that already ran (retained, as an attacker on the
+/// broker would) is answered with the real record, not with a `rejected` that replaces it: a
+/// fresh subscriber still reads `successful`.
+#[test]
+fn junk_on_a_used_command_topic_keeps_the_real_outcome() {
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let _agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
+    status_of(&c, "b1");
+    let topic = "npu-fleet/b1/cmd/rescan/ran-1";
+    let p = init_payload("b1", "rescan", "ran-1", json!({}), now_s(), 60, None);
+    c.publish(topic, &p, true);
+    lifecycle(&c, topic, "successful");
+    for junk in [&b"not json"[..], br#"{"status":"init","board":"b1"}"#] {
+        c.publish(topic, junk, true);
+        let v = c
+            .wait_for(T, "the agent's answer to junk", |m| {
+                m.topic == topic && m.json()["replay_rejected"].is_string()
+            })
+            .json();
+        assert_eq!(v["status"], "successful", "{v}");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let fresh = Client::connect(broker.port, &[topic]);
+    let v = fresh
+        .wait_for(T, "the retained record", |m| m.topic == topic)
+        .json();
+    assert_eq!(v["status"], "successful", "{v}");
+}

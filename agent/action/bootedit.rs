@@ -876,7 +876,8 @@ fn bare_cma_overlay(lines: &[Line]) -> Option<usize> {
 }
 
 /// Unified-style hunks between two texts (one hunk around the changed region, one line of
-/// context each side). Lines are shown without their endings.
+/// context each side). Lines are shown without their endings, control characters escaped
+/// (`\u{1b}`).
 pub fn diff_hunks(old: &str, new: &str) -> String {
     let a: Vec<&str> = old.split_inclusive('\n').collect();
     let b: Vec<&str> = new.split_inclusive('\n').collect();
@@ -897,7 +898,21 @@ pub fn diff_hunks(old: &str, new: &str) -> String {
     let start = prefix - ctx_before;
     let a_end = a.len() - suffix + ctx_after;
     let b_end = b.len() - suffix + ctx_after;
-    let show = |l: &str| l.trim_end_matches('\n').trim_end_matches('\r').to_string();
+    // A boot file is board text: a control character (an escape sequence that would clear the
+    // operator's screen or move the cursor) is shown as `\u{1b}`, visible and inert.
+    let show = |l: &str| {
+        l.trim_end_matches('\n')
+            .trim_end_matches('\r')
+            .chars()
+            .map(|c| {
+                if c.is_control() && c != '\t' {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+    };
     let range = |start: usize, len: usize| {
         if len == 0 {
             format!("{start},0")
@@ -939,6 +954,20 @@ mod tests {
 
     fn size(s: &str) -> CmaSize {
         parse_cma_size(s).unwrap()
+    }
+
+    /// Escape sequences in a boot file reach the diff as visible, inert text.
+    #[test]
+    fn diff_escapes_control_characters() {
+        let d = diff_hunks(
+            "a\n\x1b[2J\x1b[Hcma=64M\x1b[8m\tx\n",
+            "a\n\x1b[2J\x1b[Hcma=128M\x1b[8m\tx\n",
+        );
+        assert!(!d.contains('\x1b'), "{d:?}");
+        assert!(
+            d.contains("-\\u{1b}[2J\\u{1b}[Hcma=64M\\u{1b}[8m\tx\n"),
+            "{d}"
+        );
     }
 
     #[test]

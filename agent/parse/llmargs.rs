@@ -273,7 +273,10 @@ pub fn parse_llm_args(argv: &[String]) -> LlmArgs {
         }
         match flag {
             "-m" | "--model" => a.model = value.clone(),
-            "-hf" | "-hfr" | "--hf-repo" | "-mu" | "--model-url" => a.remote_model = value.clone(),
+            "-hf" | "-hfr" | "--hf-repo" | "-mu" | "--model-url" => {
+                // Named in findings: a URL's credentials stay on the board.
+                a.remote_model = value.as_deref().map(crate::secret::redact_url)
+            }
             "-ot" | "--override-tensor" => {
                 if let Some(v) = &value {
                     for piece in v.split(',') {
