@@ -1020,7 +1020,16 @@ fn the_mqtt_311_fallback_link_publishes_and_receives() {
                 b"hello".to_vec(),
             )
             .unwrap();
-        std::thread::sleep(Duration::from_millis(200));
+        // Let the link's task send SUBSCRIBE and PUBLISH (a blocking sleep here would stall it on
+        // this one-thread runtime): the observer seeing the retained status proves both reached
+        // the broker, in that order, so the subscription is in place.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut seen = false;
+        while !seen && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            seen = observer.drain().iter().any(|m| m.topic == "v311/status");
+        }
+        assert!(seen, "the 3.1.1 link's publish never reached the broker");
         // A 200 KB message on a subscribed topic is within the 3.1.1 limit: delivered, no wedge.
         observer.publish("v311/cmd/big", &vec![b'x'; 200_000], false);
         observer.publish("v311/cmd/small", b"after", false);
