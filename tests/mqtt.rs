@@ -1024,12 +1024,16 @@ fn the_mqtt_311_fallback_link_publishes_and_receives() {
         // this one-thread runtime): the observer seeing the retained status proves both reached
         // the broker, in that order, so the subscription is in place.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let mut seen = false;
-        while !seen && std::time::Instant::now() < deadline {
+        let mut status = None;
+        while status.is_none() && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            seen = observer.drain().iter().any(|m| m.topic == "v311/status");
+            status = observer
+                .drain()
+                .into_iter()
+                .find(|m| m.topic == "v311/status");
         }
-        assert!(seen, "the 3.1.1 link's publish never reached the broker");
+        let status = status.expect("the 3.1.1 link's publish never reached the broker");
+        assert_eq!(status.text(), "hello");
         // A 200 KB message on a subscribed topic is within the 3.1.1 limit: delivered, no wedge.
         observer.publish("v311/cmd/big", &vec![b'x'; 200_000], false);
         observer.publish("v311/cmd/small", b"after", false);
@@ -1048,8 +1052,6 @@ fn the_mqtt_311_fallback_link_publishes_and_receives() {
         );
         link.abort();
     });
-    let m = observer.wait_for(T, "the 3.1.1 publish", |m| m.topic == "v311/status");
-    assert_eq!(m.text(), "hello");
     // Aborted without DISCONNECT: the broker sends the 3.1.1 last will.
     let w = observer.wait_for(Duration::from_secs(20), "last will", |m| {
         m.topic == "v311/availability"
