@@ -663,7 +663,9 @@ async fn watch_async(
             let before = known.len();
             known.extend(pass_seen.iter().cloned());
             let settled = pass_seen.len() == known.len() && known.len() == before;
-            if known.is_empty() || (passes >= 2 && settled) {
+            // A broker that does not re-send retained messages on a repeated subscription
+            // (an empty later pass) cannot be checked this way; its first pass stands.
+            if known.is_empty() || (passes >= 2 && (settled || pass_seen.is_empty())) {
                 status_done = true;
             } else if passes >= MAX_STATUS_PASSES {
                 status_done = true;
