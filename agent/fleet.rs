@@ -280,6 +280,15 @@ async fn send_async(
                     format!(" (last connection error: {last_error})")
                 }
             );
+            if sent {
+                let _ = writeln!(
+                    err,
+                    "npu-agent: the command is cleared now, but a board that still answers \
+                     later leaves its final state retained on {reply_filter}; clear it with \
+                     `mosquitto_pub -h HOST -p PORT -r -n -t '<that topic>'` (an empty \
+                     retained message)"
+                );
+            }
             break;
         }
         let ev =
@@ -366,7 +375,7 @@ async fn send_async(
                     line.push_str(&format!(": {}", clean(r)));
                 }
                 if let (CmdStatus::Successful, Some(res)) = (l.status, &l.result) {
-                    line.push_str(&format!(" {}", compact_json(res)));
+                    line.push_str(&format!(" {res}"));
                 }
                 let _ = writeln!(out, "{line}");
                 if l.status.is_final() {
@@ -440,15 +449,6 @@ fn unknown_target(a: &SendArgs) -> String {
              (check --topic-root and the agents' [mqtt] url and topic_root)",
             a.broker
         ),
-    }
-}
-
-fn compact_json(v: &Value) -> String {
-    let s = v.to_string();
-    if s.len() > 300 {
-        format!("{}…", s.chars().take(300).collect::<String>())
-    } else {
-        s
     }
 }
 
@@ -643,15 +643,59 @@ async fn watch_async(
     let mut connected = false;
     let mut last_error = String::new();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
+    let mut availability_subscribed = false;
+    // Retained-status passes: boards in this pass, in every pass, the pass number.
+    let mut pass_seen: std::collections::BTreeSet<String> = Default::default();
+    let mut known: std::collections::BTreeSet<String> = Default::default();
+    let mut passes = 1u32;
+    let mut status_done = false;
+    let mut incomplete_passes: Option<(u32, usize, usize)> = None;
+    let mut timed_out = false;
     let tty = std::io::stdout().is_terminal();
     loop {
-        // --once: done when retained delivery went quiet (or nothing came at all).
+        // Retained delivery of one leaf is over when it went quiet (or nothing came at all).
+        let quiet = match last_retained {
+            Some(t) => t.elapsed() > Duration::from_millis(300),
+            None => connected_at.is_some_and(|t| t.elapsed() > Duration::from_millis(1500)),
+        };
+        if quiet && connected && !status_done {
+            // One pass of retained statuses is over. A broker that drops messages for a slow
+            // client (mosquitto: "Outgoing messages are being dropped") cuts passes short by
+            // different amounts; the list counts as complete once a pass (a new subscription
+            // re-sends every retained status) delivers every board seen so far and no new one.
+            let before = known.len();
+            known.extend(pass_seen.iter().cloned());
+            let settled = pass_seen.len() == known.len() && known.len() == before;
+            // A broker that does not re-send retained messages on a repeated subscription
+            // (an empty later pass) cannot be checked this way; its first pass stands.
+            if known.is_empty() || (passes >= 2 && (settled || pass_seen.is_empty())) {
+                status_done = true;
+            } else if passes >= MAX_STATUS_PASSES {
+                status_done = true;
+                incomplete_passes = Some((passes, pass_seen.len(), known.len()));
+            } else {
+                passes += 1;
+                pass_seen.clear();
+                let _ = link
+                    .client
+                    .try_subscribe(format!("{root}/+/status"), QoS::AtLeastOnce);
+                connected_at = Some(Instant::now());
+                last_retained = None;
+                continue;
+            }
+        }
+        if quiet && connected && status_done && !availability_subscribed {
+            let _ = link
+                .client
+                .try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
+            availability_subscribed = true;
+            connected_at = Some(Instant::now());
+            last_retained = None;
+            continue;
+        }
         if a.once {
-            let quiet = match last_retained {
-                Some(t) => t.elapsed() > Duration::from_millis(300),
-                None => connected_at.is_some_and(|t| t.elapsed() > Duration::from_millis(1500)),
-            };
             if quiet || started.elapsed() > Duration::from_secs(30) {
+                timed_out = !quiet;
                 break;
             }
             if !connected && link_started.elapsed() > Duration::from_secs(10) {
@@ -679,14 +723,18 @@ async fn watch_async(
             Some(LinkEvent::Connected { .. }) => {
                 connected = true;
                 connected_at = Some(Instant::now());
-                // QoS 0: a state topic needs only the latest value, and brokers cap the QoS 1
-                // queue per client (mosquitto: 1000), which would cut a large fleet short.
+                last_retained = None;
+                passes = 1;
+                pass_seen.clear();
+                status_done = false;
+                // QoS 1, one leaf at a time: with MQTT 5 the operator link announces a Receive
+                // Maximum of 65535, so mosquitto keeps that many retained statuses in flight
+                // instead of queueing 1000 and dropping the rest. Availability follows when
+                // the statuses are complete (see the passes below).
                 let _ = link
                     .client
-                    .try_subscribe(format!("{root}/+/status"), QoS::AtMostOnce);
-                let _ = link
-                    .client
-                    .try_subscribe(format!("{root}/+/availability"), QoS::AtMostOnce);
+                    .try_subscribe(format!("{root}/+/status"), QoS::AtLeastOnce);
+                availability_subscribed = false;
             }
             Some(LinkEvent::Disconnected { reason, .. }) => last_error = reason,
             Some(LinkEvent::SessionTakenOver { reason }) => last_error = reason,
@@ -700,6 +748,9 @@ async fn watch_async(
                     last_retained = last_msg;
                 }
                 if let Some(b) = topics::parse_board_leaf(root, &topic, "status") {
+                    if retain && !payload.is_empty() {
+                        pass_seen.insert(b.to_string());
+                    }
                     let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow {
                         board: b.to_string(),
                         availability: "unknown".into(),
@@ -758,22 +809,80 @@ async fn watch_async(
             a.broker
         );
     }
+    let dropped = link.dropped.load(std::sync::atomic::Ordering::Relaxed);
+    let incomplete = incomplete_reason(incomplete_passes, timed_out, dropped);
     if a.json {
+        let mut doc = json!({"boards": list, "incomplete": incomplete.is_some()});
+        if let Some(r) = &incomplete {
+            doc["incomplete_reason"] = json!(r);
+        }
         let _ = writeln!(
             out,
             "{}",
-            serde_json::to_string_pretty(&json!({"boards": list})).unwrap_or_default()
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
         );
     } else {
         let _ = write!(out, "{}", render_rows(&list));
     }
     link.shutdown(Duration::from_millis(500)).await;
-    EXIT_OK
+    match incomplete {
+        Some(r) if a.once => {
+            let _ = writeln!(err, "npu-agent: the board list is INCOMPLETE: {r}");
+            EXIT_FAILED
+        }
+        _ => EXIT_OK,
+    }
+}
+
+/// Retained-status passes `fleet watch --once` makes at most before it calls the list incomplete.
+pub const MAX_STATUS_PASSES: u32 = 5;
+
+/// Why a `fleet watch --once` list is incomplete, or `None`. `passes`: (passes made, boards in
+/// the last pass, boards in all passes together) when no pass delivered every board seen;
+/// `timed_out`: the 30 s limit was reached while retained messages still came; `dropped`:
+/// messages lost inside this process (never with the operator's lossless link).
+pub fn incomplete_reason(
+    passes: Option<(u32, usize, usize)>,
+    timed_out: bool,
+    dropped: u64,
+) -> Option<String> {
+    let mut why = Vec::new();
+    if let Some((n, last, all)) = passes {
+        why.push(format!(
+            "the broker dropped retained statuses: {n} passes over <root>/+/status never \
+             delivered every board (last pass {last}, all passes together {all}); mosquitto drops \
+             what a client has not read beyond max_queued_messages (default 1000): set \
+             max_queued_messages 0 (or above twice the number of boards) on the broker"
+        ));
+    }
+    if timed_out {
+        why.push("retained messages were still arriving after 30 s".to_string());
+    }
+    if dropped > 0 {
+        why.push(format!(
+            "{dropped} messages were dropped inside fleet watch"
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_incomplete_list_says_why() {
+        assert_eq!(incomplete_reason(None, false, 0), None);
+        let why = incomplete_reason(Some((5, 5049, 5134)), true, 0).unwrap();
+        assert!(
+            why.contains("5 passes")
+                && why.contains("last pass 5049")
+                && why.contains("together 5134")
+                && why.contains("max_queued_messages")
+                && why.contains("30 s"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn args_parse() {

@@ -1,6 +1,6 @@
 //! Fleet scale (printed, not asserted): `fleet watch --once --format json` over many retained
 //! compact statuses on one mosquitto with its default limits (`max_queued_messages 1000`), on
-//! loopback; wall time, peak memory (VmHWM) of the `fleet watch` process, boards listed; and the
+//! loopback, and again with `max_queued_messages 0`; wall time, peak memory (VmHWM) of the `fleet watch` process, boards listed; and the
 //! size of one status in the full and the compact form.
 //!
 //! Run: `cargo bench --bench fleet_scale` (needs mosquitto); `NPU_BENCH_BOARDS` sets the count
@@ -40,88 +40,94 @@ fn main() {
         compact.len()
     );
 
-    let broker = Broker::start(); // mosquitto defaults: max_queued_messages 1000
-    let c = Client::connect(broker.port, &[]);
-    let body = String::from_utf8(compact).unwrap();
-    let id = format!("\"board_id\":\"{}\"", report.board_id);
-    let t0 = Instant::now();
-    for i in 0..n {
-        c.publish(
-            &format!("npu-fleet/bench-{i:06}/status"),
-            body.replace(&id, &format!("\"board_id\":\"bench-{i:06}\""))
-                .as_bytes(),
-            true,
-        );
-    }
-    let last = format!("npu-fleet/bench-{:06}/status", n - 1);
-    let probe = Client::connect(broker.port, &[&last]);
-    probe.wait_for(Duration::from_secs(600), "the last retained status", |m| {
-        m.topic == last
-    });
-    println!(
-        "published {n} retained compact statuses in {:.1} s",
-        t0.elapsed().as_secs_f64()
-    );
-    let t0 = Instant::now();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_npu-agent"))
-        .args([
-            "fleet",
-            "watch",
-            "--broker",
-            &broker.url(),
-            "--once",
-            "--format",
-            "json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    // VmHWM is the peak resident set; read it until the process ends.
-    let reader = std::thread::spawn(move || {
-        let mut peak_kb = 0u64;
-        while let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-            if let Some(v) = s
-                .lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-            {
-                peak_kb = peak_kb.max(v);
-            }
-            if s.contains("State:\tZ") {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
+    // mosquitto defaults (max_queued_messages 1000), then with the per-client queue lifted.
+    for (limits, extra) in [
+        ("mosquitto defaults", ""),
+        ("max_queued_messages 0", "max_queued_messages 0"),
+    ] {
+        let broker = Broker::start_with(free_port(), extra);
+        let c = Client::connect(broker.port, &[]);
+        let body = String::from_utf8(compact.clone()).unwrap();
+        let id = format!("\"board_id\":\"{}\"", report.board_id);
+        let t0 = Instant::now();
+        for i in 0..n {
+            c.publish(
+                &format!("npu-fleet/bench-{i:06}/status"),
+                body.replace(&id, &format!("\"board_id\":\"bench-{i:06}\""))
+                    .as_bytes(),
+                true,
+            );
         }
-        peak_kb
-    });
-    let mut stdout = Vec::new();
-    let mut stderr = String::new();
-    use std::io::Read;
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_end(&mut stdout)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    let status = child.wait().unwrap();
-    let took = t0.elapsed();
-    let peak_kb = reader.join().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&stdout).unwrap_or_default();
-    println!(
-        "fleet watch --once over {n} retained compact statuses (mosquitto defaults): {:.2} s, peak RSS {:.1} MB, {} boards listed, exit {}{}",
+        let last = format!("npu-fleet/bench-{:06}/status", n - 1);
+        let probe = Client::connect(broker.port, &[&last]);
+        probe.wait_for(Duration::from_secs(600), "the last retained status", |m| {
+            m.topic == last
+        });
+        println!(
+            "published {n} retained compact statuses in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+        let t0 = Instant::now();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+            .args([
+                "fleet",
+                "watch",
+                "--broker",
+                &broker.url(),
+                "--once",
+                "--format",
+                "json",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // VmHWM is the peak resident set; read it until the process ends.
+        let reader = std::thread::spawn(move || {
+            let mut peak_kb = 0u64;
+            while let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                if let Some(v) = s
+                    .lines()
+                    .find(|l| l.starts_with("VmHWM:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+                {
+                    peak_kb = peak_kb.max(v);
+                }
+                if s.contains("State:\tZ") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak_kb
+        });
+        let mut stdout = Vec::new();
+        let mut stderr = String::new();
+        use std::io::Read;
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_end(&mut stdout)
+            .unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        let status = child.wait().unwrap();
+        let took = t0.elapsed();
+        let peak_kb = reader.join().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&stdout).unwrap_or_default();
+        println!(
+        "fleet watch --once over {n} retained compact statuses ({limits}): {:.2} s, peak RSS {:.1} MB, {} boards listed, exit {}{}",
         took.as_secs_f64(),
         peak_kb as f64 / 1024.0,
         v["boards"].as_array().map(|a| a.len()).unwrap_or(0),
         status.code().unwrap_or(-1),
         if stderr.is_empty() { String::new() } else { format!("; stderr: {}", stderr.trim()) }
     );
+    }
 }

@@ -1449,3 +1449,79 @@ fn junk_on_a_used_command_topic_keeps_the_real_outcome() {
         .json();
     assert_eq!(v["status"], "successful", "{v}");
 }
+
+/// Publishes `n` retained statuses of about 1.3 KB (`fleet-0000`...) and waits for the last.
+fn fill_statuses(broker: &Broker, n: usize) {
+    let c = Client::connect(broker.port, &[]);
+    let pad = "x".repeat(1200);
+    for i in 0..n {
+        let body = json!({"health": "pass", "board_id": format!("fleet-{i:04}"),
+            "profile": "rk3588-rknpu", "model": "ROCK 5B", "session": 1,
+            "metrics": {"cma_free_bytes": 1 << 20}, "note": pad});
+        c.publish(
+            &format!("npu-fleet/fleet-{i:04}/status"),
+            body.to_string().as_bytes(),
+            true,
+        );
+    }
+    let last = format!("npu-fleet/fleet-{:04}/status", n - 1);
+    let probe = Client::connect(broker.port, &[&last]);
+    probe.wait_for(T, "the last retained status", |m| m.topic == last);
+}
+
+#[test]
+fn fleet_watch_once_lists_every_board_or_says_the_list_is_incomplete() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    const N: usize = 3000;
+    // mosquitto with its default limits (max_queued_messages 1000).
+    let broker = Broker::start();
+    fill_statuses(&broker, N);
+    let url = broker.url();
+    let (code, out, err) = run_cli(
+        &[
+            "fleet", "watch", "--broker", &url, "--once", "--format", "json",
+        ],
+        &[],
+    );
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let boards = v["boards"].as_array().unwrap();
+    assert!(boards
+        .iter()
+        .all(|b| b["board"].as_str().unwrap().starts_with("fleet-") && b["health"] == "pass"));
+    if v["incomplete"] == true {
+        // Said plainly: exit 1, the reason on stderr and in the JSON.
+        assert_eq!(code, 1, "{err}");
+        assert!(boards.len() < N, "{} boards yet incomplete", boards.len());
+        assert!(
+            err.contains("INCOMPLETE") && err.contains("max_queued_messages"),
+            "{err}"
+        );
+        assert!(v["incomplete_reason"].as_str().unwrap().contains("dropped"));
+    } else {
+        assert_eq!(v["incomplete"], false, "{out}");
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(boards.len(), N, "complete list has every board");
+        assert_eq!(boards[N - 1]["board"], format!("fleet-{:04}", N - 1));
+    }
+    // With the per-client queue lifted, as the README says, every board arrives.
+    let broker = Broker::start_with(free_port(), "max_queued_messages 0");
+    fill_statuses(&broker, N);
+    let (code, out, err) = run_cli(
+        &[
+            "fleet",
+            "watch",
+            "--broker",
+            &broker.url(),
+            "--once",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["incomplete"], false);
+    assert_eq!(v["boards"].as_array().unwrap().len(), N);
+}

@@ -382,6 +382,12 @@ fn options(o: &LinkOptions) -> MqttOptions {
     m.set_max_packet_size(Some(o.max_incoming_packet_bytes));
     m.set_request_channel_capacity(256);
     m.set_outgoing_inflight_upper_limit(32);
+    if o.lossless {
+        // Operator tools: let the broker have every QoS 1 delivery in flight at once (mosquitto
+        // otherwise uses max_inflight_messages, 20, and queues at most max_queued_messages, 1000,
+        // dropping the rest of a large retained burst).
+        m.set_receive_maximum(Some(u16::MAX));
+    }
     if let Some((u, p)) = &o.credentials {
         m.set_credentials(u.clone(), p.clone());
     }
