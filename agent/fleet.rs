@@ -638,6 +638,9 @@ async fn watch_async(
     let mut last_msg: Option<Instant> = None;
     // --once: when the last retained message came (live traffic does not extend the wait).
     let mut last_retained: Option<Instant> = None;
+    // Retained statuses received at all (live ones do not show that the broker delivers retained
+    // messages to this wildcard subscription).
+    let mut retained_statuses: usize = 0;
     let mut fell_back = false;
     let mut connected_at: Option<Instant> = None;
     let mut connected = false;
@@ -750,6 +753,7 @@ async fn watch_async(
                 if let Some(b) = topics::parse_board_leaf(root, &topic, "status") {
                     if retain && !payload.is_empty() {
                         pass_seen.insert(b.to_string());
+                        retained_statuses += 1;
                     }
                     let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow {
                         board: b.to_string(),
@@ -786,7 +790,7 @@ async fn watch_async(
             last_draw = Instant::now();
         }
     }
-    if a.once && rows.is_empty() && fell_back {
+    if a.once && retained_statuses == 0 && fell_back {
         let _ = writeln!(
             err,
             "npu-agent: no retained status arrived from {} over MQTT 3.1.1. Brokers that refuse \
