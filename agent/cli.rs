@@ -5,6 +5,7 @@ use crate::profile;
 use crate::report::{render_text, Style};
 use crate::root::SysRoot;
 use clap::{Parser, Subcommand, ValueEnum};
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -36,8 +37,9 @@ pub enum Command {
         action: ProfilesAction,
     },
     /// Compact memory now (sync, optionally drop the page cache, compact_memory=1) and show
-    /// CmaFree, MemFree, buddyinfo and compaction counters before and after. Exit 0 done,
-    /// 1 refused or failed.
+    /// CmaFree, MemFree, buddyinfo and compaction counters before and after. Passes the gate
+    /// ([actions] disabled in the config under --root). Exit 0 done, 1 refused or failed, 2
+    /// usage or config error.
     Compact(CompactArgs),
     /// The boot-time CMA pool (cma=): as configured, as booted and as in effect; or edit it.
     Cma {
@@ -112,8 +114,9 @@ pub enum CmaAction {
         profile: String,
     },
     /// Set the boot-time CMA size in the boot file the profile names (on a Pi 5: the cma
-    /// overlay in config.txt). Backup, atomic write, re-read; a reboot applies it. Exit 0 done
-    /// or nothing to do, 1 refused or failed.
+    /// overlay in config.txt). Backup, atomic write, re-read; a reboot applies it. Passes the
+    /// gate ([actions] disabled in the config under --root). Exit 0 done or nothing to do, 1
+    /// refused or failed, 2 usage or config error.
     Set {
         /// Size with K, M or G suffix (256M); at least the profile minimum, at most 25% of RAM.
         size: String,
@@ -292,18 +295,79 @@ fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         dry_run: a.dry_run,
         ..CompactOptions::default()
     };
-    let state = crate::action::state::StateDir::default_for(&root);
-    let report = run_compaction(
-        &root,
-        &mut RootKnobs::new(&root),
-        &opts,
-        &state,
-        crate::action::now_unix_s(),
-    );
+    let action = crate::mqtt::command::Action::Compact {
+        drop_caches: a.drop_caches,
+    };
+    let now = crate::action::now_unix_s();
+    let (mut gate, state) = match admit_cli(&root, &action, BTreeMap::new(), now, err) {
+        Ok(g) => g,
+        Err(code) => return code,
+    };
+    let report = run_compaction(&root, &mut RootKnobs::new(&root), &opts, &state, now);
     let _ = write!(out, "{}", render_compact_text(&report));
+    if report.outcome == CompactOutcome::Done {
+        record_cli_run(&mut gate, &action, now, err);
+    }
     match report.outcome {
         CompactOutcome::Done | CompactOutcome::DryRun => EXIT_OK,
         CompactOutcome::Refused | CompactOutcome::Failed => EXIT_FINDINGS,
+    }
+}
+
+/// The gate every origin passes, for an action the admin runs here: the config (and its
+/// `[actions] disabled`) is read under `root` as the daemon reads it, and the gate decides with
+/// the board's refusals (`board_refused`, e.g. the profile's) and the daemon's ledger in the
+/// configured state directory. Returns the gate (to record the run) and that state directory.
+///
+/// Errors: the exit code, after the reason went to `err`: [`EXIT_USAGE`] for a config error,
+/// [`EXIT_FINDINGS`] when the gate refuses.
+fn admit_cli(
+    root: &SysRoot,
+    action: &crate::mqtt::command::Action,
+    board_refused: BTreeMap<String, String>,
+    now: i64,
+    err: &mut dyn Write,
+) -> Result<(crate::gate::Gate, crate::action::state::StateDir), i32> {
+    use crate::gate::{config_refusals, Gate, Origin};
+    let env: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("NPU_AGENT_"))
+        .collect();
+    let cfg = match crate::config::load(root, None, &env) {
+        Ok((c, _)) => c,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return Err(EXIT_USAGE);
+        }
+    };
+    let state = crate::action::state::StateDir::new(root, &cfg.state_dir);
+    let policy = crate::mqtt::command::Policy {
+        board: String::new(),
+        trusted_keys: Vec::new(),
+        allow_unsigned: cfg.security.allow_unsigned.clone(),
+        max_command_age_s: cfg.security.max_command_age_s,
+        refused: config_refusals(&cfg.actions.disabled),
+    };
+    let mut gate = Gate::new(policy, Some(state.clone()), cfg.actions.compact_cooldown_s);
+    gate.set_refused(board_refused);
+    match gate.admit_local(Origin::Cli, action.clone(), now) {
+        Ok(()) => Ok((gate, state)),
+        Err(why) => {
+            let _ = writeln!(err, "npu-agent: refused: {why}");
+            Err(EXIT_FINDINGS)
+        }
+    }
+}
+
+/// Records in the ledger that `action` ran from the command line; a failure is said, not fatal
+/// (the action already ran).
+fn record_cli_run(
+    gate: &mut crate::gate::Gate,
+    action: &crate::mqtt::command::Action,
+    now: i64,
+    err: &mut dyn Write,
+) {
+    if let Err(e) = gate.record_local(action, now) {
+        let _ = writeln!(err, "npu-agent: the run was not recorded: {e}");
     }
 }
 
@@ -330,13 +394,25 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let state = crate::action::state::StateDir::default_for(&root);
     match action {
         CmaAction::Show { .. } => {
+            let state = crate::action::state::StateDir::default_for(&root);
             let _ = write!(out, "{}", render_cma_show(&cma_show(&d, &state)));
             EXIT_OK
         }
         CmaAction::Set { size, dry_run, .. } => {
+            let gate_action = crate::mqtt::command::Action::SetCma { size: size.clone() };
+            let board_refused = d
+                .profile
+                .refuses_action(gate_action.name())
+                .map(|why| (gate_action.name().to_string(), why))
+                .into_iter()
+                .collect();
+            let now = crate::action::now_unix_s();
+            let (mut gate, state) = match admit_cli(&root, &gate_action, board_refused, now, err) {
+                Ok(g) => g,
+                Err(code) => return code,
+            };
             let r = cma_set(
                 &root,
                 &d,
@@ -344,9 +420,12 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 dry_run,
                 &mut crate::action::atomic::RealStorage,
                 &state,
-                crate::action::now_unix_s(),
+                now,
             );
             let _ = write!(out, "{}", render_cma_set(&r));
+            if r.outcome == crate::action::cma::CmaSetOutcome::Written {
+                record_cli_run(&mut gate, &gate_action, now, err);
+            }
             r.outcome.exit_code()
         }
     }

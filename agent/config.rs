@@ -149,6 +149,11 @@ pub struct ActionsConfig {
     pub reboot_command: Vec<String>,
     /// Seconds to wait for the reboot to take the agent down.
     pub reboot_timeout_s: u64,
+    /// Actions this board refuses whatever asks (an MQTT command, signed or not, a Home
+    /// Assistant button, the planner, or `npu-agent compact` / `cma set` run by an admin), e.g.
+    /// `["set_cma"]` on a board whose boot files another tool owns. Each one of
+    /// [`crate::mqtt::command::ACTIONS`].
+    pub disabled: Vec<String>,
 }
 
 /// `[security]`.
@@ -220,6 +225,7 @@ impl Default for Config {
                 allow_reboot: false,
                 reboot_command: vec!["systemctl".into(), "reboot".into()],
                 reboot_timeout_s: 120,
+                disabled: Vec::new(),
             },
             security: SecurityConfig {
                 trusted_keys: Vec::new(),
@@ -277,6 +283,7 @@ struct ActionsLayer {
     allow_reboot: Option<bool>,
     reboot_command: Option<Vec<String>>,
     reboot_timeout_s: Option<u64>,
+    disabled: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -331,7 +338,8 @@ impl Config {
                 compact_cooldown_s,
                 allow_reboot,
                 reboot_command,
-                reboot_timeout_s
+                reboot_timeout_s,
+                disabled
             );
         }
         if let Some(s) = l.security {
@@ -425,7 +433,18 @@ impl Config {
         if self.actions.reboot_command.is_empty() {
             return err("actions.reboot_command must name a program".into());
         }
-        for a in &self.security.allow_unsigned {
+        for (key, a) in self
+            .security
+            .allow_unsigned
+            .iter()
+            .map(|a| ("security.allow_unsigned", a))
+            .chain(
+                self.actions
+                    .disabled
+                    .iter()
+                    .map(|a| ("actions.disabled", a)),
+            )
+        {
             if !crate::mqtt::command::ACTIONS.contains(&a.as_str()) {
                 // Named only when it looks like a mistyped action (a value is never echoed
                 // whole: it could be anything pasted there).
@@ -436,7 +455,7 @@ impl Config {
                         "a value".to_string()
                     };
                 return err(format!(
-                    "security.allow_unsigned: {shown} is not an action ({})",
+                    "{key}: {shown} is not an action ({})",
                     crate::mqtt::command::ACTIONS.join(", ")
                 ));
             }

@@ -158,7 +158,7 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         trusted_keys: trusted,
         allow_unsigned: cfg.security.allow_unsigned.clone(),
         max_command_age_s: cfg.security.max_command_age_s,
-        refused: BTreeMap::new(),
+        refused: crate::gate::config_refusals(&cfg.actions.disabled),
     };
     let state = StateDir::new(&root, &cfg.state_dir);
     let profile = ProfileChoice::parse(&cfg.profile);

@@ -152,6 +152,26 @@ impl Ledger {
     }
 }
 
+/// The ledger slot recording when `action` last ran from the command line (`compact/cli`).
+/// Written by the `npu-agent` process the admin ran, kept by the daemon's gate when it saves
+/// the ledger, and read by the planner's cooldown.
+pub fn cli_slot(action: &str) -> String {
+    format!("{action}/cli")
+}
+
+/// The refusals `[actions] disabled` asks for: action → the reason every origin is given.
+pub fn config_refusals(disabled: &[String]) -> BTreeMap<String, String> {
+    disabled
+        .iter()
+        .map(|a| {
+            (
+                a.clone(),
+                format!("{a} is disabled on this board ([actions] disabled in the agent's config)"),
+            )
+        })
+        .collect()
+}
+
 /// Rate-limit slot of an action: signed and unsigned traffic never share one.
 pub fn rate_slot(action: &str, signed: bool) -> String {
     if signed {
@@ -226,6 +246,9 @@ pub enum ClockState {
 #[derive(Debug)]
 pub struct Gate {
     policy: Policy,
+    /// The refusals the gate was made with (the config's `[actions] disabled`); kept whatever
+    /// [`Gate::set_refused`] adds.
+    base_refused: BTreeMap<String, String>,
     ledger: Ledger,
     /// Why the ledger could not be read (signed commands are refused while set).
     ledger_error: Option<String>,
@@ -252,6 +275,7 @@ impl Gate {
         };
         ledger.upgrade(policy.max_command_age_s);
         Gate {
+            base_refused: policy.refused.clone(),
             policy,
             ledger,
             ledger_error,
@@ -281,9 +305,14 @@ impl Gate {
     }
 
     /// Sets the actions this board refuses (action → reason published as is), e.g. the
-    /// profile's [`crate::profile::Profile::refuses_action`] after a diagnosis.
+    /// profile's [`crate::profile::Profile::refuses_action`] after a diagnosis. The refusals the
+    /// gate was made with (the config's) stay, with their own reason.
     pub fn set_refused(&mut self, refused: BTreeMap<String, String>) {
-        self.policy.refused = refused;
+        let mut all = self.base_refused.clone();
+        for (a, why) in refused {
+            all.entry(a).or_insert(why);
+        }
+        self.policy.refused = all;
     }
 
     /// Sets whether the clock is trusted (the `clock.sync` hook).
@@ -317,14 +346,47 @@ impl Gate {
             .collect()
     }
 
-    fn persist(&self) -> Result<(), String> {
+    fn persist(&mut self) -> Result<(), String> {
         if let Some(e) = &self.ledger_error {
             return Err(format!("the command ledger is unreadable ({e})"));
         }
+        self.merge_cli_runs();
         match &self.state {
             Some(s) => s.save(LEDGER_FILE, &self.ledger).map_err(|e| e.to_string()),
             None => Ok(()),
         }
+    }
+
+    /// Takes the command line's runs ([`cli_slot`]) from the ledger file: another process (the
+    /// admin's `npu-agent compact`) may have recorded one since this gate read it.
+    fn merge_cli_runs(&mut self) {
+        let Some(s) = &self.state else { return };
+        let Ok(Some(disk)) = s.load::<Ledger>(LEDGER_FILE) else {
+            return;
+        };
+        for (slot, at) in disk.last_run {
+            if slot.ends_with("/cli") {
+                let e = self.ledger.last_run.entry(slot).or_insert(at);
+                *e = (*e).max(at);
+            }
+        }
+    }
+
+    /// Records that `action` ran from the command line at `now` ([`cli_slot`]), re-reading the
+    /// ledger first so nothing the daemon saved meanwhile is lost.
+    ///
+    /// Errors: the ledger cannot be read or saved (the reason).
+    pub fn record_local(&mut self, action: &Action, now: i64) -> Result<(), String> {
+        if let Some(s) = &self.state {
+            let mut fresh = s
+                .load::<Ledger>(LEDGER_FILE)
+                .map_err(|e| format!("the command ledger is unreadable ({e})"))?
+                .unwrap_or_default();
+            fresh.upgrade(self.policy.max_command_age_s);
+            self.ledger = fresh;
+        }
+        self.ledger.last_run.insert(cli_slot(action.name()), now);
+        self.persist()
     }
 
     /// On start: commands a crash left `executing` (other than a reboot, settled by `boot_id`)
@@ -483,9 +545,10 @@ impl Gate {
     }
 
     /// Admits a local request: a Home Assistant button (only what may run unsigned, rate limited
-    /// like an unsigned command), the planner (compaction, once per cooldown) or the command line
-    /// (the allow-list of refusals only: the operator is root on the board). Queued for the
-    /// daemon except for [`Origin::Cli`], which runs in its own process.
+    /// like an unsigned command), the planner (compaction, once per cooldown, counting the
+    /// admin's own compactions) or the command line (the board's and the config's refusals only:
+    /// the operator is root on the board; the run is then recorded with [`Gate::record_local`]).
+    /// Queued for the daemon except for [`Origin::Cli`], which runs in its own process.
     ///
     /// Errors: the reason it is refused.
     pub fn admit_local(&mut self, origin: Origin, action: Action, now: i64) -> Result<(), String> {
@@ -495,7 +558,17 @@ impl Gate {
         }
         let mut slot = None;
         match origin {
-            Origin::Cli => return Ok(()),
+            // The admin is root on the board: no allow-list of unsigned actions, no rate limit,
+            // no queue (the action runs in the admin's own process). What runs is recorded
+            // ([`Gate::record_local`]); a ledger that cannot be read cannot record it.
+            Origin::Cli => {
+                return match &self.ledger_error {
+                    Some(e) => Err(format!(
+                        "the command ledger is unreadable ({e}); remove or repair it"
+                    )),
+                    None => Ok(()),
+                }
+            }
             Origin::Mqtt => return Err("MQTT commands go through admit_command".into()),
             Origin::HomeAssistant => {
                 if !self.policy.allow_unsigned.iter().any(|a| a == name) {
@@ -511,7 +584,10 @@ impl Gate {
                 if !matches!(action, Action::Compact { .. }) {
                     return Err(format!("the planner does not run {name}"));
                 }
-                if let Some(last) = self.last_planner_compact {
+                // A compaction the admin ran counts for the cooldown too.
+                self.merge_cli_runs();
+                let cli = self.ledger.last_run.get(&cli_slot(name)).copied();
+                if let Some(last) = self.last_planner_compact.max(cli) {
                     let cooldown = i64::try_from(self.compact_cooldown_s).unwrap_or(i64::MAX);
                     if now.saturating_sub(last) < cooldown {
                         return Err("automatic compaction is cooling down".into());
@@ -1025,5 +1101,55 @@ mod tests {
                 .contains("exceeds")
         );
         assert!(g.ledger.commands.is_empty());
+    }
+
+    /// `[actions] disabled` refuses the action for every origin, and a profile's refusals set
+    /// after a diagnosis do not wipe it.
+    #[test]
+    fn config_disabled_actions_are_refused_for_every_origin() {
+        let mut p = policy();
+        p.refused = config_refusals(&["compact".to_string()]);
+        let mut g = Gate::new(p, None, 600);
+        g.set_refused(BTreeMap::from([(
+            "release_npu".to_string(),
+            "nothing to release".to_string(),
+        )]));
+        let m = init("b1", serde_json::json!({}), NOW);
+        let why = rejected(g.admit_command(&topic("b1", "compact", "c1"), &bytes(&m), NOW));
+        assert!(why.contains("compact is disabled on this board"), "{why}");
+        let compact = Action::Compact { drop_caches: false };
+        for origin in [Origin::HomeAssistant, Origin::Planner, Origin::Cli] {
+            let why = g.admit_local(origin, compact.clone(), NOW).unwrap_err();
+            assert!(why.contains("[actions] disabled"), "{origin:?}: {why}");
+        }
+        assert_eq!(g.button_actions(), ["rescan"]);
+        assert!(g.policy().refused.contains_key("release_npu"));
+        assert_eq!(g.queued(), 0);
+    }
+
+    /// The daemon's gate saving its ledger keeps a run the admin's process recorded meanwhile.
+    #[test]
+    fn a_cli_run_recorded_by_another_process_survives_the_daemons_save() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = crate::root::SysRoot::new(dir.path());
+        let state = StateDir::new(&root, "/var/lib/npu-agent");
+        let mut daemon = Gate::new(policy(), Some(state.clone()), 600);
+        let mut cli = Gate::new(policy(), Some(state.clone()), 600);
+        let compact = Action::Compact { drop_caches: false };
+        cli.admit_local(Origin::Cli, compact.clone(), NOW).unwrap();
+        cli.record_local(&compact, NOW).unwrap();
+        let b = signed("set_cma", "c1", serde_json::json!({"size": "256M"}), NOW);
+        assert!(matches!(
+            daemon.admit_command(&topic("b1", "set_cma", "c1"), &b, NOW + 1),
+            Admission::Queued(_)
+        ));
+        let saved: Ledger = state.load(LEDGER_FILE).unwrap().unwrap();
+        assert_eq!(saved.last_run.get("compact/cli"), Some(&NOW));
+        assert!(saved.commands.contains_key("c1"));
+        // And the admin's next record keeps the daemon's command id.
+        cli.record_local(&compact, NOW + 5).unwrap();
+        let saved: Ledger = state.load(LEDGER_FILE).unwrap().unwrap();
+        assert_eq!(saved.last_run.get("compact/cli"), Some(&(NOW + 5)));
+        assert!(saved.commands.contains_key("c1"));
     }
 }

@@ -96,3 +96,113 @@ fn compact_cli_exit_codes() {
     assert_eq!(code, 2);
     assert!(err.contains("not a directory"), "{err}");
 }
+
+/// The command line passes the gate every origin passes: an action the config disables
+/// (`[actions] disabled`, read under `--root` as the daemon reads it) is refused with exit 1
+/// and the reason, before anything is written.
+#[test]
+fn cli_actions_pass_the_gate_and_a_disabled_action_is_refused() {
+    let t = rk3588_tree(ENV, "root=UUID=0 cma=256M", 262_144);
+    t.file("/proc/sys/vm/compact_memory", "")
+        .file("/proc/sys/vm/drop_caches", "")
+        .file(
+            "/etc/npu-agent/agent.toml",
+            "[actions]\ndisabled = [\"compact\", \"set_cma\"]\n",
+        );
+    let root = t.path().to_str().unwrap();
+    for args in [
+        &["compact", "--root", root][..],
+        &["compact", "--root", root, "--dry-run"],
+        &["cma", "set", "512M", "--root", root],
+        &["cma", "set", "512M", "--root", root, "--dry-run"],
+    ] {
+        let (code, out, err) = run(args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        let action = if args[0] == "compact" {
+            "compact"
+        } else {
+            "set_cma"
+        };
+        assert!(
+            err.contains(&format!(
+                "refused: {action} is disabled on this board ([actions] disabled"
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(out.is_empty(), "{args:?}: nothing ran: {out}");
+    }
+    assert_eq!(t.read("/proc/sys/vm/compact_memory"), "");
+    assert_eq!(t.read("/boot/armbianEnv.txt"), ENV);
+    // The ledger was not written for a refusal.
+    assert!(!t.exists("/var/lib/npu-agent/commands.json"));
+
+    // A config error is a usage error (exit 2), naming the file.
+    t.file(
+        "/etc/npu-agent/agent.toml",
+        "[actions]\ndisabled = [\"format_disk\"]\n",
+    );
+    let (code, _, err) = run(&["compact", "--root", root]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("actions.disabled: \"format_disk\" is not an action"),
+        "{err}"
+    );
+}
+
+/// What the admin ran is recorded in the gate's ledger, in the configured state directory
+/// under the root (`compact/cli`, `set_cma/cli`), and a dry run records nothing; the daemon's
+/// gate then counts it for the planner's cooldown.
+#[test]
+fn cli_runs_are_recorded_in_the_gate_ledger_under_the_configured_state_dir() {
+    let t = rk3588_tree(ENV, "root=UUID=0 cma=256M", 262_144);
+    t.file("/proc/sys/vm/compact_memory", "").file(
+        "/etc/npu-agent/agent.toml",
+        "state_dir = \"/srv/agent-state\"\n",
+    );
+    std::fs::create_dir_all(t.host("/srv/agent-state")).unwrap();
+    let root = t.path().to_str().unwrap();
+    let (code, out, err) = run(&["compact", "--root", root, "--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        !t.exists("/srv/agent-state/commands.json"),
+        "a dry run is not recorded"
+    );
+    let before = npu_agent::action::now_unix_s();
+    let (code, out, err) = run(&["compact", "--root", root]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = run(&["cma", "set", "512M", "--root", root]);
+    assert_eq!(code, 0, "{out}{err}");
+    let ledger: serde_json::Value =
+        serde_json::from_str(&t.read("/srv/agent-state/commands.json")).unwrap();
+    for slot in ["compact/cli", "set_cma/cli"] {
+        let at = ledger["last_run"][slot]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{ledger}"));
+        assert!(at >= before && at <= before + 60, "{slot}: {at}");
+    }
+    assert!(!t.exists("/var/lib/npu-agent/commands.json"));
+
+    // The daemon's gate on the same state: the planner waits out its cooldown after the
+    // admin's compaction.
+    let state = npu_agent::action::state::StateDir::new(&t.root(), "/srv/agent-state");
+    let mut gate = npu_agent::gate::Gate::new(
+        npu_agent::mqtt::command::Policy {
+            board: "b".into(),
+            trusted_keys: Vec::new(),
+            allow_unsigned: vec!["compact".into()],
+            max_command_age_s: 300,
+            refused: Default::default(),
+        },
+        Some(state),
+        600,
+    );
+    let compact = npu_agent::mqtt::command::Action::Compact { drop_caches: false };
+    let now = npu_agent::action::now_unix_s();
+    let why = gate
+        .admit_local(npu_agent::gate::Origin::Planner, compact.clone(), now)
+        .unwrap_err();
+    assert!(why.contains("cooling down"), "{why}");
+    assert!(gate
+        .admit_local(npu_agent::gate::Origin::Planner, compact, now + 601)
+        .is_ok());
+}
