@@ -64,8 +64,11 @@ fn now_s() -> i64 {
     action::now_unix_s()
 }
 
-fn read_secret(path: &str) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{path}: {e}"))
+/// Reads a secret or key file the config names (`password_file`, `trusted_keys`, `ca_file`,
+/// `cert_file`, `key_file`) under the root, as every board file is read: a symlink in a board
+/// tree resolves inside it, never outside.
+fn read_secret(root: &SysRoot, path: &str) -> Result<Vec<u8>, String> {
+    root.read(path).map_err(|e| e.to_string())
 }
 
 fn setup(cfg: Config) -> Result<Setup, RunError> {
@@ -89,7 +92,7 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
     };
     let mut trusted = Vec::new();
     for path in &cfg.security.trusted_keys {
-        let text = String::from_utf8(read_secret(path).map_err(cerr)?)
+        let text = String::from_utf8(read_secret(&root, path).map_err(cerr)?)
             .map_err(|_| cerr(format!("{path}: not text")))?;
         trusted
             .push(command::parse_verifying_key(&text).map_err(|e| cerr(format!("{path}: {e}")))?);
@@ -98,13 +101,15 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         let ca_pem = if cfg.mqtt.ca_file.is_empty() {
             Vec::new()
         } else {
-            read_secret(&cfg.mqtt.ca_file).map_err(cerr)?
+            read_secret(&root, &cfg.mqtt.ca_file).map_err(cerr)?
         };
         let client = match (cfg.mqtt.cert_file.is_empty(), cfg.mqtt.key_file.is_empty()) {
             (true, true) => None,
             (false, false) => Some((
-                read_secret(&cfg.mqtt.cert_file).map_err(cerr)?,
-                read_secret(&cfg.mqtt.key_file).map_err(cerr)?,
+                read_secret(&root, &cfg.mqtt.cert_file).map_err(cerr)?,
+                crate::secret::Secret::from_file(
+                    &read_secret(&root, &cfg.mqtt.key_file).map_err(cerr)?,
+                ),
             )),
             _ => {
                 return Err(cerr(
@@ -120,11 +125,11 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         None
     } else {
         let password = if cfg.mqtt.password_file.is_empty() {
-            String::new()
+            crate::secret::Secret::default()
         } else {
-            String::from_utf8_lossy(&read_secret(&cfg.mqtt.password_file).map_err(cerr)?)
-                .trim_end_matches(['\n', '\r'])
-                .to_string()
+            crate::secret::Secret::password_from_file(
+                &read_secret(&root, &cfg.mqtt.password_file).map_err(cerr)?,
+            )
         };
         Some((cfg.mqtt.username.clone(), password))
     };

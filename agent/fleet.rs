@@ -40,7 +40,7 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
             env("NPU_AGENT_MQTT_CERT_FILE"),
             env("NPU_AGENT_MQTT_KEY_FILE"),
         ) {
-            (Some(c), Some(k)) => Some((read(c)?, read(k)?)),
+            (Some(c), Some(k)) => Some((read(c)?, crate::secret::Secret::from_file(&read(k)?))),
             _ => None,
         };
         Some(mqtt::tls_config(&mqtt::TlsFiles { ca_pem, client })?)
@@ -50,10 +50,8 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
     let credentials = match env("NPU_AGENT_MQTT_USERNAME") {
         Some(u) => {
             let p = match env("NPU_AGENT_MQTT_PASSWORD_FILE") {
-                Some(f) => String::from_utf8_lossy(&read(f)?)
-                    .trim_end_matches(['\n', '\r'])
-                    .to_string(),
-                None => String::new(),
+                Some(f) => crate::secret::Secret::password_from_file(&read(f)?),
+                None => crate::secret::Secret::default(),
             };
             Some((u, p))
         }

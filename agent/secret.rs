@@ -20,6 +20,19 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// The contents of a secret file (a password file, a PEM key), invalid UTF-8 replaced.
+    pub fn from_file(bytes: &[u8]) -> Secret {
+        Secret(String::from_utf8_lossy(bytes).into_owned())
+    }
+
+    /// A password file's contents without the line end an editor leaves (`\n`, `\r\n`).
+    pub fn password_from_file(bytes: &[u8]) -> Secret {
+        let mut s = Secret::from_file(bytes);
+        let len = s.0.trim_end_matches(['\n', '\r']).len();
+        s.0.truncate(len);
+        s
+    }
 }
 
 impl fmt::Debug for Secret {
@@ -124,6 +137,38 @@ mod tests {
                 assert!(!e.lines().next().unwrap_or("").contains(v), "{e}");
             }
         }
+    }
+
+    /// The link's credentials and the mTLS key are [`Secret`]s from the file to the broker
+    /// login: a `{:?}` of what carries them shows no value (this would not compile with the
+    /// plain `String` / `Vec<u8>` they used to be).
+    #[test]
+    fn link_credentials_and_client_key_are_secrets_end_to_end() {
+        let pw = Secret::password_from_file(b"pw-LINK-0042\r\n");
+        assert_eq!(pw.expose(), "pw-LINK-0042");
+        assert_eq!(Secret::password_from_file(b"a b\n\n").expose(), "a b");
+        let creds: Option<(String, Secret)> = Some(("agent".into(), pw));
+        let shown = format!("{creds:?}");
+        assert!(
+            shown.contains("agent") && !shown.contains("pw-LINK"),
+            "{shown}"
+        );
+        fn link_password(o: &crate::mqtt::link::LinkOptions) -> Option<&Secret> {
+            o.credentials.as_ref().map(|(_, p)| p)
+        }
+        fn client_key(t: &crate::mqtt::TlsFiles) -> Option<&Secret> {
+            t.client.as_ref().map(|(_, k)| k)
+        }
+        let _ = (link_password, client_key);
+        let key = Secret::from_file(b"-----BEGIN PRIVATE KEY-----\nMC4CAQ\n");
+        // A key that is not a key: the error names the file, never its content.
+        let e = crate::mqtt::tls_config(&crate::mqtt::TlsFiles {
+            ca_pem: Vec::new(),
+            client: Some((Vec::new(), key)),
+        })
+        .err()
+        .unwrap_or_default();
+        assert!(!e.contains("MC4CAQ"), "{e}");
     }
 }
 

@@ -472,3 +472,44 @@ fn workload_credentials_reach_no_finding_and_no_capture() {
         assert!(!text.contains(s), "the capture leaks {s}");
     }
 }
+
+/// Secret and key files the config names (`trusted_keys`, `password_file`, `ca_file`, ...) are
+/// read under `--root`, as every board file is: a key inside the board tree is found at its
+/// board path, and a symlink in the tree pointing outside it reads nothing outside.
+#[test]
+fn secret_and_key_files_are_read_under_the_root() {
+    use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePublicKey};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("board");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(root.join("etc/npu-agent")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let pem = ed25519_dalek::SigningKey::from_bytes(&[9; 32])
+        .verifying_key()
+        .to_public_key_pem(LineEnding::LF)
+        .unwrap();
+    // The trusted key exists only in the board tree (not at the host's /etc/npu-agent).
+    std::fs::write(root.join("etc/npu-agent/op.pub"), &pem).unwrap();
+    // The password file is a link out of the tree to a real file.
+    std::fs::write(outside.join("pw"), "pw-OUTSIDE-0042\n").unwrap();
+    std::os::unix::fs::symlink(outside.join("pw"), root.join("etc/npu-agent/pw")).unwrap();
+    std::fs::write(
+        root.join("etc/npu-agent/agent.toml"),
+        "board_id = \"b1\"\n[mqtt]\nurl = \"mqtt://127.0.0.1:1\"\nusername = \"u\"\n\
+         password_file = \"/etc/npu-agent/pw\"\n\
+         [security]\ntrusted_keys = [\"/etc/npu-agent/op.pub\"]\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        .args(["run", "--root"])
+        .arg(&root)
+        .env_remove("NPU_AGENT_MQTT_URL")
+        .output()
+        .expect("run npu-agent");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    // The key was read (the run got as far as the password file), the link was not followed.
+    assert!(!err.contains("op.pub"), "{err}");
+    assert!(err.contains("/etc/npu-agent/pw: not found"), "{err}");
+    assert!(!err.contains("pw-OUTSIDE"), "{err}");
+}

@@ -274,16 +274,14 @@ fn br37_unsynchronised_clock_holds_expiring_destructive_commands() {
         .verifying_key()
         .to_public_key_pem(LineEnding::LF)
         .unwrap();
-    std::fs::write(board.root().join("operator.pub"), pem).unwrap();
+    // A board path: key files are read under the root.
+    board.write("/etc/npu-agent/operator.pub", &pem);
     board.write(
         "/etc/npu-agent/agent.toml",
         &agent_config(
             &broker.url(),
             "b1",
-            &format!(
-                "[security]\ntrusted_keys = [\"{}\"]\n",
-                board.root().join("operator.pub").display()
-            ),
+            "[security]\ntrusted_keys = [\"/etc/npu-agent/operator.pub\"]\n",
         ),
     );
     std::fs::create_dir_all(board.root().join("run/systemd/timesync")).unwrap();

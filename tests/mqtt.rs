@@ -27,9 +27,9 @@ fn trust(board: &Board, seed: u8) -> String {
         .verifying_key()
         .to_public_key_pem(LineEnding::LF)
         .unwrap();
-    let path = board.root().join("operator.pub");
-    std::fs::write(&path, pem).unwrap();
-    format!("[security]\ntrusted_keys = [\"{}\"]\n", path.display())
+    // A board path: key files are read under the root, as every board file is.
+    board.write("/etc/npu-agent/operator.pub", &pem);
+    "[security]\ntrusted_keys = [\"/etc/npu-agent/operator.pub\"]\n".to_string()
 }
 
 fn setup(id: &str, extra: &str) -> Option<(Broker, Board)> {
@@ -450,15 +450,14 @@ fn fleet_send_and_watch_end_to_end() {
     let (code, out, err) = run_cli(&["keygen", "--out", keyfile.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("op.key.pub"));
+    let pubkey = std::fs::read_to_string(keys.path().join("op.key.pub")).unwrap();
+    board.write("/etc/npu-agent/op.key.pub", &pubkey);
     board.write(
         "/etc/npu-agent/agent.toml",
         &agent_config(
             &broker.url(),
             "b1",
-            &format!(
-                "[security]\ntrusted_keys = [\"{}.pub\"]\n",
-                keyfile.display()
-            ),
+            "[security]\ntrusted_keys = [\"/etc/npu-agent/op.key.pub\"]\n",
         ),
     );
     let _agent = Agent::start(&board);
@@ -722,9 +721,20 @@ fn mutual_tls_with_generated_certificates() {
     );
     let board = Board::from_fixture(CASE, "b1", "");
     let tls_url = format!("mqtts://localhost:{tls_port}");
+    // The TLS material in the board tree: the agent reads it under --root.
+    for (host, name) in [
+        (&ca, "ca.crt"),
+        (&ccert, "client.crt"),
+        (&ckey, "client.key"),
+    ] {
+        board.write(
+            &format!("/etc/npu-agent/tls/{name}"),
+            &std::fs::read_to_string(host).unwrap(),
+        );
+    }
     board.write(
         "/etc/npu-agent/agent.toml",
-        &agent_config(&tls_url, "b1", "").replace("keep_alive_s = 5\n", &format!("keep_alive_s = 5\nca_file = \"{ca}\"\ncert_file = \"{ccert}\"\nkey_file = \"{ckey}\"\n")),
+        &agent_config(&tls_url, "b1", "").replace("keep_alive_s = 5\n", "keep_alive_s = 5\nca_file = \"/etc/npu-agent/tls/ca.crt\"\ncert_file = \"/etc/npu-agent/tls/client.crt\"\nkey_file = \"/etc/npu-agent/tls/client.key\"\n"),
     );
     let _agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
@@ -745,10 +755,14 @@ fn mutual_tls_with_generated_certificates() {
     // Without a client certificate the broker refuses the agent.
     let board2 = Board::from_fixture(CASE, "b2", "");
     board2.write(
+        "/etc/npu-agent/ca.crt",
+        &std::fs::read_to_string(&ca).unwrap(),
+    );
+    board2.write(
         "/etc/npu-agent/agent.toml",
         &agent_config(&tls_url, "b2", "").replace(
             "keep_alive_s = 5\n",
-            &format!("keep_alive_s = 5\nca_file = \"{ca}\"\n"),
+            "keep_alive_s = 5\nca_file = \"/etc/npu-agent/ca.crt\"\n",
         ),
     );
     let agent2 = Agent::start(&board2);
@@ -1075,14 +1089,10 @@ fn no_planted_secret_leaves_the_board() {
     const ENV_SECRET: &str = "ENVSECRET0042";
     const URL_PW: &str = "pw-URL-0042";
     let secrets = [BROKER_PW, PROV_PW, API_KEY, HF_TOKEN, ENV_SECRET, URL_PW];
-    let pw_file = board.root().join("broker.pw");
-    std::fs::write(&pw_file, format!("{BROKER_PW}\n")).unwrap();
+    board.write("/etc/npu-agent/broker.pw", &format!("{BROKER_PW}\n"));
     board.write(
         "/etc/npu-agent/agent.d/50-auth.toml",
-        &format!(
-            "[mqtt]\nusername = \"agent\"\npassword_file = \"{}\"\n",
-            pw_file.display()
-        ),
+        "[mqtt]\nusername = \"agent\"\npassword_file = \"/etc/npu-agent/broker.pw\"\n",
     );
     board.write(
         "/boot/npu-agent.toml",

@@ -95,8 +95,16 @@ fn readme_pki() -> tempfile::TempDir {
     dir
 }
 
-fn tls_agent_config(url: &str, board: &str, pki: &Path, client: bool) -> String {
-    let p = |f: &str| pki.join(f).display().to_string();
+/// The agent's config for a TLS broker; the PKI files are copied into the board tree
+/// (`/etc/npu-agent/tls/`), where the agent reads them under `--root`.
+fn tls_agent_config(url: &str, board: &Board, pki: &Path, client: bool) -> String {
+    let p = |f: &str| {
+        board.write(
+            &format!("/etc/npu-agent/tls/{f}"),
+            &std::fs::read_to_string(pki.join(f)).unwrap(),
+        );
+        format!("/etc/npu-agent/tls/{f}")
+    };
     let mut tls = format!("ca_file = \"{}\"\n", p("ca.crt"));
     if client {
         tls.push_str(&format!(
@@ -105,7 +113,8 @@ fn tls_agent_config(url: &str, board: &str, pki: &Path, client: bool) -> String 
             p("client.key")
         ));
     }
-    agent_config(url, board, "").replace("keep_alive_s = 5\n", &format!("keep_alive_s = 5\n{tls}"))
+    agent_config(url, &board.id, "")
+        .replace("keep_alive_s = 5\n", &format!("keep_alive_s = 5\n{tls}"))
 }
 
 fn tls_broker(pki: &Path, server_crt: &str) -> (Broker, u16) {
@@ -155,7 +164,7 @@ fn readme_certificates_give_mutual_tls_with_a_v1_client_certificate_and_an_ip_se
     let board = Board::from_fixture(CASE, "b1", "");
     board.write(
         "/etc/npu-agent/agent.toml",
-        &tls_agent_config(&url, "b1", pki.path(), true),
+        &tls_agent_config(&url, &board, pki.path(), true),
     );
     let agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
@@ -257,7 +266,7 @@ fn a_server_certificate_made_exactly_as_the_guide_is_explained_with_the_fix() {
     let board = Board::from_fixture(CASE, "b1", "");
     board.write(
         "/etc/npu-agent/agent.toml",
-        &tls_agent_config(&url, "b1", pki.path(), true),
+        &tls_agent_config(&url, &board, pki.path(), true),
     );
     let agent = Agent::start(&board);
     let log = wait_log(&agent, "the connection error", |l| l.contains("X.509 v1"));
@@ -377,11 +386,15 @@ fn an_independent_python_signer_runs_set_cma_and_a_changed_byte_is_rejected() {
     let (code, _, err) = npu_agent(&["keygen", "--out", key.to_str().unwrap()], &[]);
     assert_eq!(code, 0, "{err}");
     board.write(
+        "/etc/npu-agent/op.key.pub",
+        &std::fs::read_to_string(keys.path().join("op.key.pub")).unwrap(),
+    );
+    board.write(
         "/etc/npu-agent/agent.toml",
         &agent_config(
             &broker.url(),
             "b1",
-            &format!("[security]\ntrusted_keys = [\"{}.pub\"]\n", key.display()),
+            "[security]\ntrusted_keys = [\"/etc/npu-agent/op.key.pub\"]\n",
         ),
     );
     let _agent = Agent::start(&board);

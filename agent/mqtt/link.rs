@@ -274,8 +274,8 @@ pub struct LinkOptions {
     pub client_id: String,
     /// Keep-alive.
     pub keep_alive: Duration,
-    /// User name and password.
-    pub credentials: Option<(String, String)>,
+    /// User name and password (a [`crate::secret::Secret`]: never in a log line or an error).
+    pub credentials: Option<(String, crate::secret::Secret)>,
     /// Last will: (topic, payload), retained, QoS 1.
     pub last_will: Option<(String, Vec<u8>)>,
     /// Largest packet accepted from the broker.
@@ -389,7 +389,7 @@ fn options(o: &LinkOptions) -> MqttOptions {
         m.set_receive_maximum(Some(u16::MAX));
     }
     if let Some((u, p)) = &o.credentials {
-        m.set_credentials(u.clone(), p.clone());
+        m.set_credentials(u.clone(), p.expose().to_string());
     }
     if let Some((topic, payload)) = &o.last_will {
         m.set_last_will(LastWill::new(
@@ -419,7 +419,7 @@ fn options_v311(o: &LinkOptions) -> rumqttc::MqttOptions {
     m.set_request_channel_capacity(256);
     m.set_inflight(32);
     if let Some((u, p)) = &o.credentials {
-        m.set_credentials(u.clone(), p.clone());
+        m.set_credentials(u.clone(), p.expose().to_string());
     }
     if let Some((topic, payload)) = &o.last_will {
         m.set_last_will(rumqttc::LastWill::new(

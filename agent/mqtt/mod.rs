@@ -89,8 +89,8 @@ pub fn parse_url_quiet(url: &str) -> Result<BrokerUrl, String> {
 pub struct TlsFiles {
     /// Server CA certificates; empty = the system bundle.
     pub ca_pem: Vec<u8>,
-    /// Client certificate chain and key for mTLS.
-    pub client: Option<(Vec<u8>, Vec<u8>)>,
+    /// Client certificate chain and key (a [`crate::secret::Secret`]) for mTLS.
+    pub client: Option<(Vec<u8>, crate::secret::Secret)>,
 }
 
 /// The system CA bundle locations tried when no `ca_file` is set.
@@ -134,7 +134,7 @@ pub fn tls_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, String>
             if chain.is_empty() {
                 return Err("client certificate (cert_file) holds no PEM certificate".into());
             }
-            let key = client_key(key)?;
+            let key = client_key(key.expose().as_bytes())?;
             builder.with_client_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(
                 certified_client_key(chain, key)?,
             )))
