@@ -205,14 +205,8 @@ pub fn run(
 ) -> i32 {
     // Board-controlled text never drives the operator's terminal (see crate::term); only
     // `fleet watch` may home the cursor and clear the screen, to redraw its table.
-    let args: Vec<String> = args.into_iter().collect();
-    let watch = args.iter().any(|a| a == "fleet") && args.iter().any(|a| a == "watch");
     let mut out = crate::term::TerminalSafe::new(out);
-    if watch {
-        out = out.with_redraw();
-    }
     let mut err = crate::term::TerminalSafe::new(err);
-    let (out, err): (&mut dyn Write, &mut dyn Write) = (&mut out, &mut err);
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -226,6 +220,10 @@ pub fn run(
             return code;
         }
     };
+    if redraws(&cli.command) {
+        out = out.with_redraw();
+    }
+    let (out, err): (&mut dyn Write, &mut dyn Write) = (&mut out, &mut err);
     match cli.command {
         Command::Check(a) => check(a, out, err),
         Command::Profiles { action } => profiles(action, out, err),
@@ -236,6 +234,17 @@ pub fn run(
         Command::Keygen { out: path } => crate::cli_ops::keygen(&path, out, err),
         Command::Capture(a) => capture(a, out, err),
     }
+}
+
+/// Whether `command` redraws the screen (cursor home, clear screen): `fleet watch` only, as
+/// parsed, never because "fleet" and "watch" appear somewhere among the arguments.
+pub fn redraws(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Fleet {
+            action: crate::cli_ops::FleetAction::Watch { .. }
+        }
+    )
 }
 
 fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {

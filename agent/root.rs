@@ -594,19 +594,57 @@ impl SysRoot {
 
     /// Writes `bytes` to an existing file under the root, opened write-only with truncation and
     /// never created: the kernel knobs `/proc/sys/vm/compact_memory` and
-    /// `/proc/sys/vm/drop_caches` (in a captured tree, plain files).
+    /// `/proc/sys/vm/drop_caches` (in a captured tree, plain files). The open resolves in the
+    /// root as reads do (one `openat2(RESOLVE_IN_ROOT)`: a link in a directory on the path
+    /// stays in the tree, at the moment of the open, not at an earlier check), and the file
+    /// itself is never a symlink (`O_NOFOLLOW`): a knob is written as itself or not at all.
     ///
     /// Errors: `NotFound` when the file is missing (for `compact_memory`: no
     /// `CONFIG_COMPACTION`), `PermissionDenied` without the right (root), `OutsideRoot` for an
-    /// escaping path, `Io` for anything else (the detail names the OS error).
+    /// escaping path or a symlink (the detail says which), `Io` for anything else (the detail
+    /// names the OS error).
     pub fn write_existing(&self, board_path: &str, bytes: &[u8]) -> Result<(), ReadError> {
+        use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
         use std::io::Write;
-        let host = self.resolve(board_path)?;
-        let mut file = fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&host)
-            .map_err(|e| Self::io_error(board_path, &e))?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let link_refused = |e: io::Error| {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                ReadError {
+                    path: board_path.to_string(),
+                    kind: ReadErrorKind::OutsideRoot,
+                    detail: "it is a symbolic link; a kernel knob is written only as the file \
+                             itself, never through a link"
+                        .into(),
+                }
+            } else {
+                Self::io_error(board_path, &e)
+            }
+        };
+        let flags = OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mut opened = None;
+        if let Some(dirfd) = &self.dirfd {
+            let rel = board_path.trim_start_matches('/');
+            // `..` is refused before the kernel sees the path, as for every board path.
+            self.join(board_path)?;
+            match openat2(&**dirfd, rel, flags, Mode::empty(), ResolveFlags::IN_ROOT) {
+                Ok(fd) => opened = Some(fs::File::from(fd)),
+                Err(e) if e == rustix::io::Errno::NOSYS => {}
+                Err(e) => return Err(link_refused(io::Error::from(e))),
+            }
+        }
+        let mut file = match opened {
+            Some(f) => f,
+            None => {
+                // The live system, or a kernel without openat2 (before 5.6).
+                let host = self.resolve(board_path)?;
+                fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                    .open(&host)
+                    .map_err(link_refused)?
+            }
+        };
         file.write_all(bytes)
             .map_err(|e| Self::io_error(board_path, &e))
     }
@@ -648,6 +686,90 @@ mod tests {
         assert!(root.read("/proc/vmstat").unwrap_err().is_not_found());
         assert_eq!(root.list_dir("/etc").unwrap(), vec!["hostname"]);
         assert!(root.is_dir("/etc") && !root.is_dir("/etc/hostname"));
+    }
+
+    /// A kernel knob is written in the tree or not at all: a symlinked knob is refused (not
+    /// followed out), and a directory link swapped between inside and outside while writes run
+    /// never lets one land outside (the open resolves in the root itself, no check-then-open).
+    #[test]
+    fn knob_writes_never_follow_a_link_out_of_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = dir.path().join("board");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(tree.join("proc/sys")).unwrap();
+        std::fs::create_dir_all(tree.join("real_vm")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("compact_memory"), "untouched").unwrap();
+        std::fs::write(tree.join("real_vm/compact_memory"), "").unwrap();
+        std::fs::create_dir_all(tree.join("proc/sys/vm")).unwrap();
+        let root = SysRoot::new(&tree);
+        // The knob itself a link: absolute, relative, or to a file inside the tree.
+        for target in [
+            outside.join("compact_memory"),
+            PathBuf::from("../../../../outside/compact_memory"),
+            PathBuf::from("/real_vm/compact_memory"),
+        ] {
+            let knob = tree.join("proc/sys/vm/compact_memory");
+            let _ = std::fs::remove_file(&knob);
+            std::os::unix::fs::symlink(&target, &knob).unwrap();
+            let e = root
+                .write_existing("/proc/sys/vm/compact_memory", b"1\n")
+                .unwrap_err();
+            assert_eq!(e.kind, ReadErrorKind::OutsideRoot, "{target:?}: {e}");
+            assert!(e.to_string().contains("symbolic link"), "{e}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(outside.join("compact_memory")).unwrap(),
+            "untouched"
+        );
+        assert_eq!(
+            std::fs::read_to_string(tree.join("real_vm/compact_memory")).unwrap(),
+            ""
+        );
+        // A directory on the path swapped between a link inside and one outside.
+        std::fs::remove_dir_all(tree.join("proc/sys/vm")).unwrap();
+        let vm = tree.join("proc/sys/vm");
+        std::os::unix::fs::symlink("../../real_vm", &vm).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flipper = {
+            let (stop, vm, outside) = (stop.clone(), vm.clone(), outside.clone());
+            std::thread::spawn(move || {
+                let tmp = vm.with_file_name("vm.flip");
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let target = if n % 2 == 0 {
+                        outside.clone()
+                    } else {
+                        PathBuf::from("../../real_vm")
+                    };
+                    let _ = std::fs::remove_file(&tmp);
+                    std::os::unix::fs::symlink(&target, &tmp).unwrap();
+                    std::fs::rename(&tmp, &vm).unwrap();
+                    n += 1;
+                }
+            })
+        };
+        let mut written = 0;
+        for _ in 0..3000 {
+            if root
+                .write_existing("/proc/sys/vm/compact_memory", b"1\n")
+                .is_ok()
+            {
+                written += 1;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        flipper.join().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(outside.join("compact_memory")).unwrap(),
+            "untouched",
+            "a write left the root"
+        );
+        assert!(written > 0, "writes inside the tree still work");
+        assert_eq!(
+            std::fs::read_to_string(tree.join("real_vm/compact_memory")).unwrap(),
+            "1\n"
+        );
     }
 
     #[test]

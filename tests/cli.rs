@@ -513,3 +513,58 @@ fn secret_and_key_files_are_read_under_the_root() {
     assert!(err.contains("/etc/npu-agent/pw: not found"), "{err}");
     assert!(!err.contains("pw-OUTSIDE"), "{err}");
 }
+
+/// Clear screen passes only for `fleet watch` as parsed: "fleet" and "watch" as the values of
+/// other options (a `--root` directory named `fleet`, an `--llm-cmdline` of `watch`) do not let
+/// a board's model string wipe the operator's screen.
+#[test]
+fn only_a_parsed_fleet_watch_may_clear_the_screen() {
+    let cwd = tempfile::tempdir().unwrap();
+    let tree = cwd.path().join("fleet");
+    copy_tree(
+        Path::new(&case("own-rk3588-opi5plus-rknpu-0.9.8-healthy")),
+        &tree,
+    );
+    std::fs::write(
+        tree.join("proc/device-tree/model"),
+        b"Orange Pi 5 Plus\x1b[2J\x1b[Hfake ok\0",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        .args(["check", "--root", "fleet", "--llm-cmdline", "watch"])
+        .current_dir(cwd.path())
+        .output()
+        .expect("run npu-agent");
+    let out = stdout(&o);
+    assert!(
+        out.contains("Orange Pi 5 Plus"),
+        "the model is shown: {out}"
+    );
+    for bad in ["\x1b[2J", "\x1b[H"] {
+        assert!(!out.contains(bad), "{bad:?} reached the terminal: {out:?}");
+    }
+    let parse = |args: &[&str]| {
+        npu_agent::cli::Cli::try_parse_from(
+            std::iter::once("npu-agent").chain(args.iter().copied()),
+        )
+        .unwrap()
+    };
+    use clap::Parser;
+    assert!(npu_agent::cli::redraws(
+        &parse(&["fleet", "watch", "--broker", "mqtt://127.0.0.1:1"]).command
+    ));
+    assert!(!npu_agent::cli::redraws(
+        &parse(&["check", "--root", "fleet", "--llm-cmdline", "watch"]).command
+    ));
+    assert!(!npu_agent::cli::redraws(
+        &parse(&[
+            "fleet",
+            "send",
+            "watch",
+            "--all",
+            "--broker",
+            "mqtt://127.0.0.1:1"
+        ])
+        .command
+    ));
+}

@@ -197,6 +197,10 @@ fn refusal(e: &ReadError, what: &str, live: bool) -> (CompactOutcome, String) {
             CompactOutcome::Refused,
             format!("permission denied writing {what}: compaction needs root (sudo npu-agent compact)"),
         ),
+        ReadErrorKind::OutsideRoot => (
+            CompactOutcome::Refused,
+            format!("{what} is not written: {}", e.detail),
+        ),
         _ => (CompactOutcome::Failed, format!("writing {what} failed: {e}")),
     }
 }

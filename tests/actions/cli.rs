@@ -206,3 +206,29 @@ fn cli_runs_are_recorded_in_the_gate_ledger_under_the_configured_state_dir() {
         .admit_local(npu_agent::gate::Origin::Planner, compact, now + 601)
         .is_ok());
 }
+
+/// `compact --root R` with `compact_memory` or `drop_caches` planted as a link out of the tree:
+/// refused (exit 1) with the reason, and the file outside is not written.
+#[test]
+fn compact_refuses_a_symlinked_knob() {
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("knob");
+    for knob in ["/proc/sys/vm/compact_memory", "/proc/sys/vm/drop_caches"] {
+        std::fs::write(&target, "untouched").unwrap();
+        let t = Tree::new();
+        t.file("/proc/sys/vm/compact_memory", "")
+            .file("/proc/sys/vm/drop_caches", "");
+        std::fs::remove_file(t.host(knob)).unwrap();
+        std::os::unix::fs::symlink(&target, t.host(knob)).unwrap();
+        let root = t.path().to_str().unwrap();
+        let (code, out, err) = run(&["compact", "--root", root, "--drop-caches"]);
+        assert_eq!(code, 1, "{knob}: {out}{err}");
+        assert!(
+            out.contains(&format!(
+                "refused: {knob} is not written: it is a symbolic link"
+            )),
+            "{knob}: {out}"
+        );
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
+    }
+}
