@@ -665,3 +665,73 @@ fn shared_fixtures_are_copied_unchanged() {
         assert_eq!(ours, text, "{name}/expected.toml differs from ../shared");
     }
 }
+
+/// The driver versions a remedy keeps or builds on (`keep rknpu X`, `works on the installed
+/// rknpu X`, `a runtime release made for rknpu X`) and the floors a warning or failure asks for
+/// (`needs rknpu >= Y`, `carrying rknpu >= Y`), from one report.
+fn rknpu_kept_and_required(report: &Value) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    let version = |t: &str| -> Option<String> {
+        let v: String = t
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.')
+            .collect();
+        let v = v.trim_end_matches('.').to_string();
+        (v.split('.').count() == 3).then_some(v)
+    };
+    let after = |text: &str, marker: &str| -> Vec<String> {
+        text.match_indices(marker)
+            .filter_map(|(i, _)| version(&text[i + marker.len()..]))
+            .collect()
+    };
+    let (mut kept, mut required) = (Vec::new(), Vec::new());
+    for f in report["findings"].as_array().into_iter().flatten() {
+        let id = f["id"].as_str().unwrap_or("").to_string();
+        let remedy = f["remedy"].as_str().unwrap_or("");
+        for m in [
+            "keep rknpu ",
+            "works on the installed rknpu ",
+            "made for rknpu ",
+        ] {
+            kept.extend(after(remedy, m).into_iter().map(|v| (id.clone(), v)));
+        }
+        if matches!(f["status"].as_str(), Some("warn" | "fail" | "error")) {
+            let text = format!("{} {}", f["summary"].as_str().unwrap_or(""), remedy);
+            for m in ["needs rknpu >= ", "carrying rknpu >= "] {
+                required.extend(after(&text, m).into_iter().map(|v| (id.clone(), v)));
+            }
+        }
+    }
+    (kept, required)
+}
+
+/// The class of the RK3588 nofile case's contradiction ("keep rknpu 0.8.2" beside "needs rknpu
+/// >= 0.9.6"): on every fixture tree and variant, no remedy keeps a driver below a floor that
+/// a warning or failure in the same report asks for.
+#[test]
+fn remedies_never_keep_a_driver_another_finding_rules_out() {
+    let parse = |v: &str| -> Vec<u32> { v.split('.').map(|p| p.parse().unwrap()).collect() };
+    let mut checked = 0;
+    for case in CASES {
+        let e = load(case);
+        let roots =
+            std::iter::once("root".to_string()).chain(e.variant.iter().map(|v| v.root.clone()));
+        for root in roots {
+            let (report, _) = check_tree(&fixtures().join(case).join(&root));
+            let (kept, required) = rknpu_kept_and_required(&report);
+            for (kid, k) in &kept {
+                for (rid, r) in &required {
+                    assert!(
+                        parse(k) >= parse(r),
+                        "{case}/{root}: {kid} keeps rknpu {k}, but {rid} needs rknpu >= {r}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    // The cases that keep a driver (the ROCK 5B on 0.9.6 with the faulty 1.0.1 runtime) were seen.
+    assert!(
+        checked > 0,
+        "no remedy keeps a driver: the test checks nothing"
+    );
+}

@@ -655,10 +655,22 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
             (Some((rv, _)), true) => format!("rkllm-runtime {rv} {}", known_bad.map(|k| k.1).unwrap_or("")),
             (None, true) => String::new(),
         });
-        remedies.push(format!(
-            "replace librkllmrt.so with rkllm-runtime {fixed} or newer (from airockchip/rknn-llm, rkllm-runtime/Linux/librkllm_api/aarch64/librkllmrt.so -> /usr/lib/); keep rknpu {} — RKLLM >= 1.1 would also need rknpu >= 0.9.8",
-            driver.map(|d| d.to_string()).unwrap_or_else(|| "as it is".into())
-        ));
+        // The fixed release has a driver floor of its own: "keep the driver" only where the
+        // driver meets it, else the kernel comes first (the same floor the driver finding gives).
+        let fixed_needs = rkllm_needs_driver(fixed);
+        let replace = format!("rkllm-runtime {fixed} or newer (from airockchip/rknn-llm, rkllm-runtime/Linux/librkllm_api/aarch64/librkllmrt.so -> /usr/lib/)");
+        remedies.push(match (driver, fixed_needs) {
+            (Some(d), Some(need)) if d < need => format!(
+                "move the kernel to one carrying rknpu >= {need} (rknpu {d} serves no RKLLM release), then replace librkllmrt.so with {replace}"
+            ),
+            (Some(d), _) => format!(
+                "replace librkllmrt.so with {replace}; it works on the installed rknpu {d} — RKLLM >= 1.1 would also need rknpu >= 0.9.8"
+            ),
+            (None, _) => format!(
+                "replace librkllmrt.so with {replace}{}",
+                fixed_needs.map(|n| format!(" (it needs rknpu >= {n})")).unwrap_or_default()
+            ),
+        });
         hits.extend(qpe);
     }
     let invalid: Vec<(&LogHit, u32)> = ctx
@@ -703,9 +715,22 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
         problems.push(format!(
             "{what} is too new for rknpu {d}: it needs rknpu >= {need}"
         ));
-        remedies.push(format!(
-            "either use a runtime release made for rknpu {d} (RKLLM 1.0.x works with 0.9.6; replace librkllmrt.so), or move the kernel to one carrying rknpu >= {need}"
-        ));
+        // A runtime made for the installed driver is advice only where one exists (the oldest
+        // RKLLM, 1.0.x, needs 0.9.6); below that the kernel is the only way, as the driver
+        // finding says.
+        let oldest = rkllm_needs_driver(Version::new(1, 0, 0)).unwrap_or(need);
+        let kernel = format!("move the kernel to one carrying rknpu >= {need}");
+        let advice = if d >= oldest {
+            format!("either use a runtime release made for rknpu {d} (RKLLM 1.0.x works with {oldest}; replace librkllmrt.so), or {kernel}")
+        } else {
+            format!(
+                "{kernel}: no RKLLM release runs on rknpu {d} (even RKLLM 1.0.x needs {oldest})"
+            )
+        };
+        // Said once: the known-bad runtime's remedy may already start with this kernel move.
+        if !remedies.iter().any(|r| r.starts_with(&kernel)) || d >= oldest {
+            remedies.push(advice);
+        }
         hits.extend(too_low.iter().map(|(h, _)| *h));
     }
     if !problems.is_empty() {
