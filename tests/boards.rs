@@ -666,10 +666,13 @@ fn shared_fixtures_are_copied_unchanged() {
     }
 }
 
+/// (finding id, driver version) pairs.
+type IdVersions = Vec<(String, String)>;
+
 /// The driver versions a remedy keeps or builds on (`keep rknpu X`, `works on the installed
 /// rknpu X`, `a runtime release made for rknpu X`) and the floors a warning or failure asks for
 /// (`needs rknpu >= Y`, `carrying rknpu >= Y`), from one report.
-fn rknpu_kept_and_required(report: &Value) -> (Vec<(String, String)>, Vec<(String, String)>) {
+fn rknpu_kept_and_required(report: &Value) -> (IdVersions, IdVersions) {
     let version = |t: &str| -> Option<String> {
         let v: String = t
             .chars()
@@ -704,8 +707,8 @@ fn rknpu_kept_and_required(report: &Value) -> (Vec<(String, String)>, Vec<(Strin
     (kept, required)
 }
 
-/// The class of the RK3588 nofile case's contradiction ("keep rknpu 0.8.2" beside "needs rknpu
-/// >= 0.9.6"): on every fixture tree and variant, no remedy keeps a driver below a floor that
+/// The class of the RK3588 nofile case's contradiction ("keep rknpu 0.8.2" beside "needs
+/// rknpu 0.9.6 or newer"): on every fixture tree and variant, no remedy keeps a driver below a floor that
 /// a warning or failure in the same report asks for.
 #[test]
 fn remedies_never_keep_a_driver_another_finding_rules_out() {
