@@ -223,14 +223,19 @@ fn finding<'a>(report: &'a Value, id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no finding {id}"))
 }
 
-/// The remedy a person pastes points the same way as the case's recommendation.
-fn assert_remedy_mentions(report: &Value, id: &str, needle: &str) {
+/// A finding's remedy and summary, as one text to search.
+fn remedy_and_summary(report: &Value, id: &str) -> String {
     let f = finding(report, id);
-    let text = format!(
+    format!(
         "{} {}",
         f["remedy"].as_str().unwrap_or(""),
         f["summary"].as_str().unwrap_or("")
-    );
+    )
+}
+
+/// The remedy a person pastes points the same way as the case's recommendation.
+fn assert_remedy_mentions(report: &Value, id: &str, needle: &str) {
+    let text = remedy_and_summary(report, id);
     assert!(
         text.contains(needle),
         "{id}: remedy/summary should mention {needle:?}: {text}"
@@ -300,12 +305,7 @@ cases! {
 
 /// The remedy and summary of a finding do NOT contain `needle` (a remedy for another cause).
 fn assert_remedy_lacks(report: &Value, id: &str, needle: &str) {
-    let f = finding(report, id);
-    let text = format!(
-        "{} {}",
-        f["remedy"].as_str().unwrap_or(""),
-        f["summary"].as_str().unwrap_or("")
-    );
+    let text = remedy_and_summary(report, id);
     assert!(
         !text.contains(needle),
         "{id}: remedy/summary must not mention {needle:?}: {text}"

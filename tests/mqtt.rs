@@ -33,16 +33,7 @@ fn trust(board: &Board, seed: u8) -> String {
 }
 
 fn setup(id: &str, extra: &str) -> Option<(Broker, Board)> {
-    if !require_tool("mosquitto") {
-        return None;
-    }
-    let broker = Broker::start();
-    let board = Board::from_fixture(CASE, id, "");
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(&broker.url(), id, extra),
-    );
-    Some((broker, board))
+    broker_and_board(CASE, id, extra)
 }
 
 fn status_of(c: &Client, board: &str) -> Msg {
@@ -740,11 +731,7 @@ fn mutual_tls_with_generated_certificates() {
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     assert_eq!(status_of(&c, "b1").json()["board_id"], "b1");
     // The operator over mTLS too (TLS material from the NPU_AGENT_MQTT_* variables).
-    let env = [
-        ("NPU_AGENT_MQTT_CA_FILE", ca.as_str()),
-        ("NPU_AGENT_MQTT_CERT_FILE", ccert.as_str()),
-        ("NPU_AGENT_MQTT_KEY_FILE", ckey.as_str()),
-    ];
+    let env = tls_client_env(&ca, &ccert, &ckey);
     let (code, out, err) = run_cli(
         &[
             "fleet", "send", "rescan", "--board", "b1", "--broker", &tls_url, "--wait", "10",

@@ -174,11 +174,7 @@ fn readme_certificates_give_mutual_tls_with_a_v1_client_certificate_and_an_ip_se
     // The operator with the same v1 certificate, through the NPU_AGENT_MQTT_* variables.
     let p = |f: &str| pki.path().join(f).display().to_string();
     let (ca, cert, key) = (p("ca.crt"), p("client.crt"), p("client.key"));
-    let env = [
-        ("NPU_AGENT_MQTT_CA_FILE", ca.as_str()),
-        ("NPU_AGENT_MQTT_CERT_FILE", cert.as_str()),
-        ("NPU_AGENT_MQTT_KEY_FILE", key.as_str()),
-    ];
+    let env = tls_client_env(&ca, &cert, &key);
     let (code, out, err) = npu_agent(
         &[
             "fleet", "send", "rescan", "--board", "b1", "--broker", &url, "--wait", "10",
@@ -494,20 +490,14 @@ fn fleet_messages_say_what_is_missing() {
 
 #[test]
 fn release_npu_is_refused_where_the_profile_has_nothing_to_release() {
-    if !require_tool("mosquitto") {
+    let Some((broker, board)) = broker_and_board(
+        CASE,
+        "b1",
+        "[security]\nallow_unsigned = [\"compact\", \"rescan\", \"release_npu\"]\n",
+    ) else {
         return;
-    }
-    let broker = Broker::start();
+    };
     let url = broker.url();
-    let board = Board::from_fixture(CASE, "b1", "");
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(
-            &url,
-            "b1",
-            "[security]\nallow_unsigned = [\"compact\", \"rescan\", \"release_npu\"]\n",
-        ),
-    );
     let _agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
     let s = c.wait_for(T, "a status", |m| !m.payload.is_empty()).json();
@@ -543,17 +533,12 @@ fn release_npu_is_refused_where_the_profile_has_nothing_to_release() {
 
 #[test]
 fn a_failed_compaction_does_not_use_up_the_rate_limit() {
-    if !require_tool("mosquitto") {
-        return;
-    }
-    let broker = Broker::start();
-    let url = broker.url();
     // The fixture has no /proc/sys/vm/compact_memory: every compaction fails.
-    let board = Board::from_fixture(CASE, "b1", "");
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(&url, "b1", "[actions]\nauto_compact = false\n"),
-    );
+    let Some((broker, board)) = broker_and_board(CASE, "b1", "[actions]\nauto_compact = false\n")
+    else {
+        return;
+    };
+    let url = broker.url();
     assert!(board.read("/proc/sys/vm/compact_memory").is_none());
     let _agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);

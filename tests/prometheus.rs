@@ -66,22 +66,26 @@ fn promtool() -> Option<std::path::PathBuf> {
     found
 }
 
-/// `promtool check metrics` on the text: `Err` with its complaints.
-fn promtool_check(tool: &Path, text: &str) -> Result<(), String> {
-    let mut child = Command::new(tool)
-        .args(["check", "metrics"])
+/// Runs `cmd` with `text` on its stdin; its stdout and stderr are captured.
+fn piped(cmd: &mut Command, text: &str) -> std::process::Output {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("promtool");
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
     child
         .stdin
         .take()
         .unwrap()
         .write_all(text.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `promtool check metrics` on the text: `Err` with its complaints.
+fn promtool_check(tool: &Path, text: &str) -> Result<(), String> {
+    let out = piped(Command::new(tool).args(["check", "metrics"]), text);
     if out.status.success() {
         Ok(())
     } else {
@@ -97,20 +101,7 @@ type Sample = (String, BTreeMap<String, String>, f64);
 
 /// Parses exposition text with prometheus_client; `Err` with its message when it rejects it.
 fn parse(text: &str) -> Result<Vec<Sample>, String> {
-    let mut child = Command::new("python3")
-        .args(["-c", PARSE])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = piped(Command::new("python3").args(["-c", PARSE]), text);
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }

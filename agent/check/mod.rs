@@ -330,6 +330,17 @@ impl LogIndex {
         }
         out.into_iter()
     }
+
+    /// Host-side (kernel and workload) hits with what `pick` takes from their events, e.g. the
+    /// version an `RknpuTooLow` line wants: `|e| match e { RknpuTooLow { wanted } =>
+    /// Some(*wanted), _ => None }`. In log order.
+    pub fn host_pick<T>(&self, pick: impl Fn(&LogEvent) -> Option<T>) -> Vec<(&LogHit, T)> {
+        let mut out = Vec::new();
+        for h in self.hits.iter().filter(|h| h.class != LogClass::Device) {
+            out.extend(h.events.iter().filter_map(&pick).map(|t| (h, t)));
+        }
+        out
+    }
 }
 
 /// Everything a check may read.

@@ -287,7 +287,8 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
     }
     // The runtime in use may be one that this driver serves (RKLLM 1.0.x ships with 0.9.6):
     // then the profile minimum is about a future upgrade, not a fault.
-    let hard_fail = ctx
+    // Workload evidence that the old driver already broke something.
+    let driver_faults: Vec<&LogHit> = ctx
         .logs
         .host(|e| {
             matches!(
@@ -297,8 +298,9 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
                     | LogEvent::Errno { errno: 14 }
             )
         })
-        .next()
-        .is_some();
+        .map(|(h, _)| h)
+        .collect();
+    let hard_fail = !driver_faults.is_empty();
     if let Some(rt) = runtime_versions(ctx).rkllm {
         if let Some(need) = rkllm_needs_driver(rt.0) {
             if v >= need && !hard_fail {
@@ -331,19 +333,8 @@ fn driver_version(ctx: &Ctx<'_>) -> Finding {
     f = f.remedy(format!(
         "upgrade the board's kernel to one carrying rknpu >= {min} (vendor BSP 5.10.209 / 6.1.84 or newer, e.g. Armbian vendor 6.1); modprobe/DKMS cannot replace a driver built into the kernel"
     ));
-    // Workload evidence that the old driver already broke something raises it to fail.
-    let hits: Vec<_> = ctx
-        .logs
-        .host(|e| {
-            matches!(
-                e,
-                LogEvent::RknpuTooLow { .. }
-                    | LogEvent::RknnBadModelMagic
-                    | LogEvent::Errno { errno: 14 }
-            )
-        })
-        .map(|(h, _)| h)
-        .collect();
+    // The workload's evidence raises it to fail.
+    let hits = driver_faults;
     if !hits.is_empty() {
         f.status = Status::Fail;
         f.summary.push_str(&format!(
@@ -673,14 +664,10 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
         });
         hits.extend(qpe);
     }
-    let invalid: Vec<(&LogHit, u32)> = ctx
-        .logs
-        .host(|e| matches!(e, LogEvent::RknnInvalidModelVersion { .. }))
-        .filter_map(|(h, e)| match e {
-            LogEvent::RknnInvalidModelVersion { model_version } => Some((h, *model_version)),
-            _ => None,
-        })
-        .collect();
+    let invalid: Vec<(&LogHit, u32)> = ctx.logs.host_pick(|e| match e {
+        LogEvent::RknnInvalidModelVersion { model_version } => Some(*model_version),
+        _ => None,
+    });
     if let Some((_, mv)) = invalid.last() {
         problems.push(format!(
             "librknnrt{} refuses the model ('Invalid RKNN model version {mv}'): the .rknn file was converted by a newer rknn-toolkit2 than this runtime",
@@ -690,14 +677,10 @@ fn runtime_library(ctx: &Ctx<'_>) -> Finding {
         hits.extend(invalid.iter().map(|(h, _)| *h));
     }
     // The runtime against the driver.
-    let too_low: Vec<(&LogHit, Version)> = ctx
-        .logs
-        .host(|e| matches!(e, LogEvent::RknpuTooLow { .. }))
-        .filter_map(|(h, e)| match e {
-            LogEvent::RknpuTooLow { wanted } => Some((h, *wanted)),
-            _ => None,
-        })
-        .collect();
+    let too_low: Vec<(&LogHit, Version)> = ctx.logs.host_pick(|e| match e {
+        LogEvent::RknpuTooLow { wanted } => Some(*wanted),
+        _ => None,
+    });
     let needs = v
         .rkllm
         .as_ref()

@@ -15,13 +15,22 @@ const NOW: i64 = 1_750_000_000;
 fn set(t: &Tree, size: &str) -> npu_agent::action::cma::CmaSetReport {
     let root = t.root();
     let d = diagnose(&root, &ProfileChoice::Auto).unwrap();
+    set_on(&root, &d, size)
+}
+
+/// `cma set SIZE` (no dry run) on `root` with the diagnosis `d`, state in the default directory.
+fn set_on(
+    root: &npu_agent::root::SysRoot,
+    d: &npu_agent::diagnose::Diagnosis,
+    size: &str,
+) -> npu_agent::action::cma::CmaSetReport {
     cma_set(
-        &root,
-        &d,
+        root,
+        d,
         size,
         false,
         &mut RealStorage,
-        &StateDir::default_for(&root),
+        &StateDir::default_for(root),
         NOW,
     )
 }
@@ -124,18 +133,7 @@ fn concurrent_edits_never_interleave() {
             let root = root.clone();
             let d = d.clone();
             let size = sizes[(i + round) % sizes.len()];
-            hs.push(std::thread::spawn(move || {
-                cma_set(
-                    &root,
-                    &d,
-                    size,
-                    false,
-                    &mut RealStorage,
-                    &StateDir::default_for(&root),
-                    NOW,
-                )
-                .outcome
-            }));
+            hs.push(std::thread::spawn(move || set_on(&root, &d, size).outcome));
         }
         for h in hs {
             let o = h.join().unwrap();

@@ -175,6 +175,36 @@ pub fn agent_config(url: &str, board: &str, extra: &str) -> String {
     )
 }
 
+/// A mosquitto broker and a board copied from the fixture `case`, with id `id` and the standard
+/// config ([`agent_config`]) pointing at that broker plus `extra`. `None` when mosquitto is
+/// missing outside CI (the test then skips; under `CI=true` it fails).
+pub fn broker_and_board(case: &str, id: &str, extra: &str) -> Option<(Broker, Board)> {
+    if !require_tool("mosquitto") {
+        return None;
+    }
+    let broker = Broker::start();
+    let board = Board::from_fixture(case, id, "");
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), id, extra),
+    );
+    Some((broker, board))
+}
+
+/// The `NPU_AGENT_MQTT_*` variables that give an operator tool (`fleet send`, `fleet watch`) a
+/// CA, a client certificate and its key (host paths).
+pub fn tls_client_env<'a>(
+    ca: &'a str,
+    cert: &'a str,
+    key: &'a str,
+) -> [(&'static str, &'a str); 3] {
+    [
+        ("NPU_AGENT_MQTT_CA_FILE", ca),
+        ("NPU_AGENT_MQTT_CERT_FILE", cert),
+        ("NPU_AGENT_MQTT_KEY_FILE", key),
+    ]
+}
+
 /// A running `npu-agent run`.
 pub struct Agent {
     child: Option<Child>,
