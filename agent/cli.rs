@@ -338,10 +338,7 @@ fn admit_cli(
     err: &mut dyn Write,
 ) -> Result<(crate::gate::Gate, crate::action::state::StateDir), i32> {
     use crate::gate::{config_refusals, Gate, Origin};
-    let env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("NPU_AGENT_"))
-        .collect();
-    let cfg = match crate::config::load(root, None, &env) {
+    let cfg = match crate::config::load(root, None, &agent_env()) {
         Ok((c, _)) => c,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
@@ -365,6 +362,13 @@ fn admit_cli(
             Err(EXIT_FINDINGS)
         }
     }
+}
+
+/// The `NPU_AGENT_*` environment variables (config overrides).
+fn agent_env() -> Vec<(String, String)> {
+    std::env::vars()
+        .filter(|(k, _)| k.starts_with("NPU_AGENT_"))
+        .collect()
 }
 
 /// Records in the ledger that `action` ran from the command line; a failure is said, not fatal
@@ -405,7 +409,18 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     };
     match action {
         CmaAction::Show { .. } => {
-            let state = crate::action::state::StateDir::default_for(&root);
+            // The state directory `cma set` records its edits in: the config's (under the root).
+            let state = match crate::config::load(&root, None, &agent_env()) {
+                Ok((c, _)) => crate::action::state::StateDir::new(&root, &c.state_dir),
+                Err(e) => {
+                    let _ = writeln!(
+                        err,
+                        "npu-agent: {e}; the last edit is looked up in {}",
+                        crate::action::state::DEFAULT_STATE_DIR
+                    );
+                    crate::action::state::StateDir::default_for(&root)
+                }
+            };
             let _ = write!(out, "{}", render_cma_show(&cma_show(&d, &state)));
             EXIT_OK
         }

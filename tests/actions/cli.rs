@@ -181,6 +181,13 @@ fn cli_runs_are_recorded_in_the_gate_ledger_under_the_configured_state_dir() {
         assert!(at >= before && at <= before + 60, "{slot}: {at}");
     }
     assert!(!t.exists("/var/lib/npu-agent/commands.json"));
+    // `cma show` finds the edit in the same configured state directory.
+    let (code, out, _) = run(&["cma", "show", "--root", root]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("last edit           cma 512M in /boot/armbianEnv.txt: verified"),
+        "{out}"
+    );
 
     // The daemon's gate on the same state: the planner waits out its cooldown after the
     // admin's compaction.
