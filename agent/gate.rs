@@ -692,8 +692,8 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mqtt::command::SigningKey;
     use crate::mqtt::command::{sign, InitMessage};
-    use ed25519_dalek::SigningKey;
     use serde_json::Value;
 
     fn key() -> SigningKey {

@@ -30,8 +30,8 @@ fn rss(pid: u32) -> (String, String) {
     (get("VmRSS:"), get("VmHWM:"))
 }
 
-fn operator_key() -> ed25519_dalek::SigningKey {
-    ed25519_dalek::SigningKey::from_bytes(&[3u8; 32])
+fn operator_key() -> npu_agent::mqtt::command::SigningKey {
+    npu_agent::mqtt::command::SigningKey::from_bytes(&[3u8; 32])
 }
 
 fn rescan(c: &Client, id: &str) -> f64 {
@@ -80,11 +80,7 @@ fn main() {
     let board = Board::from_fixture("own-rk3588-opi5plus-rknpu-0.9.8-healthy", "b1", "");
     let pub_path = board.root().join("operator.pub");
     {
-        use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePublicKey};
-        let pem = operator_key()
-            .verifying_key()
-            .to_public_key_pem(LineEnding::LF)
-            .unwrap();
+        let pem = operator_key().verifying_key().to_public_key_pem();
         std::fs::write(&pub_path, pem).unwrap();
     }
     let extra = format!(

@@ -267,10 +267,11 @@ fn br37_unsynchronised_clock_holds_expiring_destructive_commands() {
         .unwrap()
         .contains("id = \"BR-37\""));
     use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePublicKey};
-    let key = ed25519_dalek::SigningKey::from_bytes(&[37; 32]);
+    let key = npu_agent::mqtt::command::SigningKey::from_bytes(&[37; 32]);
     let broker = Broker::start();
     let board = Board::from_fixture(CASE, "b1", "");
-    let pem = key
+    // Encoded by an independent implementation (ed25519-dalek) of the same seed.
+    let pem = ed25519_dalek::SigningKey::from_bytes(&key.to_bytes())
         .verifying_key()
         .to_public_key_pem(LineEnding::LF)
         .unwrap();

@@ -16,14 +16,15 @@ use support::*;
 const CASE: &str = "own-rk3588-opi5plus-rknpu-0.9.8-healthy";
 const T: Duration = Duration::from_secs(15);
 
-fn key(seed: u8) -> ed25519_dalek::SigningKey {
-    ed25519_dalek::SigningKey::from_bytes(&[seed; 32])
+fn key(seed: u8) -> npu_agent::mqtt::command::SigningKey {
+    npu_agent::mqtt::command::SigningKey::from_bytes(&[seed; 32])
 }
 
 /// Writes the public key of `seed` into the board and returns the config lines that trust it.
 fn trust(board: &Board, seed: u8) -> String {
     use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePublicKey};
-    let pem = key(seed)
+    // Encoded by an independent implementation (ed25519-dalek) of the same seed.
+    let pem = ed25519_dalek::SigningKey::from_bytes(&[seed; 32])
         .verifying_key()
         .to_public_key_pem(LineEnding::LF)
         .unwrap();

@@ -13,8 +13,8 @@
 //! The signature covers [`signed_message`]: a fixed header, board (or `all`), action, cmd_id, the
 //! canonical JSON of `args` (sorted keys), `issued_at` and `expires_at`.
 
+pub use super::ed25519::{SigningKey, VerifyingKey};
 use base64::Engine;
-use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -108,31 +108,22 @@ pub fn sign(key: &SigningKey, action: &str, cmd_id: &str, msg: &mut InitMessage)
         msg.issued_at,
         msg.expires_at,
     ));
-    msg.signature = Some(base64::engine::general_purpose::STANDARD.encode(sig.to_bytes()));
+    msg.signature = Some(base64::engine::general_purpose::STANDARD.encode(sig));
 }
 
 /// Writes a new key pair: PKCS#8 v1 PEM private key at `out` (mode 0600) and SPKI PEM public key
 /// at `out.pub` (as `openssl genpkey -algorithm ed25519` and `openssl pkey -pubout` write them).
 /// Returns the public key path. Refuses to overwrite an existing file.
 pub fn keygen(out: &std::path::Path) -> Result<std::path::PathBuf, String> {
-    use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePrivateKey, EncodePublicKey};
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed).map_err(|e| format!("no randomness: {e}"))?;
     let key = SigningKey::from_bytes(&seed);
     // PKCS#8 v1 (RFC 5208: no embedded public key), which `openssl pkey` and python-cryptography
-    // read; ed25519-dalek's own encoder writes v2 (RFC 5958), which they refuse.
-    let private = ed25519_dalek::pkcs8::KeypairBytes {
-        secret_key: key.to_bytes(),
-        public_key: None,
-    }
-    .to_pkcs8_pem(LineEnding::LF)
-    .map_err(|e| e.to_string())?;
-    let public = key
-        .verifying_key()
-        .to_public_key_pem(LineEnding::LF)
-        .map_err(|e| e.to_string())?;
+    // read (they refuse v2, RFC 5958).
+    let private = key.to_pkcs8_pem();
+    let public = key.verifying_key().to_public_key_pem();
     let pub_path = std::path::PathBuf::from(format!("{}.pub", out.display()));
     for p in [out, pub_path.as_path()] {
         if p.exists() {
@@ -155,7 +146,6 @@ pub fn keygen(out: &std::path::Path) -> Result<std::path::PathBuf, String> {
 /// Reads an Ed25519 PKCS#8 PEM private key: v1 (as `keygen` and `openssl genpkey` write) or v2
 /// (with the public key, as `keygen` wrote before; the pair is checked).
 pub fn load_signing_key(path: &std::path::Path) -> Result<SigningKey, String> {
-    use ed25519_dalek::pkcs8::DecodePrivateKey;
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     SigningKey::from_pkcs8_pem(&text)
         .map_err(|e| format!("{}: not an Ed25519 PKCS#8 PEM key: {e}", path.display()))
@@ -163,7 +153,6 @@ pub fn load_signing_key(path: &std::path::Path) -> Result<SigningKey, String> {
 
 /// Parses an SPKI PEM public key.
 pub fn parse_verifying_key(text: &str) -> Result<VerifyingKey, String> {
-    use ed25519_dalek::pkcs8::DecodePublicKey;
     VerifyingKey::from_public_key_pem(text)
         .map_err(|e| format!("not an Ed25519 public key PEM: {e}"))
 }
@@ -484,8 +473,9 @@ pub fn authorize(
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(sig)
                 .map_err(|_| "signature is not base64".to_string())?;
-            let sig = Signature::from_slice(&bytes)
-                .map_err(|_| "signature is not 64 bytes".to_string())?;
+            if bytes.len() != 64 {
+                return Err("signature is not 64 bytes".into());
+            }
             let signed = signed_message(
                 &msg.board,
                 &topic.action,
@@ -497,7 +487,7 @@ pub fn authorize(
             if !policy
                 .trusted_keys
                 .iter()
-                .any(|k| k.verify(&signed, &sig).is_ok())
+                .any(|k| k.verify(&signed, &bytes))
             {
                 return Err("bad signature: no trusted key verifies it".into());
             }

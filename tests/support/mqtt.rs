@@ -393,7 +393,7 @@ pub fn init_payload(
     args: serde_json::Value,
     issued_at: i64,
     lifetime_s: i64,
-    key: Option<&ed25519_dalek::SigningKey>,
+    key: Option<&npu_agent::mqtt::command::SigningKey>,
 ) -> Vec<u8> {
     let mut m = npu_agent::mqtt::command::InitMessage {
         status: npu_agent::mqtt::command::CmdStatus::Init,

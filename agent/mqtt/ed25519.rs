@@ -1,0 +1,302 @@
+//! Ed25519 keys for signed commands, through `ring` (already linked for TLS, so signing and
+//! verifying add about 2 KB to the static binary where a separate Ed25519 crate with its DER and
+//! PEM crates cost about 50 KB).
+//!
+//! Key files are the forms `openssl` writes: the private key as PKCS#8 PEM (`PRIVATE KEY`, RFC 8410:
+//! v1 as `openssl genpkey -algorithm ed25519` writes it, and v2 with the public key inside, which
+//! this agent's `keygen` wrote before; both carry the 32-byte seed at the same place), the public
+//! key as SPKI PEM (`PUBLIC KEY`, as `openssl pkey -pubout` writes it). Ed25519 fixes the DER of
+//! both, so they are read and written as a fixed prefix plus the key bytes.
+
+use base64::Engine;
+use ring::signature::{self, KeyPair};
+
+/// DER of an Ed25519 PKCS#8 v1 private key up to the 32-byte seed (RFC 8410 section 7):
+/// SEQUENCE { INTEGER 0, SEQUENCE { OID 1.3.101.112 }, OCTET STRING { OCTET STRING (32) } }.
+const PKCS8_V1_PREFIX: [u8; 16] = [
+    0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+];
+
+/// DER of an Ed25519 SubjectPublicKeyInfo up to the 32-byte public key (RFC 8410 section 4):
+/// SEQUENCE { SEQUENCE { OID 1.3.101.112 }, BIT STRING (0 unused bits, 32 bytes) }.
+const SPKI_PREFIX: [u8; 12] = [
+    0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
+];
+
+/// An Ed25519 private key: its 32-byte seed (RFC 8032 section 5.1.5) and the expanded key pair.
+pub struct SigningKey {
+    seed: [u8; 32],
+    pair: signature::Ed25519KeyPair,
+}
+
+impl SigningKey {
+    /// The key of a 32-byte seed (the private key as RFC 8032 and PKCS#8 files hold it).
+    pub fn from_bytes(seed: &[u8; 32]) -> SigningKey {
+        match signature::Ed25519KeyPair::from_seed_unchecked(seed) {
+            Ok(pair) => SigningKey { seed: *seed, pair },
+            // ring refuses only a seed of another length than 32 bytes.
+            Err(_) => unreachable!("a 32-byte Ed25519 seed is always accepted"),
+        }
+    }
+
+    /// The 32-byte seed.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.seed
+    }
+
+    /// The matching public key.
+    pub fn verifying_key(&self) -> VerifyingKey {
+        let mut key = [0u8; 32];
+        key.copy_from_slice(self.pair.public_key().as_ref());
+        VerifyingKey(key)
+    }
+
+    /// The 64-byte signature of `message` (deterministic, RFC 8032).
+    pub fn sign(&self, message: &[u8]) -> [u8; 64] {
+        let mut sig = [0u8; 64];
+        sig.copy_from_slice(self.pair.sign(message).as_ref());
+        sig
+    }
+
+    /// Reads a PKCS#8 PEM private key (v1 or v2; in a v2 key the public key must match the seed).
+    ///
+    /// Errors: no `PRIVATE KEY` PEM block, bad base64, or DER that is not an unencrypted Ed25519
+    /// PKCS#8 key.
+    pub fn from_pkcs8_pem(text: &str) -> Result<SigningKey, String> {
+        let der = pem_decode(text, "PRIVATE KEY")?;
+        // ring checks the structure, the algorithm and (v2) that the public key matches.
+        signature::Ed25519KeyPair::from_pkcs8_maybe_unchecked(&der)
+            .map_err(|e| format!("not an Ed25519 PKCS#8 key ({e})"))?;
+        // Both versions put the seed right after the same 16 bytes (only the version and the
+        // outer length differ, and ring has accepted the DER).
+        match der.get(12..48) {
+            Some(tail) if tail[..4] == PKCS8_V1_PREFIX[12..] => {
+                let mut seed = [0u8; 32];
+                seed.copy_from_slice(&tail[4..]);
+                Ok(SigningKey::from_bytes(&seed))
+            }
+            _ => Err("not an Ed25519 PKCS#8 key (unexpected layout)".into()),
+        }
+    }
+
+    /// The PKCS#8 v1 PEM form (what `openssl genpkey -algorithm ed25519` writes), LF line ends.
+    pub fn to_pkcs8_pem(&self) -> String {
+        let mut der = PKCS8_V1_PREFIX.to_vec();
+        der.extend_from_slice(&self.seed);
+        pem_encode(&der, "PRIVATE KEY")
+    }
+}
+
+impl std::fmt::Debug for SigningKey {
+    /// Shows the public key only: the seed is a secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SigningKey")
+            .field(&self.verifying_key())
+            .finish()
+    }
+}
+
+/// An Ed25519 public key (32 bytes, RFC 8032 section 5.1.5).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct VerifyingKey([u8; 32]);
+
+impl VerifyingKey {
+    /// The 32 key bytes.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0
+    }
+
+    /// True when `sig` (64 bytes) is this key's signature of `message`. A key that is not a valid
+    /// curve point verifies nothing.
+    pub fn verify(&self, message: &[u8], sig: &[u8]) -> bool {
+        signature::UnparsedPublicKey::new(&signature::ED25519, &self.0)
+            .verify(message, sig)
+            .is_ok()
+    }
+
+    /// Reads an SPKI PEM public key (`PUBLIC KEY`).
+    ///
+    /// Errors: no `PUBLIC KEY` PEM block, bad base64, or DER that is not an Ed25519 key.
+    pub fn from_public_key_pem(text: &str) -> Result<VerifyingKey, String> {
+        let der = pem_decode(text, "PUBLIC KEY")?;
+        match der.strip_prefix(&SPKI_PREFIX[..]) {
+            Some(key) if key.len() == 32 => {
+                let mut bytes = [0u8; 32];
+                bytes.copy_from_slice(key);
+                Ok(VerifyingKey(bytes))
+            }
+            _ => Err("not an Ed25519 SubjectPublicKeyInfo".into()),
+        }
+    }
+
+    /// The SPKI PEM form (what `openssl pkey -pubout` writes), LF line ends.
+    pub fn to_public_key_pem(&self) -> String {
+        let mut der = SPKI_PREFIX.to_vec();
+        der.extend_from_slice(&self.0);
+        pem_encode(&der, "PUBLIC KEY")
+    }
+}
+
+impl std::fmt::Debug for VerifyingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VerifyingKey(")?;
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// The DER inside the first `-----BEGIN <label>-----` ... `-----END <label>-----` block of
+/// `text` (RFC 7468; whitespace inside is ignored).
+fn pem_decode(text: &str, label: &str) -> Result<Vec<u8>, String> {
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let start = text
+        .find(&begin)
+        .ok_or_else(|| format!("no \"{begin}\" line"))?
+        + begin.len();
+    let len = text[start..]
+        .find(&end)
+        .ok_or_else(|| format!("no \"{end}\" line"))?;
+    let body: String = text[start..start + len]
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .map_err(|e| format!("bad base64 in the PEM block: {e}"))
+}
+
+/// `der` as a PEM block (RFC 7468: base64 in lines of 64 characters), LF line ends.
+fn pem_encode(der: &[u8], label: &str) -> String {
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(std::str::from_utf8(line).unwrap_or_default());
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // RFC 8032 section 7.1, TEST 2: seed, public key, message 0x72 and its signature.
+    const SEED: &str = "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb";
+    const PUBLIC: &str = "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c";
+    const SIG: &str = "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da\
+                       085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00";
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn key() -> SigningKey {
+        SigningKey::from_bytes(&hex(SEED).try_into().unwrap())
+    }
+
+    #[test]
+    fn rfc8032_test_vector() {
+        let k = key();
+        assert_eq!(k.verifying_key().to_bytes().to_vec(), hex(PUBLIC));
+        assert_eq!(k.sign(&[0x72]).to_vec(), hex(SIG));
+        assert!(k.verifying_key().verify(&[0x72], &hex(SIG)));
+        assert!(!k.verifying_key().verify(&[0x73], &hex(SIG)));
+        assert!(!k.verifying_key().verify(&[0x72], &hex(SIG)[..63]));
+        let other = SigningKey::from_bytes(&[1; 32]).verifying_key();
+        assert!(!other.verify(&[0x72], &hex(SIG)));
+    }
+
+    #[test]
+    fn pem_round_trips_and_openssl_layout() {
+        let k = key();
+        let pem = k.to_pkcs8_pem();
+        // As openssl writes an Ed25519 key: one base64 line of 64 characters.
+        assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEI"));
+        assert_eq!(pem.lines().count(), 3);
+        assert_eq!(
+            SigningKey::from_pkcs8_pem(&pem).unwrap().to_bytes(),
+            k.to_bytes()
+        );
+        let public = k.verifying_key().to_public_key_pem();
+        assert!(public.starts_with("-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA"));
+        assert_eq!(
+            VerifyingKey::from_public_key_pem(&public).unwrap(),
+            k.verifying_key()
+        );
+        // CRLF and text around the block are fine.
+        let crlf = format!("comment\r\n{}", public.replace('\n', "\r\n"));
+        assert_eq!(
+            VerifyingKey::from_public_key_pem(&crlf).unwrap(),
+            k.verifying_key()
+        );
+    }
+
+    #[test]
+    fn wrong_keys_and_garbage_are_errors() {
+        let k = key();
+        let public = k.verifying_key().to_public_key_pem();
+        let private = k.to_pkcs8_pem();
+        assert!(SigningKey::from_pkcs8_pem(&public).is_err());
+        assert!(VerifyingKey::from_public_key_pem(&private).is_err());
+        assert!(VerifyingKey::from_public_key_pem("nope").is_err());
+        assert!(VerifyingKey::from_public_key_pem(
+            "-----BEGIN PUBLIC KEY-----\n!!!\n-----END PUBLIC KEY-----\n"
+        )
+        .is_err());
+        // A v2 key whose public key is not the seed's is refused.
+        let mut der = vec![
+            0x30, 0x51, 0x02, 0x01, 0x01, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22,
+            0x04, 0x20,
+        ];
+        der.extend_from_slice(&k.to_bytes());
+        der.extend_from_slice(&[0x81, 0x21, 0x00]);
+        der.extend_from_slice(&k.verifying_key().to_bytes());
+        let good = pem_encode(&der, "PRIVATE KEY");
+        assert_eq!(
+            SigningKey::from_pkcs8_pem(&good).unwrap().to_bytes(),
+            k.to_bytes()
+        );
+        let n = der.len();
+        der[n - 1] ^= 1;
+        assert!(SigningKey::from_pkcs8_pem(&pem_encode(&der, "PRIVATE KEY")).is_err());
+        // An RSA-sized or truncated DER is refused without a panic.
+        assert!(SigningKey::from_pkcs8_pem(&pem_encode(&der[..20], "PRIVATE KEY")).is_err());
+        assert!(VerifyingKey::from_public_key_pem(&pem_encode(&[0x30], "PUBLIC KEY")).is_err());
+    }
+
+    #[test]
+    fn agrees_with_an_independent_implementation() {
+        use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePrivateKey, EncodePublicKey};
+        use ed25519_dalek::{Signer, Verifier};
+        for seed in [[0u8; 32], [7; 32], [0xff; 32]] {
+            let ours = SigningKey::from_bytes(&seed);
+            let theirs = ed25519_dalek::SigningKey::from_bytes(&seed);
+            let msg = b"npu-agent-command-v1\nb1\nreboot\nc1\n{}\n1\n2\n";
+            let sig = ours.sign(msg);
+            assert_eq!(sig, theirs.sign(msg).to_bytes());
+            let dalek_sig = ed25519_dalek::Signature::from_bytes(&sig);
+            assert!(theirs.verifying_key().verify(msg, &dalek_sig).is_ok());
+            assert!(ours
+                .verifying_key()
+                .verify(msg, &theirs.sign(msg).to_bytes()));
+            // Their PEM encodings (v2 private key, SPKI public key) read here, and ours there.
+            let v2 = theirs.to_pkcs8_pem(LineEnding::LF).unwrap();
+            assert_eq!(SigningKey::from_pkcs8_pem(&v2).unwrap().to_bytes(), seed);
+            let public = theirs
+                .verifying_key()
+                .to_public_key_pem(LineEnding::LF)
+                .unwrap();
+            assert_eq!(public, ours.verifying_key().to_public_key_pem());
+            use ed25519_dalek::pkcs8::DecodePrivateKey;
+            let back = ed25519_dalek::SigningKey::from_pkcs8_pem(&ours.to_pkcs8_pem()).unwrap();
+            assert_eq!(back.to_bytes(), seed);
+        }
+    }
+}
