@@ -633,10 +633,7 @@ fn write_archive(out: &Path, bundle: &Bundle) -> Result<u64, CaptureError> {
         .open(&tmp)
         .map_err(|e| werr(&tmp, &e))?;
     let result = (|| -> std::io::Result<u64> {
-        let gz = flate2::write::GzEncoder::new(
-            std::io::BufWriter::new(file),
-            flate2::Compression::default(),
-        );
+        let gz = GzipWriter::new(std::io::BufWriter::new(file))?;
         let mut tar = tar::Builder::new(gz);
         tar.mode(tar::HeaderMode::Deterministic);
         for (p, e) in &bundle.entries {
@@ -682,8 +679,106 @@ fn write_archive(out: &Path, bundle: &Bundle) -> Result<u64, CaptureError> {
     }
 }
 
+/// The gzip member format (RFC 1952) around flate2's raw deflate stream: a 10-byte header
+/// (deflate, no name, mtime 0, unknown OS), the data, then its CRC-32 and length mod 2^32. Written
+/// here rather than with `flate2::write::GzEncoder`, whose CRC-32 crate links 24 KB of tables
+/// into the static binary; [`crc32`] needs 1 KB and a bundle is a few MB at most.
+struct GzipWriter<W: Write> {
+    deflate: flate2::write::DeflateEncoder<W>,
+    crc: u32,
+    len: u32,
+}
+
+impl<W: Write> GzipWriter<W> {
+    fn new(mut out: W) -> std::io::Result<Self> {
+        out.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff])?;
+        Ok(GzipWriter {
+            deflate: flate2::write::DeflateEncoder::new(out, flate2::Compression::default()),
+            crc: 0,
+            len: 0,
+        })
+    }
+
+    /// Ends the deflate stream, writes the trailer and returns the inner writer.
+    fn finish(self) -> std::io::Result<W> {
+        let mut out = self.deflate.finish()?;
+        out.write_all(&self.crc.to_le_bytes())?;
+        out.write_all(&self.len.to_le_bytes())?;
+        Ok(out)
+    }
+}
+
+impl<W: Write> Write for GzipWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.deflate.write(buf)?;
+        self.crc = crc32(self.crc, &buf[..n]);
+        self.len = self.len.wrapping_add(n as u32);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.deflate.flush()
+    }
+}
+
+/// CRC-32 (ISO 3309, reflected polynomial 0xEDB88320, as gzip uses) of `bytes`, continuing from
+/// `crc` (0 to start).
+fn crc32(crc: u32, bytes: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    };
+    let mut c = !crc;
+    for &b in bytes {
+        c = TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
+    }
+    !c
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn gzip_writer_is_read_by_flate2_and_crc32_has_its_check_value() {
+        use std::io::{Read, Write};
+        // The CRC-32 check value (the CRC of the nine ASCII digits), in one piece and in two.
+        assert_eq!(super::crc32(0, b"123456789"), 0xCBF4_3926);
+        assert_eq!(
+            super::crc32(super::crc32(0, b"1234"), b"56789"),
+            0xCBF4_3926
+        );
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut w = super::GzipWriter::new(Vec::new()).unwrap();
+        w.write_all(&data).unwrap();
+        let gz = w.finish().unwrap();
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(gz.as_slice())
+            .read_to_end(&mut back)
+            .unwrap();
+        assert_eq!(back, data);
+        // A flipped data byte is caught by the trailer's CRC.
+        let mut bad = gz.clone();
+        let n = bad.len();
+        bad[n - 8] ^= 1;
+        assert!(flate2::read::GzDecoder::new(bad.as_slice())
+            .read_to_end(&mut Vec::new())
+            .is_err());
+    }
+
     use super::*;
 
     fn red_with(literals: &[(&str, &str)]) -> Redactor {
