@@ -5,7 +5,8 @@
 //! - busy: a check cycle and status every 2 s (`[report] interval_s = 2`); CPU time per cycle =
 //!   the process's utime+stime delta (`/proc/PID/stat`, all threads) over the statuses received;
 //! - idle: the default shape (a cycle every 60 s, MQTT keep-alive 30 s); CPU time per minute and
-//!   wake-ups per minute of the runtime thread (its context switches, `/proc/PID/task/PID/status`).
+//!   wake-ups per minute of the runtime thread (its voluntary context switches,
+//!   `/proc/PID/task/PID/status`: each is a return from sleep).
 //!
 //! TCG emulates every guest instruction on the host, so guest CPU times are many times what a
 //! Cortex-A76 takes; compare them with each other, not with a board.
@@ -94,6 +95,10 @@ fn main() {
         .unwrap_or_default();
     println!("vboard bench: {machine}; guest under qemu TCG; {secs} s per phase");
     let t0 = Instant::now();
+    if let Some(bin) = common::aarch64_agent() {
+        let bytes = std::fs::metadata(&bin).map(|m| m.len()).unwrap_or(0);
+        println!("vboard bench: the static aarch64 agent, {bytes} bytes");
+    }
     let Some((dt, m1, m2, statuses)) = phase("bench-busy", 2, 5, secs) else {
         println!("vboard bench: skipped (see above)");
         return;
@@ -108,6 +113,7 @@ fn main() {
         m2.threads
     );
     let Some((dt, m1, m2, statuses)) = phase("bench-idle", 60, 30, secs) else {
+        println!("vboard bench: idle phase skipped (see above)");
         return;
     };
     let cpu_s = (m2.cpu_ticks - m1.cpu_ticks) as f64 / USER_HZ;
@@ -120,5 +126,8 @@ fn main() {
         m2.hwm_kb,
         m2.threads
     );
-    println!("vboard bench: {:.0} s", t0.elapsed().as_secs_f64());
+    println!(
+        "vboard bench: both phases complete in {:.0} s",
+        t0.elapsed().as_secs_f64()
+    );
 }

@@ -1239,11 +1239,14 @@ fn rk3588_fleet_status_commands_and_signed_cma_reboot_over_mqtt() {
 /// some boots (VmRSS about 4.7 MB); agent/runtime.rs explains the shape that prevents it.
 #[test]
 fn agent_memory_stays_small_with_thp_always_and_madvise() {
-    // The goal is VmRSS < 3 MiB and VmHWM < 3.5 MiB. After the live-evidence, capture, gate and
-    // power/thermal work landed the agent measured 3068-3088 kB VmRSS (3144-3148 kB VmHWM), just
-    // over the VmRSS goal, so the test holds a ceiling a quarter MiB above it until the next cuts
-    // (README "Static aarch64 build and virtual boards"); no huge page is the hard requirement.
-    const RSS_LIMIT_KB: u64 = 3 * 1024 + 256;
+    // The goal is VmRSS < 3 MiB and VmHWM < 3.5 MiB (as /proc reports them, in kB = KiB) on both
+    // THP settings, and no huge page. VmHWM holds. VmRSS measured 3008-3140 kB after the
+    // Ed25519 and gzip cuts: about 2416 kB of it is the binary's pages (RssFile: the kernel maps
+    // pages around each fault, so nearly the whole 2.5 MiB file is resident) and 650-720 kB
+    // anonymous (heap and the helper thread's stack, which with a cycle every 2 s is always
+    // running a diagnosis), so the test holds a ceiling 128 KiB above the goal until the binary
+    // shrinks further (README "Static aarch64 build and virtual boards").
+    const RSS_LIMIT_KB: u64 = 3 * 1024 + 128;
     const HWM_LIMIT_KB: u64 = 3 * 1024 + 512;
     let t0 = Instant::now();
     for thp in ["always", "madvise"] {
@@ -1301,8 +1304,8 @@ fn agent_memory_stays_small_with_thp_always_and_madvise() {
         assert_agent_alive(&mut b);
         let m = fresh_agent_mem(&mut b);
         common::say(&format!(
-            "bench: npu-agent run (static aarch64) on the virtual ROCK 5B, THP {thp}, after rescan, compact, rescan: VmRSS {} kB, VmHWM {} kB, AnonHugePages {} kB, {} threads",
-            m.rss_kb, m.hwm_kb, m.anon_huge_kb, m.threads
+            "bench: npu-agent run (static aarch64) on the virtual ROCK 5B, THP {thp}, after rescan, compact, rescan: VmRSS {} kB ({} kB anonymous, {} kB file), VmHWM {} kB, AnonHugePages {} kB, {} threads",
+            m.rss_kb, m.rss_anon_kb, m.rss_file_kb, m.hwm_kb, m.anon_huge_kb, m.threads
         ));
         assert_eq!(
             m.anon_huge_kb, 0,

@@ -926,6 +926,8 @@ pub fn parse_mem(console: &str, comm: &str) -> Vec<Mem> {
                 threads: field("threads")?,
                 cpu_ticks: field("cpu_ticks")?,
                 ctxsw: field("ctxsw")?,
+                rss_anon_kb: field("rss_anon_kb")?,
+                rss_file_kb: field("rss_file_kb")?,
             })
         })
         .collect()
@@ -942,8 +944,12 @@ pub struct Mem {
     pub threads: u64,
     /// utime + stime of the whole process, clock ticks (USER_HZ, 100 a second).
     pub cpu_ticks: u64,
-    /// Voluntary + involuntary context switches of the main thread.
+    /// Voluntary context switches of the main thread (its wake-ups after sleeping).
     pub ctxsw: u64,
+    /// The anonymous part of VmRSS (heap, stacks, writable data), kB.
+    pub rss_anon_kb: u64,
+    /// The file-backed part of VmRSS (the binary's code and read-only data), kB.
+    pub rss_file_kb: u64,
 }
 
 pub struct Boot {

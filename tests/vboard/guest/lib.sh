@@ -17,10 +17,13 @@ vb_section() {
 vb_mark() { echo "VBOARD-MARK $*"; }
 
 # vb_mem COMM: "VBOARD-MEM comm=COMM pid=P rss_kb=N hwm_kb=N anon_huge_kb=N threads=N
-# cpu_ticks=N ctxsw=N" for every process named COMM: VmRSS, VmHWM, transparent huge pages mapped
+# cpu_ticks=N ctxsw=N rss_anon_kb=N rss_file_kb=N" for every process named COMM: VmRSS, VmHWM,
+# transparent huge pages mapped
 # (AnonHugePages summed over smaps), live threads, utime+stime in clock ticks (all threads, the
-# exited ones included), and voluntary+involuntary context switches of the main thread (for the
-# agent: the runtime thread, so each voluntary one is a wake-up from sleep).
+# exited ones included), and the voluntary context switches of the main thread (for the agent:
+# the runtime thread, so each one is a wake-up after it went to sleep; preemptions by the
+# scheduler, the involuntary ones, are not counted), and VmRSS's anonymous and file-backed parts
+# (RssAnon, RssFile).
 vb_mem() {
   for _s in /proc/[0-9]*/status; do
     _c=$(awk '/^Name:/ {print $2; exit}' "$_s" 2>/dev/null)
@@ -29,8 +32,8 @@ vb_mem() {
     _ah=$(awk '/^AnonHugePages:/ {s += $2} END {print s + 0}' "/proc/$_p/smaps" 2>/dev/null)
     _th=0; for _t in /proc/"$_p"/task/*; do [ -e "$_t" ] && _th=$((_th + 1)); done
     _cpu=$(awk '{print $14 + $15}' "/proc/$_p/stat" 2>/dev/null)
-    _cs=$(awk '/ctxt_switches:/ {s += $2} END {print s + 0}' "/proc/$_p/task/$_p/status" 2>/dev/null)
-    echo "VBOARD-MEM comm=$1 pid=$_p rss_kb=$(awk '/^VmRSS:/ {print $2}' "$_s") hwm_kb=$(awk '/^VmHWM:/ {print $2}' "$_s") anon_huge_kb=${_ah:-0} threads=${_th:-0} cpu_ticks=${_cpu:-0} ctxsw=${_cs:-0}"
+    _cs=$(awk '/^voluntary_ctxt_switches:/ {print $2; exit}' "/proc/$_p/task/$_p/status" 2>/dev/null)
+    echo "VBOARD-MEM comm=$1 pid=$_p rss_kb=$(awk '/^VmRSS:/ {print $2}' "$_s") hwm_kb=$(awk '/^VmHWM:/ {print $2}' "$_s") anon_huge_kb=${_ah:-0} threads=${_th:-0} cpu_ticks=${_cpu:-0} ctxsw=${_cs:-0} rss_anon_kb=$(awk '/^RssAnon:/ {print $2}' "$_s") rss_file_kb=$(awk '/^RssFile:/ {print $2}' "$_s")"
   done
 }
 
