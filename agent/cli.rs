@@ -118,7 +118,9 @@ pub enum CmaAction {
     /// gate ([actions] disabled in the config under --root). Exit 0 done or nothing to do, 1
     /// refused or failed, 2 usage or config error.
     Set {
-        /// Size with K, M or G suffix (256M); at least the profile minimum, at most 25% of RAM.
+        /// Size as the kernel reads cma=: decimal or 0x hex with an optional K, M, G, T, P or E
+        /// suffix (256M); at least 4 MiB and the profile minimum, at most 25% of RAM; 0 (no pool)
+        /// where the profile has no minimum.
         size: String,
         /// Edit files under DIR instead of /.
         #[arg(long, value_name = "DIR", default_value = "/")]
