@@ -631,7 +631,14 @@ fn write_archive(out: &Path, bundle: &Bundle) -> Result<u64, CaptureError> {
         .write(true)
         .create_new(true)
         .open(&tmp)
-        .map_err(|e| werr(&tmp, &e))?;
+        .map_err(|e| {
+            // Name the file the user asked for; the temporary name only as the detail.
+            let detail = format!(
+                "{e} (creating the temporary file {} beside it)",
+                tmp.display()
+            );
+            werr(out, &detail)
+        })?;
     let result = (|| -> std::io::Result<u64> {
         let gz = GzipWriter::new(std::io::BufWriter::new(file))?;
         let mut tar = tar::Builder::new(gz);

@@ -59,7 +59,7 @@ pub enum Command {
     /// Write a support bundle (.tar.gz): every file the checks read, the kernel log and the
     /// workloads' journal as files, page size, uname and a manifest; redacted unless
     /// --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Exit 0
-    /// written, 1 could not write.
+    /// written, 1 could not write, 2 usage error (such as a --root that is not a directory).
     Capture(CaptureArgs),
     /// Write an Ed25519 key pair for signing commands: FILE (private, mode 0600) and FILE.pub.
     Keygen {
@@ -118,7 +118,9 @@ pub enum CmaAction {
     /// gate ([actions] disabled in the config under --root). Exit 0 done or nothing to do, 1
     /// refused or failed, 2 usage or config error.
     Set {
-        /// Size with K, M or G suffix (256M); at least the profile minimum, at most 25% of RAM.
+        /// Size as the kernel reads cma=: decimal or 0x hex with an optional K, M, G, T, P or E
+        /// suffix (256M); at least 4 MiB and the profile minimum, at most 25% of RAM; 0 (no pool)
+        /// where the profile has no minimum.
         size: String,
         /// Edit files under DIR instead of /.
         #[arg(long, value_name = "DIR", default_value = "/")]
@@ -248,6 +250,14 @@ pub fn redraws(command: &Command) -> bool {
 }
 
 fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    if !a.root.is_dir() {
+        let _ = writeln!(
+            err,
+            "npu-agent: --root {}: not a directory",
+            a.root.display()
+        );
+        return EXIT_USAGE;
+    }
     let root = SysRoot::new(&a.root);
     match crate::capture::capture(
         &root,
@@ -270,11 +280,17 @@ fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             );
             for x in m.missing.iter().take(20) {
                 // Board-controlled names: no control characters reach the terminal.
+                // The reason often starts with the path itself: say it once.
+                let reason = x
+                    .reason
+                    .strip_prefix(x.path.as_str())
+                    .and_then(|r| r.strip_prefix(": "))
+                    .unwrap_or(&x.reason);
                 let _ = writeln!(
                     out,
                     "  not captured: {}: {}",
                     crate::report::clean(&x.path),
-                    crate::report::clean(&x.reason)
+                    crate::report::clean(reason)
                 );
             }
             EXIT_OK

@@ -22,6 +22,16 @@ pub struct RunArgs {
     pub print_config: bool,
 }
 
+/// `fleet watch --format`: a table, or (with `--once`) one JSON object. Not the `check`
+/// formats: there is no Prometheus form of the fleet list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WatchFormat {
+    /// A table for people.
+    Text,
+    /// One JSON object with every board (needs --once).
+    Json,
+}
+
 /// `fleet` actions.
 #[derive(Debug, Subcommand)]
 pub enum FleetAction {
@@ -44,7 +54,7 @@ pub enum FleetAction {
         /// messages or the retained burst did not end within 30 s; then also
         /// `incomplete_reason` and `missed_messages`, and the exit code is 1).
         #[arg(long, value_enum, default_value = "text")]
-        format: crate::cli::Format,
+        format: WatchFormat,
     },
     /// Send a command and print its lifecycle; exit 0 only on successful.
     #[command(group = clap::ArgGroup::new("target").required(true).args(["board", "all"]))]
@@ -158,7 +168,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             once,
             format,
         } => {
-            let json = format == crate::cli::Format::Json;
+            let json = format == WatchFormat::Json;
             if json && !once {
                 let _ = writeln!(err, "npu-agent: --format json needs --once");
                 return EXIT_USAGE;

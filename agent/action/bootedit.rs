@@ -66,6 +66,12 @@ pub enum SizeError {
         /// The profile minimum in bytes.
         min_bytes: u64,
     },
+    /// A non-zero size below [`MIN_SENSIBLE_BYTES`] (4 MiB), whatever the profile says.
+    #[error("{size} is below 4 MiB, the smallest pool cma set accepts (a size without a suffix is in bytes: write 256M, not 256); 0 turns the pool off", size = human_bytes(*size_bytes))]
+    BelowFloor {
+        /// Requested size in bytes.
+        size_bytes: u64,
+    },
     /// More than [`MAX_RAM_PERCENT`] of `MemTotal`.
     #[error("{size} is more than {MAX_RAM_PERCENT}% of RAM ({ram}): at most {limit} is accepted, because the pool is carved out of low memory that the kernel also needs", size = human_bytes(*size_bytes), ram = human_bytes(*mem_total_bytes), limit = human_bytes(*limit_bytes))]
     AboveSafeFraction {
@@ -147,21 +153,13 @@ pub const MIN_SENSIBLE_BYTES: u64 = 4 << 20;
 /// minimum) and against [`MAX_RAM_PERCENT`] of `mem_total_bytes` (`/proc/meminfo` `MemTotal`,
 /// bytes). Returns the accepted maximum in bytes.
 ///
-/// Errors: [`SizeError::BelowMinimum`], [`SizeError::AboveSafeFraction`],
+/// Errors: [`SizeError::BelowMinimum`], [`SizeError::BelowFloor`], [`SizeError::AboveSafeFraction`],
 /// [`SizeError::UnknownRam`] when `mem_total_bytes` is `Err` (its text says why).
 pub fn validate_cma_size(
     size: &CmaSize,
     min_total_bytes: Option<u64>,
     mem_total_bytes: Result<u64, String>,
 ) -> Result<u64, SizeError> {
-    // A non-zero pool under 4 MiB is a typo (`cma=256` is 256 bytes), whatever the profile says;
-    // `0` stays allowed (CMA deliberately off).
-    if size.bytes > 0 && size.bytes < MIN_SENSIBLE_BYTES {
-        return Err(SizeError::BelowMinimum {
-            size_bytes: size.bytes,
-            min_bytes: MIN_SENSIBLE_BYTES,
-        });
-    }
     if let Some(min) = min_total_bytes.filter(|m| *m > 0) {
         if size.bytes < min {
             return Err(SizeError::BelowMinimum {
@@ -169,6 +167,14 @@ pub fn validate_cma_size(
                 min_bytes: min,
             });
         }
+    }
+    // A non-zero pool under 4 MiB is a typo (`cma=256` is 256 bytes), whatever the profile says;
+    // `0` stays allowed (CMA deliberately off). Checked after the profile minimum, so a profile
+    // that asks for more names its own figure.
+    if size.bytes > 0 && size.bytes < MIN_SENSIBLE_BYTES {
+        return Err(SizeError::BelowFloor {
+            size_bytes: size.bytes,
+        });
     }
     let ram = mem_total_bytes.map_err(SizeError::UnknownRam)?;
     let limit =
@@ -1166,11 +1172,19 @@ mod floor_tests {
         for typo in ["256", "1K", "2M"] {
             let s = parse_cma_size(typo).unwrap();
             assert!(
-                matches!(validate_cma_size(&s, None, ram.clone()), Err(SizeError::BelowMinimum { min_bytes, .. }) if min_bytes == MIN_SENSIBLE_BYTES),
+                matches!(
+                    validate_cma_size(&s, None, ram.clone()),
+                    Err(SizeError::BelowFloor { .. })
+                ),
                 "{typo}"
             );
         }
         assert!(validate_cma_size(&parse_cma_size("0").unwrap(), None, ram.clone()).is_ok());
-        assert!(validate_cma_size(&parse_cma_size("4M").unwrap(), None, ram).is_ok());
+        assert!(validate_cma_size(&parse_cma_size("4M").unwrap(), None, ram.clone()).is_ok());
+        // A profile minimum above the floor is the figure the refusal names, not 4 MiB.
+        assert!(matches!(
+            validate_cma_size(&parse_cma_size("3M").unwrap(), Some(64 << 20), ram),
+            Err(SizeError::BelowMinimum { min_bytes, .. }) if min_bytes == 64 << 20
+        ));
     }
 }

@@ -243,7 +243,7 @@ pub fn render_cma_show(s: &CmaShow) -> String {
             .clone()
             .unwrap_or_else(|| "no cma=".into())
     } else {
-        "unreadable".into()
+        "not read (missing or unreadable)".into()
     };
     out.push_str(&format!("/proc/cmdline       {booted}\n"));
     out.push_str(&format!(

@@ -45,7 +45,8 @@ pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
 pub fn parse_url_quiet(url: &str) -> Result<BrokerUrl, String> {
     if redact_url(url) != url {
         return Err(
-            "the broker URL must not carry user info; use mqtt.username and mqtt.password_file"
+            "the broker URL must not carry user info; use mqtt.username and mqtt.password_file \
+             (fleet send/watch: NPU_AGENT_MQTT_USERNAME and NPU_AGENT_MQTT_PASSWORD_FILE)"
                 .to_string(),
         );
     }
