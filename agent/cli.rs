@@ -1,4 +1,4 @@
-//! The command line (DESIGN section 3). `main.rs` only calls [`run`].
+//! The command line (README "Commands"). `main.rs` only calls [`run`].
 
 use crate::diagnose::{diagnose, DiagnoseError, ProfileChoice};
 use crate::profile;

@@ -10,7 +10,7 @@
 //!
 //! Modules: [`root`] (the only place that joins board paths under `--root`), [`parse`] (pure
 //! parsers), [`probe`] (file reading into a [`probe::Snapshot`]), [`profile`] (board profiles and
-//! detection), [`check`] (the checks of DESIGN section 5), [`report`] (the status object and its
+//! detection), [`check`] (the checks of README "Checks"), [`report`] (the status object and its
 //! text form), [`diagnose`] (the whole pipeline), [`cli`] (the command line).
 
 #![forbid(unsafe_code)]

@@ -1,5 +1,5 @@
 //! The report: what `check --format json` prints and what the MQTT `status` topic carries
-//! (DESIGN section 7, `schema: 1`), and its text rendering for people.
+//! (README "Fleet link (MQTT)", `schema: 1`), and its text rendering for people.
 
 use crate::check::{Finding, Status};
 use serde::{Deserialize, Serialize};
@@ -35,7 +35,7 @@ impl Health {
     }
 }
 
-/// One diagnosis of a board (DESIGN section 7 status JSON).
+/// One diagnosis of a board (the status JSON of README "Fleet link (MQTT)").
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// Overall health (first in the JSON, so a person reading `mosquitto_sub` sees it).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark of the main job: wall time and instruction count of one full `npu-agent check`
 # (release build) on a fixture tree and on this host, beside the same figures for the original
-# four-check doctor script (../shared/bench/seed-doctor.sh). Prints figures; asserts nothing.
+# four-check doctor script (SEED_DOCTOR=path, when given). Prints figures; asserts nothing.
 #
 #   bash bench/check.sh [RUNS]        (default 50 runs per target)
 #
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-50}
-SEED=${SEED_DOCTOR:-../shared/bench/seed-doctor.sh}
+SEED=${SEED_DOCTOR:-}
 FIXTURE=tests/fixtures/boards/own-pi5-hailo10h-5.1.1-healthy/root
 
 cargo build --release --quiet
@@ -64,8 +64,8 @@ if rustup target list --installed 2>/dev/null | grep -qx x86_64-unknown-linux-mu
   row "static musl: check --root <fixture>" "$STATIC" check --root "$FIXTURE" --format json
   row "static musl: check (this host)" "$STATIC" check --format json
 fi
-if [ -f "$SEED" ]; then
+if [ -n "$SEED" ] && [ -f "$SEED" ]; then
   row "seed-doctor.sh (this host, 4 checks)" bash "$SEED"
 else
-  echo "seed-doctor.sh not found at $SEED (set SEED_DOCTOR=path)"
+  echo "seed-doctor.sh: not compared (set SEED_DOCTOR=path to the script)"
 fi

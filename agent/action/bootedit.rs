@@ -1,7 +1,7 @@
 //! Pure edits of the boot-time CMA size: text in, new text + unified-style diff + warnings out.
 //! Nothing here opens a file; [`super::cma`] reads, writes and verifies.
 //!
-//! Rules (DESIGN §6 `set_cma`, RK3588-MEMORY.md §4, HAILO-PI5.md §6.3):
+//! Rules (the `set_cma` action; the kernel's `cma=` and the Pi 5 firmware's `dtoverlay=cma`):
 //! - Replace the one `cma=` token that wins (the kernel keeps the last one; U-Boot's
 //!   `env import` keeps the last definition of a key); never add a duplicate. Where there is
 //!   none, add it to the line that carries kernel arguments (creating `extraargs=` in an
@@ -14,7 +14,7 @@ use crate::parse::bootfile::{find_boot_cma, pi_config_cma, BootFileKind};
 use crate::parse::size::{human_bytes, memparse};
 
 /// Largest CMA pool `cma set` accepts, as a percentage of `MemTotal` (a safe fraction: the pool
-/// is taken from low memory that unmovable allocations also need, RK3588-MEMORY.md §4.4).
+/// is taken from low memory that unmovable allocations also need).
 pub const MAX_RAM_PERCENT: u64 = 25;
 
 /// Pool sizes (MiB) the Raspberry Pi `cma` overlay offers as `cma-N` parameters.
@@ -24,7 +24,7 @@ pub const OVERLAY_SIZES_MB: &[u64] = &[64, 96, 128, 192, 256, 320, 384, 448, 512
 pub const OVERLAY_SIZE_ALIGN_BYTES: u64 = 4 << 20;
 
 /// Largest pool known to work through the overlay on a Pi 5 (MiB); above it a warning is given
-/// (HAILO-PI5.md §6.3: 768M/1G gave `CmaTotal: 0` with `numa=fake=8`).
+/// (on a Pi 5, 768M/1G gave `CmaTotal: 0` with `numa=fake=8`).
 pub const PI5_VERIFIED_MAX_MB: u64 = 512;
 
 const MIB: u64 = 1 << 20;

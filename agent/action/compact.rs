@@ -1,4 +1,4 @@
-//! Memory compaction (DESIGN §6 `compact`, RK3588-MEMORY.md §5.3): `sync`; with
+//! Memory compaction (the `compact` action; the kernel's `vm.compact_memory` sysctl): `sync`; with
 //! `drop_caches`, write 1 to `/proc/sys/vm/drop_caches` (page cache only, never 3); write 1 to
 //! `/proc/sys/vm/compact_memory`; measure `CmaFree`, `MemFree`, buddyinfo and the `compact_*` /
 //! `cma_alloc_*` counters before and after, and the time it took.

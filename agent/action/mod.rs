@@ -1,4 +1,4 @@
-//! Guarded actions (DESIGN §6): memory compaction, the boot-time `cma=` edit, and reboot.
+//! Guarded actions: memory compaction, the boot-time `cma=` edit, and reboot.
 //!
 //! ```text
 //! findings + profile + state --> planner (pure, guards: cooldown, attempt limit, OOM) --> plan
@@ -28,7 +28,7 @@ pub mod state;
 
 use serde::{Deserialize, Serialize};
 
-/// The `[actions]` settings (DESIGN §8), with their defaults. Unknown keys are refused.
+/// The `[actions]` settings (README "Configuration"), with their defaults. Unknown keys are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ActionConfig {

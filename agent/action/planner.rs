@@ -132,7 +132,7 @@ pub fn plan(
         return out;
     }
     // CMA allocations failing with -16 (EBUSY): pages in the pool are held by page cache; dropping
-    // clean page cache helps there (RK3588-MEMORY.md §5.1).
+    // clean page cache helps there.
     let drop_caches = compaction.iter().any(|f| f.status == Status::Fail);
     let first = compaction
         .first()

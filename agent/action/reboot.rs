@@ -1,4 +1,4 @@
-//! The reboot state machine (DESIGN §6 `reboot`).
+//! The reboot state machine (the `reboot` action).
 //!
 //! ```text
 //! request --guards--> refused(reason)

@@ -4,7 +4,7 @@ use super::{Ctx, Finding, Status};
 
 /// SoC from the compatible list. RK3588S is tested first (`rockchip,rk3588s`, then an `rk3588s`
 /// token in a board compatible) because vendor trees of RK3588S boards often list only
-/// `rockchip,rk3588` (RK3588-MEMORY.md §1.3).
+/// `rockchip,rk3588`.
 pub fn soc_of(compatible: &[String], has_pcie3x4_node: bool) -> Option<String> {
     let any = |f: &dyn Fn(&str) -> bool| compatible.iter().any(|c| f(c));
     if any(&|c| c == "rockchip,rk3588s") || any(&|c| c.contains("rk3588s")) {

@@ -1,5 +1,4 @@
 //! CMA checks: pool size, free space, the boot-time `cma=` and whether a reboot is pending.
-//! Facts: RK3588-MEMORY.md §4-5, HAILO-PI5.md §6.3.
 
 use super::{mib, Ctx, Finding, LogHit, Status};
 use crate::parse::bootfile::{find_boot_cma, BootCma, BootFileKind};

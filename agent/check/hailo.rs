@@ -1,4 +1,4 @@
-//! Hailo checks (Raspberry Pi 5 + Hailo-8/8L/10H). Facts: shared/domain/HAILO-PI5.md.
+//! Hailo checks (Raspberry Pi 5 + Hailo-8/8L/10H).
 
 use super::{Ctx, Finding, Status};
 use crate::parse::logline::{LogEvent, ProbeCause};

@@ -1,5 +1,5 @@
 //! Memory checks: fragmentation (buddyinfo), whether compaction would help, and real
-//! out-of-memory. Facts: RK3588-MEMORY.md §3, §5.2-5.3.
+//! out-of-memory.
 
 use super::{mib, Ctx, Finding, LogHit, Status};
 use crate::parse::logline::LogEvent;

@@ -1,4 +1,4 @@
-//! Checks: pure functions `(profile, snapshot) -> findings`. Each check id of DESIGN section 5
+//! Checks: pure functions `(profile, snapshot) -> findings`. Each check id of README "Checks"
 //! yields at least one [`Finding`] on every run (`skip` with the reason when it does not apply or
 //! its files are missing), so a report always covers every id.
 //!
@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Every check id this agent reports (DESIGN section 5), in report order.
+/// Every check id this agent reports (README "Checks"), in report order.
 pub const CHECK_IDS: &[&str] = &[
     "board.identity",
     "hailo.pci_device",

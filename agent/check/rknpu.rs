@@ -1,5 +1,5 @@
 //! Rockchip NPU checks: the rknpu driver, its device node, and the RKNN/RKLLM userland on top.
-//! Facts: RK3588-MEMORY.md §2; the vendor driver registers as `RKNPU` (upper case), so every
+//! The vendor driver registers as `RKNPU` (upper case), so every
 //! kernel-provided name is compared without regard to case.
 
 use super::{Ctx, Finding, LogHit, Status};

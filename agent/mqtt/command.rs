@@ -28,7 +28,7 @@ pub const MAX_COMMAND_BYTES: usize = 4096;
 /// Clock skew tolerated between requester and board, seconds.
 pub const CLOCK_SKEW_S: i64 = 60;
 
-/// Lifecycle states (DESIGN section 7).
+/// Lifecycle states of a command (README "Fleet link (MQTT)").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CmdStatus {

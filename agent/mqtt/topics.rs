@@ -1,4 +1,4 @@
-//! Every MQTT topic the agent uses, built and parsed in one place (DESIGN section 7):
+//! Every MQTT topic the agent uses, built and parsed in one place (README "Fleet link (MQTT)"):
 //! `<root>/<board>/availability`, `<root>/<board>/status`, `<root>/<board>/cmd/<action>/<cmd_id>`
 //! and the fleet-wide `<root>/all/cmd/<action>/<cmd_id>`.
 

@@ -1,7 +1,7 @@
 //! Classifies one kernel, journal or workload log line into typed events by errno and status
 //! code, so a check can raise a finding from a log even when the workload is not running now.
 //!
-//! Shapes recognised (sources in `shared/domain/FACTS.md`): RKNN `errno: N`, HailoRT
+//! Shapes recognised: RKNN `errno: N`, HailoRT
 //! `HAILO_NAME(code)` and `Driver version (a) is different from library version (b)`,
 //! `libhailort.so.X: cannot open shared object file` / `=> not found`, firmware
 //! `Unsupported firmware operation. Host: a, Device: b`, kernel `cma_alloc … ret: -N`,
