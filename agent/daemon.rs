@@ -15,7 +15,7 @@ use crate::mqtt::{self, topics};
 use crate::root::SysRoot;
 use rumqttc::v5::mqttbytes::QoS;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -24,6 +24,9 @@ use tokio::sync::mpsc;
 pub const LEDGER_FILE: &str = crate::gate::LEDGER_FILE;
 /// Shortest time between two Home Assistant discovery messages.
 pub const HA_DISCOVERY_MIN_INTERVAL: Duration = Duration::from_secs(5);
+/// How long the command path trusts a clock state read earlier before reading the board's
+/// time-sync files again.
+pub const CLOCK_REPROBE: Duration = Duration::from_secs(5);
 
 /// Longest time between two check cycles (a changed finding is published within it), seconds.
 pub const CHECK_PERIOD_MAX_S: u64 = 15;
@@ -146,7 +149,8 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         )),
         max_incoming_packet_bytes: MAX_INCOMING_PACKET_BYTES,
         connect_timeout_s: 5,
-        lossless: false,
+        lossless: true,
+        ack_when_handled: true,
         protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).0,
         auto_protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).1,
     };
@@ -213,6 +217,14 @@ pub fn run(cfg: Config) -> Result<i32, RunError> {
     Ok(rt.block_on(main_loop(s)))
 }
 
+/// What the agent hands the MQTT client, in order.
+enum Outbound {
+    /// A retained QoS 1 message (a command's state): topic, payload.
+    Retained(String, Vec<u8>),
+    /// The acknowledgement of a handled incoming message.
+    Ack(crate::mqtt::link::Ack),
+}
+
 struct Agent {
     s: Setup,
     link: Option<Link>,
@@ -240,7 +252,10 @@ struct Agent {
     statuses: BTreeMap<String, Status>,
     last_status_publish: Instant,
     last_action: Option<Value>,
-    pending_replies: Vec<(String, Vec<u8>)>,
+    /// Answers and acknowledgements not yet taken by the client, in the order they were made:
+    /// a message is acknowledged only after its answer. Bounded by the link's
+    /// [`crate::mqtt::link::RECEIVE_MAXIMUM`]: the broker sends no more until these go out.
+    outbox: VecDeque<Outbound>,
     rescan_wanted: bool,
     diagnosing: bool,
     ready_sent: bool,
@@ -250,13 +265,27 @@ struct Agent {
     force_publish: bool,
     /// When discovery was last sent (at most once per [`HA_DISCOVERY_MIN_INTERVAL`]).
     last_discovery: Option<Instant>,
-    /// The link's dropped-message count when the command topics were last subscribed again.
-    dropped_seen: u64,
+    /// The clock state the command path judges by, and when it was read (from the last
+    /// diagnosis, or probed again at most every [`CLOCK_REPROBE`]): no file I/O per message.
+    clock: Option<(crate::check::clock::ClockSync, Instant)>,
     /// When the running diagnosis started (the watchdog is fed only while diagnoses finish).
     diagnosis_started: Instant,
 }
 
 impl Agent {
+    /// The clock state for the command path: the last one read if it is younger than
+    /// [`CLOCK_REPROBE`], else probed again (a command flood costs no file I/O per message).
+    fn clock_state(&mut self) -> crate::check::clock::ClockSync {
+        match &self.clock {
+            Some((c, at)) if at.elapsed() < CLOCK_REPROBE => c.clone(),
+            _ => {
+                let c = crate::check::clock::probe(&self.s.root);
+                self.clock = Some((c.clone(), Instant::now()));
+                c
+            }
+        }
+    }
+
     fn reply_topic(&self, c: &CmdRef) -> String {
         topics::command(&self.s.topic_root, &self.s.board, &c.action, &c.cmd_id)
     }
@@ -280,36 +309,47 @@ impl Agent {
         )
     }
 
-    /// Queues a retained QoS 1 message; sent now if connected, else on the next connect.
+    /// Queues a retained QoS 1 message; sent now if connected and nothing waits before it,
+    /// else in order on a later flush (the next connect at the latest).
     fn send_retained(&mut self, topic: String, payload: Vec<u8>) {
-        if self.connected {
-            if let Some(l) = &self.link {
-                if l.client
-                    .try_publish(topic.clone(), QoS::AtLeastOnce, true, payload.clone())
-                    .is_ok()
-                {
-                    return;
-                }
-            }
+        self.outbox.push_back(Outbound::Retained(topic, payload));
+        self.flush_outbox();
+    }
+
+    /// Acknowledges a handled message, after every answer queued before it.
+    fn send_ack(&mut self, ack: crate::mqtt::link::Ack) {
+        self.outbox.push_back(Outbound::Ack(ack));
+        self.flush_outbox();
+    }
+
+    /// Hands the outbox to the client in order, until its request queue is full.
+    fn flush_outbox(&mut self) {
+        if !self.connected {
+            return;
         }
-        self.pending_replies.push((topic, payload));
+        let Some(l) = &self.link else { return };
+        while let Some(next) = self.outbox.front() {
+            let sent = match next {
+                Outbound::Retained(t, p) => l
+                    .client
+                    .try_publish(t.clone(), QoS::AtLeastOnce, true, p.clone())
+                    .is_ok(),
+                // A void acknowledgement (an ended connection) is simply dropped.
+                Outbound::Ack(a) => l.try_ack(a).is_ok(),
+            };
+            if !sent {
+                return;
+            }
+            self.outbox.pop_front();
+        }
     }
 
     fn flush(&mut self) {
         if !self.connected {
             return;
         }
+        self.flush_outbox();
         let Some(l) = &self.link else { return };
-        let mut left = Vec::new();
-        for (t, p) in self.pending_replies.drain(..) {
-            if l.client
-                .try_publish(t.clone(), QoS::AtLeastOnce, true, p.clone())
-                .is_err()
-            {
-                left.push((t, p));
-            }
-        }
-        self.pending_replies = left;
         if self.status_dirty {
             if let Some(r) = &self.status_report {
                 let topic = topics::status(&self.s.topic_root, &self.s.board);
@@ -770,7 +810,7 @@ async fn main_loop(s: Setup) -> i32 {
         statuses: BTreeMap::new(),
         last_status_publish: Instant::now(),
         last_action: None,
-        pending_replies: Vec::new(),
+        outbox: VecDeque::new(),
         rescan_wanted: false,
         diagnosing: true,
         ready_sent: false,
@@ -779,7 +819,7 @@ async fn main_loop(s: Setup) -> i32 {
         last_diagnosis: None,
         force_publish: false,
         last_discovery: None,
-        dropped_seen: 0,
+        clock: None,
         diagnosis_started: Instant::now(),
         s,
     };
@@ -824,7 +864,15 @@ async fn main_loop(s: Setup) -> i32 {
             Some(done) = rx.recv() => handle_done(&mut agent, done, &tx),
             ev = next_event(&mut agent.link) => {
                 if let Some(ev) = ev {
+                    let ack = match &ev {
+                        LinkEvent::Message { ack, .. } => *ack,
+                        _ => None,
+                    };
                     handle_link(&mut agent, ev, &tx);
+                    // Handled (a command has its answer queued): the broker may send the next.
+                    if let Some(a) = ack {
+                        agent.send_ack(a);
+                    }
                 }
             }
             _ = housekeeping.tick() => {
@@ -844,7 +892,6 @@ async fn main_loop(s: Setup) -> i32 {
                     agent.taken_over = false;
                     tracing::info!("this board id's connection has been stable for a minute");
                 }
-                resubscribe_after_drops(&mut agent);
             }
             _ = sigterm.recv() => break,
             _ = tokio::signal::ctrl_c() => break,
@@ -947,8 +994,9 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                 .try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
             if !session_present {
                 // rumqttc keeps no subscriptions across a clean session (#250): subscribe again.
+                // No Local: the agent's own answers on these topics do not come back to it.
                 for f in topics::command_filters(&agent.s.topic_root, &agent.s.board) {
-                    let _ = l.client.try_subscribe(f, QoS::AtLeastOnce);
+                    let _ = l.client.try_subscribe_no_local(f, QoS::AtLeastOnce);
                 }
             }
             // Re-publish the status with the new session counter.
@@ -1065,7 +1113,7 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
             };
             // Clock hook: while the board's clock is known to be unsynchronised, an expiring
             // destructive command would be judged against a clock that may be days off.
-            let clock = crate::check::clock::probe(&agent.s.root);
+            let clock = agent.clock_state();
             agent.gate.set_clock(if clock.is_unsynchronised() {
                 crate::gate::ClockState::Unsynchronised
             } else {
@@ -1167,34 +1215,6 @@ fn send_discovery(agent: &mut Agent) {
     agent.last_discovery = Some(Instant::now());
 }
 
-/// Messages the link dropped on a full channel may include commands: subscribing again to the
-/// command topics makes the broker deliver every retained `init` once more. Those already
-/// answered now carry the agent's own state (ignored); the unanswered ones are taken up.
-/// At most once per housekeeping round, only after new drops.
-fn resubscribe_after_drops(agent: &mut Agent) {
-    let Some(l) = &agent.link else { return };
-    let dropped = l.dropped.load(Ordering::Relaxed);
-    if !agent.connected || dropped == agent.dropped_seen {
-        return;
-    }
-    if agent.gate.queued() > 0 || !agent.pending_replies.is_empty() {
-        // Let the queue and the replies drain first, else the redelivered commands would be
-        // `busy` again or the subscription would not fit in the request queue.
-        return;
-    }
-    let filters = topics::command_filters(&agent.s.topic_root, &agent.s.board);
-    if filters
-        .iter()
-        .all(|f| l.client.try_subscribe(f.clone(), QoS::AtLeastOnce).is_ok())
-    {
-        tracing::warn!(
-            dropped = dropped.saturating_sub(agent.dropped_seen),
-            "incoming messages were dropped; subscribing again to take up retained commands"
-        );
-        agent.dropped_seen = dropped;
-    }
-}
-
 fn agent_ha(agent: &Agent) -> crate::ha::HaContext<'_> {
     crate::ha::HaContext {
         prefix: &agent.s.cfg.home_assistant.discovery_prefix,
@@ -1238,6 +1258,8 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
     match done {
         Done::Diagnosed(Ok(d)) => {
             agent.diagnosing = false;
+            // Read during this diagnosis (counted from its start, the conservative age).
+            agent.clock = Some((d.snapshot.clock.clone(), agent.diagnosis_started));
             // What this board's profile refuses (release_npu without hailo-ollama): the gate
             // rejects it for every origin, and no button offers it.
             agent.gate.set_refused(

@@ -77,6 +77,7 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
         max_incoming_packet_bytes: 4 << 20,
         connect_timeout_s: 5,
         lossless: true,
+        ack_when_handled: false,
         protocol: protocol.0,
         auto_protocol: protocol.1,
     })
@@ -743,6 +744,7 @@ async fn watch_async(
                 topic,
                 payload,
                 retain,
+                ..
             }) => {
                 last_msg = Some(Instant::now());
                 if retain {

@@ -1002,6 +1002,7 @@ fn the_mqtt_311_fallback_link_publishes_and_receives() {
             max_incoming_packet_bytes: 16 * 1024,
             connect_timeout_s: 5,
             lossless: true,
+            ack_when_handled: false,
             protocol: Protocol::V311,
             auto_protocol: false,
         };
@@ -1059,6 +1060,135 @@ fn the_mqtt_311_fallback_link_publishes_and_receives() {
         m.topic == "v311/availability"
     });
     assert_eq!(w.text(), "offline");
+}
+
+/// The agent's link under a flood (item 5 of the command-path hardening), against a real broker,
+/// over MQTT 5 and 3.1.1: with acknowledgements owed until a message is handled, the broker
+/// holds back all but a few (MQTT 5 Receive Maximum; mosquitto's `max_inflight_messages` for
+/// 3.1.1) — the flood waits on the broker, not in the agent's memory — while the link keeps
+/// publishing and the connection stays up past 1.5 keep-alives; once handled and acknowledged,
+/// every message arrives exactly once. An acknowledgement owed to an ended connection is void.
+#[test]
+fn the_agent_link_holds_a_flood_back_on_the_broker_until_each_message_is_handled() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    use npu_agent::mqtt::link::{Ack, Link, LinkEvent, LinkOptions, Protocol, RECEIVE_MAXIMUM};
+    use rumqttc::v5::mqttbytes::QoS;
+    const FLOOD: usize = 300;
+    // mosquitto's default max_inflight_messages: the bound over 3.1.1, which has no Receive Maximum.
+    const MOSQUITTO_INFLIGHT: usize = 20;
+    let broker = Broker::start();
+    let observer = Client::connect(broker.port, &["flood/+/status"]);
+    for (protocol, name, held) in [
+        (Protocol::V5, "v5", usize::from(RECEIVE_MAXIMUM)),
+        (Protocol::V311, "v311", MOSQUITTO_INFLIGHT),
+    ] {
+        for i in 0..FLOOD {
+            observer.publish(
+                &format!("flood/{name}/cmd/{i}"),
+                i.to_string().as_bytes(),
+                true,
+            );
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let opts = LinkOptions {
+                url: npu_agent::mqtt::parse_url(&broker.url()).unwrap(),
+                tls: None,
+                client_id: format!("flood-{name}"),
+                keep_alive: Duration::from_secs(5),
+                credentials: None,
+                last_will: None,
+                max_incoming_packet_bytes: 16 * 1024,
+                connect_timeout_s: 5,
+                lossless: true,
+                ack_when_handled: true,
+                protocol,
+                auto_protocol: false,
+            };
+            let mut link = Link::start(&opts);
+            assert!(matches!(
+                next_event(&mut link).await,
+                LinkEvent::Connected { .. }
+            ));
+            link.client
+                .try_subscribe_no_local(format!("flood/{name}/cmd/+"), QoS::AtLeastOnce)
+                .unwrap();
+            // Nothing acknowledged: only the in-flight window arrives, for longer than 1.5
+            // keep-alives (the broker would end a connection whose pings stopped).
+            let mut owed: Vec<(String, Ack)> = Vec::new();
+            // 8 s over MQTT 5 (keep-alive 5 s: mosquitto ends a silent connection after 7.5 s).
+            let hold_s = if protocol == Protocol::V5 { 8 } else { 2 };
+            let hold = tokio::time::Instant::now() + Duration::from_secs(hold_s);
+            let mut status_sent = false;
+            loop {
+                match tokio::time::timeout_at(hold, link.events.recv()).await {
+                    Err(_) => break,
+                    Ok(Some(LinkEvent::Message { topic, ack, .. })) => {
+                        owed.push((topic, ack.expect("a QoS 1 message owes an ack")));
+                        if !status_sent {
+                            // The link still publishes while the flood waits.
+                            link.client
+                                .try_publish(
+                                    format!("flood/{name}/status"),
+                                    QoS::AtLeastOnce,
+                                    false,
+                                    b"up".to_vec(),
+                                )
+                                .unwrap();
+                            status_sent = true;
+                        }
+                    }
+                    Ok(ev) => panic!("{name}: unexpected {ev:?} while the flood is held back"),
+                }
+            }
+            assert_eq!(
+                owed.len(),
+                held,
+                "{name}: messages delivered before any ack"
+            );
+            let want = format!("flood/{name}/status");
+            let status = observer.wait_for(T, "the status published during the flood", |m| {
+                m.topic == want
+            });
+            assert_eq!(status.text(), "up");
+            // A void ack (a connection that has ended) sends nothing.
+            let void = Ack {
+                pkid: owed[0].1.pkid,
+                connection: 0,
+            };
+            assert_eq!(link.try_ack(&void), Ok(false));
+            // Handle and acknowledge each message: the rest of the flood follows, once each.
+            let mut seen: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+            let mut queue: std::collections::VecDeque<(String, Ack)> = owed.into();
+            loop {
+                while let Some((t, a)) = queue.pop_front() {
+                    assert!(seen.insert(t.clone()), "{name}: {t} delivered twice");
+                    // The request queue may be full for a moment: retry after a yield.
+                    while link.try_ack(&a).is_err() {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                if seen.len() == FLOOD {
+                    break;
+                }
+                match next_event(&mut link).await {
+                    LinkEvent::Message { topic, ack, .. } => queue.push_back((topic, ack.unwrap())),
+                    ev => panic!("{name}: unexpected {ev:?}"),
+                }
+            }
+            // Nothing comes twice.
+            let extra = tokio::time::timeout(Duration::from_millis(500), link.events.recv()).await;
+            assert!(extra.is_err(), "{name}: {extra:?} after the whole flood");
+            assert!(queue.is_empty());
+            assert_eq!(link.dropped.load(std::sync::atomic::Ordering::Relaxed), 0);
+            link.shutdown(Duration::from_secs(1)).await;
+        });
+    }
 }
 
 /// Item 4 of the command-path hardening: secrets planted in every input — the broker password
@@ -1163,10 +1293,6 @@ fn no_planted_secret_leaves_the_board() {
 /// in the middle of it is answered; a command a crash left `executing` is finished as failed;
 /// an unreadable ledger refuses signed commands.
 #[test]
-#[ignore = "known failure: after the flood, re-subscribing redelivers every retained init and the \
-            link's 1024-message channel drops about 1000 of them per round, so a given command \
-            (here the signed one) may stay unanswered; passed 4 times before the rebase on the \
-            current main, fails under load now. Run with --ignored."]
 fn command_path_attacks_hold_against_a_real_broker() {
     if !require_tool("mosquitto") {
         return;

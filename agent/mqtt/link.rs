@@ -1,5 +1,15 @@
 //! The MQTT connection (MQTT 5, rumqttc). One task owns the event loop and does nothing but poll
-//! it and hand events over a bounded channel; it never awaits a publish (rumqttc #263). Errors are
+//! it and hand events over a bounded channel; it never awaits a publish (rumqttc #263).
+//!
+//! No incoming message is lost inside the process: the task waits for room in the channel
+//! rather than drop a message. The agent's link ([`LinkOptions::ack_when_handled`]) also
+//! acknowledges a QoS 1 message only when the owner has handled it ([`Link::try_ack`], after the
+//! command's answer is queued), and tells the broker (MQTT 5 Receive Maximum,
+//! [`RECEIVE_MAXIMUM`]) to hold back the rest until then: a flood waits on the broker, not in
+//! the agent's memory, the task keeps polling (pings, status publishes and the last will keep
+//! working), and a message the client has acknowledged has always been handled. MQTT 3.1.1 has
+//! no Receive Maximum; there the broker's own in-flight limit (mosquitto
+//! `max_inflight_messages`, 20) does the same. Errors are
 //! followed by a capped exponential back-off with jitter (#703, #918). The CONNECT carries
 //! Maximum Packet Size, so the broker never sends a packet bigger than the agent accepts — an
 //! oversized retained message on a command topic cannot wedge the connection (#296, #884).
@@ -102,6 +112,26 @@ impl MqttClient {
     pub fn try_subscribe<S: Into<String>>(&self, filter: S, qos: QoS) -> Result<(), String> {
         match self {
             MqttClient::V5(c) => c.try_subscribe(filter, qos).map_err(|e| e.to_string()),
+            MqttClient::V311(c) => c
+                .try_subscribe(filter, v311_qos(qos))
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Queues a subscription that does not deliver this client's own publishes back to it
+    /// (MQTT 5 No Local; MQTT 3.1.1 has no such option and subscribes plainly): the agent's
+    /// answers on its command topics do not come back as messages to handle.
+    pub fn try_subscribe_no_local<S: Into<String>>(
+        &self,
+        filter: S,
+        qos: QoS,
+    ) -> Result<(), String> {
+        match self {
+            MqttClient::V5(c) => {
+                let mut f = rumqttc::v5::mqttbytes::v5::Filter::new(filter, qos);
+                f.nolocal = true;
+                c.try_subscribe_many([f]).map_err(|e| e.to_string())
+            }
             MqttClient::V311(c) => c
                 .try_subscribe(filter, v311_qos(qos))
                 .map_err(|e| e.to_string()),
@@ -283,8 +313,13 @@ pub struct LinkOptions {
     /// Connection timeout, seconds (a dead link is noticed in seconds, #295).
     pub connect_timeout_s: u64,
     /// Never drop an incoming message: wait for room in the event channel (operator tools that
-    /// read thousands of retained messages). The agent leaves this off and drops on overflow.
+    /// read thousands of retained messages, and the agent). Off: drop on overflow (counted in
+    /// [`Link::dropped`]).
     pub lossless: bool,
+    /// The owner acknowledges each QoS 1 message once it has handled it ([`Link::try_ack`]);
+    /// at most [`RECEIVE_MAXIMUM`] wait unacknowledged (MQTT 5). The agent's setting: a
+    /// command flood is held back by the broker, and nothing acknowledged goes unanswered.
+    pub ack_when_handled: bool,
     /// Protocol version to speak first.
     pub protocol: Protocol,
     /// `[mqtt] protocol = "auto"`: an MQTT 5 link whose CONNECT is refused the way 3.1.1-only
@@ -335,7 +370,32 @@ pub enum LinkEvent {
         payload: Vec<u8>,
         /// Retained flag.
         retain: bool,
+        /// The acknowledgement to send once handled ([`Link::try_ack`]); `None` when there is
+        /// none to send (QoS 0, or the link acknowledges on receipt).
+        ack: Option<Ack>,
     },
+}
+
+/// Unacknowledged QoS 1 messages the broker may send an [`LinkOptions::ack_when_handled`] link
+/// at once (MQTT 5 Receive Maximum): the most a flood puts in the agent's memory.
+pub const RECEIVE_MAXIMUM: u16 = 32;
+
+/// The acknowledgement of one incoming QoS 1 message, owed by the owner of an
+/// [`LinkOptions::ack_when_handled`] link once it has handled the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ack {
+    /// MQTT packet identifier of the PUBLISH.
+    pub pkid: u16,
+    /// The connection it arrived on ([`Link::try_ack`] sends nothing for an older one: its
+    /// packet identifier means nothing to the new session, and the broker delivers again).
+    pub connection: u64,
+}
+
+/// Connection numbers, unique in the process (every link start and every failure takes one).
+static CONNECTIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_connection() -> u64 {
+    CONNECTIONS.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A running connection: the client to publish with, the events, and the polling task.
@@ -346,8 +406,10 @@ pub struct Link {
     pub events: mpsc::Receiver<LinkEvent>,
     /// [`now_ms`] (monotonic) of the last poll that returned (a stalled loop stops moving it).
     pub progress_ms: Arc<AtomicU64>,
-    /// Incoming messages dropped because the event channel was full.
+    /// Incoming messages dropped because the event channel was full (never with `lossless`).
     pub dropped: Arc<AtomicU64>,
+    /// The current connection's number ([`Ack::connection`]).
+    connection: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -382,7 +444,10 @@ fn options(o: &LinkOptions) -> MqttOptions {
     m.set_max_packet_size(Some(o.max_incoming_packet_bytes));
     m.set_request_channel_capacity(256);
     m.set_outgoing_inflight_upper_limit(32);
-    if o.lossless {
+    if o.ack_when_handled {
+        m.set_manual_acks(true);
+        m.set_receive_maximum(Some(RECEIVE_MAXIMUM));
+    } else if o.lossless {
         // Operator tools: let the broker have every QoS 1 delivery in flight at once (mosquitto
         // otherwise uses max_inflight_messages, 20, and queues at most max_queued_messages, 1000,
         // dropping the rest of a large retained burst).
@@ -418,6 +483,7 @@ fn options_v311(o: &LinkOptions) -> rumqttc::MqttOptions {
     );
     m.set_request_channel_capacity(256);
     m.set_inflight(32);
+    m.set_manual_acks(o.ack_when_handled);
     if let Some((u, p)) = &o.credentials {
         m.set_credentials(u.clone(), p.expose().to_string());
     }
@@ -443,19 +509,21 @@ impl Link {
         let (tx, rx) = mpsc::channel(1024);
         let progress_ms = Arc::new(AtomicU64::new(now_ms()));
         let dropped = Arc::new(AtomicU64::new(0));
+        let connection = Arc::new(AtomicU64::new(next_connection()));
         let stopping = Arc::new(AtomicBool::new(false));
+        let task_ctx = TaskCtx {
+            tx,
+            progress: progress_ms.clone(),
+            dropped: dropped.clone(),
+            connection: connection.clone(),
+            stopping: stopping.clone(),
+            lossless: o.lossless || o.ack_when_handled,
+            manual_acks: o.ack_when_handled,
+        };
         let (client, task) = match o.protocol {
             Protocol::V5 => {
                 let (client, eventloop) = AsyncClient::new(options(o), 256);
-                let task = tokio::spawn(poll_loop(
-                    eventloop,
-                    tx,
-                    progress_ms.clone(),
-                    dropped.clone(),
-                    stopping.clone(),
-                    o.lossless,
-                    o.auto_protocol,
-                ));
+                let task = tokio::spawn(poll_loop(eventloop, task_ctx, o.auto_protocol));
                 (MqttClient::V5(client), task)
             }
             Protocol::V311 => {
@@ -464,14 +532,7 @@ impl Link {
                 net.set_tcp_nodelay(true);
                 net.set_connection_timeout(o.connect_timeout_s);
                 eventloop.set_network_options(net);
-                let task = tokio::spawn(poll_loop_v311(
-                    eventloop,
-                    tx,
-                    progress_ms.clone(),
-                    dropped.clone(),
-                    stopping.clone(),
-                    o.lossless,
-                ));
+                let task = tokio::spawn(poll_loop_v311(eventloop, task_ctx));
                 (MqttClient::V311(client), task)
             }
         };
@@ -480,9 +541,35 @@ impl Link {
             events: rx,
             progress_ms,
             dropped,
+            connection,
             stopping,
             task,
         }
+    }
+
+    /// Acknowledges a handled message ([`LinkOptions::ack_when_handled`]). `Ok(true)`: queued;
+    /// `Ok(false)`: nothing to send, the connection it came on has ended (the broker delivers
+    /// it again); `Err`: the request queue is full, try again later.
+    pub fn try_ack(&self, ack: &Ack) -> Result<bool, String> {
+        if ack.connection != self.connection.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        match &self.client {
+            MqttClient::V5(c) => {
+                let p = rumqttc::v5::mqttbytes::v5::Publish {
+                    qos: QoS::AtLeastOnce,
+                    pkid: ack.pkid,
+                    ..Default::default()
+                };
+                c.try_ack(&p).map_err(|e| e.to_string())?;
+            }
+            MqttClient::V311(c) => {
+                let mut p = rumqttc::Publish::new("", rumqttc::QoS::AtLeastOnce, Vec::new());
+                p.pkid = ack.pkid;
+                c.try_ack(&p).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(true)
     }
 
     /// Ends the connection: publishes nothing itself (publish `offline` first), sends DISCONNECT,
@@ -606,21 +693,45 @@ impl Reconnect {
     }
 }
 
-/// Hands an incoming message to the owner: waiting for room when `lossless`, else dropping it
-/// (counted) when the channel is full. `false` when the owner is gone.
-async fn forward(
-    tx: &mpsc::Sender<LinkEvent>,
-    ev: LinkEvent,
+/// What the polling task shares with its [`Link`].
+struct TaskCtx {
+    tx: mpsc::Sender<LinkEvent>,
+    progress: Arc<AtomicU64>,
+    dropped: Arc<AtomicU64>,
+    connection: Arc<AtomicU64>,
+    stopping: Arc<AtomicBool>,
+    /// Wait for room in the channel instead of dropping.
     lossless: bool,
-    dropped: &AtomicU64,
-) -> bool {
-    if lossless {
-        return tx.send(ev).await.is_ok();
+    /// The owner acknowledges QoS 1 messages ([`Ack`]).
+    manual_acks: bool,
+}
+
+impl TaskCtx {
+    /// The acknowledgement the owner owes for a message with this QoS and packet id.
+    fn ack(&self, qos_1_or_2: bool, pkid: u16) -> Option<Ack> {
+        (self.manual_acks && qos_1_or_2).then(|| Ack {
+            pkid,
+            connection: self.connection.load(Ordering::Relaxed),
+        })
     }
-    if tx.try_send(ev).is_err() {
-        dropped.fetch_add(1, Ordering::Relaxed);
+
+    /// The connection ended: acknowledgements owed for it are void from now on.
+    fn connection_ended(&self) {
+        self.connection.store(next_connection(), Ordering::Relaxed);
     }
-    true
+
+    /// Hands an incoming message to the owner: waiting for room when `lossless` (the poll loop
+    /// then pauses; with acknowledgements owed, the broker holds back the rest), else dropping
+    /// it (counted) when the channel is full. `false` when the owner is gone.
+    async fn forward(&self, ev: LinkEvent) -> bool {
+        if self.lossless {
+            return self.tx.send(ev).await.is_ok();
+        }
+        if self.tx.try_send(ev).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        true
+    }
 }
 
 /// Applies the policy to a failure: reports it, then sleeps. `false`: stop the task.
@@ -658,19 +769,12 @@ async fn after_failure(
     }
 }
 
-async fn poll_loop(
-    mut eventloop: EventLoop,
-    tx: mpsc::Sender<LinkEvent>,
-    progress: Arc<AtomicU64>,
-    dropped: Arc<AtomicU64>,
-    stopping: Arc<AtomicBool>,
-    lossless: bool,
-    auto: bool,
-) {
+async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool) {
+    let tx = &ctx.tx;
     let mut policy = Reconnect::default();
     loop {
         let polled = eventloop.poll().await;
-        progress.store(now_ms(), Ordering::Relaxed);
+        ctx.progress.store(now_ms(), Ordering::Relaxed);
         match polled {
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                 policy.connack();
@@ -686,13 +790,14 @@ async fn poll_loop(
                     topic: String::from_utf8_lossy(&p.topic).into_owned(),
                     payload: p.payload.to_vec(),
                     retain: p.retain,
+                    ack: ctx.ack(p.qos != QoS::AtMostOnce, p.pkid),
                 };
-                if !forward(&tx, ev, lossless, &dropped).await {
+                if !ctx.forward(ev).await {
                     return;
                 }
             }
             Ok(Event::Outgoing(rumqttc::Outgoing::Disconnect))
-                if stopping.load(Ordering::SeqCst) =>
+                if ctx.stopping.load(Ordering::SeqCst) =>
             {
                 // Let the DISCONNECT reach the socket, then stop.
                 let _ = tokio::time::timeout(Duration::from_millis(200), eventloop.poll()).await;
@@ -700,13 +805,14 @@ async fn poll_loop(
             }
             Ok(_) => {}
             Err(e) => {
-                if stopping.load(Ordering::SeqCst) {
+                ctx.connection_ended();
+                if ctx.stopping.load(Ordering::SeqCst) {
                     return;
                 }
                 let f = classify_v5(&e);
                 if !after_failure(
                     &mut policy,
-                    &tx,
+                    tx,
                     f,
                     super::explain_connection_error(&e.to_string()),
                     auto,
@@ -720,18 +826,12 @@ async fn poll_loop(
     }
 }
 
-async fn poll_loop_v311(
-    mut eventloop: rumqttc::EventLoop,
-    tx: mpsc::Sender<LinkEvent>,
-    progress: Arc<AtomicU64>,
-    dropped: Arc<AtomicU64>,
-    stopping: Arc<AtomicBool>,
-    lossless: bool,
-) {
+async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskCtx) {
+    let tx = &ctx.tx;
     let mut policy = Reconnect::default();
     loop {
         let polled = eventloop.poll().await;
-        progress.store(now_ms(), Ordering::Relaxed);
+        ctx.progress.store(now_ms(), Ordering::Relaxed);
         match polled {
             Ok(rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(ack))) => {
                 policy.connack();
@@ -747,27 +847,29 @@ async fn poll_loop_v311(
                     topic: p.topic.clone(),
                     payload: p.payload.to_vec(),
                     retain: p.retain,
+                    ack: ctx.ack(p.qos != rumqttc::QoS::AtMostOnce, p.pkid),
                 };
-                if !forward(&tx, ev, lossless, &dropped).await {
+                if !ctx.forward(ev).await {
                     return;
                 }
             }
             Ok(rumqttc::Event::Outgoing(rumqttc::Outgoing::Disconnect))
-                if stopping.load(Ordering::SeqCst) =>
+                if ctx.stopping.load(Ordering::SeqCst) =>
             {
                 let _ = tokio::time::timeout(Duration::from_millis(200), eventloop.poll()).await;
                 return;
             }
             Ok(_) => {}
             Err(e) => {
-                if stopping.load(Ordering::SeqCst) {
+                ctx.connection_ended();
+                if ctx.stopping.load(Ordering::SeqCst) {
                     return;
                 }
                 // 3.1.1 is the last resort: it never falls back further.
                 let f = classify_v311(&e);
                 if !after_failure(
                     &mut policy,
-                    &tx,
+                    tx,
                     f,
                     super::explain_connection_error(&e.to_string()),
                     false,
@@ -859,6 +961,7 @@ mod tests {
             max_incoming_packet_bytes: MAX_INCOMING_PACKET_BYTES,
             connect_timeout_s: 1,
             lossless: false,
+            ack_when_handled: false,
             protocol,
             auto_protocol: auto,
         }
