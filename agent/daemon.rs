@@ -217,6 +217,54 @@ pub fn run(cfg: Config) -> Result<i32, RunError> {
     Ok(rt.block_on(main_loop(s)))
 }
 
+/// Rejections logged one by one per second at most; the rest are counted and summarised.
+pub const REJECTIONS_LOGGED_PER_S: u32 = 20;
+
+/// The journal's view of rejected commands: each one logged (action, cmd_id, reason) up to
+/// [`REJECTIONS_LOGGED_PER_S`] a second, then one summary line per second of flood with the
+/// count not logged, so a flood costs no journal write per message.
+#[derive(Default)]
+struct RejectionLog {
+    window: Option<Instant>,
+    logged: u32,
+    suppressed: u64,
+    last_reason: String,
+}
+
+impl RejectionLog {
+    fn log(&mut self, c: &CmdRef, reason: &str, what: &'static str) {
+        self.roll();
+        if self.logged < REJECTIONS_LOGGED_PER_S {
+            self.logged += 1;
+            tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, %reason, "{what}");
+        } else {
+            self.suppressed += 1;
+            reason.clone_into(&mut self.last_reason);
+        }
+    }
+
+    /// Starts a new one-second window when the current one is over, summarising what it
+    /// left unlogged (also called from housekeeping, so the summary comes when a flood ends).
+    fn roll(&mut self) {
+        if self
+            .window
+            .is_some_and(|w| w.elapsed() < Duration::from_secs(1))
+        {
+            return;
+        }
+        if self.suppressed > 0 {
+            tracing::warn!(
+                rejected = self.suppressed,
+                last_reason = %self.last_reason,
+                "more commands rejected in the last second (not logged one by one)"
+            );
+        }
+        self.window = Some(Instant::now());
+        self.logged = 0;
+        self.suppressed = 0;
+    }
+}
+
 /// What the agent hands the MQTT client, in order.
 enum Outbound {
     /// A retained QoS 1 message (a command's state): topic, payload.
@@ -265,6 +313,8 @@ struct Agent {
     force_publish: bool,
     /// When discovery was last sent (at most once per [`HA_DISCOVERY_MIN_INTERVAL`]).
     last_discovery: Option<Instant>,
+    /// Rejection log lines, rate limited (a flood is summarised, not logged line by line).
+    rejections: RejectionLog,
     /// The clock state the command path judges by, and when it was read (from the last
     /// diagnosis, or probed again at most every [`CLOCK_REPROBE`]): no file I/O per message.
     clock: Option<(crate::check::clock::ClockSync, Instant)>,
@@ -820,6 +870,7 @@ async fn main_loop(s: Setup) -> i32 {
         force_publish: false,
         last_discovery: None,
         clock: None,
+        rejections: RejectionLog::default(),
         diagnosis_started: Instant::now(),
         s,
     };
@@ -877,6 +928,7 @@ async fn main_loop(s: Setup) -> i32 {
             }
             _ = housekeeping.tick() => {
                 agent.flush();
+                agent.rejections.roll();
                 if let Some(w) = watchdog {
                     // Fed only while diagnoses finish: one stuck longer than the watchdog
                     // period lets systemd restart the agent.
@@ -1130,7 +1182,7 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                         action: t.action.clone(),
                         cmd_id: t.cmd_id.clone(),
                     };
-                    tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, %reason, "command rejected");
+                    agent.rejections.log(&c, &reason, "command rejected");
                     let (tp, p) =
                         agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
                     agent.send_retained(tp, p);
@@ -1171,7 +1223,7 @@ fn route_admission(
                 },
             };
             let reason = crate::check::clock::explain_skew(clock, reason);
-            tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, %reason, "command rejected");
+            agent.rejections.log(&c, &reason, "command rejected");
             if command::ACTIONS.contains(&c.action.as_str()) || t.board == agent.s.board {
                 let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
                 agent.send_retained(tp, p);
@@ -1183,7 +1235,9 @@ fn route_admission(
             reason,
         } => {
             // The retained record keeps the real outcome; the replay is named beside it.
-            tracing::warn!(action = %cmd.action, cmd_id = %cmd.cmd_id, %reason, "command replay refused");
+            agent
+                .rejections
+                .log(&cmd, &reason, "command replay refused");
             let mut extra = json!({"replay_rejected": reason});
             if let Some(r) = &record.reason {
                 extra["reason"] = json!(r);

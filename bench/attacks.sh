@@ -13,6 +13,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 tests=(
   "mqtt command_path_attacks_hold_against_a_real_broker"
+  "mqtt retained_commands_waiting_at_start_all_get_a_final_state"
+  "mqtt the_agent_link_holds_a_flood_back_on_the_broker_until_each_message_is_handled"
   "mqtt no_planted_secret_leaves_the_board"
   "mqtt home_assistant_discovery_and_buttons"
   "mqtt hostile_commands_are_rejected_and_the_agent_keeps_serving"

@@ -1476,6 +1476,98 @@ fn command_path_attacks_hold_against_a_real_broker() {
     eprintln!("attacks: command-path tried={tried} held={tried}");
 }
 
+/// Item 5 of the command-path hardening, at start: 1,500 retained unsigned `init`s (and a signed
+/// one among them) wait on the broker before the agent connects; every one gets a final state —
+/// the first rescan runs, the rest are rate limited — and the signed one runs. The broker keeps
+/// every queued message for the agent (`max_queued_messages 0`), as the README asks.
+#[test]
+fn retained_commands_waiting_at_start_all_get_a_final_state() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let broker = Broker::start_with(free_port(), "max_queued_messages 0\n");
+    let board = Board::from_fixture(CASE, "b1", "");
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "b1", &trust(&board, 1)),
+    );
+    let c = Client::connect(broker.port, &[]);
+    let waiting = 1500;
+    for i in 0..waiting {
+        let id = format!("w-{i}");
+        c.publish(
+            &format!("npu-fleet/b1/cmd/rescan/{id}"),
+            &init_payload("b1", "rescan", &id, json!({}), now_s(), 120, None),
+            true,
+        );
+        if i == waiting / 2 {
+            c.publish(
+                "npu-fleet/b1/cmd/rescan/signed-waiting",
+                &init_payload(
+                    "b1",
+                    "rescan",
+                    "signed-waiting",
+                    json!({}),
+                    now_s(),
+                    120,
+                    Some(&key(1)),
+                ),
+                true,
+            );
+        }
+    }
+    // Every init is on the broker (a retained burst to a fresh subscriber holds all of them).
+    let t0 = Instant::now();
+    loop {
+        let check = Client::connect(broker.port, &["npu-fleet/b1/cmd/rescan/+"]);
+        std::thread::sleep(Duration::from_secs(2));
+        let n = check.drain().len();
+        if n == waiting + 1 {
+            break;
+        }
+        assert!(t0.elapsed() < T, "{n} of {} inits retained", waiting + 1);
+    }
+    let agent = Agent::start(&board);
+    let t0 = Instant::now();
+    loop {
+        let check = Client::connect(broker.port, &["npu-fleet/b1/cmd/rescan/+"]);
+        std::thread::sleep(Duration::from_secs(3));
+        let mut finals = std::collections::HashMap::new();
+        for m in check.drain() {
+            let st = m.json()["status"].as_str().unwrap_or("").to_string();
+            finals.insert(m.topic.clone(), st);
+        }
+        let count = |s: &str| finals.values().filter(|v| v.as_str() == s).count();
+        let signed = finals
+            .get("npu-fleet/b1/cmd/rescan/signed-waiting")
+            .map(String::as_str);
+        if count("successful") + count("rejected") == waiting + 1 && signed == Some("successful") {
+            // Unsigned rescans run at most once per 5 s (the rest are rate limited).
+            let unsigned_runs = count("successful") - 1;
+            let bound = 1 + t0.elapsed().as_secs() as usize / 5;
+            assert!(
+                (1..=bound).contains(&unsigned_runs),
+                "{unsigned_runs} unsigned rescans ran"
+            );
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{} successful, {} rejected of {} ({} topics); signed one: {signed:?}\n{}",
+            count("successful"),
+            count("rejected"),
+            waiting + 1,
+            finals.len(),
+            agent.log_text()
+        );
+    }
+    eprintln!(
+        "attacks: retained-at-start tried={} held={}",
+        waiting + 1,
+        waiting + 1
+    );
+}
+
 /// A board (or anyone on the broker) cannot drive the operator's terminal through `fleet watch`
 /// or `fleet send`: a status and a command reply carrying conceal, clear-screen, cursor-home
 /// and a newline with a fake row reach the output escaped.
