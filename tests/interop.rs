@@ -328,8 +328,11 @@ fn br37_unsynchronised_clock_holds_expiring_destructive_commands() {
         .read("/boot/armbianEnv.txt")
         .unwrap()
         .contains("cma=512M"));
-    // The clock gets synchronised: the next command runs.
+    // The clock gets synchronised: the next command runs once the agent has read the clock
+    // again (it re-reads it at most every CLOCK_REPROBE, so a flood costs no file I/O per
+    // message).
     std::fs::write(board.root().join("run/systemd/timesync/synchronized"), "").unwrap();
+    std::thread::sleep(npu_agent::daemon::CLOCK_REPROBE + Duration::from_millis(500));
     send("clk-2", now + 1);
     c.wait_for(T, "clk-2 successful", |m| {
         m.topic == "npu-fleet/b1/cmd/set_cma/clk-2" && m.json()["status"] == "successful"
