@@ -1158,9 +1158,10 @@ fn the_agent_link_holds_a_flood_back_on_the_broker_until_each_message_is_handled
             assert_eq!(status.text(), "up");
             // A void ack (a connection that has ended) sends nothing.
             let void = Ack {
-                pkid: owed[0].1.pkid,
                 connection: 0,
+                ..owed[0].1
             };
+            assert_eq!(owed[0].1.qos, QoS::AtLeastOnce);
             assert_eq!(link.try_ack(&void), Ok(false));
             // Handle and acknowledge each message: the rest of the flood follows, once each.
             let mut seen: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();

@@ -89,6 +89,14 @@ fn v311_qos(q: QoS) -> rumqttc::QoS {
     }
 }
 
+fn v5_qos(q: rumqttc::QoS) -> QoS {
+    match q {
+        rumqttc::QoS::AtMostOnce => QoS::AtMostOnce,
+        rumqttc::QoS::AtLeastOnce => QoS::AtLeastOnce,
+        rumqttc::QoS::ExactlyOnce => QoS::ExactlyOnce,
+    }
+}
+
 impl MqttClient {
     /// Queues a publish; `Err` when the request queue is full (the caller keeps it for later).
     pub fn try_publish<S: Into<String>>(
@@ -386,6 +394,8 @@ pub const RECEIVE_MAXIMUM: u16 = 32;
 pub struct Ack {
     /// MQTT packet identifier of the PUBLISH.
     pub pkid: u16,
+    /// Its QoS (1: PUBACK; 2: PUBREC).
+    pub qos: QoS,
     /// The connection it arrived on ([`Link::try_ack`] sends nothing for an older one: its
     /// packet identifier means nothing to the new session, and the broker delivers again).
     pub connection: u64,
@@ -557,14 +567,14 @@ impl Link {
         match &self.client {
             MqttClient::V5(c) => {
                 let p = rumqttc::v5::mqttbytes::v5::Publish {
-                    qos: QoS::AtLeastOnce,
+                    qos: ack.qos,
                     pkid: ack.pkid,
                     ..Default::default()
                 };
                 c.try_ack(&p).map_err(|e| e.to_string())?;
             }
             MqttClient::V311(c) => {
-                let mut p = rumqttc::Publish::new("", rumqttc::QoS::AtLeastOnce, Vec::new());
+                let mut p = rumqttc::Publish::new("", v311_qos(ack.qos), Vec::new());
                 p.pkid = ack.pkid;
                 c.try_ack(&p).map_err(|e| e.to_string())?;
             }
@@ -708,9 +718,10 @@ struct TaskCtx {
 
 impl TaskCtx {
     /// The acknowledgement the owner owes for a message with this QoS and packet id.
-    fn ack(&self, qos_1_or_2: bool, pkid: u16) -> Option<Ack> {
-        (self.manual_acks && qos_1_or_2).then(|| Ack {
+    fn ack(&self, qos: QoS, pkid: u16) -> Option<Ack> {
+        (self.manual_acks && qos != QoS::AtMostOnce).then(|| Ack {
             pkid,
+            qos,
             connection: self.connection.load(Ordering::Relaxed),
         })
     }
@@ -790,7 +801,7 @@ async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool) {
                     topic: String::from_utf8_lossy(&p.topic).into_owned(),
                     payload: p.payload.to_vec(),
                     retain: p.retain,
-                    ack: ctx.ack(p.qos != QoS::AtMostOnce, p.pkid),
+                    ack: ctx.ack(p.qos, p.pkid),
                 };
                 if !ctx.forward(ev).await {
                     return;
@@ -847,7 +858,7 @@ async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskCtx) {
                     topic: p.topic.clone(),
                     payload: p.payload.to_vec(),
                     retain: p.retain,
-                    ack: ctx.ack(p.qos != rumqttc::QoS::AtMostOnce, p.pkid),
+                    ack: ctx.ack(v5_qos(p.qos), p.pkid),
                 };
                 if !ctx.forward(ev).await {
                     return;
