@@ -448,8 +448,9 @@ impl Agent {
         r.session = self.session;
         r.last_action = self.last_action.clone();
         r.actions = d.profile.actions();
-        // The link's counters (rumqttc #263: coalesce or drop, never block): status publishes
-        // that found the request queue full, and incoming messages dropped on a full channel.
+        // The link's counters (rumqttc #263: coalesce, never block): status publishes that found
+        // the request queue full, and incoming messages dropped on a full channel (0: the
+        // agent's link waits for room and holds a flood back on the broker instead).
         r.metrics
             .insert("mqtt_status_coalesced".into(), self.status_dropped.into());
         let incoming = self
