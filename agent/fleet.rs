@@ -11,7 +11,7 @@ use crate::mqtt::{self, topics};
 use crate::report::clean;
 use rumqttc::v5::mqttbytes::QoS;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -622,82 +622,165 @@ pub fn watch(a: &WatchArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     rt.block_on(watch_async(a, opts, out, err))
 }
 
+/// `fleet watch --once --format json`: every board's row, and whether the list is complete.
+#[derive(Serialize)]
+struct WatchDoc<'a> {
+    boards: &'a [BoardRow],
+    incomplete: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    incomplete_reason: Option<&'a str>,
+}
+
+/// Board ids per exact-topic SUBSCRIBE when `fleet watch` fetches the statuses a wildcard burst
+/// lost: well below mosquitto's default `max_queued_messages` (1000), so one batch's retained
+/// statuses can never overflow the broker's per-client packet queue.
+pub const EXACT_BATCH: usize = 500;
+
+/// Availability passes `fleet watch` makes at most; a later pass that still reveals boards not
+/// seen before makes the list incomplete.
+pub const MAX_AVAILABILITY_PASSES: u32 = 4;
+
+/// How long one retained burst may take before `fleet watch --once` gives up on it.
+const BURST_LIMIT: Duration = Duration::from_secs(30);
+
+/// Where `fleet watch` is in reading the retained state of the fleet.
+#[derive(Debug)]
+enum Phase {
+    /// Not connected yet.
+    Connecting,
+    /// Wildcard `<root>/+/availability` pass n (board ids; small messages).
+    Availability(u32),
+    /// One wildcard `<root>/+/status` pass (every status the broker's burst carries).
+    Statuses,
+    /// One SUBSCRIBE of exact `<root>/<id>/status` filters for these boards (still waiting).
+    Exact(std::collections::BTreeSet<String>),
+    /// The retained state is read; live messages only.
+    Live,
+}
+
 async fn watch_async(
     a: &WatchArgs,
     mut opts: LinkOptions,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
+    use std::collections::BTreeSet;
     use std::io::IsTerminal;
     let root = &a.topic_root;
     let mut link = Link::start(&opts);
     let mut rows: BTreeMap<String, BoardRow> = BTreeMap::new();
-    let started = Instant::now();
     let mut link_started = Instant::now();
     let mut last_msg: Option<Instant> = None;
-    // --once: when the last retained message came (live traffic does not extend the wait).
+    // When the current phase began and when its last retained message came (live traffic does
+    // not extend a phase).
+    let mut phase = Phase::Connecting;
+    let mut phase_started = Instant::now();
     let mut last_retained: Option<Instant> = None;
     // Retained statuses received at all (live ones do not show that the broker delivers retained
     // messages to this wildcard subscription).
     let mut retained_statuses: usize = 0;
     let mut fell_back = false;
-    let mut connected_at: Option<Instant> = None;
     let mut connected = false;
     let mut last_error = String::new();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
-    let mut availability_subscribed = false;
-    // Retained-status passes: boards in this pass, in every pass, the pass number.
-    let mut pass_seen: std::collections::BTreeSet<String> = Default::default();
-    let mut known: std::collections::BTreeSet<String> = Default::default();
-    let mut passes = 1u32;
-    let mut status_done = false;
+    // Board ids with a retained availability (all passes; this pass), and with any status.
+    let mut known: BTreeSet<String> = BTreeSet::new();
+    let mut pass_seen: BTreeSet<String> = BTreeSet::new();
+    let mut have_status: BTreeSet<String> = BTreeSet::new();
+    // Boards still to be fetched with exact subscriptions.
+    let mut missing: Vec<String> = Vec::new();
+    let mut avail_passes = 1u32;
     let mut incomplete_passes: Option<(u32, usize, usize)> = None;
     let mut timed_out = false;
     let tty = std::io::stdout().is_terminal();
+    let avail_filter = format!("{root}/+/availability");
     loop {
-        // Retained delivery of one leaf is over when it went quiet (or nothing came at all).
-        let quiet = match last_retained {
-            Some(t) => t.elapsed() > Duration::from_millis(300),
-            None => connected_at.is_some_and(|t| t.elapsed() > Duration::from_millis(1500)),
+        // The current burst of retained messages is over when it went quiet (or nothing came at
+        // all), or, for an exact batch, when every board in it has answered.
+        let burst_over = match &phase {
+            Phase::Exact(waiting) if waiting.is_empty() => true,
+            _ => match last_retained {
+                Some(t) => t.elapsed() > Duration::from_millis(300),
+                None => phase_started.elapsed() > Duration::from_millis(1500),
+            },
         };
-        if quiet && connected && !status_done {
-            // One pass of retained statuses is over. A broker that drops messages for a slow
-            // client (mosquitto: "Outgoing messages are being dropped") cuts passes short by
-            // different amounts; the list counts as complete once a pass (a new subscription
-            // re-sends every retained status) delivers every board seen so far and no new one.
-            let before = known.len();
-            known.extend(pass_seen.iter().cloned());
-            let settled = pass_seen.len() == known.len() && known.len() == before;
-            // A broker that does not re-send retained messages on a repeated subscription
-            // (an empty later pass) cannot be checked this way; its first pass stands.
-            if known.is_empty() || (passes >= 2 && (settled || pass_seen.is_empty())) {
-                status_done = true;
-            } else if passes >= MAX_STATUS_PASSES {
-                status_done = true;
-                incomplete_passes = Some((passes, pass_seen.len(), known.len()));
-            } else {
-                passes += 1;
-                pass_seen.clear();
-                let _ = link
-                    .client
-                    .try_subscribe(format!("{root}/+/status"), QoS::AtLeastOnce);
-                connected_at = Some(Instant::now());
+        if connected && !matches!(phase, Phase::Live | Phase::Connecting) {
+            if !burst_over && a.once && phase_started.elapsed() > BURST_LIMIT {
+                timed_out = true;
+                phase = Phase::Live;
+            }
+            if burst_over {
+                // Availability(1) → Statuses → exact batches for boards still without a status →
+                // one more availability pass, which shows whether an earlier one missed boards
+                // (then batches for those, and so on, up to MAX_AVAILABILITY_PASSES).
+                let mut fill_missing = false;
+                phase = match phase {
+                    Phase::Availability(n) => {
+                        let new = pass_seen.difference(&known).count();
+                        known.extend(pass_seen.iter().cloned());
+                        if n == 1 {
+                            Phase::Statuses
+                        } else if new == 0 || pass_seen.is_empty() {
+                            // Nothing new (or a broker that does not re-send retained messages
+                            // on a repeated subscription): the list stands.
+                            Phase::Live
+                        } else if n >= MAX_AVAILABILITY_PASSES {
+                            incomplete_passes = Some((n, new, known.len()));
+                            Phase::Live
+                        } else {
+                            fill_missing = true;
+                            Phase::Connecting
+                        }
+                    }
+                    Phase::Statuses if known.is_empty() && have_status.is_empty() => Phase::Live,
+                    Phase::Statuses => {
+                        fill_missing = true;
+                        Phase::Connecting
+                    }
+                    _ => Phase::Connecting,
+                };
+                if fill_missing {
+                    missing = known
+                        .iter()
+                        .filter(|b| !have_status.contains(*b))
+                        .cloned()
+                        .collect();
+                }
+                if matches!(phase, Phase::Connecting) {
+                    phase = if missing.is_empty() {
+                        avail_passes += 1;
+                        Phase::Availability(avail_passes)
+                    } else {
+                        let at = missing.len().saturating_sub(EXACT_BATCH);
+                        Phase::Exact(missing.split_off(at).into_iter().collect())
+                    };
+                }
+                phase_started = Instant::now();
                 last_retained = None;
+                match &phase {
+                    Phase::Availability(_) => {
+                        pass_seen.clear();
+                        let _ = link
+                            .client
+                            .try_subscribe(avail_filter.clone(), QoS::AtMostOnce);
+                    }
+                    Phase::Statuses => {
+                        let _ = link
+                            .client
+                            .try_subscribe(format!("{root}/+/status"), QoS::AtMostOnce);
+                    }
+                    Phase::Exact(batch) => {
+                        let filters: Vec<String> =
+                            batch.iter().map(|b| topics::status(root, b)).collect();
+                        let _ = link.client.try_subscribe_many(&filters, QoS::AtMostOnce);
+                    }
+                    Phase::Live | Phase::Connecting => {}
+                }
                 continue;
             }
         }
-        if quiet && connected && status_done && !availability_subscribed {
-            let _ = link
-                .client
-                .try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
-            availability_subscribed = true;
-            connected_at = Some(Instant::now());
-            last_retained = None;
-            continue;
-        }
         if a.once {
-            if quiet || started.elapsed() > Duration::from_secs(30) {
-                timed_out = !quiet;
+            if matches!(phase, Phase::Live) {
                 break;
             }
             if !connected && link_started.elapsed() > Duration::from_secs(10) {
@@ -724,19 +807,18 @@ async fn watch_async(
             }
             Some(LinkEvent::Connected { .. }) => {
                 connected = true;
-                connected_at = Some(Instant::now());
+                // QoS 0 subscriptions: mosquitto writes a subscription's retained messages out
+                // at once and drops what does not fit in the socket's buffers plus
+                // max_queued_messages packets; over QoS 1 a dropped packet would also stay "in
+                // flight" at the broker and use up the receive quota of later passes.
+                phase = Phase::Availability(1);
+                avail_passes = 1;
+                phase_started = Instant::now();
                 last_retained = None;
-                passes = 1;
                 pass_seen.clear();
-                status_done = false;
-                // QoS 1, one leaf at a time: with MQTT 5 the operator link announces a Receive
-                // Maximum of 65535, so mosquitto keeps that many retained statuses in flight
-                // instead of queueing 1000 and dropping the rest. Availability follows when
-                // the statuses are complete (see the passes below).
                 let _ = link
                     .client
-                    .try_subscribe(format!("{root}/+/status"), QoS::AtLeastOnce);
-                availability_subscribed = false;
+                    .try_subscribe(avail_filter.clone(), QoS::AtMostOnce);
             }
             Some(LinkEvent::Disconnected { reason, .. }) => last_error = reason,
             Some(LinkEvent::SessionTakenOver { reason }) => last_error = reason,
@@ -751,21 +833,30 @@ async fn watch_async(
                     last_retained = last_msg;
                 }
                 if let Some(b) = topics::parse_board_leaf(root, &topic, "status") {
-                    if retain && !payload.is_empty() {
-                        pass_seen.insert(b.to_string());
+                    if payload.is_empty() {
+                        rows.remove(b);
+                        continue;
+                    }
+                    if retain {
                         retained_statuses += 1;
+                    }
+                    have_status.insert(b.to_string());
+                    if let Phase::Exact(waiting) = &mut phase {
+                        waiting.remove(b);
                     }
                     let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow {
                         board: b.to_string(),
                         availability: "unknown".into(),
                         ..Default::default()
                     });
-                    if payload.is_empty() {
-                        rows.remove(b);
-                    } else {
-                        apply_status(row, &payload);
-                    }
+                    apply_status(row, &payload);
                 } else if let Some(b) = topics::parse_board_leaf(root, &topic, "availability") {
+                    if payload.is_empty() {
+                        continue;
+                    }
+                    if retain && matches!(phase, Phase::Availability(_)) {
+                        pass_seen.insert(b.to_string());
+                    }
                     let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow {
                         board: b.to_string(),
                         ..Default::default()
@@ -816,15 +907,16 @@ async fn watch_async(
     let dropped = link.dropped.load(std::sync::atomic::Ordering::Relaxed);
     let incomplete = incomplete_reason(incomplete_passes, timed_out, dropped);
     if a.json {
-        let mut doc = json!({"boards": list, "incomplete": incomplete.is_some()});
-        if let Some(r) = &incomplete {
-            doc["incomplete_reason"] = json!(r);
-        }
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
-        );
+        // Written straight from the rows: no JSON tree of the whole fleet in memory.
+        let doc = WatchDoc {
+            boards: &list,
+            incomplete: incomplete.is_some(),
+            incomplete_reason: incomplete.as_deref(),
+        };
+        let mut w = std::io::BufWriter::new(&mut *out);
+        let _ = serde_json::to_writer_pretty(&mut w, &doc);
+        let _ = writeln!(w);
+        let _ = w.flush();
     } else {
         let _ = write!(out, "{}", render_rows(&list));
     }
@@ -838,25 +930,23 @@ async fn watch_async(
     }
 }
 
-/// Retained-status passes `fleet watch --once` makes at most before it calls the list incomplete.
-pub const MAX_STATUS_PASSES: u32 = 5;
-
-/// Why a `fleet watch --once` list is incomplete, or `None`. `passes`: (passes made, boards in
-/// the last pass, boards in all passes together) when no pass delivered every board seen;
-/// `timed_out`: the 30 s limit was reached while retained messages still came; `dropped`:
-/// messages lost inside this process (never with the operator's lossless link).
+/// Why a `fleet watch --once` list is incomplete, or `None`. `passes`: (availability passes
+/// made, boards the last one revealed that no earlier pass had, boards known in all) when
+/// passes kept revealing new boards; `timed_out`: one retained burst was still arriving after
+/// 30 s; `dropped`: messages lost inside this process (never with the operator's lossless link).
 pub fn incomplete_reason(
     passes: Option<(u32, usize, usize)>,
     timed_out: bool,
     dropped: u64,
 ) -> Option<String> {
     let mut why = Vec::new();
-    if let Some((n, last, all)) = passes {
+    if let Some((n, new, all)) = passes {
         why.push(format!(
-            "the broker dropped retained statuses: {n} passes over <root>/+/status never \
-             delivered every board (last pass {last}, all passes together {all}); mosquitto drops \
-             what a client has not read beyond max_queued_messages (default 1000): set \
-             max_queued_messages 0 (or above twice the number of boards) on the broker"
+            "the broker dropped retained messages: after {n} passes over \
+             <root>/+/availability the last one still revealed {new} boards no earlier pass had \
+             ({all} boards known); mosquitto drops what does not fit in the socket's buffers \
+             plus max_queued_messages (default 1000) packets for one client: set \
+             max_queued_messages 0 (or above the number of boards) on the broker"
         ));
     }
     if timed_out {
@@ -877,11 +967,11 @@ mod tests {
     #[test]
     fn an_incomplete_list_says_why() {
         assert_eq!(incomplete_reason(None, false, 0), None);
-        let why = incomplete_reason(Some((5, 5049, 5134)), true, 0).unwrap();
+        let why = incomplete_reason(Some((4, 49, 5134)), true, 0).unwrap();
         assert!(
-            why.contains("5 passes")
-                && why.contains("last pass 5049")
-                && why.contains("together 5134")
+            why.contains("after 4 passes")
+                && why.contains("revealed 49 boards")
+                && why.contains("(5134 boards known)")
                 && why.contains("max_queued_messages")
                 && why.contains("30 s"),
             "{why}"

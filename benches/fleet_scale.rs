@@ -1,5 +1,5 @@
-//! Fleet scale (printed, not asserted): `fleet watch --once --format json` over many retained
-//! compact statuses on one mosquitto with its default limits (`max_queued_messages 1000`), on
+//! Fleet scale (printed, not asserted): `fleet watch --once --format json` over many boards
+//! (each a retained availability and a retained compact status, as agents leave them) on one mosquitto with its default limits (`max_queued_messages 1000`), on
 //! loopback, and again with `max_queued_messages 0`; wall time, peak memory (VmHWM) of the `fleet watch` process, boards listed; and the
 //! size of one status in the full and the compact form.
 //!
@@ -51,6 +51,12 @@ fn main() {
         let id = format!("\"board_id\":\"{}\"", report.board_id);
         let t0 = Instant::now();
         for i in 0..n {
+            // As an agent does: a retained availability, then its retained status.
+            c.publish(
+                &format!("npu-fleet/bench-{i:06}/availability"),
+                b"online",
+                true,
+            );
             c.publish(
                 &format!("npu-fleet/bench-{i:06}/status"),
                 body.replace(&id, &format!("\"board_id\":\"bench-{i:06}\""))
@@ -64,7 +70,7 @@ fn main() {
             m.topic == last
         });
         println!(
-            "published {n} retained compact statuses in {:.1} s",
+            "published {n} retained availabilities and compact statuses in {:.1} s",
             t0.elapsed().as_secs_f64()
         );
         let t0 = Instant::now();

@@ -146,6 +146,27 @@ impl MqttClient {
         }
     }
 
+    /// Queues one SUBSCRIBE carrying every filter in `filters` (the broker answers it with one
+    /// SUBACK and then the retained messages of each filter, in order).
+    pub fn try_subscribe_many(&self, filters: &[String], qos: QoS) -> Result<(), String> {
+        match self {
+            MqttClient::V5(c) => c
+                .try_subscribe_many(
+                    filters
+                        .iter()
+                        .map(|f| rumqttc::v5::mqttbytes::v5::Filter::new(f.clone(), qos)),
+                )
+                .map_err(|e| e.to_string()),
+            MqttClient::V311(c) => c
+                .try_subscribe_many(
+                    filters
+                        .iter()
+                        .map(|f| rumqttc::SubscribeFilter::new(f.clone(), v311_qos(qos))),
+                )
+                .map_err(|e| e.to_string()),
+        }
+    }
+
     /// Queues a DISCONNECT.
     pub fn try_disconnect(&self) -> Result<(), String> {
         match self {
