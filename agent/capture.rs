@@ -4,7 +4,8 @@
 //! find existing; the bundle (a `.tar.gz` in the layout of a captured board tree) holds exactly
 //! those files, plus, under [`CAPTURE_DIR`]: the kernel messages and the workloads' journal lines
 //! the checks saw (`kernel.log`, `workload-journal.log`, only when they came from `/dev/kmsg` or
-//! the journal; log files are copied as they are), the page size, `uname`, and `manifest.json`
+//! the journal; log files are copied as they are), the page size, `uname`, `chronyc-tracking`
+//! (`chronyc -n tracking` on a live board running chronyd), and `manifest.json`
 //! (every file with its size, what could not be read and why, the log sources, and the verdict of
 //! every check). `npu-agent check --root` on the unpacked bundle gives the same verdicts.
 //!
@@ -438,6 +439,19 @@ pub fn capture(
                 "file",
                 "",
             );
+            // chronyd's own verdict on the clock (a live board running chrony): the captured
+            // tree's `clock.sync` is judged from it.
+            if root.is_live() && root.is_dir(crate::check::clock::CHRONY_DIR) {
+                if let Ok(text) = crate::check::clock::live_chronyc_tracking() {
+                    let text: String = text.lines().map(|l| red.text(l) + "\n").collect();
+                    bundle.file(
+                        crate::check::clock::CAPTURE_CHRONYC_TRACKING.into(),
+                        text.into_bytes(),
+                        "file",
+                        "",
+                    );
+                }
+            }
             // Kernel messages and workload journal lines the checks saw, as text files.
             let mut kernel = String::new();
             let mut workload = String::new();

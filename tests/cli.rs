@@ -568,3 +568,63 @@ fn only_a_parsed_fleet_watch_may_clear_the_screen() {
         .command
     ));
 }
+
+/// A board running chronyd instead of systemd-timesyncd: `clock.sync` follows chrony's own
+/// verdict (`chronyc -n tracking`, as `npu-agent capture` stores it), passing for Leap status
+/// `Normal` and warning for `Not synchronised`, with the file it read as evidence.
+#[test]
+fn clock_sync_reads_a_chrony_board() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/chrony");
+    for (file, status) in [
+        ("tracking-synchronised.txt", "pass"),
+        ("tracking-not-synchronised.txt", "warn"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        copy_tree(
+            Path::new(&case("own-rk3588-opi5plus-rknpu-0.9.8-healthy")),
+            dir.path(),
+        );
+        std::fs::create_dir_all(dir.path().join("run/chrony")).unwrap();
+        std::fs::create_dir_all(dir.path().join("npu-agent-capture")).unwrap();
+        std::fs::copy(
+            fixtures.join(file),
+            dir.path().join("npu-agent-capture/chronyc-tracking"),
+        )
+        .unwrap();
+        let o = agent(&[
+            "check",
+            "--root",
+            &dir.path().to_string_lossy(),
+            "--format",
+            "json",
+        ]);
+        let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let f = r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == "clock.sync")
+            .unwrap()
+            .clone();
+        assert_eq!(f["status"], status, "{file}: {f}");
+        assert_eq!(
+            f["evidence"][0]["file"], "/npu-agent-capture/chronyc-tracking",
+            "{f}"
+        );
+        if status == "warn" {
+            assert!(
+                f["evidence"][0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("Not synchronised"),
+                "{f}"
+            );
+            assert_eq!(r["health"], "warn", "the rest of the board is healthy");
+        } else {
+            assert_eq!(
+                f["summary"],
+                "clock synchronised by chronyd (Leap status Normal, Reference ID C0A80101 (192.168.1.1))"
+            );
+        }
+    }
+}

@@ -2,18 +2,29 @@
 //! without one, most RK3588 boards) boot with a restored or build-time clock and stay wrong until
 //! a time service reaches a server; commands that expire are judged against that clock.
 //!
-//! Read from systemd-timesyncd's state: `/run/systemd/timesync/synchronized` exists once it has
-//! synchronised the clock (systemd 246 and later); the `/run/systemd/timesync` directory without
-//! it means timesyncd runs and has not synchronised yet. A live board running chronyd instead
-//! (`/run/chrony`) has no such file, so the state is unknown there (`skip`, saying why), and so
-//! is a captured tree (`--root`) without these files. The kernel's own flag (`adjtimex`
-//! `STA_UNSYNC`) is not read: rustix has no `adjtimex` call and the crate forbids unsafe code.
+//! Read from the time service the board runs:
+//! - systemd-timesyncd: `/run/systemd/timesync/synchronized` exists once it has synchronised the
+//!   clock (systemd 246 and later); the `/run/systemd/timesync` directory without it means
+//!   timesyncd runs and has not synchronised yet.
+//! - chronyd (`/run/chrony` exists): chrony keeps no such file (its drift file in
+//!   `/var/lib/chrony` says nothing about the current state), so on a live board the agent asks
+//!   chronyd with `chronyc -n tracking` (2 s limit, the answer kept for 5 s) and reads its
+//!   `Leap status` line: `Normal`, `Insert second` or `Delete second` mean synchronised, `Not
+//!   synchronised` means not. `npu-agent capture` stores that output as
+//!   [`CAPTURE_CHRONYC_TRACKING`], which is what a captured tree (`--root`) is judged from.
+//!
+//! Anything else is unknown (`skip`, saying why). The kernel's own flag (`adjtimex`
+//! `STA_UNSYNC`, which every time daemon maintains) is not read: rustix has no `adjtimex` call and
+//! the crate forbids unsafe code, and `timedatectl`'s `NTPSynchronized` would start
+//! systemd-timedated over D-Bus on every check cycle.
 //!
 //! [`command_hold`] is the command path's hook: while the clock is known to be unsynchronised,
 //! destructive commands that carry an expiry are refused with "board clock not synchronised".
 
 use super::{Ctx, Evidence, Finding, Status};
 use crate::root::SysRoot;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// File systemd-timesyncd creates once it has synchronised the clock.
 pub const TIMESYNC_SYNCHRONIZED: &str = "/run/systemd/timesync/synchronized";
@@ -21,14 +32,32 @@ pub const TIMESYNC_SYNCHRONIZED: &str = "/run/systemd/timesync/synchronized";
 pub const TIMESYNC_DIR: &str = "/run/systemd/timesync";
 /// chronyd's runtime directory.
 pub const CHRONY_DIR: &str = "/run/chrony";
+/// `chronyc -n tracking` output as `npu-agent capture` stores it in a captured tree.
+pub const CAPTURE_CHRONYC_TRACKING: &str = "/npu-agent-capture/chronyc-tracking";
+/// How long `chronyc` may take before the state counts as unknown.
+pub const CHRONYC_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a live `chronyc` answer is reused (the command path asks for every command).
+pub const CHRONYC_CACHE: Duration = Duration::from_secs(5);
 
 /// What the board's files say about its clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClockSync {
-    /// A time service reports the clock synchronised (which service, and the file read).
-    Synchronised(String),
-    /// A time service runs and has not synchronised the clock (the evidence).
-    NotSynchronised(String),
+    /// A time service reports the clock synchronised: which service (and what it said), and the
+    /// file or command read.
+    Synchronised {
+        /// The service and its words.
+        source: String,
+        /// The file or command read.
+        file: String,
+    },
+    /// A time service runs and has not synchronised the clock: the evidence, and the file or
+    /// command read.
+    NotSynchronised {
+        /// What shows it.
+        why: String,
+        /// The file or command read.
+        file: String,
+    },
     /// Nothing to judge from (why).
     Unknown(String),
 }
@@ -36,24 +65,145 @@ pub enum ClockSync {
 impl ClockSync {
     /// True only when the clock is known not to be synchronised.
     pub fn is_unsynchronised(&self) -> bool {
-        matches!(self, ClockSync::NotSynchronised(_))
+        matches!(self, ClockSync::NotSynchronised { .. })
     }
+}
+
+/// Reads chrony's verdict from `chronyc tracking` output (`file`: where it came from).
+pub fn parse_chronyc_tracking(text: &str, file: &str) -> ClockSync {
+    let field = |name: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.trim().to_string())
+        })
+    };
+    let Some(leap) = field("Leap status") else {
+        let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+        return ClockSync::Unknown(format!(
+            "chronyc tracking gave no Leap status ({file}: {:?})",
+            first.chars().take(120).collect::<String>()
+        ));
+    };
+    let reference = field("Reference ID").unwrap_or_default();
+    match leap.as_str() {
+        "Normal" | "Insert second" | "Delete second" => ClockSync::Synchronised {
+            source: format!("chronyd (Leap status {leap}, Reference ID {reference})"),
+            file: file.into(),
+        },
+        "Not synchronised" => ClockSync::NotSynchronised {
+            why: format!(
+                "chronyd runs and reports Leap status \"Not synchronised\" (Reference ID {reference}): it has not reached a time source yet"
+            ),
+            file: file.into(),
+        },
+        other => ClockSync::Unknown(format!(
+            "chronyc tracking reports an unknown Leap status {:?} ({file})",
+            other.chars().take(40).collect::<String>()
+        )),
+    }
+}
+
+/// Runs `program -n tracking` (chronyc) for at most [`CHRONYC_TIMEOUT`]; its stdout, or why not.
+pub fn run_chronyc(program: &str) -> Result<String, String> {
+    use std::io::Read;
+    let mut child = std::process::Command::new(program)
+        .args(["-n", "tracking"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                "chronyc is not installed".to_string()
+            } else {
+                format!("cannot run chronyc: {e}")
+            }
+        })?;
+    let t0 = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if t0.elapsed() < CHRONYC_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "chronyc tracking gave no answer within {} s",
+                    CHRONYC_TIMEOUT.as_secs()
+                ));
+            }
+        }
+    };
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        let _ = o.by_ref().take(64 * 1024).read_to_string(&mut out);
+    }
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.by_ref().take(4096).read_to_string(&mut err);
+    }
+    if status.success() && !out.trim().is_empty() {
+        Ok(out)
+    } else {
+        let msg = if err.trim().is_empty() { &out } else { &err };
+        Err(format!(
+            "chronyc tracking failed ({status}): {}",
+            msg.trim().chars().take(160).collect::<String>()
+        ))
+    }
+}
+
+/// Name of the chronyc program (overridable with `NPU_AGENT_CHRONYC`).
+fn chronyc() -> String {
+    std::env::var("NPU_AGENT_CHRONYC").unwrap_or_else(|_| "chronyc".into())
+}
+
+static CHRONYC_ANSWER: Mutex<Option<(Instant, Result<String, String>)>> = Mutex::new(None);
+
+/// `chronyc -n tracking` on the live board, reused for [`CHRONYC_CACHE`].
+pub fn live_chronyc_tracking() -> Result<String, String> {
+    let mut cached = CHRONYC_ANSWER.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((t, r)) = cached.as_ref() {
+        if t.elapsed() < CHRONYC_CACHE {
+            return r.clone();
+        }
+    }
+    let r = run_chronyc(&chronyc());
+    *cached = Some((Instant::now(), r.clone()));
+    r
 }
 
 /// Reads the clock state under `root` (live or a captured tree).
 pub fn probe(root: &SysRoot) -> ClockSync {
     if root.exists(TIMESYNC_SYNCHRONIZED) {
-        return ClockSync::Synchronised(format!("systemd-timesyncd ({TIMESYNC_SYNCHRONIZED})"));
-    }
-    if root.is_dir(TIMESYNC_DIR) {
-        return ClockSync::NotSynchronised(format!(
-            "{TIMESYNC_DIR} exists but {TIMESYNC_SYNCHRONIZED} does not: systemd-timesyncd has not reached a time server yet"
-        ));
+        return ClockSync::Synchronised {
+            source: "systemd-timesyncd".into(),
+            file: TIMESYNC_SYNCHRONIZED.into(),
+        };
     }
     if root.is_dir(CHRONY_DIR) {
-        return ClockSync::Unknown(format!(
-            "chronyd runs ({CHRONY_DIR}); its sync state is only available through chronyc"
-        ));
+        if root.is_live() {
+            return match live_chronyc_tracking() {
+                Ok(text) => parse_chronyc_tracking(&text, "chronyc -n tracking"),
+                Err(e) => ClockSync::Unknown(format!("chronyd runs ({CHRONY_DIR}) but {e}")),
+            };
+        }
+        return match root.read_string(CAPTURE_CHRONYC_TRACKING) {
+            Ok(text) => parse_chronyc_tracking(&text, CAPTURE_CHRONYC_TRACKING),
+            Err(_) => ClockSync::Unknown(format!(
+                "chronyd ran ({CHRONY_DIR}) but the captured tree holds no chronyc tracking output ({CAPTURE_CHRONYC_TRACKING})"
+            )),
+        };
+    }
+    if root.is_dir(TIMESYNC_DIR) {
+        return ClockSync::NotSynchronised {
+            why: format!(
+                "{TIMESYNC_DIR} exists but {TIMESYNC_SYNCHRONIZED} does not: systemd-timesyncd has not reached a time server yet"
+            ),
+            file: TIMESYNC_DIR.into(),
+        };
     }
     if root.is_live() {
         ClockSync::Unknown(format!(
@@ -68,28 +218,28 @@ pub fn probe(root: &SysRoot) -> ClockSync {
 
 pub(super) fn sync(ctx: &Ctx<'_>) -> Finding {
     match &ctx.snap.clock {
-        ClockSync::Synchronised(source) => {
+        ClockSync::Synchronised { source, file } => {
             let mut f = Finding::new(
                 "clock.sync",
                 Status::Pass,
                 format!("clock synchronised by {source}"),
             );
             f.evidence.push(Evidence {
-                file: TIMESYNC_SYNCHRONIZED.into(),
+                file: file.clone(),
                 line: None,
                 text: String::new(),
             });
             f
         }
-        ClockSync::NotSynchronised(why) => {
+        ClockSync::NotSynchronised { why, file } => {
             let mut f = Finding::new(
                 "clock.sync",
                 Status::Warn,
                 "board clock not synchronised: its time may be days off (no RTC battery?); expiring destructive commands are refused until it is",
             );
-            f.remedy = "give the board a route to an NTP server (systemd-timesyncd, chrony) or an RTC battery; check `timedatectl timesync-status`".into();
+            f.remedy = "give the board a route to an NTP server (systemd-timesyncd, chrony) or an RTC battery; check `timedatectl timesync-status` or `chronyc tracking`".into();
             f.evidence.push(Evidence {
-                file: TIMESYNC_DIR.into(),
+                file: file.clone(),
                 line: None,
                 text: why.clone(),
             });
@@ -137,13 +287,13 @@ pub fn explain_skew(clock: &ClockSync, reason: String) -> String {
     let future = reason.contains("in the future");
     let expired = reason.starts_with("expired");
     match clock {
-        ClockSync::Synchronised(_) if future => {
+        ClockSync::Synchronised { .. } if future => {
             format!("{reason}; the board's clock is synchronised, so the requester's clock is ahead")
         }
-        ClockSync::Synchronised(_) if expired => format!(
+        ClockSync::Synchronised { .. } if expired => format!(
             "{reason}; the board's clock is synchronised: the command is stale or the requester's clock is behind"
         ),
-        ClockSync::NotSynchronised(_) if future || expired => {
+        ClockSync::NotSynchronised { .. } if future || expired => {
             format!("{reason}; the board's clock is not synchronised and is probably the one off")
         }
         _ => reason,
@@ -172,7 +322,7 @@ mod tests {
         let d = tree(&[TIMESYNC_SYNCHRONIZED], &[]);
         assert!(matches!(
             probe(&SysRoot::new(d.path())),
-            ClockSync::Synchronised(_)
+            ClockSync::Synchronised { .. }
         ));
         let d = tree(&[], &[TIMESYNC_DIR]);
         assert!(probe(&SysRoot::new(d.path())).is_unsynchronised());
@@ -188,11 +338,105 @@ mod tests {
         assert!(why.contains("captured tree"), "{why}");
     }
 
+    const SYNCED: &str = include_str!("../../tests/fixtures/chrony/tracking-synchronised.txt");
+    const UNSYNCED: &str =
+        include_str!("../../tests/fixtures/chrony/tracking-not-synchronised.txt");
+
+    #[test]
+    fn chrony_leap_status_decides() {
+        let ClockSync::Synchronised { source, file } = parse_chronyc_tracking(SYNCED, "x") else {
+            panic!()
+        };
+        assert_eq!(
+            source,
+            "chronyd (Leap status Normal, Reference ID C0A80101 (192.168.1.1))"
+        );
+        assert_eq!(file, "x");
+        let c = parse_chronyc_tracking(UNSYNCED, "x");
+        assert!(c.is_unsynchronised(), "{c:?}");
+        let ClockSync::NotSynchronised { why, .. } = c else {
+            panic!()
+        };
+        assert!(why.contains("\"Not synchronised\""), "{why}");
+        let leap_second = SYNCED.replace(
+            "Leap status     : Normal",
+            "Leap status     : Insert second",
+        );
+        assert!(matches!(
+            parse_chronyc_tracking(&leap_second, "x"),
+            ClockSync::Synchronised { .. }
+        ));
+        for bad in ["506 Cannot talk to daemon\n", "", "Leap status : Maybe\n"] {
+            assert!(
+                matches!(parse_chronyc_tracking(bad, "x"), ClockSync::Unknown(_)),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn chrony_captured_tree_is_judged_from_the_stored_output() {
+        for (text, synced) in [(SYNCED, true), (UNSYNCED, false)] {
+            let d = tree(&[], &[CHRONY_DIR, "/npu-agent-capture"]);
+            std::fs::write(
+                d.path()
+                    .join(CAPTURE_CHRONYC_TRACKING.trim_start_matches('/')),
+                text,
+            )
+            .unwrap();
+            let c = probe(&SysRoot::new(d.path()));
+            assert_eq!(c.is_unsynchronised(), !synced, "{c:?}");
+            assert_eq!(matches!(c, ClockSync::Synchronised { .. }), synced, "{c:?}");
+        }
+        // chronyd's runtime directory alone (or a stale timesyncd directory beside it) is not
+        // evidence either way.
+        let d = tree(&[], &[CHRONY_DIR, TIMESYNC_DIR]);
+        let ClockSync::Unknown(why) = probe(&SysRoot::new(d.path())) else {
+            panic!()
+        };
+        assert!(why.contains(CAPTURE_CHRONYC_TRACKING), "{why}");
+    }
+
+    #[test]
+    fn chronyc_is_run_with_a_time_limit() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let script = |name: &str, body: &str| {
+            let p = d.path().join(name);
+            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            p.to_string_lossy().into_owned()
+        };
+        let fixture = d.path().join("out.txt");
+        std::fs::write(&fixture, UNSYNCED).unwrap();
+        let ok = script(
+            "ok",
+            &format!(
+                "[ \"$1 $2\" = \"-n tracking\" ] || exit 9\ncat {}",
+                fixture.display()
+            ),
+        );
+        assert_eq!(run_chronyc(&ok).unwrap(), UNSYNCED);
+        let down = script("down", "echo '506 Cannot talk to daemon' >&2\nexit 1");
+        let e = run_chronyc(&down).unwrap_err();
+        assert!(e.contains("506 Cannot talk to daemon"), "{e}");
+        let t0 = Instant::now();
+        let hung = script("hung", "exec sleep 30");
+        let e = run_chronyc(&hung).unwrap_err();
+        assert!(e.contains("no answer within 2 s"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        let e = run_chronyc(&d.path().join("absent").to_string_lossy()).unwrap_err();
+        assert_eq!(e, "chronyc is not installed");
+    }
+
     #[test]
     fn br37_commands_are_held_while_the_clock_is_unsynchronised() {
         // BR-37: the board's clock is 876457 s behind; the operator's reboot is issued at
         // 1788924490 real time, which the board sees at 1788048033.
-        let unsynced = ClockSync::NotSynchronised("test".into());
+        let unsynced = ClockSync::NotSynchronised {
+            why: "test".into(),
+            file: TIMESYNC_DIR.into(),
+        };
         let board_now = 1_788_048_033;
         let reboot = br#"{"status":"init","issued_at":1788924490,"expires_at":1788924790}"#;
         let r = command_hold(&unsynced, "reboot", reboot, board_now).unwrap();
@@ -213,7 +457,10 @@ mod tests {
         assert!(r.contains("expired 733 s ago by the board's clock"), "{r}");
         // Not destructive, or clock synchronised / unknown: the normal gate decides.
         assert_eq!(command_hold(&unsynced, "rescan", reboot, board_now), None);
-        let synced = ClockSync::Synchronised("t".into());
+        let synced = ClockSync::Synchronised {
+            source: "t".into(),
+            file: TIMESYNC_SYNCHRONIZED.into(),
+        };
         assert_eq!(command_hold(&synced, "reboot", reboot, board_now), None);
         assert_eq!(
             command_hold(&ClockSync::Unknown("t".into()), "reboot", reboot, board_now),
