@@ -654,6 +654,8 @@ enum Phase {
     Statuses,
     /// One SUBSCRIBE of exact `<root>/<id>/status` filters for these boards (still waiting).
     Exact(std::collections::BTreeSet<String>),
+    /// Between steps: the next exact batch, or another availability pass when none is left.
+    Batches,
     /// The retained state is read; live messages only.
     Live,
 }
@@ -729,15 +731,15 @@ async fn watch_async(
                             Phase::Live
                         } else {
                             fill_missing = true;
-                            Phase::Connecting
+                            Phase::Batches
                         }
                     }
                     Phase::Statuses if known.is_empty() && have_status.is_empty() => Phase::Live,
                     Phase::Statuses => {
                         fill_missing = true;
-                        Phase::Connecting
+                        Phase::Batches
                     }
-                    _ => Phase::Connecting,
+                    _ => Phase::Batches,
                 };
                 if fill_missing {
                     missing = known
@@ -746,7 +748,7 @@ async fn watch_async(
                         .cloned()
                         .collect();
                 }
-                if matches!(phase, Phase::Connecting) {
+                if matches!(phase, Phase::Batches) {
                     phase = if missing.is_empty() {
                         avail_passes += 1;
                         Phase::Availability(avail_passes)
@@ -774,7 +776,7 @@ async fn watch_async(
                             batch.iter().map(|b| topics::status(root, b)).collect();
                         let _ = link.client.try_subscribe_many(&filters, QoS::AtMostOnce);
                     }
-                    Phase::Live | Phase::Connecting => {}
+                    Phase::Live | Phase::Connecting | Phase::Batches => {}
                 }
                 continue;
             }
