@@ -43,16 +43,17 @@ pub enum FleetAction {
         /// Topic root.
         #[arg(long, default_value = "npu-fleet")]
         topic_root: String,
-        /// Print once when the retained statuses have arrived, then exit.
+        /// Print once when every board's retained availability and status have been read
+        /// (wildcard bursts, then exact subscriptions for what a burst lost), then exit.
         #[arg(long)]
         once: bool,
         /// Output format (json needs --once). json prints one object: `boards`, an array with
         /// one object per board (`board`, `availability` online/offline/unknown, `health`,
         /// `profile`, `model`, `cma_free_bytes`, `cma_total_bytes`, `soc_temp_c`,
         /// `undervoltage_now`, `worst` failing/warning check ids, `last_seen` RFC 3339,
-        /// `session`; absent metrics are null), and `incomplete` (true when the broker dropped
-        /// messages or the retained burst did not end within 30 s; then also
-        /// `incomplete_reason` and `missed_messages`, and the exit code is 1).
+        /// `session`; absent metrics are null), and `incomplete` (true when repeated availability
+        /// passes kept revealing new boards or a retained burst did not end within 30 s; then
+        /// also `incomplete_reason`, and the exit code is 1).
         #[arg(long, value_enum, default_value = "text")]
         format: WatchFormat,
     },
