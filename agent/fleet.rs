@@ -944,11 +944,11 @@ pub fn incomplete_reason(
     let mut why = Vec::new();
     if let Some((n, new, all)) = passes {
         why.push(format!(
-            "the broker dropped retained messages: after {n} passes over \
-             <root>/+/availability the last one still revealed {new} boards no earlier pass had \
-             ({all} boards known); mosquitto drops what does not fit in the socket's buffers \
-             plus max_queued_messages (default 1000) packets for one client: set \
-             max_queued_messages 0 (or above the number of boards) on the broker"
+            "after {n} passes over <root>/+/availability the last one still revealed {new} \
+             boards no earlier pass had ({all} boards known): boards are joining faster than \
+             the passes, or the broker drops retained messages (mosquitto drops what does not \
+             fit in the socket's buffers plus max_queued_messages, default 1000, packets for \
+             one client: set max_queued_messages 0, or above the number of boards)"
         ));
     }
     if timed_out {

@@ -1692,6 +1692,73 @@ fn fill_statuses(broker: &Broker, n: usize) {
     probe.wait_for(T, "the last retained status", |m| m.topic == last);
 }
 
+/// When every availability pass still reveals boards no earlier pass had (here: a board joins
+/// every 50 ms while `fleet watch --once` reads), the list is said to be INCOMPLETE, with exit 1
+/// and the reason in the JSON, instead of passing for the whole fleet.
+#[test]
+fn fleet_watch_once_says_incomplete_while_passes_keep_revealing_boards() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let broker = Broker::start();
+    fill_statuses(&broker, 50);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let joiner = {
+        let stop = stop.clone();
+        let port = broker.port;
+        std::thread::spawn(move || {
+            let c = Client::connect(port, &[]);
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let id = format!("late-{i:04}");
+                c.publish(&format!("npu-fleet/{id}/availability"), b"online", true);
+                let body = json!({"health": "pass", "board_id": id});
+                c.publish(
+                    &format!("npu-fleet/{id}/status"),
+                    body.to_string().as_bytes(),
+                    true,
+                );
+                i += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, out, err) = run_cli(
+        &[
+            "fleet",
+            "watch",
+            "--broker",
+            &broker.url(),
+            "--once",
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    joiner.join().unwrap();
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(v["incomplete"], true, "{out}");
+    let why = v["incomplete_reason"].as_str().unwrap();
+    assert!(
+        why.contains("after 4 passes") && why.contains("boards are joining"),
+        "{why}"
+    );
+    assert!(err.contains("INCOMPLETE"), "{err}");
+    // What it did read is listed: the 50 boards there from the start, and the early joiners.
+    let boards = v["boards"].as_array().unwrap();
+    assert!(boards.len() > 50, "{}", boards.len());
+    for i in 0..50 {
+        let b = format!("fleet-{i:04}");
+        assert!(
+            boards.iter().any(|r| r["board"] == b.as_str()),
+            "{b} missing"
+        );
+    }
+}
+
 /// `fleet watch --once` lists every board of a fleet whose retained statuses do not fit in
 /// one burst from a mosquitto with its default limits (`max_queued_messages 1000`): the broker's
 /// log proves it dropped part of the wildcard burst, and the list still has every board.
