@@ -351,9 +351,9 @@ fn br37_unsynchronised_clock_holds_expiring_destructive_commands() {
 }
 
 /// The Home Assistant venv `.ci/run` makes (Home Assistant 2025.4, Python 3.13), or the Python
-/// `NPU_AGENT_HA_PYTHON` names (to try another venv).
+/// `NPUAGENT_TEST_HA_PYTHON` names (to try another venv).
 fn ha_python() -> Option<std::path::PathBuf> {
-    if let Some(p) = std::env::var_os("NPU_AGENT_HA_PYTHON") {
+    if let Some(p) = std::env::var_os("NPUAGENT_TEST_HA_PYTHON") {
         return Some(p.into());
     }
     let p = std::path::Path::new(&std::env::var_os("HOME")?)
