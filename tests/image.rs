@@ -544,14 +544,29 @@ fn rock5b_image_provisions_runs_sandboxed_actions_watchdog_upgrade_and_reboots()
     let from = sub.len();
     let r = send(&url, ROCK_ID, "rescan", &[], None);
     assert_eq!(r.code, 0, "{r:?}");
-    let (_, after) = wait_msg(
-        &sub,
-        &g,
-        from,
-        &status_topic,
-        Duration::from_secs(120),
-        |_| true,
-    );
+    // The first status after the rescan may be one the agent was already publishing (the
+    // compaction's), read before journald wrote the line: wait for one that carries both lines,
+    // and judge the last status seen when none does within the time.
+    let both = |m: &fleet::Msg| {
+        m.topic == status_topic && {
+            let t = m.text();
+            t.contains("npu-image-test") && t.contains("errno: 24")
+        }
+    };
+    let after = match sub.find_from(from, Duration::from_secs(120), both) {
+        Some((_, m)) => m,
+        None => {
+            wait_msg(
+                &sub,
+                &g,
+                from,
+                &status_topic,
+                Duration::from_secs(1),
+                |_| true,
+            )
+            .1
+        }
+    };
     let after = after.json();
     let ids = finding_ids(&after);
     println!("findings after the kmsg and journal lines: {ids:?}");
