@@ -1247,9 +1247,8 @@ fn route_admission(
             agent.send_retained(tp, p);
         }
         Admission::Queued(Some(c)) => {
+            // `executing` is published when it starts, after the policy checks of `start_next`.
             tracing::info!(action = %c.action, cmd_id = %c.cmd_id, "command accepted");
-            let (tp, p) = agent.lifecycle(&c, CmdStatus::Executing, json!({}));
-            agent.send_retained(tp, p);
             start_next(agent, tx);
         }
         Admission::Queued(None) => start_next(agent, tx),
@@ -1290,23 +1289,109 @@ fn agent_ha(agent: &Agent) -> crate::ha::HaContext<'_> {
 }
 
 /// Starts the next admitted action, if none runs (one at a time, signed commands first, off
-/// the main loop).
+/// the main loop). Every policy refusal ([`preflight`]) is decided here, before `executing` is
+/// published: a refused command is answered `rejected` with the reason and never `executing`.
 fn start_next(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
-    let Some(job) = agent.gate.next_job() else {
+    loop {
+        let Some(job) = agent.gate.next_job() else {
+            return;
+        };
+        let d = match preflight(
+            &agent.s,
+            &agent.gate.policy().refused,
+            &job.action,
+            agent.last_diagnosis.clone(),
+        ) {
+            Ok(d) => d,
+            Err(reason) => {
+                agent.gate.refuse(&job, &reason);
+                match &job.cmd {
+                    Some(c) => {
+                        agent.rejections.log(c, &reason, "command rejected");
+                        let (tp, p) =
+                            agent.lifecycle(c, CmdStatus::Rejected, json!({"reason": reason}));
+                        agent.send_retained(tp, p);
+                    }
+                    None => tracing::warn!(
+                        action = job.action.name(),
+                        origin = job.origin.as_str(),
+                        %reason,
+                        "action refused"
+                    ),
+                }
+                continue;
+            }
+        };
+        if let Some(c) = &job.cmd {
+            let (tp, p) = agent.lifecycle(c, CmdStatus::Executing, json!({}));
+            agent.send_retained(tp, p);
+        }
+        tracing::info!(
+            action = job.action.name(),
+            origin = job.origin.as_str(),
+            cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-"),
+            "executing"
+        );
+        if matches!(job.action, Action::Reboot { .. }) {
+            // The executing state must reach the broker before the board goes down.
+            agent.flush();
+        }
+        spawn_action(&agent.s, job, d, tx);
         return;
-    };
-    tracing::info!(
-        action = job.action.name(),
-        origin = job.origin.as_str(),
-        cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-"),
-        "executing"
-    );
-    if matches!(job.action, Action::Reboot { .. }) {
-        // The executing state must reach the broker before the board goes down.
-        agent.flush();
     }
-    let d = agent.last_diagnosis.clone();
-    spawn_action(&agent.s, job, d, tx);
+}
+
+/// The policy refusals of `action`, decided without acting: an action this board or the
+/// config refuses (`refused`: `[actions] disabled`, the profile's refusals), a reboot its guards
+/// refuse (`allow_reboot = false`, an empty `reboot_command`, one pending or too recent, an
+/// unverified boot edit, no `boot_id`), a `set_cma` size out of range or a boot file it cannot
+/// edit (a dry run of `cma set`), a `release_npu` on a board without hailo-ollama. `d` is the
+/// last diagnosis; `set_cma` and `release_npu` make one when there is none yet, and it is
+/// returned for the action to use.
+///
+/// Errors: the reason, published as the command's `rejected` reason.
+fn preflight(
+    s: &Setup,
+    refused: &BTreeMap<String, String>,
+    action: &Action,
+    d: Option<Box<Diagnosis>>,
+) -> Result<Option<Box<Diagnosis>>, String> {
+    if let Some(why) = refused.get(action.name()) {
+        return Err(why.clone());
+    }
+    let diagnosis = |d: Option<Box<Diagnosis>>| -> Result<Box<Diagnosis>, String> {
+        match d {
+            Some(d) => Ok(d),
+            None => diagnose::diagnose(&s.root, &s.profile)
+                .map(Box::new)
+                .map_err(|e| e.to_string()),
+        }
+    };
+    match action {
+        Action::Reboot { .. } => {
+            crate::action::reboot::reboot_preflight(&s.state, &s.actions, now_s())
+                .map_err(|r| r.to_string())?;
+            Ok(d)
+        }
+        Action::SetCma { size } => {
+            use crate::action::atomic::RealStorage;
+            use crate::action::cma::{cma_set, CmaSetOutcome};
+            let d = diagnosis(d)?;
+            let r = cma_set(&s.root, &d, size, true, &mut RealStorage, &s.state, now_s());
+            if r.outcome == CmaSetOutcome::Refused {
+                return Err(r.error);
+            }
+            Ok(Some(d))
+        }
+        Action::ReleaseNpu { .. } => {
+            let d = diagnosis(d)?;
+            if let Some(why) = d.profile.refuses_action(action.name()) {
+                return Err(why);
+            }
+            Ok(Some(d))
+        }
+        Action::Compact { .. } | Action::Rescan => Ok(d),
+    }
 }
 
 fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) {

@@ -1807,3 +1807,55 @@ fn fleet_watch_once_lists_every_board_from_a_broker_with_default_limits() {
         "mosquitto dropped nothing, so this test proved nothing: {log}"
     );
 }
+
+/// Every policy refusal is decided before `executing`: a signed reboot with `allow_reboot =
+/// false`, a signed `set_cma` above the RAM and a `release_npu` on a board without hailo-ollama
+/// are answered `rejected` with the reason, and no `executing` is ever published for them.
+#[test]
+fn policy_refusals_are_rejected_never_executing_first() {
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let extra = format!("{}\n[actions]\nallow_reboot = false\n", trust(&board, 1));
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "b1", &extra),
+    );
+    let _agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
+    status_of(&c, "b1");
+    let cases = [
+        ("reboot", "pr-1", json!({}), "not allowed"),
+        ("set_cma", "pr-2", json!({"size": "900G"}), "RAM"),
+        ("release_npu", "pr-3", json!({}), "hailo-ollama"),
+    ];
+    for (action, id, args, why) in cases {
+        let topic = format!("npu-fleet/b1/cmd/{action}/{id}");
+        c.publish(
+            &topic,
+            &init_payload("b1", action, id, args, now_s(), 120, Some(&key(1))),
+            true,
+        );
+        let seen = std::cell::RefCell::new(Vec::new());
+        let done = c.wait_for(T, &format!("a final state on {topic}"), |m| {
+            if m.topic != topic || m.payload.is_empty() {
+                return false;
+            }
+            let s = m.json()["status"].as_str().unwrap_or("").to_string();
+            seen.borrow_mut().push(s.clone());
+            s == "rejected" || s == "failed" || s == "successful"
+        });
+        let done = done.json();
+        assert_eq!(done["status"], "rejected", "{action}: {done}");
+        assert!(
+            done["reason"].as_str().unwrap().contains(why),
+            "{action}: {done}"
+        );
+        assert!(
+            !seen.borrow().iter().any(|s| s == "executing"),
+            "{action} published {:?}",
+            seen.borrow()
+        );
+    }
+}
+
