@@ -295,6 +295,9 @@ struct Agent {
     last_cause: String,
     /// Another client uses this board id (session taken over); cleared after a stable minute.
     taken_over: bool,
+    /// `compact_only` was chosen because the broker dropped the connection right after a full
+    /// status; a session takeover recognised later explains those drops, and undoes it.
+    compact_for_drop: bool,
     /// When the current connection reached CONNACK.
     connected_since: Option<Instant>,
     statuses: BTreeMap<String, Status>,
@@ -856,6 +859,7 @@ async fn main_loop(s: Setup) -> i32 {
         status_unfit_logged: None,
         last_cause: String::new(),
         taken_over: false,
+        compact_for_drop: false,
         connected_since: None,
         status_dirty: false,
         statuses: BTreeMap::new(),
@@ -1083,6 +1087,14 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                 "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)"
             );
             agent.taken_over = true;
+            // The earlier drops were this takeover, not a status too large for the broker.
+            if agent.compact_for_drop {
+                agent.compact_for_drop = false;
+                agent.compact_only = false;
+                tracing::info!(
+                    "the drops after a full status were this session takeover, not a packet limit; publishing the full status again"
+                );
+            }
             if let Some(r) = &mut agent.status_report {
                 let note = format!("another client uses this board id ({})", agent.s.board);
                 if !r.notices.contains(&note) {
@@ -1098,14 +1110,18 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         } => {
             // A status bigger than 4 KiB followed by a drop within 2 s: the broker enforces a
             // packet limit it did not announce (MQTT 3.1.1, or mosquitto message_size_limit).
-            // Compact from now on; the compact form is never retried in the full form.
+            // Compact from now on; the compact form is never retried in the full form, unless
+            // the drops turn out to be a session takeover (another client with this board id:
+            // MQTT 5 reason 0x8E, or kicks right after CONNACK), which is never read as a size.
             if let Some((at, form)) = agent.last_status_sent {
                 if after_connack
                     && form == crate::report::StatusForm::Full
                     && at.elapsed() < Duration::from_secs(2)
                     && !agent.compact_only
+                    && !agent.taken_over
                 {
                     agent.compact_only = true;
+                    agent.compact_for_drop = true;
                     tracing::warn!(
                         "the broker dropped the connection right after a full status; publishing the compact status from now on"
                     );

@@ -1859,3 +1859,43 @@ fn policy_refusals_are_rejected_never_executing_first() {
     }
 }
 
+/// Two agents with one `board_id` on one mosquitto: each takes the session over from the other.
+/// The drops that follow a full status are that takeover, not a status too large for the
+/// broker: once the takeover is recognised, neither agent keeps the compact status.
+#[test]
+fn a_session_takeover_is_not_read_as_a_status_too_large() {
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let twin = Board::from_fixture(CASE, "b1", &agent_config(&broker.url(), "b1", ""));
+    let a = Agent::start(&board);
+    let b = Agent::start(&twin);
+    let compact = "publishing the compact status from now on";
+    let full_again = "publishing the full status again";
+    let takeover = "another client uses this board id";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let logs = [a.log_text(), b.log_text()];
+        if logs.iter().all(|l| l.contains(takeover)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no takeover recognised by both agents:\n{}\n---\n{}",
+            logs[0],
+            logs[1]
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    for log in [a.log_text(), b.log_text()] {
+        // The compact form may have been chosen before the takeover was recognised, but then
+        // it is undone: the last word on the status form is never "compact".
+        let last_compact = log.rfind(compact);
+        let last_full = log.rfind(full_again);
+        assert!(
+            last_compact.is_none() || last_full > last_compact,
+            "the compact status stays on after a takeover:\n{log}"
+        );
+    }
+}
