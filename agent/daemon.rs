@@ -909,7 +909,7 @@ async fn main_loop(s: Setup) -> i32 {
             return 2;
         }
     };
-    loop {
+    let signal = loop {
         tokio::select! {
             _ = interval.tick() => {
                 if !agent.diagnosing {
@@ -950,18 +950,44 @@ async fn main_loop(s: Setup) -> i32 {
                     tracing::info!("this board id's connection has been stable for a minute");
                 }
             }
-            _ = sigterm.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = sigterm.recv() => break "SIGTERM",
+            _ = tokio::signal::ctrl_c() => break "SIGINT",
         }
-    }
+    };
+    tracing::info!(signal, "stopping");
     // Clean stop: offline first (a DISCONNECT discards the last will), then disconnect.
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-    if let Some(l) = agent.link.take() {
-        let topic = topics::availability(&agent.s.topic_root, &agent.s.board);
-        let _ = l
-            .client
-            .try_publish(topic, QoS::AtLeastOnce, true, b"offline".to_vec());
-        l.shutdown(Duration::from_secs(2)).await;
+    let availability = topics::availability(&agent.s.topic_root, &agent.s.board);
+    match agent.link.take() {
+        Some(l) => {
+            let queued = l.client.try_publish(
+                availability.clone(),
+                QoS::AtLeastOnce,
+                true,
+                b"offline".to_vec(),
+            );
+            let connected = agent.connected;
+            l.shutdown(Duration::from_secs(2)).await;
+            match queued {
+                Ok(()) if connected => tracing::info!(
+                    signal,
+                    topic = %availability,
+                    "stopped: published the retained availability offline and disconnected"
+                ),
+                Ok(()) => tracing::info!(
+                    signal,
+                    topic = %availability,
+                    "stopped while not connected to the broker: its last will marks the board offline"
+                ),
+                Err(e) => tracing::warn!(
+                    signal,
+                    topic = %availability,
+                    error = %e,
+                    "stopped, but offline could not be queued: the broker's last will marks the board offline"
+                ),
+            }
+        }
+        None => tracing::info!(signal, "stopped (no MQTT link)"),
     }
     0
 }

@@ -119,6 +119,21 @@ fn availability_goes_offline_on_sigkill_and_on_clean_stop() {
         m.text() == "offline"
     });
     assert!(off.at.elapsed() < Duration::from_secs(3));
+    // The clean stop is logged: its cause, and that offline was published.
+    let log = agent.log_text();
+    let stop = log
+        .lines()
+        .filter(|l| l.contains("signal=SIGTERM"))
+        .collect::<Vec<_>>();
+    assert!(
+        stop.iter().any(|l| l.contains("stopping")),
+        "no stop cause logged:\n{log}"
+    );
+    assert!(
+        stop.iter()
+            .any(|l| l.contains("published the retained availability offline")),
+        "no offline logged:\n{log}"
+    );
 }
 
 #[test]
