@@ -58,8 +58,9 @@ pub enum Command {
     },
     /// Write a support bundle (.tar.gz): every file the checks read, the kernel log and the
     /// workloads' journal as files, page size, uname and a manifest; redacted unless
-    /// --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Exit 0
-    /// written, 1 could not write, 2 usage error (such as a --root that is not a directory).
+    /// --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Never
+    /// overwrites FILE unless --force. Exit 0 written, 1 could not write, 2 usage error (such
+    /// as a --root that is not a directory, or FILE exists).
     Capture(CaptureArgs),
     /// Write an Ed25519 key pair for signing commands: FILE (private, mode 0600) and FILE.pub.
     Keygen {
@@ -84,6 +85,9 @@ pub struct CaptureArgs {
     /// Keep host names, user names, serials, addresses and credentials as they are.
     #[arg(long)]
     pub no_redact: bool,
+    /// Replace FILE if it exists (without it, an existing FILE is refused with exit 2).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `compact` options.
@@ -255,6 +259,15 @@ fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             err,
             "npu-agent: --root {}: not a directory",
             a.root.display()
+        );
+        return EXIT_USAGE;
+    }
+    // As `keygen`: an existing file (or a link) is never replaced without being asked to.
+    if !a.force && std::fs::symlink_metadata(&a.out).is_ok() {
+        let _ = writeln!(
+            err,
+            "npu-agent: {}: file exists; pass --force to replace it",
+            a.out.display()
         );
         return EXIT_USAGE;
     }
