@@ -58,8 +58,9 @@ pub enum Command {
     },
     /// Write a support bundle (.tar.gz): every file the checks read, the kernel log and the
     /// workloads' journal as files, page size, uname and a manifest; redacted unless
-    /// --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Exit 0
-    /// written, 1 could not write, 2 usage error (such as a --root that is not a directory).
+    /// --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Never
+    /// overwrites FILE unless --force. Exit 0 written, 1 could not write, 2 usage error (such
+    /// as a --root that is not a directory, or FILE exists).
     Capture(CaptureArgs),
     /// Write an Ed25519 key pair for signing commands: FILE (private, mode 0600) and FILE.pub.
     Keygen {
@@ -84,6 +85,9 @@ pub struct CaptureArgs {
     /// Keep host names, user names, serials, addresses and credentials as they are.
     #[arg(long)]
     pub no_redact: bool,
+    /// Replace FILE if it exists (without it, an existing FILE is refused with exit 2).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `compact` options.
@@ -255,6 +259,15 @@ fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             err,
             "npu-agent: --root {}: not a directory",
             a.root.display()
+        );
+        return EXIT_USAGE;
+    }
+    // As `keygen`: an existing file (or a link) is never replaced without being asked to.
+    if !a.force && std::fs::symlink_metadata(&a.out).is_ok() {
+        let _ = writeln!(
+            err,
+            "npu-agent: {}: file exists; pass --force to replace it",
+            a.out.display()
         );
         return EXIT_USAGE;
     }
@@ -437,7 +450,11 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                     crate::action::state::StateDir::default_for(&root)
                 }
             };
-            let _ = write!(out, "{}", render_cma_show(&cma_show(&d, &state)));
+            let _ = write!(
+                out,
+                "{}",
+                render_cma_show(&cma_show(&d, &state), &hint_args(&root_dir, &profile_arg))
+            );
             EXIT_OK
         }
         CmaAction::Set { size, dry_run, .. } => {
@@ -462,13 +479,42 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 &state,
                 now,
             );
-            let _ = write!(out, "{}", render_cma_set(&r));
+            let _ = write!(
+                out,
+                "{}",
+                render_cma_set(&r, &hint_args(&root_dir, &profile_arg))
+            );
             if r.outcome == crate::action::cma::CmaSetOutcome::Written {
                 record_cli_run(&mut gate, &gate_action, now, err);
             }
             r.outcome.exit_code()
         }
     }
+}
+
+/// The `--root` and `--profile` the user gave, as a hint repeats them after a subcommand
+/// (` --root DIR --profile ID`; nothing for the defaults `/` and `auto`), quoted for a POSIX
+/// shell when needed.
+fn hint_args(root: &std::path::Path, profile: &str) -> String {
+    fn quoted(s: &str) -> String {
+        let plain = !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/._-+:=,@%".contains(c));
+        if plain {
+            s.to_string()
+        } else {
+            format!("'{}'", s.replace('\'', "'\\''"))
+        }
+    }
+    let mut args = String::new();
+    if root != std::path::Path::new("/") {
+        args.push_str(&format!(" --root {}", quoted(&root.to_string_lossy())));
+    }
+    if profile != "auto" {
+        args.push_str(&format!(" --profile {}", quoted(profile)));
+    }
+    // Board-controlled or user text never carries control characters to the terminal.
+    crate::report::clean(&args)
 }
 
 fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
@@ -589,5 +635,28 @@ fn profiles(action: ProfilesAction, out: &mut dyn Write, err: &mut dyn Write) ->
                 EXIT_USAGE
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hint_args;
+    use std::path::Path;
+
+    #[test]
+    fn hints_repeat_root_and_profile_quoted_for_a_shell() {
+        assert_eq!(hint_args(Path::new("/"), "auto"), "");
+        assert_eq!(
+            hint_args(Path::new("/tmp/board"), "rk3588-rknpu"),
+            " --root /tmp/board --profile rk3588-rknpu"
+        );
+        assert_eq!(
+            hint_args(Path::new("/tmp/a board"), "auto"),
+            " --root '/tmp/a board'"
+        );
+        assert_eq!(
+            hint_args(Path::new("/"), "/tmp/it's.toml"),
+            r" --profile '/tmp/it'\''s.toml'"
+        );
     }
 }

@@ -295,6 +295,9 @@ struct Agent {
     last_cause: String,
     /// Another client uses this board id (session taken over); cleared after a stable minute.
     taken_over: bool,
+    /// `compact_only` was chosen because the broker dropped the connection right after a full
+    /// status; a session takeover recognised later explains those drops, and undoes it.
+    compact_for_drop: bool,
     /// When the current connection reached CONNACK.
     connected_since: Option<Instant>,
     statuses: BTreeMap<String, Status>,
@@ -856,6 +859,7 @@ async fn main_loop(s: Setup) -> i32 {
         status_unfit_logged: None,
         last_cause: String::new(),
         taken_over: false,
+        compact_for_drop: false,
         connected_since: None,
         status_dirty: false,
         statuses: BTreeMap::new(),
@@ -905,7 +909,7 @@ async fn main_loop(s: Setup) -> i32 {
             return 2;
         }
     };
-    loop {
+    let signal = loop {
         tokio::select! {
             _ = interval.tick() => {
                 if !agent.diagnosing {
@@ -946,18 +950,44 @@ async fn main_loop(s: Setup) -> i32 {
                     tracing::info!("this board id's connection has been stable for a minute");
                 }
             }
-            _ = sigterm.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = sigterm.recv() => break "SIGTERM",
+            _ = tokio::signal::ctrl_c() => break "SIGINT",
         }
-    }
+    };
+    tracing::info!(signal, "stopping");
     // Clean stop: offline first (a DISCONNECT discards the last will), then disconnect.
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-    if let Some(l) = agent.link.take() {
-        let topic = topics::availability(&agent.s.topic_root, &agent.s.board);
-        let _ = l
-            .client
-            .try_publish(topic, QoS::AtLeastOnce, true, b"offline".to_vec());
-        l.shutdown(Duration::from_secs(2)).await;
+    let availability = topics::availability(&agent.s.topic_root, &agent.s.board);
+    match agent.link.take() {
+        Some(l) => {
+            let queued = l.client.try_publish(
+                availability.clone(),
+                QoS::AtLeastOnce,
+                true,
+                b"offline".to_vec(),
+            );
+            let connected = agent.connected;
+            l.shutdown(Duration::from_secs(2)).await;
+            match queued {
+                Ok(()) if connected => tracing::info!(
+                    signal,
+                    topic = %availability,
+                    "stopped: published the retained availability offline and disconnected"
+                ),
+                Ok(()) => tracing::info!(
+                    signal,
+                    topic = %availability,
+                    "stopped while not connected to the broker: its last will marks the board offline"
+                ),
+                Err(e) => tracing::warn!(
+                    signal,
+                    topic = %availability,
+                    error = %e,
+                    "stopped, but offline could not be queued: the broker's last will marks the board offline"
+                ),
+            }
+        }
+        None => tracing::info!(signal, "stopped (no MQTT link)"),
     }
     0
 }
@@ -1083,6 +1113,14 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                 "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)"
             );
             agent.taken_over = true;
+            // The earlier drops were this takeover, not a status too large for the broker.
+            if agent.compact_for_drop {
+                agent.compact_for_drop = false;
+                agent.compact_only = false;
+                tracing::info!(
+                    "the drops after a full status were this session takeover, not a packet limit; publishing the full status again"
+                );
+            }
             if let Some(r) = &mut agent.status_report {
                 let note = format!("another client uses this board id ({})", agent.s.board);
                 if !r.notices.contains(&note) {
@@ -1098,14 +1136,18 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         } => {
             // A status bigger than 4 KiB followed by a drop within 2 s: the broker enforces a
             // packet limit it did not announce (MQTT 3.1.1, or mosquitto message_size_limit).
-            // Compact from now on; the compact form is never retried in the full form.
+            // Compact from now on; the compact form is never retried in the full form, unless
+            // the drops turn out to be a session takeover (another client with this board id:
+            // MQTT 5 reason 0x8E, or kicks right after CONNACK), which is never read as a size.
             if let Some((at, form)) = agent.last_status_sent {
                 if after_connack
                     && form == crate::report::StatusForm::Full
                     && at.elapsed() < Duration::from_secs(2)
                     && !agent.compact_only
+                    && !agent.taken_over
                 {
                     agent.compact_only = true;
+                    agent.compact_for_drop = true;
                     tracing::warn!(
                         "the broker dropped the connection right after a full status; publishing the compact status from now on"
                     );
@@ -1247,9 +1289,8 @@ fn route_admission(
             agent.send_retained(tp, p);
         }
         Admission::Queued(Some(c)) => {
+            // `executing` is published when it starts, after the policy checks of `start_next`.
             tracing::info!(action = %c.action, cmd_id = %c.cmd_id, "command accepted");
-            let (tp, p) = agent.lifecycle(&c, CmdStatus::Executing, json!({}));
-            agent.send_retained(tp, p);
             start_next(agent, tx);
         }
         Admission::Queued(None) => start_next(agent, tx),
@@ -1290,23 +1331,109 @@ fn agent_ha(agent: &Agent) -> crate::ha::HaContext<'_> {
 }
 
 /// Starts the next admitted action, if none runs (one at a time, signed commands first, off
-/// the main loop).
+/// the main loop). Every policy refusal ([`preflight`]) is decided here, before `executing` is
+/// published: a refused command is answered `rejected` with the reason and never `executing`.
 fn start_next(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
-    let Some(job) = agent.gate.next_job() else {
+    loop {
+        let Some(job) = agent.gate.next_job() else {
+            return;
+        };
+        let d = match preflight(
+            &agent.s,
+            &agent.gate.policy().refused,
+            &job.action,
+            agent.last_diagnosis.clone(),
+        ) {
+            Ok(d) => d,
+            Err(reason) => {
+                agent.gate.refuse(&job, &reason);
+                match &job.cmd {
+                    Some(c) => {
+                        agent.rejections.log(c, &reason, "command rejected");
+                        let (tp, p) =
+                            agent.lifecycle(c, CmdStatus::Rejected, json!({"reason": reason}));
+                        agent.send_retained(tp, p);
+                    }
+                    None => tracing::warn!(
+                        action = job.action.name(),
+                        origin = job.origin.as_str(),
+                        %reason,
+                        "action refused"
+                    ),
+                }
+                continue;
+            }
+        };
+        if let Some(c) = &job.cmd {
+            let (tp, p) = agent.lifecycle(c, CmdStatus::Executing, json!({}));
+            agent.send_retained(tp, p);
+        }
+        tracing::info!(
+            action = job.action.name(),
+            origin = job.origin.as_str(),
+            cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-"),
+            "executing"
+        );
+        if matches!(job.action, Action::Reboot { .. }) {
+            // The executing state must reach the broker before the board goes down.
+            agent.flush();
+        }
+        spawn_action(&agent.s, job, d, tx);
         return;
-    };
-    tracing::info!(
-        action = job.action.name(),
-        origin = job.origin.as_str(),
-        cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-"),
-        "executing"
-    );
-    if matches!(job.action, Action::Reboot { .. }) {
-        // The executing state must reach the broker before the board goes down.
-        agent.flush();
     }
-    let d = agent.last_diagnosis.clone();
-    spawn_action(&agent.s, job, d, tx);
+}
+
+/// The policy refusals of `action`, decided without acting: an action this board or the
+/// config refuses (`refused`: `[actions] disabled`, the profile's refusals), a reboot its guards
+/// refuse (`allow_reboot = false`, an empty `reboot_command`, one pending or too recent, an
+/// unverified boot edit, no `boot_id`), a `set_cma` size out of range or a boot file it cannot
+/// edit (a dry run of `cma set`), a `release_npu` on a board without hailo-ollama. `d` is the
+/// last diagnosis; `set_cma` and `release_npu` make one when there is none yet, and it is
+/// returned for the action to use.
+///
+/// Errors: the reason, published as the command's `rejected` reason.
+fn preflight(
+    s: &Setup,
+    refused: &BTreeMap<String, String>,
+    action: &Action,
+    d: Option<Box<Diagnosis>>,
+) -> Result<Option<Box<Diagnosis>>, String> {
+    if let Some(why) = refused.get(action.name()) {
+        return Err(why.clone());
+    }
+    let diagnosis = |d: Option<Box<Diagnosis>>| -> Result<Box<Diagnosis>, String> {
+        match d {
+            Some(d) => Ok(d),
+            None => diagnose::diagnose(&s.root, &s.profile)
+                .map(Box::new)
+                .map_err(|e| e.to_string()),
+        }
+    };
+    match action {
+        Action::Reboot { .. } => {
+            crate::action::reboot::reboot_preflight(&s.state, &s.actions, now_s())
+                .map_err(|r| r.to_string())?;
+            Ok(d)
+        }
+        Action::SetCma { size } => {
+            use crate::action::atomic::RealStorage;
+            use crate::action::cma::{cma_set, CmaSetOutcome};
+            let d = diagnosis(d)?;
+            let r = cma_set(&s.root, &d, size, true, &mut RealStorage, &s.state, now_s());
+            if r.outcome == CmaSetOutcome::Refused {
+                return Err(r.error);
+            }
+            Ok(Some(d))
+        }
+        Action::ReleaseNpu { .. } => {
+            let d = diagnosis(d)?;
+            if let Some(why) = d.profile.refuses_action(action.name()) {
+                return Err(why);
+            }
+            Ok(Some(d))
+        }
+        Action::Compact { .. } | Action::Rescan => Ok(d),
+    }
 }
 
 fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) {

@@ -199,7 +199,7 @@ pub struct Job {
 /// What the gate did with a request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admission {
-    /// Queued: publish `executing`.
+    /// Queued: `executing` is published when it starts, after the daemon's policy checks.
     Queued(Option<CmdRef>),
     /// Refused before acting: publish `rejected` with the reason (for a command).
     Rejected {
@@ -669,6 +669,30 @@ impl Gate {
         if changed && job.origin == Origin::Mqtt {
             if let Err(e) = self.persist() {
                 tracing::error!(error = %e, "cannot save the command ledger");
+            }
+        }
+    }
+
+    /// Records that `job`, taken by [`Gate::next_job`], was refused by policy before it acted
+    /// (reboots not allowed, a `set_cma` size out of range, an action this board refuses): its
+    /// rate-limit slot is given back and a command's ledger entry ends `rejected` with `reason`.
+    pub fn refuse(&mut self, job: &Job, reason: &str) {
+        self.finish(
+            job,
+            &Outcome {
+                ok: false,
+                ran: false,
+                detail: reason.to_string(),
+            },
+        );
+        if let Some(c) = &job.cmd {
+            if let Some(e) = self.ledger.commands.get_mut(&c.cmd_id) {
+                e.status = CmdStatus::Rejected;
+                if job.origin == Origin::Mqtt {
+                    if let Err(e) = self.persist() {
+                        tracing::error!(error = %e, "cannot save the command ledger");
+                    }
+                }
             }
         }
     }

@@ -326,6 +326,48 @@ fn an_unwritable_output_exits_1_and_leaves_nothing() {
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 }
 
+/// Like `keygen`, `capture` never replaces an existing file unless `--force` is given: exit 2,
+/// the file untouched; with `--force` the bundle replaces it.
+#[test]
+fn an_existing_output_is_refused_without_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("b.tar.gz");
+    std::fs::write(&out, "keep me").unwrap();
+    let run = |force: bool| {
+        let mut c = bin();
+        c.args(["capture", "--root"])
+            .arg(fixtures().join("own-pi5-hailo10h-5.1.1-healthy/root"))
+            .arg("--out")
+            .arg(&out);
+        if force {
+            c.arg("--force");
+        }
+        c.output().unwrap()
+    };
+    let o = run(false);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("file exists") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me");
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+    let o = run(true);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let bundle = std::fs::read(&out).unwrap();
+    assert_eq!(
+        &bundle[..2],
+        &[0x1f, 0x8b],
+        "a gzip bundle replaced the file"
+    );
+}
+
 #[test]
 fn a_journal_tree_round_trips_as_text_files() {
     if !journal::journal_tools() {

@@ -119,6 +119,21 @@ fn availability_goes_offline_on_sigkill_and_on_clean_stop() {
         m.text() == "offline"
     });
     assert!(off.at.elapsed() < Duration::from_secs(3));
+    // The clean stop is logged: its cause, and that offline was published.
+    let log = agent.log_text();
+    let stop = log
+        .lines()
+        .filter(|l| l.contains("signal=SIGTERM"))
+        .collect::<Vec<_>>();
+    assert!(
+        stop.iter().any(|l| l.contains("stopping")),
+        "no stop cause logged:\n{log}"
+    );
+    assert!(
+        stop.iter()
+            .any(|l| l.contains("published the retained availability offline")),
+        "no offline logged:\n{log}"
+    );
 }
 
 #[test]
@@ -1806,4 +1821,96 @@ fn fleet_watch_once_lists_every_board_from_a_broker_with_default_limits() {
         log.contains("Outgoing messages are being dropped for client npu-agent-watch-"),
         "mosquitto dropped nothing, so this test proved nothing: {log}"
     );
+}
+
+/// Every policy refusal is decided before `executing`: a signed reboot with `allow_reboot =
+/// false`, a signed `set_cma` above the RAM and a `release_npu` on a board without hailo-ollama
+/// are answered `rejected` with the reason, and no `executing` is ever published for them.
+#[test]
+fn policy_refusals_are_rejected_never_executing_first() {
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let extra = format!("{}\n[actions]\nallow_reboot = false\n", trust(&board, 1));
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "b1", &extra),
+    );
+    let _agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
+    status_of(&c, "b1");
+    let cases = [
+        ("reboot", "pr-1", json!({}), "not allowed"),
+        ("set_cma", "pr-2", json!({"size": "900G"}), "RAM"),
+        ("release_npu", "pr-3", json!({}), "hailo-ollama"),
+    ];
+    for (action, id, args, why) in cases {
+        let topic = format!("npu-fleet/b1/cmd/{action}/{id}");
+        c.publish(
+            &topic,
+            &init_payload("b1", action, id, args, now_s(), 120, Some(&key(1))),
+            true,
+        );
+        let seen = std::cell::RefCell::new(Vec::new());
+        let done = c.wait_for(T, &format!("a final state on {topic}"), |m| {
+            if m.topic != topic || m.payload.is_empty() {
+                return false;
+            }
+            let s = m.json()["status"].as_str().unwrap_or("").to_string();
+            seen.borrow_mut().push(s.clone());
+            s == "rejected" || s == "failed" || s == "successful"
+        });
+        let done = done.json();
+        assert_eq!(done["status"], "rejected", "{action}: {done}");
+        assert!(
+            done["reason"].as_str().unwrap().contains(why),
+            "{action}: {done}"
+        );
+        assert!(
+            !seen.borrow().iter().any(|s| s == "executing"),
+            "{action} published {:?}",
+            seen.borrow()
+        );
+    }
+}
+
+/// Two agents with one `board_id` on one mosquitto: each takes the session over from the other.
+/// The drops that follow a full status are that takeover, not a status too large for the
+/// broker: once the takeover is recognised, neither agent keeps the compact status.
+#[test]
+fn a_session_takeover_is_not_read_as_a_status_too_large() {
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let twin = Board::from_fixture(CASE, "b1", &agent_config(&broker.url(), "b1", ""));
+    let a = Agent::start(&board);
+    let b = Agent::start(&twin);
+    let compact = "publishing the compact status from now on";
+    let full_again = "publishing the full status again";
+    let takeover = "another client uses this board id";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let logs = [a.log_text(), b.log_text()];
+        if logs.iter().all(|l| l.contains(takeover)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no takeover recognised by both agents:\n{}\n---\n{}",
+            logs[0],
+            logs[1]
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    for log in [a.log_text(), b.log_text()] {
+        // The compact form may have been chosen before the takeover was recognised, but then
+        // it is undone: the last word on the status form is never "compact".
+        let last_compact = log.rfind(compact);
+        let last_full = log.rfind(full_again);
+        assert!(
+            last_compact.is_none() || last_full > last_compact,
+            "the compact status stays on after a takeover:\n{log}"
+        );
+    }
 }

@@ -217,8 +217,9 @@ pub fn cma_show(d: &Diagnosis, state: &StateDir) -> CmaShow {
     }
 }
 
-/// `cma show` as text.
-pub fn render_cma_show(s: &CmaShow) -> String {
+/// `cma show` as text. `args` is what a hint repeats of the user's command line after the
+/// subcommand (such as ` --root /tmp/board`, empty for the live board).
+pub fn render_cma_show(s: &CmaShow, args: &str) -> String {
     let none = || "-".to_string();
     let mut out = String::new();
     out.push_str(&format!("profile             {}\n", s.profile));
@@ -254,8 +255,11 @@ pub fn render_cma_show(s: &CmaShow) -> String {
     out.push_str(&format!("                    {}\n", s.explanation));
     if let Some(e) = &s.last_edit {
         let files: Vec<&str> = e.files.iter().map(|f| f.path.as_str()).collect();
+        let not_verified = format!(
+            "NOT verified (the write may have been cut off; run `npu-agent cma set{args}` again)"
+        );
         let state = if !e.verified {
-            "NOT verified (the write may have been cut off; run `npu-agent cma set` again)"
+            not_verified.as_str()
         } else if e.reboot_required {
             "verified; reboot required"
         } else {
@@ -891,8 +895,10 @@ fn host_paths(root: &SysRoot, changes: &[FileChange]) -> Result<Vec<std::path::P
     Ok(hosts)
 }
 
-/// `cma set` as text: outcome, explanation, diffs with warnings, next step.
-pub fn render_cma_set(r: &CmaSetReport) -> String {
+/// `cma set` as text: outcome, explanation, diffs with warnings, next step. `args` is what the
+/// hint repeats of the user's command line after the subcommand (such as ` --root /tmp/board`,
+/// empty for the live board), so the suggested `cma show` looks at the same tree.
+pub fn render_cma_set(r: &CmaSetReport, args: &str) -> String {
     let mut out = String::new();
     let size = r
         .requested
@@ -930,9 +936,9 @@ pub fn render_cma_set(r: &CmaSetReport) -> String {
         }
     }
     if r.outcome == CmaSetOutcome::Written {
-        out.push_str(
-            "\nnext: reboot (sudo reboot), then `npu-agent cma show` should say \"in effect\"\n",
-        );
+        out.push_str(&format!(
+            "\nnext: reboot (sudo reboot), then `npu-agent cma show{args}` should say \"in effect\"\n"
+        ));
     }
     out
 }

@@ -252,6 +252,30 @@ pub enum RebootProgress {
     Failed(RebootRecord),
 }
 
+/// The guards of [`request_reboot`] without acting: reads `reboot.json`, `boot_edit.json` and
+/// `/proc/sys/kernel/random/boot_id` under the state directory's root and applies
+/// [`check_reboot_allowed`]. The daemon asks this before it publishes `executing`, so a reboot
+/// the policy refuses is answered `rejected`. Returns the reboot state and the current `boot_id`.
+///
+/// Errors: the first [`RebootRefusal`] that applies (an unreadable state file is
+/// [`RebootRefusal::State`]).
+pub fn reboot_preflight(
+    state: &StateDir,
+    config: &ActionConfig,
+    now_unix_s: i64,
+) -> Result<(RebootState, Option<String>), RebootRefusal> {
+    let rs: RebootState = state
+        .load(REBOOT_FILE)
+        .map_err(|e| RebootRefusal::State(e.to_string()))?
+        .unwrap_or_default();
+    let edit: Option<BootEditState> = state
+        .load(BOOT_EDIT_FILE)
+        .map_err(|e| RebootRefusal::State(e.to_string()))?;
+    let boot_id = read_boot_id(state.root());
+    check_reboot_allowed(config, &rs, edit.as_ref(), boot_id.as_deref(), now_unix_s)?;
+    Ok((rs, boot_id))
+}
+
 /// Requests a reboot of the board under the state directory's root: guards, persist the intent
 /// (with the current `boot_id`) in `reboot.json`, `sync`, run `config.reboot_command` with
 /// `config.reboot_timeout_s`. Reads `/proc/sys/kernel/random/boot_id` and `boot_edit.json`.
@@ -265,19 +289,10 @@ pub fn request_reboot(
     reason: &str,
     now_unix_s: i64,
 ) -> RebootProgress {
-    let mut rs: RebootState = match state.load(REBOOT_FILE) {
-        Ok(s) => s.unwrap_or_default(),
-        Err(e) => return RebootProgress::Refused(RebootRefusal::State(e.to_string())),
+    let (mut rs, boot_id) = match reboot_preflight(state, config, now_unix_s) {
+        Ok(v) => v,
+        Err(r) => return RebootProgress::Refused(r),
     };
-    let edit: Option<BootEditState> = match state.load(BOOT_EDIT_FILE) {
-        Ok(e) => e,
-        Err(e) => return RebootProgress::Refused(RebootRefusal::State(e.to_string())),
-    };
-    let boot_id = read_boot_id(state.root());
-    if let Err(r) = check_reboot_allowed(config, &rs, edit.as_ref(), boot_id.as_deref(), now_unix_s)
-    {
-        return RebootProgress::Refused(r);
-    }
     let intent = RebootIntent {
         cmd_id: cmd_id.to_string(),
         reason: reason.to_string(),

@@ -47,6 +47,13 @@ fn cma_show_set_dry_run_and_set() {
         out.contains("backup: /boot/armbianEnv.txt.npu-agent.bak"),
         "{out}"
     );
+    // The hint repeats the --root given: the suggested `cma show` looks at the same tree.
+    assert!(
+        out.contains(&format!(
+            "next: reboot (sudo reboot), then `npu-agent cma show --root {root}` should say"
+        )),
+        "{out}"
+    );
     let (code, out, _) = run(&["cma", "show", "--root", root]);
     assert_eq!(code, 0);
     assert!(out.contains("verdict             pending reboot"), "{out}");
@@ -238,4 +245,27 @@ fn compact_refuses_a_symlinked_knob() {
         );
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
     }
+}
+
+/// Hints repeat the `--root` and `--profile` the user gave.
+#[test]
+fn cma_set_hint_repeats_root_and_profile() {
+    let t = rk3588_tree(ENV, "root=UUID=0 cma=256M", 262_144);
+    let root = t.path().to_str().unwrap();
+    let (code, out, err) = run(&[
+        "cma",
+        "set",
+        "512M",
+        "--root",
+        root,
+        "--profile",
+        "rk3588-rknpu",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "`npu-agent cma show --root {root} --profile rk3588-rknpu`"
+        )),
+        "{out}"
+    );
 }
