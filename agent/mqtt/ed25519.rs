@@ -23,6 +23,45 @@ const SPKI_PREFIX: [u8; 12] = [
     0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00,
 ];
 
+/// The encodings of the points of order 1, 2, 4 and 8 on edwards25519 (the sign bit, bit 255,
+/// cleared), including the non-canonical ones (y >= p) of 0 and 1: `y = 0`, `y = 1`, the two
+/// `y` of order 8, `p - 1`, `p`, `p + 1` (the list libsodium checks as well).
+const SMALL_ORDER_KEYS: [[u8; 32]; 7] = [
+    [0; 32],
+    [
+        1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0,
+    ],
+    [
+        0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98,
+        0xf0, 0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53,
+        0xfc, 0x05,
+    ],
+    [
+        0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67,
+        0x0f, 0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac,
+        0x03, 0x7a,
+    ],
+    small_order_near_p(0xec),
+    small_order_near_p(0xed),
+    small_order_near_p(0xee),
+];
+
+/// `p - 1`, `p` or `p + 1` (p = 2^255 - 19) as 32 little-endian bytes, by their first byte.
+const fn small_order_near_p(first: u8) -> [u8; 32] {
+    let mut b = [0xff; 32];
+    b[0] = first;
+    b[31] = 0x7f;
+    b
+}
+
+/// True when `key` (an encoded point, sign bit ignored) is one of [`SMALL_ORDER_KEYS`].
+fn is_small_order(key: &[u8; 32]) -> bool {
+    let mut y = *key;
+    y[31] &= 0x7f;
+    SMALL_ORDER_KEYS.contains(&y)
+}
+
 /// An Ed25519 private key: its 32-byte seed (RFC 8032 section 5.1.5) and the expanded key pair.
 pub struct SigningKey {
     seed: [u8; 32],
@@ -123,6 +162,13 @@ impl VerifyingKey {
             Some(key) if key.len() == 32 => {
                 let mut bytes = [0u8; 32];
                 bytes.copy_from_slice(key);
+                if is_small_order(&bytes) {
+                    // Such a key verifies a forged signature (R the identity, S = 0) for about
+                    // one message in eight: anyone could sign for it.
+                    return Err("an Ed25519 public key of small order (a weak key that \
+                                verifies forged signatures)"
+                        .into());
+                }
                 Ok(VerifyingKey(bytes))
             }
             _ => Err("not an Ed25519 SubjectPublicKeyInfo".into()),
@@ -269,6 +315,81 @@ mod tests {
         // An RSA-sized or truncated DER is refused without a panic.
         assert!(SigningKey::from_pkcs8_pem(&pem_encode(&der[..20], "PRIVATE KEY")).is_err());
         assert!(VerifyingKey::from_public_key_pem(&pem_encode(&[0x30], "PUBLIC KEY")).is_err());
+    }
+
+    /// A signature that only a small-order public key accepts, for every message: R is the
+    /// identity point and S is 0, so `[S]B = R + [k]A` holds whenever `[k]A` is the identity.
+    fn forged_for_any_message() -> Vec<u8> {
+        let mut sig = vec![0u8; 64];
+        sig[0] = 1;
+        sig
+    }
+
+    #[test]
+    fn small_order_public_keys_are_refused() {
+        for (i, key) in SMALL_ORDER_KEYS.iter().enumerate() {
+            // Each one (with the sign bit either way) is a key the forged signature verifies
+            // for some of 64 messages: proof that these bytes are weak keys ...
+            for sign in [0u8, 0x80] {
+                let mut bytes = *key;
+                bytes[31] |= sign;
+                let weak = VerifyingKey(bytes);
+                let forged = (0u8..64).any(|m| weak.verify(&[m], &forged_for_any_message()));
+                // Where x = 0 (y = 1, y = -1) the sign bit set is no valid encoding, and ring may
+                // not decode the non-canonical y >= p at all; those are refused all the same.
+                assert!(forged || sign != 0 || i >= 5, "entry {i} sign {sign:#x}");
+                // ... and none of them loads as a trusted key.
+                let pem = weak.to_public_key_pem();
+                let err = VerifyingKey::from_public_key_pem(&pem).unwrap_err();
+                assert!(err.contains("small order"), "{err}");
+            }
+        }
+        // The all-zero key (a zeroed buffer written by a broken provisioning step) is one.
+        let mut der = SPKI_PREFIX.to_vec();
+        der.extend_from_slice(&[0; 32]);
+        assert!(VerifyingKey::from_public_key_pem(&pem_encode(&der, "PUBLIC KEY")).is_err());
+        // A real key still loads, and the forged signature does not verify under it.
+        let good = key().verifying_key();
+        assert_eq!(
+            VerifyingKey::from_public_key_pem(&good.to_public_key_pem()).unwrap(),
+            good
+        );
+        assert!(!(0u8..64).any(|m| good.verify(&[m], &forged_for_any_message())));
+    }
+
+    #[test]
+    fn non_canonical_s_and_trailing_der_are_refused() {
+        let k = key();
+        let sig = k.sign(b"m");
+        assert!(k.verifying_key().verify(b"m", &sig));
+        // S + L (little-endian) is the same scalar mod L: RFC 8032 requires S < L.
+        const L: [u8; 32] = [
+            0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9,
+            0xde, 0x14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+        ];
+        let mut malleable = sig;
+        let mut carry = 0u16;
+        for i in 0..32 {
+            let v = malleable[32 + i] as u16 + L[i] as u16 + carry;
+            malleable[32 + i] = v as u8;
+            carry = v >> 8;
+        }
+        assert_ne!(malleable, sig);
+        assert!(!k.verifying_key().verify(b"m", &malleable));
+        // DER with bytes after the key, and a PEM with junk after the block.
+        let mut der = SPKI_PREFIX.to_vec();
+        der.extend_from_slice(&k.verifying_key().to_bytes());
+        der.push(0);
+        assert!(VerifyingKey::from_public_key_pem(&pem_encode(&der, "PUBLIC KEY")).is_err());
+        let junk = format!(
+            "{}garbage\n-----BEGIN",
+            k.verifying_key().to_public_key_pem()
+        );
+        assert_eq!(
+            VerifyingKey::from_public_key_pem(&junk).unwrap(),
+            k.verifying_key()
+        );
+        assert!(VerifyingKey::from_public_key_pem("").is_err());
     }
 
     #[test]
