@@ -188,12 +188,13 @@ impl SysRoot {
         if let Some(dirfd) = &self.dirfd {
             let rel = board_path.trim_start_matches('/');
             let rel = if rel.is_empty() { "." } else { rel };
-            let mut flags = OFlags::RDONLY | OFlags::CLOEXEC;
+            // O_NONBLOCK: opening a FIFO planted in the tree must not wait for a writer.
+            let mut flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK;
             if dir {
                 flags |= OFlags::DIRECTORY;
             }
             match openat2(&**dirfd, rel, flags, Mode::empty(), ResolveFlags::IN_ROOT) {
-                Ok(fd) => return Ok(fs::File::from(fd)),
+                Ok(fd) => return Self::refuse_fifo(board_path, fs::File::from(fd)),
                 Err(e) if e == rustix::io::Errno::NOSYS => {}
                 Err(e) => return Err(Self::io_error(board_path, &io::Error::from(e))),
             }
@@ -203,7 +204,36 @@ impl SysRoot {
         } else {
             self.resolve(board_path)?
         };
-        fs::File::open(&host).map_err(|e| Self::io_error(board_path, &e))
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(OFlags::NONBLOCK.bits() as i32)
+            .open(&host)
+            .map_err(|e| Self::io_error(board_path, &e))?;
+        Self::refuse_fifo(board_path, file)
+    }
+
+    /// A file opened `O_NONBLOCK`: refused when it is a FIFO or a socket (a read would wait
+    /// for a writer for ever: a board file is never one), else returned in blocking mode again.
+    fn refuse_fifo(board_path: &str, file: fs::File) -> Result<fs::File, ReadError> {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = file
+            .metadata()
+            .map_err(|e| Self::io_error(board_path, &e))?
+            .file_type();
+        if kind.is_fifo() || kind.is_socket() {
+            return Err(ReadError {
+                path: board_path.to_string(),
+                kind: ReadErrorKind::Io,
+                detail: "a FIFO or socket, not a file: not read, as that could wait for ever"
+                    .into(),
+            });
+        }
+        let flags =
+            rustix::fs::fcntl_getfl(&file).map_err(|e| Self::io_error(board_path, &e.into()))?;
+        rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)
+            .map_err(|e| Self::io_error(board_path, &e.into()))?;
+        Ok(file)
     }
 
     fn io_error(board_path: &str, e: &io::Error) -> ReadError {
@@ -620,7 +650,9 @@ impl SysRoot {
                 Self::io_error(board_path, &e)
             }
         };
-        let flags = OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        // O_NONBLOCK: a FIFO planted as a knob fails the open (no reader) instead of waiting.
+        let flags =
+            OFlags::WRONLY | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
         let mut opened = None;
         if let Some(dirfd) = &self.dirfd {
             let rel = board_path.trim_start_matches('/');
@@ -640,7 +672,7 @@ impl SysRoot {
                 fs::OpenOptions::new()
                     .write(true)
                     .truncate(true)
-                    .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                    .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32)
                     .open(&host)
                     .map_err(link_refused)?
             }

@@ -228,3 +228,48 @@ fn several_boot_files_with_cma_are_named_not_edited_alone() {
     );
     assert_eq!(before, after, "nothing is edited");
 }
+
+/// Runs `f` on its own thread and gives up after 10 s: a read that waits for ever fails the test
+/// instead of hanging it.
+fn within_10_s<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("{what} still waits after 10 s (a planted FIFO blocks it)"))
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let _ = std::fs::remove_file(path);
+    let st = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo (coreutils) runs");
+    assert!(st.success());
+}
+
+#[test]
+fn planted_fifos_are_refused_not_waited_on() {
+    let t = rk3588_tree(ENV, CMDLINE, 262_144);
+    // A FIFO no one writes to, where the agent reads a board file, and where it writes a knob.
+    mkfifo(&t.host("/proc/meminfo"));
+    std::fs::create_dir_all(t.host("/proc/sys/vm")).unwrap();
+    mkfifo(&t.host("/proc/sys/vm/compact_memory"));
+    let root = t.root();
+    let r = root.clone();
+    let read = within_10_s("reading /proc/meminfo", move || r.read("/proc/meminfo"));
+    let err = read.unwrap_err();
+    assert!(err.detail.contains("FIFO"), "{err:?}");
+    let r = root.clone();
+    let write = within_10_s("writing compact_memory", move || {
+        r.write_existing("/proc/sys/vm/compact_memory", b"1")
+    });
+    assert!(write.is_err(), "{write:?}");
+    // The whole diagnosis finishes and names the file it could not read.
+    let r = root.clone();
+    let d = within_10_s("diagnose", move || {
+        diagnose(&r, &ProfileChoice::Auto).map(|d| format!("{:?}", d.report))
+    });
+    assert!(d.unwrap().contains("/proc/meminfo"));
+}
