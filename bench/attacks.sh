@@ -19,12 +19,14 @@ tests=(
   "mqtt home_assistant_discovery_and_buttons"
   "mqtt hostile_commands_are_rejected_and_the_agent_keeps_serving"
   "mqtt br26_burst_of_commands_does_not_freeze_the_loop"
+  "mqtt a_qos2_flood_with_session_takeovers_leaves_no_command_without_a_final_state"
   "actions hardening::"
   "fuzz_gate gate_holds_under_hostile_sequences"
   "fuzz_gate config_loader_holds_under_hostile_text"
   "lib gate::tests::"
   "lib config::tests::"
   "lib secret::"
+  "lib mqtt::ed25519::tests::"
   "lib action::atomic::tests::"
 )
 kinds=0 held=0 skipped=0 msgs_tried=0 msgs_held=0

@@ -1914,3 +1914,131 @@ fn a_session_takeover_is_not_read_as_a_status_too_large() {
         );
     }
 }
+
+/// Publishes at QoS 2 (the test client speaks QoS 1), from its own connection.
+/// `once`: the connection ends at its first error (a thief's), else it reconnects.
+fn qos2_publisher(
+    port: u16,
+    client_id: &str,
+    once: bool,
+) -> (rumqttc::Client, std::thread::JoinHandle<()>) {
+    let mut o = rumqttc::MqttOptions::new(client_id, "127.0.0.1", port);
+    o.set_keep_alive(Duration::from_secs(5));
+    // Within mosquitto's max_inflight_messages (20) for what a client sends.
+    o.set_inflight(10);
+    let (client, mut conn) = rumqttc::Client::new(o, 1000);
+    let thread = std::thread::spawn(move || {
+        for ev in conn.iter() {
+            match ev {
+                Ok(rumqttc::Event::Outgoing(rumqttc::Outgoing::Disconnect)) if once => return,
+                Err(_) if once => return,
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                Ok(_) => {}
+            }
+        }
+    });
+    (client, thread)
+}
+
+/// QoS 2 and a session takeover: 600 unsigned rescans and a signed one in the middle, published
+/// at QoS 2 (the agent subscribes at QoS 1, so the broker delivers them at QoS 1: no PUBREL games
+/// reach it), while a client connects twice with the agent's own client id and kicks it off in
+/// the middle of the flood (acknowledgements owed on the old connection are void; the broker
+/// re-sends the retained `init`s on the new one). Every command gets a final state, and the
+/// signed one runs exactly once (one `executing`, one `successful`).
+#[test]
+fn a_qos2_flood_with_session_takeovers_leaves_no_command_without_a_final_state() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let broker = Broker::start_with(free_port(), "max_queued_messages 0\n");
+    let board = Board::from_fixture(CASE, "b1", "");
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "b1", &trust(&board, 1)),
+    );
+    let signed_topic = "npu-fleet/b1/cmd/rescan/signed-q2";
+    let watch = Client::connect(broker.port, &[signed_topic]);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
+    let agent = Agent::start(&board);
+    status_of(&c, "b1");
+    let (p, _pt) = qos2_publisher(broker.port, "attacker-q2", false);
+    let flood = 600;
+    for i in 0..flood {
+        let id = format!("q2-{i}");
+        p.publish(
+            format!("npu-fleet/b1/cmd/rescan/{id}"),
+            rumqttc::QoS::ExactlyOnce,
+            true,
+            init_payload("b1", "rescan", &id, json!({}), now_s(), 120, None),
+        )
+        .unwrap();
+        if i == flood / 2 {
+            p.publish(
+                signed_topic,
+                rumqttc::QoS::ExactlyOnce,
+                true,
+                init_payload(
+                    "b1",
+                    "rescan",
+                    "signed-q2",
+                    json!({}),
+                    now_s(),
+                    120,
+                    Some(&key(1)),
+                ),
+            )
+            .unwrap();
+        }
+        if i == flood / 3 || i == 2 * flood / 3 {
+            // A takeover with the agent's client id, in the middle of the flood.
+            let (thief, t) = qos2_publisher(broker.port, "npu-agent-b1", true);
+            std::thread::sleep(Duration::from_millis(300));
+            let _ = thief.disconnect();
+            let _ = t.join();
+        }
+    }
+    let t0 = Instant::now();
+    loop {
+        let check = Client::connect(broker.port, &["npu-fleet/b1/cmd/rescan/+"]);
+        std::thread::sleep(Duration::from_secs(3));
+        let mut finals = std::collections::HashMap::new();
+        for m in check.drain() {
+            let st = m.json()["status"].as_str().unwrap_or("").to_string();
+            finals.insert(m.topic.clone(), st);
+        }
+        let done = finals
+            .values()
+            .filter(|s| ["successful", "rejected", "failed"].contains(&s.as_str()))
+            .count();
+        let signed = finals.get(signed_topic).map(String::as_str);
+        if done == flood + 1 && signed == Some("successful") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "{done} of {} commands have a final state ({} topics); signed one: {signed:?}\n{}",
+            flood + 1,
+            finals.len(),
+            agent.log_text()
+        );
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let seen: Vec<String> = watch
+        .drain()
+        .iter()
+        .map(|m| m.json()["status"].as_str().unwrap_or("").to_string())
+        .collect();
+    let count = |s: &str| seen.iter().filter(|v| v.as_str() == s).count();
+    assert_eq!(count("executing"), 1, "{seen:?}");
+    assert_eq!(count("successful"), 1, "{seen:?}");
+    assert_eq!(count("rejected"), 0, "{seen:?}");
+    // Both takeovers did end the agent's session in the middle of the flood (it connected 3 times).
+    let log = agent.log_text();
+    assert!(log.contains("session=3 "), "{log}");
+    eprintln!(
+        "attacks: qos2-takeover tried={} held={}",
+        flood + 3,
+        flood + 3
+    );
+}
