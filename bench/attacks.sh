@@ -44,7 +44,7 @@ for t in "${tests[@]}"; do
   skipped=$((skipped + ignored))
   while read -r tried h; do
     msgs_tried=$((msgs_tried + tried)); msgs_held=$((msgs_held + h))
-  done < <(grep -Eo 'attacks: [a-z-]+ tried=[0-9]+ held=[0-9]+' "$log" | sed -E 's/.*tried=([0-9]+) held=([0-9]+)/\1 \2/')
+  done < <(grep -Eo 'attacks: [a-z0-9-]+ tried=[0-9]+ held=[0-9]+' "$log" | sed -E 's/.*tried=([0-9]+) held=([0-9]+)/\1 \2/')
   # An #[ignore]d test (a known failure) ran nothing: it is skipped, not held; a selection that
   # matched no test at all is reported as such.
   if [ $rc != 0 ]; then verdict=BROKEN
