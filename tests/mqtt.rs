@@ -1364,57 +1364,26 @@ fn command_path_attacks_hold_against_a_real_broker() {
     lifecycle(&c, "npu-fleet/b1/cmd/set_cma/s-512", "successful");
     // Item 5: 2500 unsigned rescans at full speed, a signed rescan in the middle.
     let flood = 2500;
-    for i in 0..flood {
-        let id = format!("f-{i}");
-        c.publish(
-            &format!("npu-fleet/b1/cmd/rescan/{id}"),
-            &init_payload("b1", "rescan", &id, json!({}), now_s(), 60, None),
-            true,
-        );
-        if i == flood / 2 {
-            c.publish(
-                "npu-fleet/b1/cmd/rescan/signed-mid",
-                &init_payload(
-                    "b1",
-                    "rescan",
-                    "signed-mid",
-                    json!({}),
-                    now_s(),
-                    60,
-                    Some(&key(1)),
-                ),
-                true,
-            );
-        }
+    for (topic, payload) in rescan_flood("f", flood, 60, "signed-mid") {
+        c.publish(&topic, &payload, true);
     }
     tried += flood + 1;
     // Every command's retained record ends in a final state (a fresh subscriber sees them).
     let t0 = Instant::now();
     loop {
-        let check = Client::connect(broker.port, &["npu-fleet/b1/cmd/rescan/+"]);
-        std::thread::sleep(Duration::from_secs(3));
-        let msgs = check.drain();
-        let mut finals = std::collections::HashMap::new();
-        for m in &msgs {
-            let st = m.json()["status"].as_str().unwrap_or("").to_string();
-            finals.insert(m.topic.clone(), st);
-        }
-        let done = finals
-            .values()
-            .filter(|s| ["successful", "rejected", "failed"].contains(&s.as_str()))
-            .count();
-        let signed_mid = finals
-            .get("npu-fleet/b1/cmd/rescan/signed-mid")
-            .map(String::as_str)
-            == Some("successful");
+        let (done, seen, signed) = retained_rescan_finals(
+            broker.port,
+            Duration::from_secs(3),
+            "npu-fleet/b1/cmd/rescan/signed-mid",
+        );
+        let signed_mid = signed.as_deref() == Some("successful");
         if done == flood + 1 && signed_mid {
             break;
         }
         if t0.elapsed() > Duration::from_secs(60) {
             panic!(
-                "{done} of {} commands have a final state ({} topics seen); signed one successful: {signed_mid}\n{}",
+                "{done} of {} commands have a final state ({seen} topics seen); signed one successful: {signed_mid}\n{}",
                 flood + 1,
-                finals.len(),
                 agent.log_text()
             );
         }
@@ -1509,28 +1478,8 @@ fn retained_commands_waiting_at_start_all_get_a_final_state() {
     );
     let c = Client::connect(broker.port, &[]);
     let waiting = 1500;
-    for i in 0..waiting {
-        let id = format!("w-{i}");
-        c.publish(
-            &format!("npu-fleet/b1/cmd/rescan/{id}"),
-            &init_payload("b1", "rescan", &id, json!({}), now_s(), 120, None),
-            true,
-        );
-        if i == waiting / 2 {
-            c.publish(
-                "npu-fleet/b1/cmd/rescan/signed-waiting",
-                &init_payload(
-                    "b1",
-                    "rescan",
-                    "signed-waiting",
-                    json!({}),
-                    now_s(),
-                    120,
-                    Some(&key(1)),
-                ),
-                true,
-            );
-        }
+    for (topic, payload) in rescan_flood("w", waiting, 120, "signed-waiting") {
+        c.publish(&topic, &payload, true);
     }
     // Every init is on the broker (a retained burst to a fresh subscriber holds all of them).
     let t0 = Instant::now();
@@ -1964,32 +1913,12 @@ fn a_qos2_flood_with_session_takeovers_leaves_no_command_without_a_final_state()
     status_of(&c, "b1");
     let (p, _pt) = qos2_publisher(broker.port, "attacker-q2", false);
     let flood = 600;
-    for i in 0..flood {
-        let id = format!("q2-{i}");
-        p.publish(
-            format!("npu-fleet/b1/cmd/rescan/{id}"),
-            rumqttc::QoS::ExactlyOnce,
-            true,
-            init_payload("b1", "rescan", &id, json!({}), now_s(), 120, None),
-        )
-        .unwrap();
-        if i == flood / 2 {
-            p.publish(
-                signed_topic,
-                rumqttc::QoS::ExactlyOnce,
-                true,
-                init_payload(
-                    "b1",
-                    "rescan",
-                    "signed-q2",
-                    json!({}),
-                    now_s(),
-                    120,
-                    Some(&key(1)),
-                ),
-            )
+    for (i, (topic, payload)) in rescan_flood("q2", flood, 120, "signed-q2")
+        .into_iter()
+        .enumerate()
+    {
+        p.publish(topic, rumqttc::QoS::ExactlyOnce, true, payload)
             .unwrap();
-        }
         if i == flood / 3 || i == 2 * flood / 3 {
             // A takeover with the agent's client id, in the middle of the flood.
             let (thief, t) = qos2_publisher(broker.port, "npu-agent-b1", true);
@@ -2000,26 +1929,15 @@ fn a_qos2_flood_with_session_takeovers_leaves_no_command_without_a_final_state()
     }
     let t0 = Instant::now();
     loop {
-        let check = Client::connect(broker.port, &["npu-fleet/b1/cmd/rescan/+"]);
-        std::thread::sleep(Duration::from_secs(3));
-        let mut finals = std::collections::HashMap::new();
-        for m in check.drain() {
-            let st = m.json()["status"].as_str().unwrap_or("").to_string();
-            finals.insert(m.topic.clone(), st);
-        }
-        let done = finals
-            .values()
-            .filter(|s| ["successful", "rejected", "failed"].contains(&s.as_str()))
-            .count();
-        let signed = finals.get(signed_topic).map(String::as_str);
-        if done == flood + 1 && signed == Some("successful") {
+        let (done, seen, signed) =
+            retained_rescan_finals(broker.port, Duration::from_secs(3), signed_topic);
+        if done == flood + 1 && signed.as_deref() == Some("successful") {
             break;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(90),
-            "{done} of {} commands have a final state ({} topics); signed one: {signed:?}\n{}",
+            "{done} of {} commands have a final state ({seen} topics); signed one: {signed:?}\n{}",
             flood + 1,
-            finals.len(),
             agent.log_text()
         );
     }
@@ -2041,4 +1959,60 @@ fn a_qos2_flood_with_session_takeovers_leaves_no_command_without_a_final_state()
         flood + 3,
         flood + 3
     );
+}
+
+/// The retained `init`s of an unsigned rescan flood for board `b1`, in publish order:
+/// `count` commands `<prefix>-<i>` valid for `lifetime_s` seconds, and after the middle one a
+/// rescan `signed_id` signed with key 1. Pairs of (topic, payload).
+fn rescan_flood(
+    prefix: &str,
+    count: usize,
+    lifetime_s: i64,
+    signed_id: &str,
+) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::with_capacity(count + 1);
+    for i in 0..count {
+        let id = format!("{prefix}-{i}");
+        out.push((
+            format!("npu-fleet/b1/cmd/rescan/{id}"),
+            init_payload("b1", "rescan", &id, json!({}), now_s(), lifetime_s, None),
+        ));
+        if i == count / 2 {
+            out.push((
+                format!("npu-fleet/b1/cmd/rescan/{signed_id}"),
+                init_payload(
+                    "b1",
+                    "rescan",
+                    signed_id,
+                    json!({}),
+                    now_s(),
+                    lifetime_s,
+                    Some(&key(1)),
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// What a fresh subscriber to `b1`'s retained rescan commands sees after `settle`: how many
+/// are in a final state (`successful`, `rejected`, `failed`), how many topics it saw, and the
+/// status of `signed_topic`.
+fn retained_rescan_finals(
+    port: u16,
+    settle: Duration,
+    signed_topic: &str,
+) -> (usize, usize, Option<String>) {
+    let check = Client::connect(port, &["npu-fleet/b1/cmd/rescan/+"]);
+    std::thread::sleep(settle);
+    let mut finals = std::collections::HashMap::new();
+    for m in check.drain() {
+        let st = m.json()["status"].as_str().unwrap_or("").to_string();
+        finals.insert(m.topic.clone(), st);
+    }
+    let done = finals
+        .values()
+        .filter(|s| ["successful", "rejected", "failed"].contains(&s.as_str()))
+        .count();
+    (done, finals.len(), finals.get(signed_topic).cloned())
 }
