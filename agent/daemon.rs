@@ -220,6 +220,15 @@ pub fn run(cfg: Config) -> Result<i32, RunError> {
 /// Rejections logged one by one per second at most; the rest are counted and summarised.
 pub const REJECTIONS_LOGGED_PER_S: u32 = 20;
 
+/// Housekeeping period while work waits (a reply or status the client's request queue
+/// refused, rejections not yet summarised): retried this often.
+pub const HOUSEKEEPING_BUSY: Duration = Duration::from_millis(250);
+
+/// Housekeeping period when nothing waits (link-stall check, watchdog feed, takeover reset):
+/// this, or a quarter of the systemd watchdog period when that is shorter. An idle agent then
+/// wakes for it 12 times a minute instead of 240.
+pub const HOUSEKEEPING_IDLE: Duration = Duration::from_secs(5);
+
 /// The journal's view of rejected commands: each one logged (action, cmd_id, reason) up to
 /// [`REJECTIONS_LOGGED_PER_S`] a second, then one summary line per second of flood with the
 /// count not logged, so a flood costs no journal write per message.
@@ -232,6 +241,11 @@ struct RejectionLog {
 }
 
 impl RejectionLog {
+    /// Rejections logged or left unlogged in the current window: a summary may be due.
+    fn pending(&self) -> bool {
+        self.logged > 0 || self.suppressed > 0
+    }
+
     fn log(&mut self, c: &CmdRef, reason: &str, what: &'static str) {
         self.roll();
         if self.logged < REJECTIONS_LOGGED_PER_S {
@@ -395,6 +409,15 @@ impl Agent {
             }
             self.outbox.pop_front();
         }
+    }
+
+    /// Work that housekeeping retries is waiting: a reply or acknowledgement the client's
+    /// request queue refused, a status not yet published while connected, or rejections whose
+    /// one-second summary may be due. Housekeeping then runs every [`HOUSEKEEPING_BUSY`].
+    fn work_waiting(&self) -> bool {
+        !self.outbox.is_empty()
+            || (self.connected && self.status_dirty && self.status_report.is_some())
+            || self.rejections.pending()
     }
 
     fn flush(&mut self) {
@@ -898,8 +921,11 @@ async fn main_loop(s: Setup) -> i32 {
     ));
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     interval.tick().await;
-    let mut housekeeping = tokio::time::interval(Duration::from_millis(250));
     let watchdog = sd_notify::watchdog_enabled();
+    let housekeeping_idle = watchdog.map_or(HOUSEKEEPING_IDLE, |w| {
+        (w / 4).clamp(HOUSEKEEPING_BUSY, HOUSEKEEPING_IDLE)
+    });
+    let mut housekeeping_at = tokio::time::Instant::now() + HOUSEKEEPING_BUSY;
     let mut last_watchdog = Instant::now();
     let mut sigterm = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
     {
@@ -910,6 +936,9 @@ async fn main_loop(s: Setup) -> i32 {
         }
     };
     let signal = loop {
+        if agent.work_waiting() {
+            housekeeping_at = housekeeping_at.min(tokio::time::Instant::now() + HOUSEKEEPING_BUSY);
+        }
         tokio::select! {
             _ = interval.tick() => {
                 if !agent.diagnosing {
@@ -931,7 +960,7 @@ async fn main_loop(s: Setup) -> i32 {
                     }
                 }
             }
-            _ = housekeeping.tick() => {
+            _ = tokio::time::sleep_until(housekeeping_at) => {
                 agent.flush();
                 agent.rejections.roll();
                 if let Some(w) = watchdog {
@@ -949,6 +978,7 @@ async fn main_loop(s: Setup) -> i32 {
                     agent.taken_over = false;
                     tracing::info!("this board id's connection has been stable for a minute");
                 }
+                housekeeping_at = tokio::time::Instant::now() + housekeeping_idle;
             }
             _ = sigterm.recv() => break "SIGTERM",
             _ = tokio::signal::ctrl_c() => break "SIGINT",
