@@ -183,7 +183,7 @@ impl SysRoot {
     }
 
     fn open_in_root_inner(&self, board_path: &str, dir: bool) -> Result<fs::File, ReadError> {
-        use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+        use rustix::fs::OFlags;
         let host = self.join(board_path)?;
         if let Some(dirfd) = &self.dirfd {
             let rel = board_path.trim_start_matches('/');
@@ -193,7 +193,7 @@ impl SysRoot {
             if dir {
                 flags |= OFlags::DIRECTORY;
             }
-            match openat2(&**dirfd, rel, flags, Mode::empty(), ResolveFlags::IN_ROOT) {
+            match openat2_in_root(dirfd, rel, flags) {
                 Ok(fd) => return Self::refuse_fifo(board_path, fs::File::from(fd)),
                 Err(e) if e == rustix::io::Errno::NOSYS => {}
                 Err(e) => return Err(Self::io_error(board_path, &io::Error::from(e))),
@@ -561,6 +561,19 @@ impl SysRoot {
             self.inside_root(board_path, &real)?;
             return Ok(real);
         }
+        let (real_parent, name) = Self::real_parent(board_path, &host)?;
+        self.inside_root(board_path, &real_parent)?;
+        Ok(real_parent.join(name))
+    }
+
+    /// `host`'s directory with its symlinks resolved (on the host), and its last component.
+    ///
+    /// Errors: `OutsideRoot` when `host` has no file name; the directory's I/O error (`NotFound`
+    /// when it is missing).
+    fn real_parent<'h>(
+        board_path: &str,
+        host: &'h Path,
+    ) -> Result<(PathBuf, &'h std::ffi::OsStr), ReadError> {
         let (Some(parent), Some(name)) = (host.parent(), host.file_name()) else {
             return Err(ReadError {
                 path: board_path.to_string(),
@@ -569,8 +582,7 @@ impl SysRoot {
             });
         };
         let real_parent = fs::canonicalize(parent).map_err(|e| Self::io_error(board_path, &e))?;
-        self.inside_root(board_path, &real_parent)?;
-        Ok(real_parent.join(name))
+        Ok((real_parent, name))
     }
 
     /// Host path of the directory entry `board_path` itself: the directories are resolved in
@@ -583,14 +595,7 @@ impl SysRoot {
             return self.resolve_in_root(board_path, false);
         }
         let host = self.join(board_path)?;
-        let (Some(parent), Some(name)) = (host.parent(), host.file_name()) else {
-            return Err(ReadError {
-                path: board_path.to_string(),
-                kind: ReadErrorKind::OutsideRoot,
-                detail: "no file name".into(),
-            });
-        };
-        let real_parent = fs::canonicalize(parent).map_err(|e| Self::io_error(board_path, &e))?;
+        let (real_parent, name) = Self::real_parent(board_path, &host)?;
         Ok(real_parent.join(name))
     }
 
@@ -634,7 +639,7 @@ impl SysRoot {
     /// escaping path or a symlink (the detail says which), `Io` for anything else (the detail
     /// names the OS error).
     pub fn write_existing(&self, board_path: &str, bytes: &[u8]) -> Result<(), ReadError> {
-        use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+        use rustix::fs::OFlags;
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
         let link_refused = |e: io::Error| {
@@ -658,7 +663,7 @@ impl SysRoot {
             let rel = board_path.trim_start_matches('/');
             // `..` is refused before the kernel sees the path, as for every board path.
             self.join(board_path)?;
-            match openat2(&**dirfd, rel, flags, Mode::empty(), ResolveFlags::IN_ROOT) {
+            match openat2_in_root(dirfd, rel, flags) {
                 Ok(fd) => opened = Some(fs::File::from(fd)),
                 Err(e) if e == rustix::io::Errno::NOSYS => {}
                 Err(e) => return Err(link_refused(io::Error::from(e))),
@@ -679,6 +684,24 @@ impl SysRoot {
         };
         file.write_all(bytes)
             .map_err(|e| Self::io_error(board_path, &e))
+    }
+}
+
+/// `openat2(dirfd, rel, flags, RESOLVE_IN_ROOT)`, tried again when the kernel answers `EAGAIN`:
+/// it does so when a rename or mount anywhere in the system raced the resolution of a `..`
+/// (openat2(2)), which is no fault of the path. Gives up after 64 tries with `EAGAIN`.
+fn openat2_in_root(
+    dirfd: &std::os::fd::OwnedFd,
+    rel: &str,
+    flags: rustix::fs::OFlags,
+) -> rustix::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{openat2, Mode, ResolveFlags};
+    let mut tries = 0;
+    loop {
+        match openat2(dirfd, rel, flags, Mode::empty(), ResolveFlags::IN_ROOT) {
+            Err(rustix::io::Errno::AGAIN) if tries < 63 => tries += 1,
+            r => return r,
+        }
     }
 }
 
