@@ -253,14 +253,19 @@ pub fn redraws(command: &Command) -> bool {
     )
 }
 
+/// `--root DIR` must be a directory: otherwise says so on `err` and gives the usage exit code
+/// ([`EXIT_USAGE`]) for the caller to return.
+fn require_root_dir(root: &std::path::Path, err: &mut dyn Write) -> Result<(), i32> {
+    if root.is_dir() {
+        return Ok(());
+    }
+    let _ = writeln!(err, "npu-agent: --root {}: not a directory", root.display());
+    Err(EXIT_USAGE)
+}
+
 fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    if !a.root.is_dir() {
-        let _ = writeln!(
-            err,
-            "npu-agent: --root {}: not a directory",
-            a.root.display()
-        );
-        return EXIT_USAGE;
+    if let Err(code) = require_root_dir(&a.root, err) {
+        return code;
     }
     // As `keygen`: an existing file (or a link) is never replaced without being asked to.
     if !a.force && std::fs::symlink_metadata(&a.out).is_ok() {
@@ -319,13 +324,8 @@ fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     use crate::action::compact::{
         render_compact_text, run_compaction, CompactOptions, CompactOutcome, RootKnobs,
     };
-    if !a.root.is_dir() {
-        let _ = writeln!(
-            err,
-            "npu-agent: --root {}: not a directory",
-            a.root.display()
-        );
-        return EXIT_USAGE;
+    if let Err(code) = require_root_dir(&a.root, err) {
+        return code;
     }
     let root = SysRoot::new(&a.root);
     let opts = CompactOptions {
@@ -420,13 +420,8 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             (root.clone(), profile.clone())
         }
     };
-    if !root_dir.is_dir() {
-        let _ = writeln!(
-            err,
-            "npu-agent: --root {}: not a directory",
-            root_dir.display()
-        );
-        return EXIT_USAGE;
+    if let Err(code) = require_root_dir(&root_dir, err) {
+        return code;
     }
     let root = SysRoot::new(&root_dir);
     let d = match diagnose(&root, &ProfileChoice::parse(&profile_arg)) {
@@ -518,13 +513,8 @@ fn hint_args(root: &std::path::Path, profile: &str) -> String {
 }
 
 fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    if !a.root.is_dir() {
-        let _ = writeln!(
-            err,
-            "npu-agent: --root {}: not a directory",
-            a.root.display()
-        );
-        return EXIT_USAGE;
+    if let Err(code) = require_root_dir(&a.root, err) {
+        return code;
     }
     let root = SysRoot::new(&a.root);
     let opts = crate::diagnose::DiagnoseOptions {

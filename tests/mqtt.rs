@@ -21,6 +21,23 @@ fn key(seed: u8) -> npu_agent::mqtt::command::SigningKey {
 }
 
 /// Writes the public key of `seed` into the board and returns the config lines that trust it.
+/// For the flood attacks: a mosquitto that keeps every queued message for each client
+/// (`max_queued_messages 0`, as the README asks of a fleet broker, so the test clients' own
+/// copies are never dropped) and board `b1` of [`CASE`] trusting key 1. `None` when mosquitto
+/// is missing outside CI.
+fn flood_broker_and_board() -> Option<(Broker, Board)> {
+    if !require_tool("mosquitto") {
+        return None;
+    }
+    let broker = Broker::start_with(free_port(), "max_queued_messages 0\n");
+    let board = Board::from_fixture(CASE, "b1", "");
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "b1", &trust(&board, 1)),
+    );
+    Some((broker, board))
+}
+
 fn trust(board: &Board, seed: u8) -> String {
     use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePublicKey};
     // Encoded by an independent implementation (ed25519-dalek) of the same seed.
@@ -1310,17 +1327,11 @@ fn no_planted_secret_leaves_the_board() {
 /// an unreadable ledger refuses signed commands.
 #[test]
 fn command_path_attacks_hold_against_a_real_broker() {
-    if !require_tool("mosquitto") {
-        return;
-    }
     // A broker sized for a fleet: its per-client queue does not drop the test client's copies
     // of the flood (the agent's own drops are what is tested).
-    let broker = Broker::start_with(free_port(), "max_queued_messages 0\n");
-    let board = Board::from_fixture(CASE, "b1", "");
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(&broker.url(), "b1", &trust(&board, 1)),
-    );
+    let Some((broker, board)) = flood_broker_and_board() else {
+        return;
+    };
     // Item 8: the previous agent was killed (-9) while a compaction was executing.
     board.write(
         "/var/lib/npu-agent/commands.json",
@@ -1467,15 +1478,9 @@ fn command_path_attacks_hold_against_a_real_broker() {
 /// every queued message for the agent (`max_queued_messages 0`), as the README asks.
 #[test]
 fn retained_commands_waiting_at_start_all_get_a_final_state() {
-    if !require_tool("mosquitto") {
+    let Some((broker, board)) = flood_broker_and_board() else {
         return;
-    }
-    let broker = Broker::start_with(free_port(), "max_queued_messages 0\n");
-    let board = Board::from_fixture(CASE, "b1", "");
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(&broker.url(), "b1", &trust(&board, 1)),
-    );
+    };
     let c = Client::connect(broker.port, &[]);
     let waiting = 1500;
     for (topic, payload) in rescan_flood("w", waiting, 120, "signed-waiting") {
@@ -1897,15 +1902,9 @@ fn qos2_publisher(
 /// signed one runs exactly once (one `executing`, one `successful`).
 #[test]
 fn a_qos2_flood_with_session_takeovers_leaves_no_command_without_a_final_state() {
-    if !require_tool("mosquitto") {
+    let Some((broker, board)) = flood_broker_and_board() else {
         return;
-    }
-    let broker = Broker::start_with(free_port(), "max_queued_messages 0\n");
-    let board = Board::from_fixture(CASE, "b1", "");
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(&broker.url(), "b1", &trust(&board, 1)),
-    );
+    };
     let signed_topic = "npu-fleet/b1/cmd/rescan/signed-q2";
     let watch = Client::connect(broker.port, &[signed_topic]);
     let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);

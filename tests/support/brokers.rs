@@ -9,14 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A free TCP port on 127.0.0.1 (bound and released).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+// Included beside `support/mqtt.rs` (as `support`), whose free loopback port it uses.
+use crate::support::free_port;
 
 fn wait_port(port: u16, within: Duration, child: &mut Child, log: &Path) {
     let t0 = Instant::now();
