@@ -1,11 +1,17 @@
 //! The command line (README "Commands"). `main.rs` only calls [`run`].
+//!
+//! The commands and their options are declared as [`args::Spec`]s (the `fleet` and `run` ones in
+//! [`crate::cli_ops`]); [`Cli::try_parse_from`] reads them into a [`Command`].
+
+pub mod args;
 
 use crate::diagnose::{diagnose, DiagnoseError, ProfileChoice};
 use crate::profile;
 use crate::report::{render_text, Style};
 use crate::root::SysRoot;
-use clap::{Parser, Subcommand, ValueEnum};
+use args::{ErrorKind, Matches, Opt, Parsed, Pos, Spec, UsageError};
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -17,129 +23,416 @@ pub const EXIT_FINDINGS: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 
 /// Keeps edge AI boards (Raspberry Pi 5 + Hailo, RK3588 + rknpu) healthy.
-#[derive(Debug, Parser)]
-#[command(name = "npu-agent", version, about, long_about = None)]
+#[derive(Debug)]
 pub struct Cli {
     /// What to do.
-    #[command(subcommand)]
     pub command: Command,
 }
 
+/// Why the command line was not run: a text for standard output (exit 0) or a usage error
+/// (standard error, exit 2).
+#[derive(Debug)]
+pub enum ParseError {
+    /// `-h`, `--help` or `help [COMMAND]…`: the help text.
+    Help(String),
+    /// `-V` or `--version`: `npu-agent VERSION`.
+    Version(String),
+    /// The arguments were refused.
+    Usage(UsageError),
+}
+
+impl Cli {
+    /// Parses `args` (the program name first, as `std::env::args_os` gives it) into a command.
+    ///
+    /// Errors: [`ParseError`]: help or version asked for, or a usage error.
+    pub fn try_parse_from<I, T>(args: I) -> Result<Cli, ParseError>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        parse_os(args.into_iter().skip(1).map(Into::into).collect())
+    }
+}
+
+/// [`Cli::try_parse_from`] on the arguments after the program name.
+fn parse_os(args: Vec<OsString>) -> Result<Cli, ParseError> {
+    let m = match args::parse(&TOP, args) {
+        Ok(Parsed::Run(m)) => m,
+        Ok(Parsed::Help(h)) => return Err(ParseError::Help(h)),
+        Ok(Parsed::Version(v)) => return Err(ParseError::Version(v)),
+        Err(e) => return Err(ParseError::Usage(e)),
+    };
+    command(&m)
+        .map(|command| Cli { command })
+        .map_err(ParseError::Usage)
+}
+
+/// The [`Command`] the parsed arguments select.
+fn command(m: &Matches) -> Result<Command, UsageError> {
+    Ok(match m.path.as_slice() {
+        ["check"] => Command::Check(CheckArgs::from_matches(m)?),
+        ["profiles", "list"] => Command::Profiles {
+            action: ProfilesAction::List { root: root(m) },
+        },
+        ["profiles", "show"] => Command::Profiles {
+            action: ProfilesAction::Show {
+                id: m.positional(0)?,
+                root: root(m),
+            },
+        },
+        ["compact"] => Command::Compact(CompactArgs {
+            root: root(m),
+            drop_caches: m.flag("drop-caches"),
+            dry_run: m.flag("dry-run"),
+        }),
+        ["cma", "show"] => Command::Cma {
+            action: CmaAction::Show {
+                root: root(m),
+                profile: profile_arg(m)?,
+            },
+        },
+        ["cma", "set"] => Command::Cma {
+            action: CmaAction::Set {
+                size: m.positional(0)?,
+                root: root(m),
+                profile: profile_arg(m)?,
+                dry_run: m.flag("dry-run"),
+            },
+        },
+        ["run"] => Command::Run(crate::cli_ops::RunArgs::from_matches(m)),
+        ["fleet", _] => Command::Fleet {
+            action: crate::cli_ops::FleetAction::from_matches(m)?,
+        },
+        ["capture"] => Command::Capture(CaptureArgs {
+            out: m.path("out").unwrap_or_default(),
+            root: root(m),
+            profile: profile_arg(m)?,
+            no_redact: m.flag("no-redact"),
+            force: m.flag("force"),
+        }),
+        ["keygen"] => Command::Keygen {
+            out: m.path("out").unwrap_or_default(),
+        },
+        other => {
+            return Err(m.error(
+                ErrorKind::UnknownCommand,
+                format!("unrecognized subcommand '{}'", other.join(" ")),
+            ))
+        }
+    })
+}
+
+/// `--root` (default `/`).
+fn root(m: &Matches) -> PathBuf {
+    m.path("root").unwrap_or_else(|| PathBuf::from("/"))
+}
+
+/// `--profile` (default `auto`).
+fn profile_arg(m: &Matches) -> Result<String, UsageError> {
+    Ok(m.text("profile")?.unwrap_or_else(|| "auto".to_string()))
+}
+
+/// The whole command tree: `npu-agent` and its subcommands.
+pub static TOP: Spec = Spec {
+    name: "npu-agent",
+    about: env!("CARGO_PKG_DESCRIPTION"),
+    opts: &[],
+    args: &[],
+    commands: &[
+        &CHECK,
+        &PROFILES,
+        &COMPACT,
+        &CMA,
+        &crate::cli_ops::RUN,
+        &crate::cli_ops::FLEET,
+        &CAPTURE,
+        &KEYGEN,
+    ],
+    one_of: None,
+};
+
+/// `--root DIR` for the commands that read a board tree.
+const ROOT_READ: Opt = Opt::path(
+    "root",
+    "DIR",
+    "Read every file under DIR instead of / (a captured board tree).",
+)
+.default("/");
+/// `--profile ID|FILE`.
+const PROFILE: Opt =
+    Opt::text("profile", "ID|FILE", "Profile id, profile file, or auto.").default("auto");
+
+static CHECK: Spec = Spec {
+    name: "check",
+    about: "Diagnose this machine, or a captured board tree under --root.",
+    opts: &[
+        ROOT_READ,
+        PROFILE,
+        Opt::text("format", "FORMAT", "Output format.")
+            .default("text")
+            .choices(FORMATS),
+        Opt::text(
+            "fail-on",
+            "FAIL_ON",
+            "Exit 1 when a finding is at or above this status.",
+        )
+        .default("fail")
+        .choices(FAIL_ONS),
+        Opt::flag(
+            "verbose",
+            "Text format: also show evidence of passing checks.",
+        )
+        .short('v'),
+        Opt::text(
+            "llm-cmdline",
+            "CMDLINE",
+            "A llama.cpp / ik_llama.cpp command line to check as if it were running (its -m \
+             model, -ot rules, -ngl, -c, -ctk/-ctv, -fa, -mla), e.g. \"llama-server -m \
+             /models/r1.gguf -ngl 99 -ot 'exps=CPU'\"; -m resolves under --root.",
+        )
+        .hyphen_values(),
+    ],
+    args: &[],
+    commands: &[],
+    one_of: None,
+};
+
+const PROFILES_ROOT: Opt =
+    Opt::path("root", "DIR", "Read /etc/npu-agent/profiles.d under DIR.").default("/");
+
+static PROFILES: Spec = Spec {
+    name: "profiles",
+    about: "List or show the board profiles (built in and in /etc/npu-agent/profiles.d).",
+    opts: &[],
+    args: &[],
+    commands: &[
+        &Spec {
+            name: "list",
+            about: "One line per profile: id, name, where it comes from.",
+            opts: &[PROFILES_ROOT],
+            args: &[],
+            commands: &[],
+            one_of: None,
+        },
+        &Spec {
+            name: "show",
+            about: "A profile's full TOML-equivalent content.",
+            opts: &[PROFILES_ROOT],
+            args: &[Pos {
+                name: "ID",
+                help: "Profile id.",
+            }],
+            commands: &[],
+            one_of: None,
+        },
+    ],
+    one_of: None,
+};
+
+static COMPACT: Spec = Spec {
+    name: "compact",
+    about: "Compact memory now (sync, optionally drop the page cache, compact_memory=1) and show \
+            CmaFree, MemFree, buddyinfo and compaction counters before and after. Passes the gate \
+            ([actions] disabled in the config under --root). Exit 0 done, 1 refused or failed, 2 \
+            usage or config error.",
+    opts: &[
+        Opt::path(
+            "root",
+            "DIR",
+            "Write every file under DIR instead of / (a captured or test tree).",
+        )
+        .default("/"),
+        Opt::flag(
+            "drop-caches",
+            "Also write 1 to /proc/sys/vm/drop_caches (page cache only) before compacting.",
+        ),
+        Opt::flag(
+            "dry-run",
+            "Show the current figures and what would be done; write nothing.",
+        ),
+    ],
+    args: &[],
+    commands: &[],
+    one_of: None,
+};
+
+static CMA: Spec = Spec {
+    name: "cma",
+    about: "The boot-time CMA pool (cma=): as configured, as booted and as in effect; or edit it.",
+    opts: &[],
+    args: &[],
+    commands: &[
+        &Spec {
+            name: "show",
+            about: "The cma= in the boot file, on /proc/cmdline, the pool in effect (CmaTotal), \
+                    and the verdict: not set, pending reboot, overridden, in effect. Exit 0.",
+            opts: &[
+                Opt::path("root", "DIR", "Read every file under DIR instead of /.").default("/"),
+                PROFILE,
+            ],
+            args: &[],
+            commands: &[],
+            one_of: None,
+        },
+        &Spec {
+            name: "set",
+            about: "Set the boot-time CMA size in the boot file the profile names (on a Pi 5: the \
+                    cma overlay in config.txt). Backup, atomic write, re-read; a reboot applies \
+                    it. Passes the gate ([actions] disabled in the config under --root). Exit 0 \
+                    done or nothing to do, 1 refused or failed, 2 usage or config error.",
+            opts: &[
+                Opt::path("root", "DIR", "Edit files under DIR instead of /.").default("/"),
+                PROFILE,
+                Opt::flag("dry-run", "Print the diff; write nothing."),
+            ],
+            args: &[Pos {
+                name: "SIZE",
+                help: "Size as the kernel reads cma=: decimal or 0x hex with an optional K, M, \
+                       G, T, P or E suffix (256M); at least 4 MiB and the profile minimum, at \
+                       most 25% of RAM; 0 (no pool) where the profile has no minimum.",
+            }],
+            commands: &[],
+            one_of: None,
+        },
+    ],
+    one_of: None,
+};
+
+static CAPTURE: Spec = Spec {
+    name: "capture",
+    about: "Write a support bundle (.tar.gz): every file the checks read, the kernel log and the \
+            workloads' journal as files, page size, uname and a manifest; redacted unless \
+            --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Never \
+            overwrites FILE unless --force. Exit 0 written, 1 could not write, 2 usage error \
+            (such as a --root that is not a directory, or FILE exists).",
+    opts: &[
+        Opt::path(
+            "out",
+            "FILE.tar.gz",
+            "The bundle to write (a .tar.gz; written to a temporary file, then renamed).",
+        )
+        .required(),
+        Opt::path(
+            "root",
+            "DIR",
+            "Capture the board tree under DIR instead of this machine.",
+        )
+        .default("/"),
+        Opt::text(
+            "profile",
+            "ID|FILE",
+            "Board profile: auto, an id, or a profile file.",
+        )
+        .default("auto"),
+        Opt::flag(
+            "no-redact",
+            "Keep host names, user names, serials, addresses and credentials as they are.",
+        ),
+        Opt::flag(
+            "force",
+            "Replace FILE if it exists (without it, an existing FILE is refused with exit 2).",
+        ),
+    ],
+    args: &[],
+    commands: &[],
+    one_of: None,
+};
+
+static KEYGEN: Spec = Spec {
+    name: "keygen",
+    about: "Write an Ed25519 key pair for signing commands: FILE (private, mode 0600) and \
+            FILE.pub.",
+    opts: &[Opt::path("out", "FILE", "Where to write the private key.").required()],
+    args: &[],
+    commands: &[],
+    one_of: None,
+};
+
 /// Subcommands.
-#[derive(Debug, Subcommand)]
+#[derive(Debug)]
 pub enum Command {
     /// Diagnose this machine, or a captured board tree under --root.
     Check(CheckArgs),
     /// List or show the board profiles (built in and in /etc/npu-agent/profiles.d).
     Profiles {
         /// list or show.
-        #[command(subcommand)]
         action: ProfilesAction,
     },
-    /// Compact memory now (sync, optionally drop the page cache, compact_memory=1) and show
-    /// CmaFree, MemFree, buddyinfo and compaction counters before and after. Passes the gate
-    /// ([actions] disabled in the config under --root). Exit 0 done, 1 refused or failed, 2
-    /// usage or config error.
+    /// Compact memory now (see `npu-agent compact --help`).
     Compact(CompactArgs),
     /// The boot-time CMA pool (cma=): as configured, as booted and as in effect; or edit it.
     Cma {
         /// show or set.
-        #[command(subcommand)]
         action: CmaAction,
     },
-    /// The daemon: periodic checks, MQTT status, remote commands (non-zero only on a fatal
-    /// config error).
+    /// The daemon: periodic checks, MQTT status, remote commands.
     Run(crate::cli_ops::RunArgs),
     /// Operator side: watch the fleet's status, or send a command to one board or all.
     Fleet {
         /// watch or send.
-        #[command(subcommand)]
         action: crate::cli_ops::FleetAction,
     },
-    /// Write a support bundle (.tar.gz): every file the checks read, the kernel log and the
-    /// workloads' journal as files, page size, uname and a manifest; redacted unless
-    /// --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Never
-    /// overwrites FILE unless --force. Exit 0 written, 1 could not write, 2 usage error (such
-    /// as a --root that is not a directory, or FILE exists).
+    /// Write a support bundle (see `npu-agent capture --help`).
     Capture(CaptureArgs),
     /// Write an Ed25519 key pair for signing commands: FILE (private, mode 0600) and FILE.pub.
     Keygen {
         /// Where to write the private key.
-        #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
 }
 
-/// `capture` options.
-#[derive(Debug, clap::Args)]
+/// `capture` options (see [`CAPTURE`] for each one's meaning).
+#[derive(Debug)]
 pub struct CaptureArgs {
     /// The bundle to write (a .tar.gz; written to a temporary file, then renamed).
-    #[arg(long, value_name = "FILE.tar.gz")]
     pub out: PathBuf,
-    /// Capture the board tree under DIR instead of this machine.
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    /// Capture the board tree under this directory instead of this machine.
     pub root: PathBuf,
     /// Board profile: auto, an id, or a profile file.
-    #[arg(long, value_name = "ID|FILE", default_value = "auto")]
     pub profile: String,
     /// Keep host names, user names, serials, addresses and credentials as they are.
-    #[arg(long)]
     pub no_redact: bool,
-    /// Replace FILE if it exists (without it, an existing FILE is refused with exit 2).
-    #[arg(long)]
+    /// Replace `out` if it exists.
     pub force: bool,
 }
 
 /// `compact` options.
-#[derive(Debug, clap::Args)]
+#[derive(Debug)]
 pub struct CompactArgs {
-    /// Write every file under DIR instead of / (a captured or test tree).
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    /// Write every file under this directory instead of / (a captured or test tree).
     pub root: PathBuf,
     /// Also write 1 to /proc/sys/vm/drop_caches (page cache only) before compacting.
-    #[arg(long)]
     pub drop_caches: bool,
     /// Show the current figures and what would be done; write nothing.
-    #[arg(long)]
     pub dry_run: bool,
 }
 
 /// `cma` actions.
-#[derive(Debug, Subcommand)]
+#[derive(Debug)]
 pub enum CmaAction {
     /// The cma= in the boot file, on /proc/cmdline, the pool in effect (CmaTotal), and the
-    /// verdict: not set, pending reboot, overridden, in effect. Exit 0.
+    /// verdict.
     Show {
-        /// Read every file under DIR instead of /.
-        #[arg(long, value_name = "DIR", default_value = "/")]
+        /// Read every file under this directory instead of /.
         root: PathBuf,
         /// Profile id, profile file, or auto.
-        #[arg(long, value_name = "ID|FILE", default_value = "auto")]
         profile: String,
     },
-    /// Set the boot-time CMA size in the boot file the profile names (on a Pi 5: the cma
-    /// overlay in config.txt). Backup, atomic write, re-read; a reboot applies it. Passes the
-    /// gate ([actions] disabled in the config under --root). Exit 0 done or nothing to do, 1
-    /// refused or failed, 2 usage or config error.
+    /// Set the boot-time CMA size in the boot file the profile names.
     Set {
-        /// Size as the kernel reads cma=: decimal or 0x hex with an optional K, M, G, T, P or E
-        /// suffix (256M); at least 4 MiB and the profile minimum, at most 25% of RAM; 0 (no pool)
-        /// where the profile has no minimum.
+        /// Size as the kernel reads cma= (256M).
         size: String,
-        /// Edit files under DIR instead of /.
-        #[arg(long, value_name = "DIR", default_value = "/")]
+        /// Edit files under this directory instead of /.
         root: PathBuf,
         /// Profile id, profile file, or auto.
-        #[arg(long, value_name = "ID|FILE", default_value = "auto")]
         profile: String,
         /// Print the diff; write nothing.
-        #[arg(long)]
         dry_run: bool,
     },
 }
 
-/// Output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// Output format of `check` (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// A table for people.
     Text,
@@ -150,8 +443,22 @@ pub enum Format {
     Prometheus,
 }
 
-/// Lowest status that makes `check` exit 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// `--format` values of `check`, with their help.
+const FORMATS: &[(&str, &str)] = &[
+    ("text", "A table for people."),
+    (
+        "json",
+        "The report object (the same JSON the MQTT status carries).",
+    ),
+    (
+        "prometheus",
+        "Prometheus text exposition format (metrics and one gauge per check), for \
+         node_exporter's textfile collector.",
+    ),
+];
+
+/// Lowest status that makes `check` exit 1 (`--fail-on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailOn {
     /// warn, error or fail.
     Warn,
@@ -159,71 +466,90 @@ pub enum FailOn {
     Fail,
 }
 
+/// `--fail-on` values of `check`, with their help.
+const FAIL_ONS: &[(&str, &str)] = &[("warn", "warn, error or fail."), ("fail", "fail only.")];
+
 /// `check` options.
-#[derive(Debug, clap::Args)]
+#[derive(Debug)]
 pub struct CheckArgs {
-    /// Read every file under DIR instead of / (a captured board tree).
-    #[arg(long, value_name = "DIR", default_value = "/")]
+    /// Read every file under this directory instead of / (a captured board tree).
     pub root: PathBuf,
     /// Profile id, profile file, or auto.
-    #[arg(long, value_name = "ID|FILE", default_value = "auto")]
     pub profile: String,
     /// Output format.
-    #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Exit 1 when a finding is at or above this status.
-    #[arg(long, value_enum, default_value = "fail")]
     pub fail_on: FailOn,
     /// Text format: also show evidence of passing checks.
-    #[arg(long, short)]
     pub verbose: bool,
-    /// A llama.cpp / ik_llama.cpp command line to check as if it were running (its -m model,
-    /// -ot rules, -ngl, -c, -ctk/-ctv, -fa, -mla), e.g. "llama-server -m /models/r1.gguf -ngl 99
-    /// -ot 'exps=CPU'"; -m resolves under --root.
-    #[arg(long, value_name = "CMDLINE", allow_hyphen_values = true)]
+    /// A llama.cpp / ik_llama.cpp command line to check as if it were running.
     pub llm_cmdline: Option<String>,
 }
 
+impl CheckArgs {
+    /// From the parsed `check` arguments (the parser already checked the value lists).
+    fn from_matches(m: &Matches) -> Result<CheckArgs, UsageError> {
+        Ok(CheckArgs {
+            root: root(m),
+            profile: profile_arg(m)?,
+            format: match m.text("format")?.as_deref() {
+                Some("json") => Format::Json,
+                Some("prometheus") => Format::Prometheus,
+                _ => Format::Text,
+            },
+            fail_on: match m.text("fail-on")?.as_deref() {
+                Some("warn") => FailOn::Warn,
+                _ => FailOn::Fail,
+            },
+            verbose: m.flag("verbose"),
+            llm_cmdline: m.text("llm-cmdline")?,
+        })
+    }
+}
+
 /// `profiles` actions.
-#[derive(Debug, Subcommand)]
+#[derive(Debug)]
 pub enum ProfilesAction {
     /// One line per profile: id, name, where it comes from.
     List {
-        /// Read /etc/npu-agent/profiles.d under DIR.
-        #[arg(long, value_name = "DIR", default_value = "/")]
+        /// Read /etc/npu-agent/profiles.d under this directory.
         root: PathBuf,
     },
     /// A profile's full TOML-equivalent content.
     Show {
         /// Profile id.
         id: String,
-        /// Read /etc/npu-agent/profiles.d under DIR.
-        #[arg(long, value_name = "DIR", default_value = "/")]
+        /// Read /etc/npu-agent/profiles.d under this directory.
         root: PathBuf,
     },
 }
 
-/// Parses `args` and runs the command, writing to `out`/`err`. Returns the exit code.
-pub fn run(
-    args: impl IntoIterator<Item = String>,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> i32 {
+/// Parses `args` (the program name first) and runs the command, writing to `out`/`err`.
+/// Returns the exit code: help and version go to `out` with [`EXIT_OK`], usage errors to `err`
+/// with [`EXIT_USAGE`].
+pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString>,
+{
+    run_os(args.into_iter().skip(1).map(Into::into).collect(), out, err)
+}
+
+/// [`run`] on the arguments after the program name.
+fn run_os(args: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     // Board-controlled text never drives the operator's terminal (see crate::term); only
     // `fleet watch` may home the cursor and clear the screen, to redraw its table.
     let mut out = crate::term::TerminalSafe::new(out);
     let mut err = crate::term::TerminalSafe::new(err);
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match parse_os(args) {
         Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
-            let text = e.render().to_string();
-            let _ = if code == EXIT_OK {
-                write!(out, "{text}")
-            } else {
-                write!(err, "{text}")
-            };
-            return code;
+        Err(ParseError::Help(text) | ParseError::Version(text)) => {
+            let _ = write!(out, "{text}");
+            return EXIT_OK;
+        }
+        Err(ParseError::Usage(e)) => {
+            let _ = write!(err, "{e}");
+            return EXIT_USAGE;
         }
     };
     if redraws(&cli.command) {

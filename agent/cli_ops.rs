@@ -1,30 +1,149 @@
 //! The `run`, `fleet` and `keygen` subcommands (wired into [`crate::cli`]).
 
+use crate::cli::args::{ErrorKind, Matches, Opt, Pos, Spec, UsageError};
 use crate::cli::{EXIT_OK, EXIT_USAGE};
 use crate::config;
 use crate::root::SysRoot;
-use clap::Subcommand;
 use std::io::Write;
 use std::path::PathBuf;
 
+/// `npu-agent run`: its options and help.
+pub static RUN: Spec = Spec {
+    name: "run",
+    about: "The daemon: periodic checks, MQTT status, remote commands (non-zero only on a fatal \
+            config error).",
+    opts: &[
+        Opt::path(
+            "config",
+            "FILE",
+            "Config file instead of /etc/npu-agent/agent.toml (drop-ins, the first-boot file and \
+             NPU_AGENT_* variables still apply).",
+        ),
+        Opt::path(
+            "root",
+            "DIR",
+            "Read and write every board file under DIR instead of / (overrides `root` in the \
+             config).",
+        ),
+        Opt::flag(
+            "print-config",
+            "Print the effective configuration (secrets are file references only) and exit.",
+        ),
+    ],
+    args: &[],
+    commands: &[],
+    one_of: None,
+};
+
+/// `--topic-root R` of both `fleet` commands.
+const TOPIC_ROOT: Opt = Opt::text("topic-root", "TOPIC_ROOT", "Topic root.").default("npu-fleet");
+
+/// `npu-agent fleet`: `watch` and `send`, their options and help.
+pub static FLEET: Spec = Spec {
+    name: "fleet",
+    about: "Operator side: watch the fleet's status, or send a command to one board or all.",
+    opts: &[],
+    args: &[],
+    commands: &[
+        &Spec {
+            name: "watch",
+            about: "A live table of every board (health, worst findings, CMA free, last seen, \
+                    online).",
+            opts: &[
+                Opt::text(
+                    "broker",
+                    "BROKER",
+                    "Broker URL (mqtt://host[:port] or mqtts://host[:port]).",
+                )
+                .required(),
+                TOPIC_ROOT,
+                Opt::flag(
+                    "once",
+                    "Print once when every board's retained availability and status have been \
+                     read (wildcard bursts, then exact subscriptions for what a burst lost), \
+                     then exit.",
+                ),
+                Opt::text(
+                    "format",
+                    "FORMAT",
+                    "Output format (json needs --once). json prints one object: `boards`, an \
+                     array with one object per board (`board`, `availability` \
+                     online/offline/unknown, `health`, `profile`, `model`, `cma_free_bytes`, \
+                     `cma_total_bytes`, `soc_temp_c`, `undervoltage_now`, `worst` \
+                     failing/warning check ids, `last_seen` RFC 3339, `session`; absent metrics \
+                     are null), and `incomplete` (true when repeated availability passes kept \
+                     revealing new boards or a retained burst did not end within 30 s; then also \
+                     `incomplete_reason`, and the exit code is 1).",
+                )
+                .default("text")
+                .choices(&[
+                    ("text", "A table for people."),
+                    ("json", "One JSON object with every board (needs --once)."),
+                ]),
+            ],
+            args: &[],
+            commands: &[],
+            one_of: None,
+        },
+        &Spec {
+            name: "send",
+            about: "Send a command and print its lifecycle; exit 0 only on successful.",
+            opts: &[
+                Opt::text(
+                    "arg",
+                    "K=V",
+                    "Argument KEY=VALUE (repeatable), e.g. --arg size=256M.",
+                )
+                .repeatable(),
+                Opt::text("board", "BOARD", "The board to send it to."),
+                Opt::flag("all", "Send it to every board."),
+                Opt::text("broker", "BROKER", "Broker URL.").required(),
+                TOPIC_ROOT,
+                Opt::path(
+                    "key",
+                    "FILE",
+                    "Ed25519 private key (from `npu-agent keygen`) to sign the command with.",
+                ),
+                Opt::text("wait", "SECS", "Seconds to wait for the final state.").default("30"),
+            ],
+            args: &[Pos {
+                name: "ACTION",
+                help: "compact, set_cma, reboot, rescan or release_npu.",
+            }],
+            commands: &[],
+            one_of: Some(["board", "all"]),
+        },
+    ],
+    one_of: None,
+};
+
 /// `run` options.
-#[derive(Debug, clap::Args)]
+#[derive(Debug)]
 pub struct RunArgs {
     /// Config file instead of /etc/npu-agent/agent.toml (drop-ins, the first-boot file and
     /// NPU_AGENT_* variables still apply).
-    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Read and write every board file under DIR instead of / (overrides `root` in the config).
-    #[arg(long, value_name = "DIR")]
+    /// Read and write every board file under this directory instead of / (overrides `root` in
+    /// the config).
     pub root: Option<PathBuf>,
     /// Print the effective configuration (secrets are file references only) and exit.
-    #[arg(long)]
     pub print_config: bool,
+}
+
+impl RunArgs {
+    /// From the parsed `run` arguments.
+    pub(crate) fn from_matches(m: &Matches) -> RunArgs {
+        RunArgs {
+            config: m.path("config"),
+            root: m.path("root"),
+            print_config: m.flag("print-config"),
+        }
+    }
 }
 
 /// `fleet watch --format`: a table, or (with `--once`) one JSON object. Not the `check`
 /// formats: there is no Prometheus form of the fleet list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WatchFormat {
     /// A table for people.
     Text,
@@ -33,57 +152,79 @@ pub enum WatchFormat {
 }
 
 /// `fleet` actions.
-#[derive(Debug, Subcommand)]
+#[derive(Debug)]
 pub enum FleetAction {
     /// A live table of every board (health, worst findings, CMA free, last seen, online).
     Watch {
         /// Broker URL (mqtt://host[:port] or mqtts://host[:port]).
-        #[arg(long)]
         broker: String,
         /// Topic root.
-        #[arg(long, default_value = "npu-fleet")]
         topic_root: String,
-        /// Print once when every board's retained availability and status have been read
-        /// (wildcard bursts, then exact subscriptions for what a burst lost), then exit.
-        #[arg(long)]
+        /// Print once when every board's retained availability and status have been read, then
+        /// exit.
         once: bool,
-        /// Output format (json needs --once). json prints one object: `boards`, an array with
-        /// one object per board (`board`, `availability` online/offline/unknown, `health`,
-        /// `profile`, `model`, `cma_free_bytes`, `cma_total_bytes`, `soc_temp_c`,
-        /// `undervoltage_now`, `worst` failing/warning check ids, `last_seen` RFC 3339,
-        /// `session`; absent metrics are null), and `incomplete` (true when repeated availability
-        /// passes kept revealing new boards or a retained burst did not end within 30 s; then
-        /// also `incomplete_reason`, and the exit code is 1).
-        #[arg(long, value_enum, default_value = "text")]
+        /// Output format (json needs --once).
         format: WatchFormat,
     },
     /// Send a command and print its lifecycle; exit 0 only on successful.
-    #[command(group = clap::ArgGroup::new("target").required(true).args(["board", "all"]))]
     Send {
         /// compact, set_cma, reboot, rescan or release_npu.
         action: String,
-        /// Argument KEY=VALUE (repeatable), e.g. --arg size=256M.
-        #[arg(long = "arg", value_name = "K=V")]
+        /// Arguments KEY=VALUE, in the order given.
         args: Vec<String>,
-        /// The board to send it to.
-        #[arg(long)]
+        /// The board to send it to (`None` with `all`: exactly one of the two is set).
         board: Option<String>,
         /// Send it to every board.
-        #[arg(long)]
         all: bool,
         /// Broker URL.
-        #[arg(long)]
         broker: String,
         /// Topic root.
-        #[arg(long, default_value = "npu-fleet")]
         topic_root: String,
         /// Ed25519 private key (from `npu-agent keygen`) to sign the command with.
-        #[arg(long, value_name = "FILE")]
         key: Option<PathBuf>,
         /// Seconds to wait for the final state.
-        #[arg(long, value_name = "SECS", default_value_t = 30)]
         wait: u64,
     },
+}
+
+impl FleetAction {
+    /// From the parsed `fleet watch` or `fleet send` arguments.
+    ///
+    /// Errors: [`ErrorKind::InvalidValue`] for a `--wait` that is not a whole number of
+    /// seconds; [`ErrorKind::NotUtf8`].
+    pub(crate) fn from_matches(m: &Matches) -> Result<FleetAction, UsageError> {
+        let text =
+            |long: &str| -> Result<String, UsageError> { Ok(m.text(long)?.unwrap_or_default()) };
+        if m.path.last() == Some(&"watch") {
+            return Ok(FleetAction::Watch {
+                broker: text("broker")?,
+                topic_root: text("topic-root")?,
+                once: m.flag("once"),
+                format: if text("format")? == "json" {
+                    WatchFormat::Json
+                } else {
+                    WatchFormat::Text
+                },
+            });
+        }
+        let wait = text("wait")?;
+        let wait = wait.parse::<u64>().map_err(|e| {
+            m.error(
+                ErrorKind::InvalidValue,
+                format!("invalid value '{wait}' for '--wait <SECS>': {e}"),
+            )
+        })?;
+        Ok(FleetAction::Send {
+            action: m.positional(0)?,
+            args: m.texts("arg")?,
+            board: m.text("board")?,
+            all: m.flag("all"),
+            broker: text("broker")?,
+            topic_root: text("topic-root")?,
+            key: m.path("key"),
+            wait,
+        })
+    }
 }
 
 /// `npu-agent run`.

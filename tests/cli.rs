@@ -549,7 +549,6 @@ fn only_a_parsed_fleet_watch_may_clear_the_screen() {
         )
         .unwrap()
     };
-    use clap::Parser;
     assert!(npu_agent::cli::redraws(
         &parse(&["fleet", "watch", "--broker", "mqtt://127.0.0.1:1"]).command
     ));
