@@ -69,7 +69,7 @@ fn parse_os(args: Vec<OsString>) -> Result<Cli, ParseError> {
 
 /// The [`Command`] the parsed arguments select.
 fn command(m: &Matches) -> Result<Command, UsageError> {
-    Ok(match m.path.as_slice() {
+    Ok(match m.commands.as_slice() {
         ["check"] => Command::Check(CheckArgs::from_matches(m)?),
         ["profiles", "list"] => Command::Profiles {
             action: ProfilesAction::List { root: root(m) },
@@ -974,5 +974,453 @@ mod tests {
             hint_args(Path::new("/"), "/tmp/it's.toml"),
             r" --profile '/tmp/it'\''s.toml'"
         );
+    }
+}
+
+/// The parser against the real command tree: every error kind, both value forms, help at each
+/// level, the `--board`/`--all` pair, values that start with `-`, and non-UTF-8 arguments.
+#[cfg(test)]
+mod parse_tests {
+    use super::args::{ErrorKind, Spec, UsageError};
+    use super::*;
+    use std::os::unix::ffi::OsStringExt;
+
+    fn parse(args: &[&str]) -> Result<Cli, ParseError> {
+        Cli::try_parse_from(std::iter::once("npu-agent").chain(args.iter().copied()))
+    }
+
+    fn ok(args: &[&str]) -> Command {
+        match parse(args) {
+            Ok(c) => c.command,
+            Err(e) => panic!("{args:?}: {e:?}"),
+        }
+    }
+
+    fn usage_error(args: &[&str]) -> UsageError {
+        match parse(args) {
+            Err(ParseError::Usage(e)) => e,
+            other => panic!("{args:?}: not a usage error: {other:?}"),
+        }
+    }
+
+    fn help(args: &[&str]) -> String {
+        match parse(args) {
+            Err(ParseError::Help(h)) => h,
+            other => panic!("{args:?}: no help: {other:?}"),
+        }
+    }
+
+    fn check_args(args: &[&str]) -> CheckArgs {
+        match ok(args) {
+            Command::Check(a) => a,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn check_defaults_and_both_value_forms() {
+        let a = check_args(&["check"]);
+        assert_eq!(a.root, PathBuf::from("/"));
+        assert_eq!(a.profile, "auto");
+        assert_eq!(a.format, Format::Text);
+        assert_eq!(a.fail_on, FailOn::Fail);
+        assert!(!a.verbose);
+        assert_eq!(a.llm_cmdline, None);
+        for args in [
+            &[
+                "check",
+                "--root",
+                "/tmp/b",
+                "--profile",
+                "rk3588-rknpu",
+                "--format",
+                "json",
+                "--fail-on",
+                "warn",
+                "-v",
+            ][..],
+            &[
+                "check",
+                "--root=/tmp/b",
+                "--profile=rk3588-rknpu",
+                "--format=json",
+                "--fail-on=warn",
+                "--verbose",
+            ][..],
+        ] {
+            let a = check_args(args);
+            assert_eq!(a.root, PathBuf::from("/tmp/b"), "{args:?}");
+            assert_eq!(a.profile, "rk3588-rknpu");
+            assert_eq!(a.format, Format::Json);
+            assert_eq!(a.fail_on, FailOn::Warn);
+            assert!(a.verbose);
+        }
+        assert_eq!(
+            check_args(&["check", "--format", "prometheus"]).format,
+            Format::Prometheus
+        );
+    }
+
+    #[test]
+    fn every_command_builds_with_its_options() {
+        match ok(&["profiles", "show", "rk3588-rknpu", "--root", "/r"]) {
+            Command::Profiles {
+                action: ProfilesAction::Show { id, root },
+            } => assert_eq!((id.as_str(), root), ("rk3588-rknpu", PathBuf::from("/r"))),
+            other => panic!("{other:?}"),
+        }
+        match ok(&["profiles", "list"]) {
+            Command::Profiles {
+                action: ProfilesAction::List { root },
+            } => assert_eq!(root, PathBuf::from("/")),
+            other => panic!("{other:?}"),
+        }
+        match ok(&["compact", "--drop-caches", "--root", "/r"]) {
+            Command::Compact(a) => {
+                assert!(a.drop_caches && !a.dry_run);
+                assert_eq!(a.root, PathBuf::from("/r"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match ok(&["cma", "set", "256M", "--dry-run", "--profile", "p.toml"]) {
+            Command::Cma {
+                action:
+                    CmaAction::Set {
+                        size,
+                        root,
+                        profile,
+                        dry_run,
+                    },
+            } => {
+                assert_eq!((size.as_str(), profile.as_str()), ("256M", "p.toml"));
+                assert_eq!(root, PathBuf::from("/"));
+                assert!(dry_run);
+            }
+            other => panic!("{other:?}"),
+        }
+        match ok(&["cma", "show", "--root=/r"]) {
+            Command::Cma {
+                action: CmaAction::Show { root, profile },
+            } => assert_eq!((root, profile.as_str()), (PathBuf::from("/r"), "auto")),
+            other => panic!("{other:?}"),
+        }
+        match ok(&["run", "--config", "/c.toml", "--print-config"]) {
+            Command::Run(a) => {
+                assert_eq!(a.config, Some(PathBuf::from("/c.toml")));
+                assert_eq!(a.root, None);
+                assert!(a.print_config);
+            }
+            other => panic!("{other:?}"),
+        }
+        match ok(&["capture", "--out", "b.tar.gz", "--no-redact", "--force"]) {
+            Command::Capture(a) => {
+                assert_eq!(a.out, PathBuf::from("b.tar.gz"));
+                assert_eq!((a.root, a.profile.as_str()), (PathBuf::from("/"), "auto"));
+                assert!(a.no_redact && a.force);
+            }
+            other => panic!("{other:?}"),
+        }
+        match ok(&["keygen", "--out", "k"]) {
+            Command::Keygen { out } => assert_eq!(out, PathBuf::from("k")),
+            other => panic!("{other:?}"),
+        }
+        match ok(&[
+            "fleet", "watch", "--broker", "mqtt://h", "--once", "--format", "json",
+        ]) {
+            Command::Fleet {
+                action:
+                    crate::cli_ops::FleetAction::Watch {
+                        broker,
+                        topic_root,
+                        once,
+                        format,
+                    },
+            } => {
+                assert_eq!(
+                    (broker.as_str(), topic_root.as_str()),
+                    ("mqtt://h", "npu-fleet")
+                );
+                assert!(once);
+                assert_eq!(format, crate::cli_ops::WatchFormat::Json);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn send(args: &[&str]) -> (Option<String>, bool, Vec<String>, u64, String) {
+        match ok(args) {
+            Command::Fleet {
+                action:
+                    crate::cli_ops::FleetAction::Send {
+                        board,
+                        all,
+                        args,
+                        wait,
+                        topic_root,
+                        ..
+                    },
+            } => (board, all, args, wait, topic_root),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn fleet_send_needs_exactly_one_of_board_and_all() {
+        let b = ["fleet", "send", "rescan", "--broker", "mqtt://h"];
+        let (board, all, args, wait, root) = send(&[&b[..], &["--board", "b1"]].concat());
+        assert_eq!((board.as_deref(), all), (Some("b1"), false));
+        assert_eq!((args.len(), wait, root.as_str()), (0, 30, "npu-fleet"));
+        let (board, all, ..) = send(&[&b[..], &["--all"]].concat());
+        assert_eq!((board, all), (None, true));
+        let e = usage_error(&b);
+        assert_eq!(e.kind, ErrorKind::MissingRequired);
+        assert!(e.message.contains("'--board <BOARD>'") && e.message.contains("'--all'"));
+        let e = usage_error(&[&b[..], &["--all", "--board", "b1"]].concat());
+        assert_eq!(e.kind, ErrorKind::Conflict);
+        assert_eq!(
+            e.message,
+            "the argument '--board <BOARD>' cannot be used with '--all'"
+        );
+        assert!(e
+            .usage
+            .contains("fleet send [OPTIONS] --broker <BROKER> <--board <BOARD>|--all> <ACTION>"));
+        // --arg repeats, in order; --wait is a whole number of seconds.
+        let (_, _, args, wait, root) = send(
+            &[
+                &b[..],
+                &[
+                    "--all",
+                    "--arg",
+                    "size=256M",
+                    "--arg=x=1",
+                    "--wait",
+                    "5",
+                    "--topic-root=t",
+                ],
+            ]
+            .concat(),
+        );
+        assert_eq!(args, ["size=256M", "x=1"]);
+        assert_eq!((wait, root.as_str()), (5, "t"));
+        let e = usage_error(&[&b[..], &["--all", "--wait", "soon"]].concat());
+        assert_eq!(e.kind, ErrorKind::InvalidValue);
+        assert!(e
+            .message
+            .starts_with("invalid value 'soon' for '--wait <SECS>'"));
+    }
+
+    #[test]
+    fn each_usage_error_kind() {
+        for (args, kind, message) in [
+            (&["check", "--foo"][..], ErrorKind::UnexpectedArgument, "unexpected argument '--foo' found"),
+            (&["check", "-x"], ErrorKind::UnexpectedArgument, "unexpected argument '-x' found"),
+            (&["check", "extra"], ErrorKind::UnexpectedArgument, "unexpected argument 'extra' found"),
+            (&["cma", "set", "1G", "2G"], ErrorKind::UnexpectedArgument, "unexpected argument '2G' found"),
+            (&["check", "-V"], ErrorKind::UnexpectedArgument, "unexpected argument '-V' found"),
+            (&["frobnicate"], ErrorKind::UnknownCommand, "unrecognized subcommand 'frobnicate'"),
+            (&["cma", "edit"], ErrorKind::UnknownCommand, "unrecognized subcommand 'edit'"),
+            (&["help", "nope"], ErrorKind::UnknownCommand, "unrecognized subcommand 'nope'"),
+            (&["check", "--root"], ErrorKind::MissingValue, "a value is required for '--root <DIR>' but none was supplied"),
+            (&["check", "--root", "--profile", "x"], ErrorKind::MissingValue, "a value is required for '--root <DIR>' but none was supplied"),
+            (&["check", "--root", "--", "x"], ErrorKind::MissingValue, "a value is required for '--root <DIR>' but none was supplied"),
+            (&["compact", "--dry-run=yes"], ErrorKind::UnexpectedValue, "unexpected value 'yes' for '--dry-run' found; no more were expected"),
+            (&["check", "--format", "yaml"], ErrorKind::InvalidValue, "invalid value 'yaml' for '--format <FORMAT>' [possible values: text, json, prometheus]"),
+            (&["check", "--fail-on=info"], ErrorKind::InvalidValue, "invalid value 'info' for '--fail-on <FAIL_ON>' [possible values: warn, fail]"),
+            (&["fleet", "watch", "--broker", "b", "--format", "prometheus"], ErrorKind::InvalidValue, "invalid value 'prometheus' for '--format <FORMAT>' [possible values: text, json]"),
+            (&["keygen"], ErrorKind::MissingRequired, "the following required arguments were not provided: --out <FILE>"),
+            (&["cma", "set"], ErrorKind::MissingRequired, "the following required arguments were not provided: <SIZE>"),
+            (&["fleet", "send", "--all"], ErrorKind::MissingRequired, "the following required arguments were not provided: --broker <BROKER>, <ACTION>"),
+            (&["check", "--root=/a", "--root", "/b"], ErrorKind::Conflict, "the argument '--root <DIR>' cannot be used multiple times"),
+            (&["compact", "--dry-run", "--dry-run"], ErrorKind::Conflict, "the argument '--dry-run' cannot be used multiple times"),
+        ] {
+            let e = usage_error(args);
+            assert_eq!((e.kind, e.message.as_str()), (kind, message), "{args:?}");
+            // Rendered: the one-line error, the usage line, a hint to --help.
+            let text = e.to_string();
+            let mut lines = text.lines();
+            assert_eq!(lines.next(), Some(format!("error: {message}").as_str()));
+            assert_eq!(lines.next(), Some(""));
+            let usage = lines.next().unwrap_or_default();
+            assert!(usage.starts_with("Usage: npu-agent"), "{text}");
+            assert!(text.ends_with("\n\nFor more information, try '--help'.\n"), "{text}");
+        }
+        assert_eq!(
+            usage_error(&["check", "--foo"]).usage,
+            "npu-agent check [OPTIONS]"
+        );
+        assert_eq!(
+            usage_error(&["keygen"]).usage,
+            "npu-agent keygen --out <FILE>"
+        );
+    }
+
+    #[test]
+    fn a_missing_subcommand_prints_that_level_s_help() {
+        for (args, usage) in [
+            (&[][..], "Usage: npu-agent <COMMAND>"),
+            (&["cma"], "Usage: npu-agent cma <COMMAND>"),
+            (&["fleet"], "Usage: npu-agent fleet <COMMAND>"),
+            (&["profiles"], "Usage: npu-agent profiles <COMMAND>"),
+        ] {
+            let e = usage_error(args);
+            assert_eq!(e.kind, ErrorKind::MissingCommand);
+            let text = e.to_string();
+            assert!(text.contains(usage), "{text}");
+            assert!(text.contains("\nCommands:\n"), "{text}");
+        }
+    }
+
+    #[test]
+    fn values_that_start_with_a_hyphen() {
+        // --llm-cmdline takes any text, even one that looks like an option.
+        let a = check_args(&["check", "--llm-cmdline", "-m /m/r1.gguf -ngl 99"]);
+        assert_eq!(a.llm_cmdline.as_deref(), Some("-m /m/r1.gguf -ngl 99"));
+        let a = check_args(&["check", "--llm-cmdline", "--root", "--root", "/r"]);
+        assert_eq!(a.llm_cmdline.as_deref(), Some("--root"));
+        assert_eq!(a.root, PathBuf::from("/r"));
+        // Other options: only attached, or a lone "-".
+        assert_eq!(
+            check_args(&["check", "--root=-d"]).root,
+            PathBuf::from("-d")
+        );
+        assert_eq!(
+            check_args(&["check", "--root", "-"]).root,
+            PathBuf::from("-")
+        );
+        assert_eq!(
+            usage_error(&["check", "--root", "-d"]).kind,
+            ErrorKind::MissingValue
+        );
+        // After --, everything is positional.
+        match ok(&["profiles", "show", "--", "--odd"]) {
+            Command::Profiles {
+                action: ProfilesAction::Show { id, .. },
+            } => assert_eq!(id, "--odd"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn non_utf8_is_an_error_for_text_and_accepted_for_paths() {
+        let bad = OsString::from_vec(b"p\xff".to_vec());
+        let argv = |flag: &str| {
+            ["npu-agent", "check", flag]
+                .map(OsString::from)
+                .into_iter()
+                .chain([bad.clone()])
+        };
+        match Cli::try_parse_from(argv("--profile")) {
+            Err(ParseError::Usage(e)) => {
+                assert_eq!(e.kind, ErrorKind::NotUtf8);
+                assert_eq!(
+                    e.message,
+                    "invalid UTF-8 in the value of '--profile <ID|FILE>'"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match Cli::try_parse_from(argv("--root")).map(|c| c.command) {
+            Ok(Command::Check(a)) => assert_eq!(a.root, PathBuf::from(bad.clone())),
+            other => panic!("{other:?}"),
+        }
+        let cmd = ["npu-agent".into(), bad.clone()];
+        match Cli::try_parse_from(cmd) {
+            Err(ParseError::Usage(e)) => assert_eq!(e.kind, ErrorKind::UnknownCommand),
+            other => panic!("{other:?}"),
+        }
+        let pos = ["npu-agent", "cma", "set"].map(OsString::from);
+        match Cli::try_parse_from(pos.into_iter().chain([bad])) {
+            Err(ParseError::Usage(e)) => {
+                assert_eq!(e.kind, ErrorKind::NotUtf8);
+                assert!(e.message.contains("<SIZE>"), "{}", e.message);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn version_at_the_top_only() {
+        for flag in ["-V", "--version"] {
+            match parse(&[flag]) {
+                Err(ParseError::Version(v)) => {
+                    assert_eq!(v, format!("npu-agent {}\n", env!("CARGO_PKG_VERSION")))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// Every command of the tree, with its path from the top.
+    fn all_specs() -> Vec<(Vec<&'static str>, &'static Spec)> {
+        let mut todo = vec![(Vec::new(), &TOP)];
+        let mut all = Vec::new();
+        while let Some((path, spec)) = todo.pop() {
+            for c in spec.commands {
+                let mut p = path.clone();
+                p.push(c.name);
+                todo.push((p, *c));
+            }
+            all.push((path, spec));
+        }
+        all
+    }
+
+    #[test]
+    fn help_at_every_level_lists_what_the_command_takes() {
+        let all = all_specs();
+        assert_eq!(all.len(), 1 + 8 + 2 + 2 + 2, "commands in the tree");
+        for (path, spec) in all {
+            let h = help(&[&path[..], &["--help"]].concat());
+            assert_eq!(h, help(&[&path[..], &["-h"]].concat()), "{path:?}");
+            assert_eq!(h, help(&[&["help"][..], &path[..]].concat()), "{path:?}");
+            let name = std::iter::once("npu-agent")
+                .chain(path.iter().copied())
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(h.contains(&format!("\nUsage: {name}")), "{h}");
+            assert!(h.contains("  -h, --help\n"), "{h}");
+            assert_eq!(h.contains("-V, --version"), path.is_empty(), "{h}");
+            for c in spec.commands {
+                let line = h
+                    .lines()
+                    .find(|l| l.starts_with(&format!("  {:<10}", c.name)))
+                    .unwrap_or_else(|| panic!("{}: no line in\n{h}", c.name));
+                let first_words: String = c
+                    .about
+                    .split_whitespace()
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                assert!(line.contains(&first_words), "{line}");
+            }
+            for o in spec.opts {
+                assert!(h.contains(&format!("--{}", o.long)), "--{} in\n{h}", o.long);
+                if let Some(d) = o.default {
+                    assert!(h.contains(&format!("[default: {d}]")), "{h}");
+                }
+                for (c, _) in o.choices {
+                    assert!(h.contains(&format!("- {c}: ")), "{h}");
+                }
+            }
+            for a in spec.args {
+                assert!(h.contains(&format!("  <{}>\n", a.name)), "{h}");
+            }
+        }
+        let h = help(&["check", "-h"]);
+        for want in [
+            "Usage: npu-agent check [OPTIONS]\n",
+            "  -v, --verbose\n          Text format: also show evidence of passing checks.\n",
+            "      --format <FORMAT>\n          Output format. [default: text]\n",
+            "          - prometheus: Prometheus text exposition format",
+            "      --llm-cmdline <CMDLINE>\n",
+        ] {
+            assert!(h.contains(want), "{want:?} in\n{h}");
+        }
+        // No line of any help is wider than the wrap width, but for one unbreakable word.
+        let top = help(&["--help"]);
+        assert!(top.starts_with(env!("CARGO_PKG_DESCRIPTION").split(':').next().unwrap()));
+        assert!(top.lines().all(|l| l.chars().count() <= 100), "{top}");
+        // A short-flag cluster reaching -h is help too.
+        assert_eq!(help(&["check", "-vh"]), h);
     }
 }

@@ -195,7 +195,7 @@ impl FleetAction {
     pub(crate) fn from_matches(m: &Matches) -> Result<FleetAction, UsageError> {
         let text =
             |long: &str| -> Result<String, UsageError> { Ok(m.text(long)?.unwrap_or_default()) };
-        if m.path.last() == Some(&"watch") {
+        if m.commands.last() == Some(&"watch") {
             return Ok(FleetAction::Watch {
                 broker: text("broker")?,
                 topic_root: text("topic-root")?,

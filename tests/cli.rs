@@ -627,3 +627,99 @@ fn clock_sync_reads_a_chrony_board() {
         }
     }
 }
+
+/// The binary's side of the parser: help on stdout with exit 0 at every level, usage errors and
+/// a missing command on stderr with exit 2, a non-UTF-8 argument refused without a panic.
+#[test]
+fn help_and_usage_errors_go_where_they_belong() {
+    for args in [
+        &["-h"][..],
+        &["check", "--help"],
+        &["fleet", "send", "-h"],
+        &["help", "cma", "set"],
+    ] {
+        let o = agent(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}");
+        assert!(
+            stdout(&o).contains("\nUsage: npu-agent "),
+            "{args:?}: {}",
+            stdout(&o)
+        );
+        assert!(o.stderr.is_empty(), "{args:?}: {}", stderr(&o));
+    }
+    let o = agent(&["fleet", "send", "-h"]);
+    for want in [
+        "--board <BOARD>",
+        "--all",
+        "--wait <SECS>",
+        "[default: 30]",
+        "<ACTION>",
+    ] {
+        assert!(stdout(&o).contains(want), "{want}: {}", stdout(&o));
+    }
+    let o = agent(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    assert!(
+        stderr(&o).contains("Usage: npu-agent <COMMAND>"),
+        "{}",
+        stderr(&o)
+    );
+    let o = agent(&["check", "--format=yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    assert_eq!(
+        stderr(&o),
+        "error: invalid value 'yaml' for '--format <FORMAT>' [possible values: text, json, prometheus]\n\
+         \n\
+         Usage: npu-agent check [OPTIONS]\n\
+         \n\
+         For more information, try '--help'.\n"
+    );
+    use std::os::unix::ffi::OsStrExt;
+    let o = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        .args(["check", "--profile"])
+        .arg(std::ffi::OsStr::from_bytes(b"bad\xff"))
+        .output()
+        .expect("run npu-agent");
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).starts_with("error: invalid UTF-8 in the value of '--profile <ID|FILE>'\n"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// README's command table names every option and argument each command takes (the parser's
+/// own list, `npu_agent::cli::TOP`).
+#[test]
+fn readme_command_table_lists_every_option() {
+    let readme = include_str!("../README.md");
+    let mut todo = vec![(String::from("npu-agent"), &npu_agent::cli::TOP)];
+    let mut leaves = 0;
+    while let Some((name, spec)) = todo.pop() {
+        for c in spec.commands {
+            todo.push((format!("{name} {}", c.name), *c));
+        }
+        if !spec.commands.is_empty() {
+            continue;
+        }
+        leaves += 1;
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with("| `npu-agent") && l.contains(&format!("`{name}")))
+            .unwrap_or_else(|| panic!("no README row for {name}"));
+        for o in spec.opts {
+            let short = o.short.is_some_and(|c| row.contains(&format!("[-{c}]")));
+            assert!(
+                row.contains(&format!("--{}", o.long)) || short,
+                "{name} --{}: {row}",
+                o.long
+            );
+        }
+        for a in spec.args {
+            assert!(row.contains(a.name), "{name} {}: {row}", a.name);
+        }
+    }
+    assert_eq!(leaves, 11, "commands without subcommands");
+}

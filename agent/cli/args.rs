@@ -225,7 +225,7 @@ pub enum Parsed {
 #[derive(Debug)]
 pub struct Matches {
     /// The subcommand names from the top (`["cma", "set"]`).
-    pub path: Vec<&'static str>,
+    pub commands: Vec<&'static str>,
     spec: &'static Spec,
     usage: String,
     /// Per option of `spec.opts` (same index): its values in order (an empty value for a flag).
@@ -547,7 +547,7 @@ pub fn parse(top: &'static Spec, args: Vec<OsString>) -> Result<Parsed, UsageErr
     }
     Ok(Parsed::Run(Matches {
         usage: usage_line(top, spec, &path),
-        path,
+        commands: path,
         spec,
         values,
         positionals,
