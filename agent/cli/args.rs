@@ -39,8 +39,6 @@ pub struct Opt {
     pub repeatable: bool,
     /// The value may start with `-` when given as the next argument.
     pub hyphen_values: bool,
-    /// The value is a path: any bytes, not only UTF-8.
-    pub path: bool,
     /// The one-line description `--help` prints.
     pub help: &'static str,
 }
@@ -57,7 +55,6 @@ impl Opt {
             required: false,
             repeatable: false,
             hyphen_values: false,
-            path: false,
             help,
         }
     }
@@ -70,12 +67,11 @@ impl Opt {
         }
     }
 
-    /// An option taking a path (any bytes) named `value_name` in help (`--root DIR`).
+    /// An option taking a path named `value_name` in help (`--root DIR`): the same as
+    /// [`Opt::text`] for the parser; its value is read with [`Matches::path`], which takes any
+    /// bytes, where [`Matches::text`] wants UTF-8.
     pub const fn path(long: &'static str, value_name: &'static str, help: &'static str) -> Opt {
-        Opt {
-            path: true,
-            ..Opt::text(long, value_name, help)
-        }
+        Opt::text(long, value_name, help)
     }
 
     /// The same option with a one-letter alias.
