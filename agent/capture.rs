@@ -209,7 +209,7 @@ impl Redactor {
                     }
                 }
             }
-            literals.sort_by_key(|(a, _)| std::cmp::Reverse(a.len()));
+            crate::order::sort_by_key(&mut literals, |(a, _)| std::cmp::Reverse(a.len()));
             literals.dedup();
         }
         Redactor { literals, enabled }
@@ -429,10 +429,11 @@ pub fn capture(
             manifest.page_size_bytes = snap.page_size.bytes;
             manifest.page_size_source = snap.page_size.source.clone();
             manifest.log_sources = snap.log_sources.clone();
-            manifest.verdicts = crate::check::worst_by_id(&d.report.findings)
-                .into_iter()
-                .map(|(k, v)| (k, v.as_str().to_string()))
-                .collect();
+            manifest.verdicts = crate::order::btree_map(
+                crate::check::worst_by_id(&d.report.findings)
+                    .into_iter()
+                    .map(|(k, v)| (k, v.as_str().to_string())),
+            );
             bundle.file(
                 CAPTURE_PAGE_SIZE.to_string(),
                 format!("{}\n", snap.page_size.bytes).into_bytes(),

@@ -684,7 +684,7 @@ pub fn load(
         .filter(|n| n.ends_with(".toml"))
         .map(|n| format!("{CONFIG_DIR}/{n}"))
         .collect();
-    dropins.sort();
+    crate::order::sort(&mut dropins);
     for path in dropins {
         let text = root.read_string(&path).map_err(|e| ConfigError {
             source: path.clone(),

@@ -528,7 +528,7 @@ pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
             _ => None,
         })
         .collect();
-    worst.sort();
+    crate::order::sort(&mut worst);
     row.worst = worst.into_iter().map(|(_, s)| s).collect();
 }
 

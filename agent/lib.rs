@@ -29,6 +29,7 @@ pub mod gate;
 pub mod ha;
 pub mod logging;
 pub mod mqtt;
+pub mod order;
 pub mod parse;
 pub mod probe;
 pub mod profile;

@@ -500,7 +500,7 @@ fn key_paths(table: &toml::Table) -> Vec<String> {
             _ => out.push(k.clone()),
         }
     }
-    out.sort();
+    crate::order::sort(&mut out);
     out
 }
 

@@ -409,7 +409,7 @@ impl SysRoot {
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect()
         };
-        names.sort();
+        crate::order::sort(&mut names);
         self.note(board_path);
         Ok(names)
     }

@@ -98,10 +98,10 @@ pub fn read_figures(root: &SysRoot, high_order: usize) -> MemFigures {
             .collect();
     }
     if let Ok(v) = read_parsed(root, "/proc/vmstat", vmstat::parse_vmstat) {
-        f.counters = v
-            .into_iter()
-            .filter(|(k, _)| k.starts_with("compact_") || k.starts_with("cma_alloc_"))
-            .collect();
+        f.counters = crate::order::btree_map(
+            v.into_iter()
+                .filter(|(k, _)| k.starts_with("compact_") || k.starts_with("cma_alloc_")),
+        );
     }
     f
 }

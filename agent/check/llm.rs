@@ -554,6 +554,15 @@ fn common_suffix(v: &[String]) -> String {
 }
 
 /// `3-9, 12, 14-20`.
+/// The distinct values in ascending order (what collecting into a `BTreeSet` gives, without
+/// another copy of the B-tree code).
+fn sorted_set(values: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut v: Vec<u64> = values.collect();
+    crate::order::sort(&mut v);
+    v.dedup();
+    v
+}
+
 fn ranges(v: &[u64]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
@@ -714,7 +723,7 @@ fn explain_no_match(r: &Rule, model: &Model) -> (String, Option<String>) {
                 .collect()
         })
         .collect();
-    shapes.sort();
+    crate::order::sort(&mut shapes);
     shapes.dedup();
     for (lit, s, e) in literal_runs(p) {
         if model.tensors.iter().any(|t| t.name.contains(&lit)) {
@@ -1049,11 +1058,8 @@ fn override_tensor(src: &LlmSource, ev: &Eval<'_>, fits: Option<bool>) -> Findin
                 && r.kind == BufferKind::Cpu
                 && matched[ri].iter().any(|i| m.tensors[*i].routed_expert)
         });
-        let miss_layers: std::collections::BTreeSet<u64> = by_default
-            .iter()
-            .filter_map(|i| m.tensors[*i].layer)
-            .collect();
-        let miss_text = ranges(&miss_layers.iter().copied().collect::<Vec<_>>());
+        let miss_layers = sorted_set(by_default.iter().filter_map(|i| m.tensors[*i].layer));
+        let miss_text = ranges(&miss_layers);
         if !unevaluated.is_empty() {
             warns.push(format!("{what}, as far as this agent can tell: the placement ignores {}, which it cannot evaluate", unevaluated.join(", ")));
         } else if !touches_experts && dead.is_empty() {
@@ -1075,20 +1081,17 @@ fn override_tensor(src: &LlmSource, ev: &Eval<'_>, fits: Option<bool>) -> Findin
                 if !usable(ri) || r.kind != BufferKind::Cpu {
                     continue;
                 }
-                let hit_layers: std::collections::BTreeSet<u64> = matched[ri]
-                    .iter()
-                    .filter(|i| m.tensors[**i].routed_expert)
-                    .filter_map(|i| m.tensors[*i].layer)
-                    .collect();
+                let hit_layers = sorted_set(
+                    matched[ri]
+                        .iter()
+                        .filter(|i| m.tensors[**i].routed_expert)
+                        .filter_map(|i| m.tensors[*i].layer),
+                );
                 if hit_layers.is_empty() || matches!(r.raw.origin, RuleOrigin::NCpuMoe { .. }) {
                     continue;
                 }
-                let digits = |s: &std::collections::BTreeSet<u64>| {
-                    s.iter()
-                        .map(|l| l.to_string().len())
-                        .collect::<std::collections::BTreeSet<_>>()
-                };
-                let hits = ranges(&hit_layers.iter().copied().collect::<Vec<_>>());
+                let digits = |s: &[u64]| sorted_set(s.iter().map(|l| l.to_string().len() as u64));
+                let hits = ranges(&hit_layers);
                 let widened = r
                     .raw
                     .pattern
@@ -1101,7 +1104,12 @@ fn override_tensor(src: &LlmSource, ev: &Eval<'_>, fits: Option<bool>) -> Findin
                         _ => false,
                     });
                 match widened {
-                    Some(wide) if digits(&hit_layers).is_disjoint(&digits(&miss_layers)) => {
+                    Some(wide)
+                        if {
+                            let miss_digits = digits(&miss_layers);
+                            digits(&hit_layers).iter().all(|d| !miss_digits.contains(d))
+                        } =>
+                    {
                         mistake = true;
                         why.push(format!(
                             "{} covers only layers with {} digit(s) (blk.{hits}): a single `[0-9]` or `\\d` matches one digit, so blk.{miss_text} are not matched; `{wide}` (with `[0-9]+`) covers every layer",

@@ -380,7 +380,7 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.push(thermal::thermal(&ctx));
     apply_signatures(&ctx, &mut findings);
     sources::annotate_blind_checks(&ctx, &mut findings);
-    findings.sort_by_key(|f| {
+    crate::order::sort_by_key(&mut findings, |f| {
         CHECK_IDS
             .iter()
             .position(|id| *id == f.id)

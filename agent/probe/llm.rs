@@ -193,7 +193,7 @@ pub fn probe_llm(root: &SysRoot, profile: &Profile) -> LlmProbe {
             .iter()
             .filter_map(|n| n.strip_prefix("node").and_then(|d| d.parse().ok()))
             .collect();
-        ids.sort_unstable();
+        crate::order::sort(&mut ids);
         ids
     });
     let nodes_with_memory = root
@@ -415,7 +415,7 @@ pub fn probe_sysctl(root: &SysRoot) -> Vec<SysctlSetting> {
             }
         }
     }
-    files.sort();
+    crate::order::sort(&mut files);
     let mut paths: Vec<String> = files.into_iter().map(|(_, p)| p).collect();
     paths.push("/etc/sysctl.conf".into());
     let mut out = Vec::new();

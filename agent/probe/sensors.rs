@@ -248,7 +248,9 @@ pub fn probe_thermal(root: &SysRoot) -> Probed<Vec<ThermalZone>> {
         })
         .collect();
     // thermal_zone10 after thermal_zone9.
-    names.sort_by_key(|n| n["thermal_zone".len()..].parse::<u32>().unwrap_or(u32::MAX));
+    crate::order::sort_by_key(&mut names, |n| {
+        n["thermal_zone".len()..].parse::<u32>().unwrap_or(u32::MAX)
+    });
     for zone in names {
         let dir = format!("{THERMAL_DIR}/{zone}");
         let kind = root
@@ -285,7 +287,7 @@ pub fn probe_thermal(root: &SysRoot) -> Probed<Vec<ThermalZone>> {
                 });
             }
         }
-        trips.sort_by_key(|t| t.index);
+        crate::order::sort_by_key(&mut trips, |t| t.index);
         out.push(ThermalZone {
             zone,
             kind,
