@@ -904,13 +904,13 @@ fn profiles(action: ProfilesAction, out: &mut dyn Write, err: &mut dyn Write) ->
         ProfilesAction::List { root } | ProfilesAction::Show { root, .. } => root.clone(),
     };
     let root = SysRoot::new(&root_dir);
-    let (all, errors) = profile::load_all(&root);
+    let (all, errors) = profile::load_all_with_text(&root);
     for e in &errors {
         let _ = writeln!(err, "npu-agent: {e}");
     }
     match action {
         ProfilesAction::List { .. } => {
-            for p in &all {
+            for (p, _) in &all {
                 let source = if profile::BUILTIN
                     .iter()
                     .any(|(n, _)| *n == format!("{}.toml", p.id))
@@ -928,23 +928,19 @@ fn profiles(action: ProfilesAction, out: &mut dyn Write, err: &mut dyn Write) ->
                 EXIT_USAGE
             }
         }
-        ProfilesAction::Show { id, .. } => match all.iter().find(|p| p.id == id) {
-            Some(p) => match toml::to_string(p) {
-                Ok(s) => {
-                    let _ = write!(out, "{s}");
-                    EXIT_OK
-                }
-                Err(e) => {
-                    let _ = writeln!(err, "npu-agent: cannot show {id}: {e}");
-                    EXIT_USAGE
-                }
-            },
+        // The profile's TOML text as loaded (comments kept), not a re-serialisation of it.
+        ProfilesAction::Show { id, .. } => match all.iter().find(|(p, _)| p.id == id) {
+            Some((_, text)) => {
+                let newline = if text.ends_with('\n') { "" } else { "\n" };
+                let _ = write!(out, "{text}{newline}");
+                EXIT_OK
+            }
             None => {
                 let _ = writeln!(
                     err,
                     "npu-agent: no profile with id {id:?} (available: {})",
                     all.iter()
-                        .map(|p| p.id.as_str())
+                        .map(|(p, _)| p.id.as_str())
                         .collect::<Vec<_>>()
                         .join(", ")
                 );

@@ -267,6 +267,29 @@ fn profiles_show_prints_a_loadable_profile() {
 }
 
 #[test]
+fn profiles_show_prints_the_file_that_replaces_a_built_in_one() {
+    let tree = tempfile::tempdir().unwrap();
+    let dir = tree.path().join("etc/npu-agent/profiles.d");
+    std::fs::create_dir_all(&dir).unwrap();
+    // No trailing newline: show adds one.
+    let text = "# our Pi 5 lab boards\nschema = 1\nid = \"rpi5-hailo8\"\nname = \"Lab Pi\"\n[limits]\nmin_nofile = 8192";
+    std::fs::write(dir.join("pi.toml"), text).unwrap();
+    let root = tree.path().to_str().unwrap();
+    let o = agent(&["profiles", "show", "rpi5-hailo8", "--root", root]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), format!("{text}\n"));
+    // A built-in one is its file in board-profiles/ as it is.
+    let o = agent(&["profiles", "show", "rk3588-rknpu", "--root", root]);
+    assert_eq!(
+        stdout(&o),
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("board-profiles/rk3588-rknpu.toml")
+        )
+        .unwrap()
+    );
+}
+
+#[test]
 fn json_report_has_the_status_fields() {
     let o = agent(&[
         "check",

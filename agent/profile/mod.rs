@@ -213,11 +213,17 @@ pub fn parse_pci_id(s: &str) -> Option<(u16, u16)> {
 /// The built-in profiles plus those in `/etc/npu-agent/profiles.d/` under `root` (a file there
 /// with the id of a built-in one replaces it). Returns the profiles and the files that failed.
 pub fn load_all(root: &SysRoot) -> (Vec<Profile>, Vec<ProfileError>) {
-    let mut profiles: Vec<Profile> = Vec::new();
+    let (profiles, errors) = load_all_with_text(root);
+    (profiles.into_iter().map(|(p, _)| p).collect(), errors)
+}
+
+/// [`load_all`] with the TOML text each profile was parsed from (what `profiles show` prints).
+pub fn load_all_with_text(root: &SysRoot) -> (Vec<(Profile, String)>, Vec<ProfileError>) {
+    let mut profiles: Vec<(Profile, String)> = Vec::new();
     let mut errors = Vec::new();
     for (name, text) in BUILTIN {
         match parse_profile(name, text) {
-            Ok(p) => profiles.push(p),
+            Ok(p) => profiles.push((p, text.to_string())),
             Err(e) => errors.push(e),
         }
     }
@@ -231,11 +237,11 @@ pub fn load_all(root: &SysRoot) -> (Vec<Profile>, Vec<ProfileError>) {
                     line: None,
                     message: e.to_string(),
                 })
-                .and_then(|t| parse_profile(&path, &t));
+                .and_then(|t| parse_profile(&path, &t).map(|p| (p, t)));
             match parsed {
-                Ok(p) => {
-                    profiles.retain(|q| q.id != p.id);
-                    profiles.push(p);
+                Ok((p, text)) => {
+                    profiles.retain(|(q, _)| q.id != p.id);
+                    profiles.push((p, text));
                 }
                 Err(e) => errors.push(e),
             }

@@ -2,10 +2,10 @@
 //! required has a default, so a profile states only what differs.
 
 use crate::parse::bootfile::BootFileKind;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// One board profile (`schema = 1`).
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
     /// Schema version; must be 1.
@@ -48,7 +48,7 @@ pub struct Profile {
 
 /// Server checks: which processes are LLM servers, and the VRAM kept back. A profile without
 /// `servers` skips the three server checks.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmSpec {
     /// Process names (`comm` or argv[0]'s basename) of llama.cpp-style servers whose `-ot`, `-ngl`
@@ -69,7 +69,7 @@ impl LlmSpec {
 }
 
 /// Detection rules; a profile with none of them matches only when chosen by id.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MatchRules {
     /// `/proc/device-tree/compatible` entries, any of; a trailing `*` matches a prefix.
@@ -108,7 +108,7 @@ impl MatchRules {
 }
 
 /// Which NPU family the profile expects.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NpuKind {
     /// No NPU checks (generic boards).
@@ -121,7 +121,7 @@ pub enum NpuKind {
 }
 
 /// What the NPU should look like.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NpuSpec {
     /// NPU family.
@@ -169,7 +169,7 @@ pub struct NpuSpec {
 }
 
 /// Package generations for the Hailo stack.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PackageSpec {
     /// Metapackages whose *name* fixes the generation (their version is a packaging number):
@@ -200,7 +200,7 @@ pub struct PackageSpec {
 }
 
 /// Workloads whose limits matter, and thresholds.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsSpec {
     /// Process names (`/proc/<pid>/comm`, or argv[0]'s basename) of the NPU workloads.
@@ -233,7 +233,7 @@ impl Default for LimitsSpec {
 }
 
 /// What a `cma=` on the kernel command line means on this board.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CmdlineCma {
     /// The usual way to size the pool.
@@ -244,7 +244,7 @@ pub enum CmdlineCma {
 }
 
 /// A boot file candidate.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BootFileSpec {
     /// Absolute path on the board.
@@ -254,7 +254,7 @@ pub struct BootFileSpec {
 }
 
 /// CMA thresholds (bytes) and boot files.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CmaSpec {
     /// `CmaTotal` below this fails `cma.pool_size`.
@@ -299,7 +299,7 @@ impl Default for CmaSpec {
 }
 
 /// Fragmentation thresholds.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySpec {
     /// Buddy order that counts as "large" (9 = 2 MiB blocks on 4 KiB pages).
@@ -327,7 +327,7 @@ impl Default for MemorySpec {
 }
 
 /// Log files to read (absolute paths; `*` allowed in the last component).
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogSpec {
     /// The host kernel log (or a journal export of it).
@@ -353,7 +353,7 @@ impl LogSpec {
 }
 
 /// A known fault line.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Signature {
     /// Check id it raises.
