@@ -583,7 +583,7 @@ fn spawn_diagnose(s: &Setup, tx: &mpsc::UnboundedSender<Done>) {
         log_cursors: Some(s.log_cursors.clone()),
         ..Default::default()
     };
-    tokio::task::spawn_blocking(move || {
+    spawn_blocking_job(Box::new(move || {
         let r = diagnose::diagnose_with(&root, &choice, &opts)
             .map(Box::new)
             .map_err(|e| e.to_string());
@@ -595,7 +595,14 @@ fn spawn_diagnose(s: &Setup, tx: &mpsc::UnboundedSender<Done>) {
             }
         }
         let _ = tx.send(Done::Diagnosed(r));
-    });
+    }));
+}
+
+/// Runs `job` on tokio's blocking thread pool. Every caller passes the same boxed closure type:
+/// each distinct closure type given to `spawn_blocking` would make another copy of tokio's
+/// blocking-task code (poll, harness, drop).
+fn spawn_blocking_job(job: Box<dyn FnOnce() + Send>) {
+    tokio::task::spawn_blocking(job);
 }
 
 fn spawn_action(s: &Setup, job: Job, d: Option<Box<Diagnosis>>, tx: &mpsc::UnboundedSender<Done>) {
@@ -604,7 +611,7 @@ fn spawn_action(s: &Setup, job: Job, d: Option<Box<Diagnosis>>, tx: &mpsc::Unbou
     let actions = s.actions.clone();
     let choice = s.profile.clone();
     let tx = tx.clone();
-    tokio::task::spawn_blocking(move || {
+    spawn_blocking_job(Box::new(move || {
         let name = job.action.name().to_string();
         let (ok, ran, detail, result, diagnosis) = execute(
             &root,
@@ -624,7 +631,7 @@ fn spawn_action(s: &Setup, job: Job, d: Option<Box<Diagnosis>>, tx: &mpsc::Unbou
             result,
             diagnosis,
         });
-    });
+    }));
 }
 
 /// Runs one action (blocking). Returns (succeeded, acted at all, reason or summary, result

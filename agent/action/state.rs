@@ -84,18 +84,23 @@ impl StateDir {
     /// Errors: [`StateError::Read`] when it cannot be read, [`StateError::Corrupt`] when it is
     /// not the expected JSON.
     pub fn load<T: DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StateError> {
-        let path = self.board_path(name);
-        let bytes = match self.root.read(&path) {
-            Ok(b) => b,
-            Err(e) if e.is_not_found() => return Ok(None),
-            Err(e) => return Err(e.into()),
+        let Some((path, bytes)) = self.read_file(name)? else {
+            return Ok(None);
         };
         serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|e| StateError::Corrupt {
-                path,
-                detail: e.to_string(),
-            })
+            .map_err(|e| corrupt(path, e))
+    }
+
+    /// The board path and bytes of state file `name`, `None` when it does not exist (the part
+    /// of [`load`](Self::load) that is the same for every state type).
+    fn read_file(&self, name: &str) -> Result<Option<(String, Vec<u8>)>, StateError> {
+        let path = self.board_path(name);
+        match self.root.read(&path) {
+            Ok(b) => Ok(Some((path, b))),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Encodes `value` as pretty JSON and writes state file `name` atomically (creating the
@@ -116,17 +121,38 @@ impl StateDir {
         name: &str,
         value: &T,
     ) -> Result<(), StateError> {
+        match serde_json::to_string_pretty(value) {
+            Ok(text) => self.write_file(storage, name, text),
+            Err(e) => Err(StateError::Encode {
+                path: self.board_path(name),
+                detail: e.to_string(),
+            }),
+        }
+    }
+
+    /// Writes the encoded state `text` (a newline added) as file `name` atomically (the part of
+    /// [`save_with`](Self::save_with) that is the same for every state type).
+    fn write_file(
+        &self,
+        storage: &mut dyn Storage,
+        name: &str,
+        mut text: String,
+    ) -> Result<(), StateError> {
         let path = self.board_path(name);
-        let mut text = serde_json::to_string_pretty(value).map_err(|e| StateError::Encode {
-            path: path.clone(),
-            detail: e.to_string(),
-        })?;
         text.push('\n');
         self.root.create_dir_all(&self.dir)?;
         let host = self.root.write_path(&path)?;
         let mode = existing_mode(&host).unwrap_or(STATE_FILE_MODE);
         write_atomic(storage, &host, text.as_bytes(), None, mode)?;
         Ok(())
+    }
+}
+
+/// A state file that is not the expected JSON.
+fn corrupt(path: String, e: serde_json::Error) -> StateError {
+    StateError::Corrupt {
+        path,
+        detail: e.to_string(),
     }
 }
 
