@@ -248,11 +248,18 @@ struct Layer {
     profile: Option<String>,
     root: Option<String>,
     state_dir: Option<String>,
-    mqtt: Option<MqttLayer>,
-    report: Option<ReportLayer>,
-    actions: Option<ActionsLayer>,
-    security: Option<SecurityLayer>,
-    home_assistant: Option<HaLayer>,
+    // Tables as plain structs with `default` (an absent table is one with no keys), not
+    // `Option`s: each `Option<struct>` made toml build another deserializer copy.
+    #[serde(default)]
+    mqtt: MqttLayer,
+    #[serde(default)]
+    report: ReportLayer,
+    #[serde(default)]
+    actions: ActionsLayer,
+    #[serde(default)]
+    security: SecurityLayer,
+    #[serde(default)]
+    home_assistant: HaLayer,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -310,50 +317,46 @@ macro_rules! apply {
 impl Config {
     fn apply(&mut self, l: Layer) {
         apply!(self, l, board_id, profile, root, state_dir);
-        if let Some(m) = l.mqtt {
-            apply!(
-                self.mqtt,
-                m,
-                url,
-                topic_root,
-                username,
-                password_file,
-                ca_file,
-                cert_file,
-                key_file,
-                keep_alive_s
-            );
-            if let Some(p) = m.protocol {
-                self.mqtt.protocol = p.into_text();
-            }
+        let m = l.mqtt;
+        apply!(
+            self.mqtt,
+            m,
+            url,
+            topic_root,
+            username,
+            password_file,
+            ca_file,
+            cert_file,
+            key_file,
+            keep_alive_s
+        );
+        if let Some(p) = m.protocol {
+            self.mqtt.protocol = p.into_text();
         }
-        if let Some(r) = l.report {
-            apply!(self.report, r, interval_s);
-        }
-        if let Some(a) = l.actions {
-            apply!(
-                self.actions,
-                a,
-                auto_compact,
-                compact_cooldown_s,
-                allow_reboot,
-                reboot_command,
-                reboot_timeout_s,
-                disabled
-            );
-        }
-        if let Some(s) = l.security {
-            apply!(
-                self.security,
-                s,
-                trusted_keys,
-                allow_unsigned,
-                max_command_age_s
-            );
-        }
-        if let Some(h) = l.home_assistant {
-            apply!(self.home_assistant, h, enabled, discovery_prefix);
-        }
+        apply!(self.report, l.report, interval_s);
+        apply!(
+            self.actions,
+            l.actions,
+            auto_compact,
+            compact_cooldown_s,
+            allow_reboot,
+            reboot_command,
+            reboot_timeout_s,
+            disabled
+        );
+        apply!(
+            self.security,
+            l.security,
+            trusted_keys,
+            allow_unsigned,
+            max_command_age_s
+        );
+        apply!(
+            self.home_assistant,
+            l.home_assistant,
+            enabled,
+            discovery_prefix
+        );
     }
 
     /// The configuration without secrets' contents (paths to secret files are shown; there are

@@ -754,7 +754,7 @@ async fn watch_async(
                         Phase::Availability(avail_passes)
                     } else {
                         let at = missing.len().saturating_sub(EXACT_BATCH);
-                        Phase::Exact(missing.split_off(at).into_iter().collect())
+                        Phase::Exact(crate::order::btree_set(missing.split_off(at)))
                     };
                 }
                 phase_started = Instant::now();

@@ -8,7 +8,7 @@
 //! them, and a small per-type step that moves the items into the sorted order.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The stable sorted order of `len` items as indices into them: `cmp(a, b)` compares the items
 /// at indices `a` and `b`; items that compare equal keep their order.
@@ -48,6 +48,16 @@ pub fn btree_map<K: Ord, V>(pairs: impl IntoIterator<Item = (K, V)>) -> BTreeMap
     map
 }
 
+/// Collects `items` into a set by inserting them one by one (the same set as `collect()`,
+/// without the sort `collect()` runs first).
+pub fn btree_set<K: Ord>(items: impl IntoIterator<Item = K>) -> BTreeSet<K> {
+    let mut set = BTreeSet::new();
+    for k in items {
+        set.insert(k);
+    }
+    set
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +92,8 @@ mod tests {
         let expected: BTreeMap<&str, i32> = pairs.into_iter().collect();
         assert_eq!(btree_map(pairs), expected);
         assert_eq!(btree_map(pairs).get("b"), Some(&3));
+        let set = btree_set(["b", "a", "b"]);
+        assert_eq!(set.into_iter().collect::<Vec<_>>(), ["a", "b"]);
     }
 
     #[test]

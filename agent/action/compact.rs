@@ -292,17 +292,13 @@ pub fn run_compaction(
     });
     report.duration_ms = ms(start);
     let after = read_figures(root, opts.high_order);
-    report.counter_deltas = after
-        .counters
-        .iter()
-        .filter_map(|(k, a)| {
-            report
-                .before
-                .counters
-                .get(k)
-                .map(|b| (k.clone(), (*a as i64).wrapping_sub(*b as i64)))
-        })
-        .collect();
+    report.counter_deltas = crate::order::btree_map(after.counters.iter().filter_map(|(k, a)| {
+        report
+            .before
+            .counters
+            .get(k)
+            .map(|b| (k.clone(), (*a as i64).wrapping_sub(*b as i64)))
+    }));
     report.after = Some(after);
     let next = CompactState {
         schema: 1,

@@ -229,8 +229,12 @@ fn process_report(l: &LlmProbe, f: &mut Finding) -> String {
                     p.push_str(&format!(", model pages {}", nodes.join(", ")));
                 }
                 parts.push(p);
+                let mut by_node = serde_json::Map::new();
+                for (n, b) in &m.model_bytes_by_node {
+                    by_node.insert(format!("node{n}"), json!(b));
+                }
                 obs.push(json!({"pid": pid, "comm": src.comm, "policy": policy, "interleaved": m.interleaved(),
-                    "model_bytes_by_node": m.model_bytes_by_node.iter().map(|(n, b)| (format!("node{n}"), json!(b))).collect::<serde_json::Map<_, _>>()}));
+                    "model_bytes_by_node": by_node}));
                 f.push_evidence(
                     &format!("/proc/{pid}/numa_maps"),
                     None,
