@@ -111,12 +111,58 @@ pub struct MqttConfig {
 pub const MQTT_PROTOCOLS: &[&str] = &["auto", "5", "3.1.1"];
 
 /// A setting given as a string or a bare number (`protocol = 5`, `NPU_AGENT_MQTT_PROTOCOL=5`).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug)]
 enum TextOrNumber {
     Text(String),
     Int(i64),
     Float(f64),
+}
+
+/// What `#[serde(untagged)]` accepted, and its error for anything else, read directly: the
+/// derive buffered the value in serde's `Content` type first, a deserializer copy of its own.
+impl<'de> Deserialize<'de> for TextOrNumber {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        const NO_MATCH: &str = "data did not match any variant of untagged enum TextOrNumber";
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = TextOrNumber;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or a number")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<TextOrNumber, E> {
+                Ok(TextOrNumber::Text(v.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<TextOrNumber, E> {
+                Ok(TextOrNumber::Text(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<TextOrNumber, E> {
+                Ok(TextOrNumber::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<TextOrNumber, E> {
+                // Above i64::MAX the untagged enum fell through to its f64 variant.
+                Ok(i64::try_from(v).map_or(TextOrNumber::Float(v as f64), TextOrNumber::Int))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<TextOrNumber, E> {
+                Ok(TextOrNumber::Float(v))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<TextOrNumber, E> {
+                Err(E::custom(NO_MATCH))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                _: A,
+            ) -> Result<TextOrNumber, A::Error> {
+                Err(serde::de::Error::custom(NO_MATCH))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                _: A,
+            ) -> Result<TextOrNumber, A::Error> {
+                Err(serde::de::Error::custom(NO_MATCH))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl TextOrNumber {
@@ -771,6 +817,52 @@ mod tests {
         let env = vec![("NPU_AGENT_MQTT_PROTOCOL".to_string(), "4".to_string())];
         let e = load(&SysRoot::new(d.path()), None, &env).unwrap_err();
         assert!(e.message.contains("mqtt.protocol"), "{e:?}");
+    }
+
+    #[test]
+    fn mqtt_protocol_of_other_types_reads_as_before() {
+        // What the former `#[serde(untagged)]` derive gave, message and line included.
+        let cases = [
+            (
+                "protocol = true",
+                Err("data did not match any variant of untagged enum TextOrNumber"),
+            ),
+            (
+                "protocol = [5]",
+                Err("data did not match any variant of untagged enum TextOrNumber"),
+            ),
+            (
+                "protocol = { v = 5 }",
+                Err("data did not match any variant of untagged enum TextOrNumber"),
+            ),
+            (
+                "protocol = 1979-05-27",
+                Err("data did not match any variant of untagged enum TextOrNumber"),
+            ),
+            ("protocol = 5.0", Ok("5")),
+            ("protocol = \"5\"", Ok("5")),
+            ("protocol = 5", Ok("5")),
+            ("protocol = 3.5", Err("mqtt.protocol = \"3.5\"")),
+            (
+                "protocol = 18446744073709551615",
+                Err("mqtt.protocol = \"18446744073709552000\""),
+            ),
+        ];
+        for (line, want) in cases {
+            let d = tree(&[("/etc/npu-agent/agent.toml", &format!("[mqtt]\n{line}\n"))]);
+            let got = load(&SysRoot::new(d.path()), None, &[]);
+            match (want, got) {
+                (Ok(p), Ok((c, _))) => assert_eq!(c.mqtt.protocol, p, "{line}"),
+                (Err(m), Err(e)) => {
+                    eprintln!("{line}: {e}");
+                    assert!(e.message.contains(m), "{line}: {e}");
+                    if !m.starts_with("mqtt.protocol") {
+                        assert_eq!(e.line, Some(2), "{line}: {e}");
+                    }
+                }
+                (w, g) => panic!("{line}: want {w:?}, got {g:?}"),
+            }
+        }
     }
 
     #[test]
