@@ -477,23 +477,26 @@ fn startup_errors(rules: &[Rule]) -> Vec<String> {
 /// `blk.N.ffn_{gate,up,down}_exps.weight for N in 10-13`, or a plain list when the layers differ in
 /// their tensor kinds.
 fn describe_tensors(names: &[&str]) -> String {
-    use std::collections::BTreeMap;
-    let mut by_layer: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    // (layer, tensor kinds), kept sorted by layer.
+    let mut by_layer: Vec<(u64, Vec<String>)> = Vec::new();
     let mut other = Vec::new();
     for n in names {
         match moe::layer_of(n) {
-            Some(l) => by_layer
-                .entry(l)
-                .or_default()
-                .push(n.splitn(3, '.').nth(2).unwrap_or("").to_string()),
+            Some(l) => {
+                let kind = n.splitn(3, '.').nth(2).unwrap_or("").to_string();
+                match by_layer.binary_search_by_key(&l, |(k, _)| *k) {
+                    Ok(i) => by_layer[i].1.push(kind),
+                    Err(i) => by_layer.insert(i, (l, vec![kind])),
+                }
+            }
             None => other.push(n.to_string()),
         }
     }
-    let kinds: Vec<&Vec<String>> = by_layer.values().collect();
+    let kinds: Vec<&Vec<String>> = by_layer.iter().map(|(_, k)| k).collect();
     let same = kinds.windows(2).all(|w| w[0] == w[1]);
     if !by_layer.is_empty() && same && other.is_empty() {
         let k = kinds[0];
-        let layers: Vec<u64> = by_layer.keys().copied().collect();
+        let layers: Vec<u64> = by_layer.iter().map(|(l, _)| *l).collect();
         let kind = if k.len() == 1 {
             k[0].clone()
         } else {

@@ -236,10 +236,18 @@ pub fn probe_logs(
         }
     }
     // Bound what is kept per source, newest first.
-    let mut per: BTreeMap<String, usize> = BTreeMap::new();
+    // (source, lines kept): a handful of sources, searched in order.
+    let mut per: Vec<(&str, usize)> = Vec::new();
     let mut keep = vec![false; cur.kept.len()];
     for (i, k) in cur.kept.iter().enumerate().rev() {
-        let n = per.entry(k.source.clone()).or_default();
+        let at = match per.iter().position(|(s, _)| *s == k.source) {
+            Some(at) => at,
+            None => {
+                per.push((&k.source, 0));
+                per.len() - 1
+            }
+        };
+        let n = &mut per[at].1;
         if *n < MAX_KEPT_PER_SOURCE {
             *n += 1;
             keep[i] = true;
