@@ -126,7 +126,7 @@ pub struct CompactReport<'a> {
     /// Non-passing findings (evidence dropped when even that does not fit).
     pub findings: Vec<Finding>,
     /// Every other check id and its status (`pass` or `skip`).
-    pub checks: BTreeMap<&'a str, Status>,
+    pub checks: BTreeMap<String, Status>,
     /// The metrics, as in the full report.
     pub metrics: &'a BTreeMap<String, Value>,
     /// A boot-file change waits for a reboot.
@@ -173,7 +173,7 @@ pub fn compact(r: &Report, brief: bool) -> CompactReport<'_> {
             }
             findings.push(f);
         } else {
-            checks.insert(f.id.as_str(), f.status);
+            checks.insert(f.id.clone(), f.status);
         }
     }
     CompactReport {
