@@ -77,8 +77,12 @@ struct Files {
 /// [`config::check_layer`].
 #[derive(Debug, Default, Deserialize)]
 struct Consumed {
-    secrets: Option<Secrets>,
-    files: Option<Files>,
+    // Defaulted structs rather than `Option`s (as in the config layer): the same reading
+    // without another toml option-deserializer copy per table.
+    #[serde(default)]
+    secrets: Secrets,
+    #[serde(default)]
+    files: Files,
 }
 
 /// What provisioning writes (or, for `--print-config`, would write).
@@ -324,8 +328,8 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
         crate::mqtt::parse_url(&cfg.mqtt.url)
             .map_err(|e| bad(find_key_line(text, "url"), format!("mqtt.url: {e}")))?;
     }
-    let s = consumed.secrets.unwrap_or_default();
-    let f = consumed.files.unwrap_or_default();
+    let s = consumed.secrets;
+    let f = consumed.files;
     let mqtt_set = |key: &str| {
         table
             .get("mqtt")
