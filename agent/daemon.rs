@@ -17,6 +17,7 @@ use rumqttc::v5::mqttbytes::QoS;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -195,7 +196,7 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
 
 /// Work finished on a blocking thread.
 enum Done {
-    Diagnosed(Result<Box<Diagnosis>, String>),
+    Diagnosed(Result<Arc<Diagnosis>, String>),
     Action {
         job: Box<Job>,
         name: String,
@@ -205,7 +206,7 @@ enum Done {
         detail: String,
         result: Value,
         /// A rescan's diagnosis: published as is, not run again.
-        diagnosis: Option<Box<Diagnosis>>,
+        diagnosis: Option<Arc<Diagnosis>>,
     },
 }
 
@@ -326,7 +327,9 @@ struct Agent {
     ready_sent: bool,
     summary: String,
     status_dropped: u64,
-    last_diagnosis: Option<Box<Diagnosis>>,
+    // Shared (Arc) with the action that uses it: never copied, and no copy of the whole
+    // Diagnosis's Clone code in the binary.
+    last_diagnosis: Option<Arc<Diagnosis>>,
     force_publish: bool,
     /// When discovery was last sent (at most once per [`HA_DISCOVERY_MIN_INTERVAL`]).
     last_discovery: Option<Instant>,
@@ -467,7 +470,7 @@ impl Agent {
         }
     }
 
-    fn set_report(&mut self, d: Box<Diagnosis>, force: bool) {
+    fn set_report(&mut self, d: Arc<Diagnosis>, force: bool) {
         let mut r = d.report.clone();
         crate::provision::annotate(&mut r); // the first-boot provisioning outcome, if any
         r.board_id = self.s.board.clone();
@@ -585,7 +588,7 @@ fn spawn_diagnose(s: &Setup, tx: &mpsc::UnboundedSender<Done>) {
     };
     spawn_blocking_job(Box::new(move || {
         let r = diagnose::diagnose_with(&root, &choice, &opts)
-            .map(Box::new)
+            .map(Arc::new)
             .map_err(|e| e.to_string());
         // Logs are read from the cursors on: persist them so a restart neither re-reads nor
         // counts a line twice.
@@ -605,7 +608,7 @@ fn spawn_blocking_job(job: Box<dyn FnOnce() + Send>) {
     tokio::task::spawn_blocking(job);
 }
 
-fn spawn_action(s: &Setup, job: Job, d: Option<Box<Diagnosis>>, tx: &mpsc::UnboundedSender<Done>) {
+fn spawn_action(s: &Setup, job: Job, d: Option<Arc<Diagnosis>>, tx: &mpsc::UnboundedSender<Done>) {
     let root = s.root.clone();
     let state = s.state.clone();
     let actions = s.actions.clone();
@@ -643,8 +646,8 @@ fn execute(
     choice: &ProfileChoice,
     cmd: Option<&CmdRef>,
     a: Action,
-    d: Option<Box<Diagnosis>>,
-) -> (bool, bool, String, Value, Option<Box<Diagnosis>>) {
+    d: Option<Arc<Diagnosis>>,
+) -> (bool, bool, String, Value, Option<Arc<Diagnosis>>) {
     if let Action::Rescan = a {
         return match diagnose::diagnose(root, choice) {
             Ok(d) => {
@@ -657,7 +660,7 @@ fn execute(
                     .map(|f| f.id.as_str())
                     .collect();
                 let result = json!({"health": r.health, "fail": fail});
-                (true, true, detail, result, Some(Box::new(d)))
+                (true, true, detail, result, Some(Arc::new(d)))
             }
             Err(e) => (false, true, e.to_string(), Value::Null, None),
         };
@@ -673,7 +676,7 @@ fn execute_action(
     choice: &ProfileChoice,
     cmd: Option<&CmdRef>,
     a: Action,
-    d: Option<Box<Diagnosis>>,
+    d: Option<Arc<Diagnosis>>,
 ) -> (bool, bool, String, Value) {
     let now = now_s();
     match a {
@@ -714,7 +717,7 @@ fn execute_action(
             let d = match d {
                 Some(d) => d,
                 None => match diagnose::diagnose(root, choice) {
-                    Ok(d) => Box::new(d),
+                    Ok(d) => Arc::new(d),
                     Err(e) => return (false, false, e.to_string(), Value::Null),
                 },
             };
@@ -1433,16 +1436,16 @@ fn preflight(
     s: &Setup,
     refused: &BTreeMap<String, String>,
     action: &Action,
-    d: Option<Box<Diagnosis>>,
-) -> Result<Option<Box<Diagnosis>>, String> {
+    d: Option<Arc<Diagnosis>>,
+) -> Result<Option<Arc<Diagnosis>>, String> {
     if let Some(why) = refused.get(action.name()) {
         return Err(why.clone());
     }
-    let diagnosis = |d: Option<Box<Diagnosis>>| -> Result<Box<Diagnosis>, String> {
+    let diagnosis = |d: Option<Arc<Diagnosis>>| -> Result<Arc<Diagnosis>, String> {
         match d {
             Some(d) => Ok(d),
             None => diagnose::diagnose(&s.root, &s.profile)
-                .map(Box::new)
+                .map(Arc::new)
                 .map_err(|e| e.to_string()),
         }
     };
