@@ -216,7 +216,7 @@ static PROFILES: Spec = Spec {
         },
         &Spec {
             name: "show",
-            about: "A profile's full TOML-equivalent content.",
+            about: "A profile's TOML text, as loaded.",
             opts: &[PROFILES_ROOT],
             args: &[Pos {
                 name: "ID",
@@ -515,7 +515,7 @@ pub enum ProfilesAction {
         /// Read /etc/npu-agent/profiles.d under this directory.
         root: PathBuf,
     },
-    /// A profile's full TOML-equivalent content.
+    /// A profile's TOML text, as loaded (the built-in file or the profiles.d one replacing it).
     Show {
         /// Profile id.
         id: String,
