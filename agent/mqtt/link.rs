@@ -581,6 +581,12 @@ impl Link {
     /// Acknowledges a handled message ([`LinkOptions::ack_when_handled`]). `Ok(true)`: queued;
     /// `Ok(false)`: nothing to send, the connection it came on has ended (the broker delivers
     /// it again); `Err`: the request queue is full, try again later.
+    ///
+    /// An acknowledgement never reaches a later connection: when a connection fails, rumqttc's
+    /// `EventLoop::clean` drops the PUBACKs still queued, and a clean-start CONNACK (session never
+    /// present) clears what it kept (PUBRECs); the polling task then takes a new connection number
+    /// in the same poll, before any other task of the current-thread runtime can run, so an `ack`
+    /// of the old connection queued afterwards is refused here.
     pub fn try_ack(&self, ack: &Ack) -> Result<bool, String> {
         if ack.connection != self.connection.load(Ordering::Relaxed) {
             return Ok(false);
