@@ -541,30 +541,46 @@ fn run_os(args: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> i32 
     // `fleet watch` may home the cursor and clear the screen, to redraw its table.
     let mut out = crate::term::TerminalSafe::new(out);
     let mut err = crate::term::TerminalSafe::new(err);
-    let cli = match parse_os(args) {
-        Ok(c) => c,
+    let code = match parse_os(args) {
+        Ok(cli) => {
+            if redraws(&cli.command) {
+                out = out.with_redraw();
+            }
+            let (o, e): (&mut dyn Write, &mut dyn Write) = (&mut out, &mut err);
+            match cli.command {
+                Command::Check(a) => check(a, o, e),
+                Command::Profiles { action } => profiles(action, o, e),
+                Command::Compact(a) => compact(a, o, e),
+                Command::Cma { action } => cma(action, o, e),
+                Command::Run(a) => crate::cli_ops::run(a, o, e),
+                Command::Fleet { action } => crate::cli_ops::fleet(action, o, e),
+                Command::Keygen { out: path } => crate::cli_ops::keygen(&path, o, e),
+                Command::Capture(a) => capture(a, o, e),
+            }
+        }
         Err(ParseError::Help(text) | ParseError::Version(text)) => {
             let _ = write!(out, "{text}");
-            return EXIT_OK;
+            EXIT_OK
         }
         Err(ParseError::Usage(e)) => {
             let _ = write!(err, "{e}");
             return EXIT_USAGE;
         }
     };
-    if redraws(&cli.command) {
-        out = out.with_redraw();
-    }
-    let (out, err): (&mut dyn Write, &mut dyn Write) = (&mut out, &mut err);
-    match cli.command {
-        Command::Check(a) => check(a, out, err),
-        Command::Profiles { action } => profiles(action, out, err),
-        Command::Compact(a) => compact(a, out, err),
-        Command::Cma { action } => cma(action, out, err),
-        Command::Run(a) => crate::cli_ops::run(a, out, err),
-        Command::Fleet { action } => crate::cli_ops::fleet(action, out, err),
-        Command::Keygen { out: path } => crate::cli_ops::keygen(&path, out, err),
-        Command::Capture(a) => capture(a, out, err),
+    // Output that did not all reach stdout is not a success: a report cut short by a full disk
+    // must not be taken for a whole one (the Prometheus textfile unit keeps its file only when
+    // the exit code is 0 or 1). A closed pipe (`| head`) is the reader's choice: no message.
+    let _ = out.flush();
+    match out.write_error() {
+        None | Some(std::io::ErrorKind::BrokenPipe) => code,
+        Some(kind) => {
+            let _ = writeln!(
+                err,
+                "npu-agent: cannot write the output: {}",
+                std::io::Error::from(kind)
+            );
+            code.max(EXIT_USAGE)
+        }
     }
 }
 
@@ -581,11 +597,15 @@ pub fn redraws(command: &Command) -> bool {
 
 /// `--root DIR` must be a directory: otherwise says so on `err` and gives the usage exit code
 /// ([`EXIT_USAGE`]) for the caller to return.
-fn require_root_dir(root: &std::path::Path, err: &mut dyn Write) -> Result<(), i32> {
+pub(crate) fn require_root_dir(root: &std::path::Path, err: &mut dyn Write) -> Result<(), i32> {
     if root.is_dir() {
         return Ok(());
     }
-    let _ = writeln!(err, "npu-agent: --root {}: not a directory", root.display());
+    if root.as_os_str().is_empty() {
+        let _ = writeln!(err, "npu-agent: --root is empty: give a directory");
+    } else {
+        let _ = writeln!(err, "npu-agent: --root {}: not a directory", root.display());
+    }
     Err(EXIT_USAGE)
 }
 
@@ -603,12 +623,13 @@ fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         return EXIT_USAGE;
     }
     let root = SysRoot::new(&a.root);
-    match crate::capture::capture(
-        &root,
-        &ProfileChoice::parse(&a.profile),
-        &a.out,
-        !a.no_redact,
-    ) {
+    let choice = ProfileChoice::parse(&a.profile);
+    // A --profile that names no profile is the user's mistake, as for `check`: no bundle.
+    if let Err(e) = crate::diagnose::check_choice(&root, &choice) {
+        let _ = writeln!(err, "npu-agent: {e}");
+        return EXIT_USAGE;
+    }
+    match crate::capture::capture(&root, &choice, &a.out, !a.no_redact) {
         Ok(s) => {
             let m = &s.manifest;
             let _ = writeln!(
@@ -903,6 +924,9 @@ fn profiles(action: ProfilesAction, out: &mut dyn Write, err: &mut dyn Write) ->
     let root_dir = match &action {
         ProfilesAction::List { root } | ProfilesAction::Show { root, .. } => root.clone(),
     };
+    if let Err(code) = require_root_dir(&root_dir, err) {
+        return code;
+    }
     let root = SysRoot::new(&root_dir);
     let (all, errors) = profile::load_all_with_text(&root);
     for e in &errors {

@@ -104,7 +104,12 @@ pub static FLEET: Spec = Spec {
                     "FILE",
                     "Ed25519 private key (from `npu-agent keygen`) to sign the command with.",
                 ),
-                Opt::text("wait", "SECS", "Seconds to wait for the final state.").default("30"),
+                Opt::text(
+                    "wait",
+                    "SECS",
+                    "Seconds to wait for the final state (at most 86400).",
+                )
+                .default("30"),
             ],
             args: &[Pos {
                 name: "ACTION",
@@ -118,6 +123,10 @@ pub static FLEET: Spec = Spec {
 };
 
 /// `run` options.
+/// The longest `fleet send --wait`, seconds (a day): a longer wait is a typo, and a deadline
+/// past what the clock can hold would end the command with an overflow.
+pub const MAX_WAIT_S: u64 = 86_400;
+
 #[derive(Debug)]
 pub struct RunArgs {
     /// Config file instead of /etc/npu-agent/agent.toml (drop-ins, the first-boot file and
@@ -208,12 +217,20 @@ impl FleetAction {
             });
         }
         let wait = text("wait")?;
-        let wait = wait.parse::<u64>().map_err(|e| {
-            m.error(
-                ErrorKind::InvalidValue,
-                format!("invalid value '{wait}' for '--wait <SECS>': {e}"),
-            )
-        })?;
+        let wait = wait
+            .parse::<u64>()
+            .map_err(|e| e.to_string())
+            .and_then(|s| {
+                (s <= MAX_WAIT_S)
+                    .then_some(s)
+                    .ok_or_else(|| format!("at most {MAX_WAIT_S} seconds (a day)"))
+            })
+            .map_err(|e| {
+                m.error(
+                    ErrorKind::InvalidValue,
+                    format!("invalid value '{wait}' for '--wait <SECS>': {e}"),
+                )
+            })?;
         Ok(FleetAction::Send {
             action: m.positional(0)?,
             args: m.texts("arg")?,
@@ -232,6 +249,11 @@ pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let env: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("NPU_AGENT_"))
         .collect();
+    if let Some(r) = &a.root {
+        if let Err(code) = crate::cli::require_root_dir(r, err) {
+            return code;
+        }
+    }
     // The root decides where the config is read: --root first, else the config's own default /.
     let root_dir = a.root.clone().unwrap_or_else(|| PathBuf::from("/"));
     // First-boot provisioning (agent/provision.rs) before the config is read; --print-config only looks.

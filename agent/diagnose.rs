@@ -115,6 +115,38 @@ pub fn diagnose(root: &SysRoot, choice: &ProfileChoice) -> Result<Diagnosis, Dia
     diagnose_with(root, choice, &DiagnoseOptions::default())
 }
 
+/// Whether an explicit `--profile` choice can be used on `root`: an id that no profile has, or a
+/// profile file that cannot be read or parsed, is the same error [`diagnose_with`] gives.
+/// `Auto` is always usable (detection falls back to `generic`).
+///
+/// Errors: [`DiagnoseError::UnknownProfile`], [`DiagnoseError::ProfileFile`],
+/// [`DiagnoseError::Profile`].
+pub fn check_choice(root: &SysRoot, choice: &ProfileChoice) -> Result<(), DiagnoseError> {
+    match choice {
+        ProfileChoice::Auto => Ok(()),
+        ProfileChoice::Id(id) => {
+            let (profiles, _) = profile::load_all(root);
+            if profiles.iter().any(|p| &p.id == id) {
+                Ok(())
+            } else {
+                Err(DiagnoseError::UnknownProfile {
+                    id: id.clone(),
+                    available: ids(&profiles),
+                })
+            }
+        }
+        ProfileChoice::File(path) => {
+            let text = crate::config::read_host_text(path, crate::config::MAX_CONFIG_BYTES)
+                .map_err(|source| DiagnoseError::ProfileFile {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+            profile::parse_profile(&path.display().to_string(), &text)?;
+            Ok(())
+        }
+    }
+}
+
 /// [`diagnose`] with options.
 pub fn diagnose_with(
     root: &SysRoot,

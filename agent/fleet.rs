@@ -228,7 +228,10 @@ async fn send_async(
         topics::command(root, "+", &a.action, cmd_id)
     };
     let mut link = Link::start(&opts);
-    let deadline = Instant::now() + Duration::from_secs(a.wait_s);
+    // The command line allows at most a day; a caller of this function may pass more.
+    let deadline = Instant::now()
+        .checked_add(Duration::from_secs(a.wait_s))
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(crate::cli_ops::MAX_WAIT_S));
     let mut sent = false;
     let mut finals: BTreeMap<String, CmdStatus> = BTreeMap::new();
     let mut online: BTreeMap<String, bool> = BTreeMap::new();

@@ -35,6 +35,8 @@ pub struct TerminalSafe<W: Write> {
     inner: W,
     state: State,
     redraw: bool,
+    /// The first write or flush error of `inner` ([`TerminalSafe::write_error`]).
+    error: Option<io::ErrorKind>,
 }
 
 impl<W: Write> TerminalSafe<W> {
@@ -44,7 +46,15 @@ impl<W: Write> TerminalSafe<W> {
             inner,
             state: State::Normal,
             redraw: false,
+            error: None,
         }
+    }
+
+    /// The kind of the first error writing or flushing `inner` returned, if any: callers that
+    /// ignore single write results (a report line) still learn that the output is incomplete
+    /// (a full disk under a `.prom` file, a closed pipe).
+    pub fn write_error(&self) -> Option<io::ErrorKind> {
+        self.error
     }
 
     /// Also lets cursor home and clear screen through: only for `fleet watch`, which redraws its
@@ -115,12 +125,17 @@ impl<W: Write> TerminalSafe<W> {
 impl<W: Write> Write for TerminalSafe<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let filtered = self.filter(buf);
-        self.inner.write_all(&filtered)?;
+        if let Err(e) = self.inner.write_all(&filtered) {
+            self.error.get_or_insert(e.kind());
+            return Err(e);
+        }
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
+        self.inner.flush().inspect_err(|e| {
+            self.error.get_or_insert(e.kind());
+        })
     }
 }
 

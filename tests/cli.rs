@@ -746,3 +746,152 @@ fn readme_command_table_lists_every_option() {
     }
     assert_eq!(leaves, 11, "commands without subcommands");
 }
+
+/// Output that does not reach stdout is an error (exit 2 and a message), so a full disk under
+/// the Prometheus textfile cannot leave a truncated report that looks whole.
+#[test]
+fn output_lost_on_a_full_disk_is_an_error() {
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("open /dev/full")
+    };
+    let root = case("own-rk3588-opi5plus-rknpu-0.9.8-healthy");
+    for args in [
+        vec!["check", "--root", root.as_str()],
+        vec!["check", "--root", root.as_str(), "--format", "prometheus"],
+        vec!["--help"],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+            .args(&args)
+            .stdout(full())
+            .output()
+            .expect("run npu-agent");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("cannot write the output"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
+    // The same commands with a working stdout succeed.
+    assert_eq!(agent(&["check", "--root", &root]).status.code(), Some(0));
+}
+
+/// Arguments that are well-formed but unusable are usage errors (exit 2, nothing written):
+/// a --root that is no directory for every command that takes one, a --profile that names no
+/// profile for `capture` as for `check`, a `fleet send --wait` past a day.
+#[test]
+fn unusable_roots_profiles_and_waits_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.display().to_string();
+    for args in [
+        vec![
+            "run",
+            "--print-config",
+            "--root",
+            "/nonexistent-npu-agent-root",
+        ],
+        vec!["run", "--print-config", "--root="],
+        vec!["profiles", "list", "--root", "/nonexistent-npu-agent-root"],
+        vec!["profiles", "show", "generic", "--root", file.as_str()],
+    ] {
+        let o = agent(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--root"), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    }
+    assert!(stderr(&agent(&["profiles", "list", "--root="])).contains("--root is empty"));
+
+    let out = dir.path().join("bundle.tar.gz");
+    let root = case("own-rk3588-opi5plus-rknpu-0.9.8-healthy");
+    let o = agent(&[
+        "capture",
+        "--out",
+        &out.display().to_string(),
+        "--root",
+        &root,
+        "--profile",
+        "no-such-profile",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no-such-profile"), "{}", stderr(&o));
+    assert!(!out.exists(), "a bundle was written for an unknown profile");
+
+    let o = agent(&[
+        "fleet",
+        "send",
+        "rescan",
+        "--all",
+        "--broker",
+        "mqtt://127.0.0.1:1",
+        "--wait",
+        "18446744073709551615",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("at most 86400"), "{}", stderr(&o));
+}
+
+/// The daemon's helper threads log (here: the state directory is a file, so the log cursors
+/// cannot be kept) while the main thread runs: neither may block the other, and SIGTERM ends it.
+/// A stderr lock held by the main thread for the whole run once hung the daemon for ever here.
+#[test]
+fn run_logs_from_helper_threads_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let status = Command::new("cp")
+        .args(["-a", &case("own-rk3588-opi5plus-rknpu-0.9.8-healthy")])
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::create_dir_all(root.join("var/lib")).unwrap();
+    let _ = std::fs::remove_dir_all(root.join("var/lib/npu-agent"));
+    std::fs::write(root.join("var/lib/npu-agent"), "not a directory").unwrap();
+    let err_path = dir.path().join("stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        .args(["run", "--root"])
+        .arg(&root)
+        .env("NPU_AGENT_MQTT_URL", "mqtt://127.0.0.1:1")
+        .env("NPU_AGENT_BOARD_ID", "helper-log-test")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let logged = |what: &str| {
+        std::fs::read_to_string(&err_path)
+            .unwrap_or_default()
+            .contains(what)
+    };
+    let t0 = std::time::Instant::now();
+    while !logged("cannot persist the log cursors") && t0.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let t1 = std::time::Instant::now();
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        if t1.elapsed().as_secs() >= 15 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "npu-agent run did not stop within 15 s of SIGTERM: {}",
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let log = std::fs::read_to_string(&err_path).unwrap();
+    assert!(log.contains("cannot persist the log cursors"), "{log}");
+    assert!(log.contains("stopping signal=SIGTERM"), "{log}");
+    assert_eq!(code, Some(0), "{log}");
+}
