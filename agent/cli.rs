@@ -1240,6 +1240,13 @@ mod parse_tests {
             (&["frobnicate"], ErrorKind::UnknownCommand, "unrecognized subcommand 'frobnicate'"),
             (&["cma", "edit"], ErrorKind::UnknownCommand, "unrecognized subcommand 'edit'"),
             (&["help", "nope"], ErrorKind::UnknownCommand, "unrecognized subcommand 'nope'"),
+            (&["chek"], ErrorKind::UnknownCommand, "unrecognized subcommand 'chek'; did you mean 'check'?"),
+            (&["Check"], ErrorKind::UnknownCommand, "unrecognized subcommand 'Check'; did you mean 'check'?"),
+            (&["fleet", "sned"], ErrorKind::UnknownCommand, "unrecognized subcommand 'sned'; did you mean 'send'?"),
+            (&["help", "cma", "shwo"], ErrorKind::UnknownCommand, "unrecognized subcommand 'shwo'; did you mean 'show'?"),
+            (&["check", "--rooot", "x"], ErrorKind::UnexpectedArgument, "unexpected argument '--rooot' found; did you mean '--root'?"),
+            (&["check", "--form", "json"], ErrorKind::UnexpectedArgument, "unexpected argument '--form' found; did you mean '--format'?"),
+            (&["check", "--zzzzzz"], ErrorKind::UnexpectedArgument, "unexpected argument '--zzzzzz' found"),
             (&["check", "--root"], ErrorKind::MissingValue, "a value is required for '--root <DIR>' but none was supplied"),
             (&["check", "--root", "--profile", "x"], ErrorKind::MissingValue, "a value is required for '--root <DIR>' but none was supplied"),
             (&["check", "--root", "--", "x"], ErrorKind::MissingValue, "a value is required for '--root <DIR>' but none was supplied"),
@@ -1393,6 +1400,14 @@ mod parse_tests {
             let h = help(&[&path[..], &["--help"]].concat());
             assert_eq!(h, help(&[&path[..], &["-h"]].concat()), "{path:?}");
             assert_eq!(h, help(&[&["help"][..], &path[..]].concat()), "{path:?}");
+            // `help ... help`, `help ... -h`: the same text (help on help).
+            for tail in ["help", "-h", "--help"] {
+                assert_eq!(
+                    h,
+                    help(&[&["help"][..], &path[..], &[tail]].concat()),
+                    "{path:?}"
+                );
+            }
             let name = std::iter::once("npu-agent")
                 .chain(path.iter().copied())
                 .collect::<Vec<_>>()

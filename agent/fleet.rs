@@ -686,6 +686,7 @@ async fn watch_async(
     let mut retained_statuses: usize = 0;
     let mut fell_back = false;
     let mut connected = false;
+    let mut said_unreachable = false;
     let mut last_error = String::new();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
     // Board ids with a retained availability (all passes; this pass), and with any status.
@@ -793,6 +794,17 @@ async fn watch_async(
                 link.abort();
                 return EXIT_FAILED;
             }
+        } else if !connected
+            && !said_unreachable
+            && link_started.elapsed() > Duration::from_secs(10)
+        {
+            // The live table keeps trying, but says why it shows nothing (once per outage).
+            let _ = writeln!(
+                err,
+                "npu-agent: cannot reach {}: {last_error}; still trying",
+                a.broker
+            );
+            said_unreachable = true;
         }
         let ev = match tokio::time::timeout(Duration::from_millis(100), link.events.recv()).await {
             Ok(Some(ev)) => Some(ev),
@@ -812,6 +824,10 @@ async fn watch_async(
             }
             Some(LinkEvent::Connected { .. }) => {
                 connected = true;
+                if said_unreachable {
+                    let _ = writeln!(err, "npu-agent: connected to {}", a.broker);
+                    said_unreachable = false;
+                }
                 // QoS 0 subscriptions: mosquitto writes a subscription's retained messages out
                 // at once and drops what does not fit in the socket's buffers plus
                 // max_queued_messages packets; over QoS 1 a dropped packet would also stay "in

@@ -895,3 +895,34 @@ fn run_logs_from_helper_threads_and_stops_on_sigterm() {
     assert!(log.contains("stopping signal=SIGTERM"), "{log}");
     assert_eq!(code, Some(0), "{log}");
 }
+
+/// The live `fleet watch` keeps trying an unreachable broker, but says so on stderr (it used to
+/// show nothing at all, for ever).
+#[test]
+fn live_fleet_watch_says_when_the_broker_cannot_be_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let err_path = dir.path().join("stderr");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        .args(["fleet", "watch", "--broker", "mqtt://127.0.0.1:1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let mut text = String::new();
+    while t0.elapsed().as_secs() < 30 {
+        text = std::fs::read_to_string(&err_path).unwrap_or_default();
+        if text.contains("cannot reach") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let still_running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        text.contains("cannot reach mqtt://127.0.0.1:1") && text.contains("still trying"),
+        "{text}"
+    );
+    assert!(still_running, "the live watch gave up: {text}");
+}

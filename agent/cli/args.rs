@@ -397,18 +397,27 @@ pub fn parse(top: &'static Spec, args: Vec<OsString>) -> Result<Parsed, UsageErr
                             spec,
                             &path,
                             ErrorKind::UnknownCommand,
-                            format!("unrecognized subcommand '{name}'"),
+                            format!(
+                                "unrecognized subcommand '{name}'{}",
+                                did_you_mean(&name, spec.commands.iter().map(|c| c.name))
+                            ),
                         ))
                     }
                 }
             }
         };
         let Some(i) = index else {
+            let tip = match shown.strip_prefix("--") {
+                Some(name) => {
+                    did_you_mean(name, spec.opts.iter().map(|o| o.long)).replacen("'", "'--", 1)
+                }
+                None => String::new(),
+            };
             return Err(err(
                 spec,
                 &path,
                 ErrorKind::UnexpectedArgument,
-                format!("unexpected argument '{shown}' found"),
+                format!("unexpected argument '{shown}' found{tip}"),
             ));
         };
         let opt = &spec.opts[i];
@@ -565,6 +574,39 @@ fn next_value(p: &mut lexopt::Parser, hyphen_values: bool) -> Option<OsString> {
 }
 
 /// `help [COMMAND]…` under `spec`: the help of the command the remaining words name.
+/// `"; did you mean 'NAME'?"` for the known name closest to a mistyped `given` (letter case
+/// ignored): one it begins (two letters at least), or one at most about a third of its letters
+/// away (changed, inserted or removed); an empty string when none is that close.
+fn did_you_mean<'a>(given: &str, known: impl Iterator<Item = &'a str>) -> String {
+    let given = given.to_ascii_lowercase();
+    let limit = given.chars().count().div_ceil(3).max(1);
+    known
+        .map(|k| {
+            let prefix = given.len() >= 2 && k.starts_with(given.as_str());
+            (if prefix { 0 } else { edit_distance(&given, k) }, k)
+        })
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| format!("; did you mean '{k}'?"))
+        .unwrap_or_default()
+}
+
+/// Levenshtein distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
 fn help_for(
     top: &'static Spec,
     mut spec: &'static Spec,
@@ -589,6 +631,10 @@ fn help_for(
             lexopt::Arg::Long(l) => format!("--{l}"),
             lexopt::Arg::Short(c) => format!("-{c}"),
         };
+        if matches!(name.as_str(), "help" | "--help" | "-h") {
+            // `help help`, `help -h`: the help of the level reached so far.
+            return Ok(help_text(top, spec, &path));
+        }
         match spec.commands.iter().find(|c| c.name == name) {
             Some(sub) => {
                 spec = sub;
@@ -597,7 +643,10 @@ fn help_for(
             None => {
                 return Err(UsageError {
                     kind: ErrorKind::UnknownCommand,
-                    message: format!("unrecognized subcommand '{name}'"),
+                    message: format!(
+                        "unrecognized subcommand '{name}'{}",
+                        did_you_mean(&name, spec.commands.iter().map(|c| c.name))
+                    ),
                     usage: usage_line(top, spec, &path),
                     help: None,
                 })
