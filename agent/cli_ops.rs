@@ -200,14 +200,41 @@ impl FleetAction {
     /// From the parsed `fleet watch` or `fleet send` arguments.
     ///
     /// Errors: [`ErrorKind::InvalidValue`] for a `--wait` that is not a whole number of
-    /// seconds; [`ErrorKind::NotUtf8`].
+    /// seconds up to a day, a `--board` or `--topic-root` that is not a usable topic level;
+    /// [`ErrorKind::NotUtf8`].
     pub(crate) fn from_matches(m: &Matches) -> Result<FleetAction, UsageError> {
         let text =
             |long: &str| -> Result<String, UsageError> { Ok(m.text(long)?.unwrap_or_default()) };
+        // Topic levels the fleet's topics are built from: a wildcard or an extra level would
+        // make the operator publish or subscribe somewhere no board is.
+        let level = |long: &str, value: String, root: bool| -> Result<String, UsageError> {
+            let problem = if value.len() > config::MAX_NAME_BYTES {
+                Some(format!("longer than {} bytes", config::MAX_NAME_BYTES))
+            } else if value.contains(['+', '#', '\0']) {
+                Some("an MQTT topic may not hold '+', '#' or NUL here".to_string())
+            } else if root && (value.starts_with('/') || value.ends_with('/')) {
+                Some("a topic root may not start or end with '/'".to_string())
+            } else if !root && (value.is_empty() || value.contains('/')) {
+                Some("a board id is one non-empty topic level, without '/'".to_string())
+            } else {
+                None
+            };
+            match problem {
+                None => Ok(value),
+                Some(p) => Err(m.error(
+                    ErrorKind::InvalidValue,
+                    format!(
+                        "invalid value '{}' for '--{long}': {p}",
+                        crate::report::clean(&value)
+                    ),
+                )),
+            }
+        };
+        let topic_root = level("topic-root", text("topic-root")?, true)?;
         if m.commands.last() == Some(&"watch") {
             return Ok(FleetAction::Watch {
                 broker: text("broker")?,
-                topic_root: text("topic-root")?,
+                topic_root,
                 once: m.flag("once"),
                 format: if text("format")? == "json" {
                     WatchFormat::Json
@@ -234,10 +261,13 @@ impl FleetAction {
         Ok(FleetAction::Send {
             action: m.positional(0)?,
             args: m.texts("arg")?,
-            board: m.text("board")?,
+            board: m
+                .text("board")?
+                .map(|b| level("board", b, false))
+                .transpose()?,
             all: m.flag("all"),
             broker: text("broker")?,
-            topic_root: text("topic-root")?,
+            topic_root,
             key: m.path("key"),
             wait,
         })
