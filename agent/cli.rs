@@ -265,7 +265,8 @@ static CMA: Spec = Spec {
         &Spec {
             name: "show",
             about: "The cma= in the boot file, on /proc/cmdline, the pool in effect (CmaTotal), \
-                    and the verdict: not set, pending reboot, overridden, in effect. Exit 0.",
+                    and the verdict: not set, pending reboot, overridden, in effect. Exit 0; 2 usage \
+                    error (a --root that is not a directory, a --profile that names no profile).",
             opts: &[
                 Opt::path("root", "DIR", "Read every file under DIR instead of /.").default("/"),
                 PROFILE,
@@ -304,7 +305,8 @@ static CAPTURE: Spec = Spec {
             workloads' journal as files, page size, uname and a manifest; redacted unless \
             --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Never \
             overwrites FILE unless --force. Exit 0 written, 1 could not write, 2 usage error \
-            (such as a --root that is not a directory, or FILE exists).",
+            (such as a --root that is not a directory, a --profile that names no profile, or \
+            FILE exists).",
     opts: &[
         Opt::path(
             "out",

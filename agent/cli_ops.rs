@@ -41,14 +41,18 @@ const TOPIC_ROOT: Opt = Opt::text("topic-root", "TOPIC_ROOT", "Topic root.").def
 /// `npu-agent fleet`: `watch` and `send`, their options and help.
 pub static FLEET: Spec = Spec {
     name: "fleet",
-    about: "Operator side: watch the fleet's status, or send a command to one board or all.",
+    about: "Operator side: watch the fleet's status, or send a command to one board or all. For \
+            mqtts:// brokers the CA, client certificate and credentials come from the \
+            NPU_AGENT_MQTT_CA_FILE, NPU_AGENT_MQTT_CERT_FILE, NPU_AGENT_MQTT_KEY_FILE, \
+            NPU_AGENT_MQTT_USERNAME and NPU_AGENT_MQTT_PASSWORD_FILE.",
     opts: &[],
     args: &[],
     commands: &[
         &Spec {
             name: "watch",
-            about: "A live table of every board (health, worst findings, CMA free, last seen, \
-                    online).",
+            about: "A live table of every board (health, worst findings, CMA free, hottest \
+                    zone SOC_C, under-voltage UV, last seen, online). Exit 0; 1 broker \
+                    unreachable for 10 s or list incomplete (--once); 2 usage error.",
             opts: &[
                 Opt::text(
                     "broker",
