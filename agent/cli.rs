@@ -1255,6 +1255,7 @@ mod parse_tests {
             (&["check", "--form", "json"], ErrorKind::UnexpectedArgument, "unexpected argument '--form' found; did you mean '--format'?"),
             (&["check", "--zzzzzz"], ErrorKind::UnexpectedArgument, "unexpected argument '--zzzzzz' found"),
             (&["check", "--root"], ErrorKind::MissingValue, "a value is required for '--root <DIR>' but none was supplied"),
+            (&["check", "--root", "-d"], ErrorKind::MissingValue, "a value is required for '--root <DIR>' but none was supplied; a value starting with '-' must be attached: '--root=-d'"),
             (&["check", "--root", "--profile", "x"], ErrorKind::MissingValue, "a value is required for '--root <DIR>' but none was supplied"),
             (&["check", "--root", "--", "x"], ErrorKind::MissingValue, "a value is required for '--root <DIR>' but none was supplied"),
             (&["compact", "--dry-run=yes"], ErrorKind::UnexpectedValue, "unexpected value 'yes' for '--dry-run' found; no more were expected"),

@@ -457,12 +457,25 @@ pub fn parse(top: &'static Spec, args: Vec<OsString>) -> Result<Parsed, UsageErr
             None => next_value(&mut p, opt.hyphen_values),
         };
         let Some(value) = value else {
+            // `--root -d`: the next argument was taken for an option; say how to pass it.
+            let attach = p
+                .raw_args()
+                .ok()
+                .and_then(|mut raw| raw.peek().map(|v| v.to_string_lossy().into_owned()))
+                .filter(|v| v.len() > 1 && v.starts_with('-') && !v.starts_with("--"))
+                .map(|v| {
+                    format!(
+                        "; a value starting with '-' must be attached: '--{}={v}'",
+                        opt.long
+                    )
+                })
+                .unwrap_or_default();
             return Err(err(
                 spec,
                 &path,
                 ErrorKind::MissingValue,
                 format!(
-                    "a value is required for '{}' but none was supplied",
+                    "a value is required for '{}' but none was supplied{attach}",
                     opt.display()
                 ),
             ));
@@ -573,7 +586,6 @@ fn next_value(p: &mut lexopt::Parser, hyphen_values: bool) -> Option<OsString> {
     raw.next()
 }
 
-/// `help [COMMAND]…` under `spec`: the help of the command the remaining words name.
 /// `"; did you mean 'NAME'?"` for the known name closest to a mistyped `given` (letter case
 /// ignored): one it begins (two letters at least), or one at most about a third of its letters
 /// away (changed, inserted or removed); an empty string when none is that close.
@@ -607,6 +619,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// `help [COMMAND]…` under `spec`: the help of the command the remaining words name.
 fn help_for(
     top: &'static Spec,
     mut spec: &'static Spec,
