@@ -461,7 +461,7 @@ pub fn parse(top: &'static Spec, args: Vec<OsString>) -> Result<Parsed, UsageErr
             let attach = p
                 .raw_args()
                 .ok()
-                .and_then(|mut raw| raw.peek().map(|v| v.to_string_lossy().into_owned()))
+                .and_then(|raw| raw.peek().map(|v| v.to_string_lossy().into_owned()))
                 .filter(|v| v.len() > 1 && v.starts_with('-') && !v.starts_with("--"))
                 .map(|v| {
                     format!(
