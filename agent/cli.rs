@@ -802,6 +802,20 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             EXIT_OK
         }
         CmaAction::Set { size, dry_run, .. } => {
+            // A SIZE that is no size at all is the user's typo (exit 2 on stderr), not a refusal
+            // by the board or the gate (exit 1): nothing is asked of the gate for it.
+            if let Err(
+                e @ (crate::action::bootedit::SizeError::Syntax(_)
+                | crate::action::bootedit::SizeError::Octal { .. }),
+            ) = crate::action::bootedit::parse_cma_size(&size)
+            {
+                let _ = writeln!(
+                    err,
+                    "npu-agent: cma set: {}",
+                    crate::report::clean(&e.to_string())
+                );
+                return EXIT_USAGE;
+            }
             let gate_action = crate::mqtt::command::Action::SetCma { size: size.clone() };
             let board_refused = d
                 .profile

@@ -77,6 +77,14 @@ fn cma_show_set_dry_run_and_set() {
         out.starts_with("refused: 64 GiB is more than 25% of RAM"),
         "{out}"
     );
+
+    // A SIZE that is no size is a usage error (stderr, exit 2), not a refusal.
+    for (size, says) in [("lots", "is not a size"), ("0256M", "octal")] {
+        let (code, out, err) = run(&["cma", "set", size, "--root", root, "--dry-run"]);
+        assert_eq!(code, 2, "{size}: {out}{err}");
+        assert!(out.is_empty(), "{size}: {out}");
+        assert!(err.contains(says), "{size}: {err}");
+    }
 }
 
 #[test]
