@@ -910,7 +910,9 @@ fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             let _ = write!(out, "{}", crate::prometheus::render(r));
         }
         Format::Text => {
-            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            // no-color.org: NO_COLOR turns colour off when set to a non-empty value.
+            let color = std::io::stdout().is_terminal()
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
             let _ = write!(
                 out,
                 "{}",

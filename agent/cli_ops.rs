@@ -409,6 +409,13 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
 
 /// `npu-agent keygen --out FILE`.
 pub fn keygen(path: &std::path::Path, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    if path.as_os_str().is_empty() {
+        let _ = writeln!(
+            err,
+            "npu-agent: --out is empty: give the private key's file name"
+        );
+        return EXIT_USAGE;
+    }
     match crate::mqtt::command::keygen(path) {
         Ok(pubp) => {
             let _ = writeln!(

@@ -234,7 +234,7 @@ pub fn status_payload(
     Err(smallest)
 }
 
-/// Text colours, on only when writing to a terminal (and `NO_COLOR` is unset).
+/// Text colours, on only when writing to a terminal (and `NO_COLOR` is unset or empty).
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
     /// Emit ANSI colours.

@@ -805,6 +805,9 @@ fn unusable_roots_profiles_and_waits_are_usage_errors() {
         assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
     }
     assert!(stderr(&agent(&["profiles", "list", "--root="])).contains("--root is empty"));
+    let o = agent(&["keygen", "--out="]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--out is empty"), "{}", stderr(&o));
 
     let out = dir.path().join("bundle.tar.gz");
     let root = case("own-rk3588-opi5plus-rknpu-0.9.8-healthy");
