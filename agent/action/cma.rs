@@ -349,9 +349,14 @@ impl CmaSetReport {
         }
     }
 
-    fn stop(mut self, outcome: CmaSetOutcome, error: impl Into<String>) -> Self {
+    fn stop(self, outcome: CmaSetOutcome, error: impl Into<String>) -> Self {
+        self.stop_with(outcome, error.into())
+    }
+
+    #[inline(never)]
+    fn stop_with(mut self, outcome: CmaSetOutcome, error: String) -> Self {
         self.outcome = outcome;
-        self.error = error.into();
+        self.error = error;
         self
     }
 }

@@ -149,10 +149,16 @@ pub struct Finding {
 impl Finding {
     /// A finding with no observations yet.
     pub fn new(id: &str, status: Status, summary: impl Into<String>) -> Self {
+        Finding::with_summary(id, status, summary.into())
+    }
+
+    // One copy of the constructor for every caller (the generic `new` only converts).
+    #[inline(never)]
+    fn with_summary(id: &str, status: Status, summary: String) -> Self {
         Finding {
             id: id.to_string(),
             status,
-            summary: summary.into(),
+            summary,
             observed: BTreeMap::new(),
             expected: BTreeMap::new(),
             remedy: String::new(),
@@ -167,19 +173,24 @@ impl Finding {
 
     /// Adds an observed value.
     pub fn observed(mut self, key: &str, v: impl Into<Value>) -> Self {
-        self.observed.insert(key.to_string(), v.into());
+        put_value(&mut self.observed, key, v.into());
         self
     }
 
     /// Adds an expected value.
     pub fn expected(mut self, key: &str, v: impl Into<Value>) -> Self {
-        self.expected.insert(key.to_string(), v.into());
+        put_value(&mut self.expected, key, v.into());
         self
     }
 
     /// Sets the remedy.
-    pub fn remedy(mut self, r: impl Into<String>) -> Self {
-        self.remedy = r.into();
+    pub fn remedy(self, r: impl Into<String>) -> Self {
+        self.with_remedy(r.into())
+    }
+
+    #[inline(never)]
+    fn with_remedy(mut self, r: String) -> Self {
+        self.remedy = r;
         self
     }
 
@@ -190,6 +201,7 @@ impl Finding {
     }
 
     /// Adds evidence in place (at most 8 items are kept).
+    #[inline(never)]
     pub fn push_evidence(&mut self, file: &str, line: Option<usize>, text: &str) {
         if self.evidence.len() >= 8
             || self.evidence.iter().any(|e| {
@@ -220,6 +232,12 @@ impl Finding {
             self.status = s;
         }
     }
+}
+
+// Not inlined: the checks add observed and expected values at more than a hundred places.
+#[inline(never)]
+fn put_value(map: &mut BTreeMap<String, Value>, key: &str, v: Value) {
+    map.insert(key.to_string(), v);
 }
 
 /// One classified log line.
@@ -304,12 +322,22 @@ impl LogIndex {
         class: Option<LogClass>,
         pred: impl Fn(&LogEvent) -> bool,
     ) -> std::vec::IntoIter<(&LogHit, &LogEvent)> {
+        self.find_dyn(Some(class), &pred)
+    }
+
+    /// Hits with an event satisfying `pred`: of `class` (`Some(None)` = any class), or host-side
+    /// (not [`LogClass::Device`]) when `class` is `None`. One copy for every predicate.
+    #[inline(never)]
+    fn find_dyn(
+        &self,
+        class: Option<Option<LogClass>>,
+        pred: &dyn Fn(&LogEvent) -> bool,
+    ) -> std::vec::IntoIter<(&LogHit, &LogEvent)> {
         let mut out = Vec::new();
-        for h in self
-            .hits
-            .iter()
-            .filter(|h| class.is_none_or(|c| h.class == c))
-        {
+        for h in self.hits.iter().filter(|h| match class {
+            Some(c) => c.is_none_or(|c| h.class == c),
+            None => h.class != LogClass::Device,
+        }) {
             for e in h.events.iter().filter(|e| pred(e)) {
                 out.push((h, e));
             }
@@ -322,13 +350,7 @@ impl LogIndex {
         &self,
         pred: impl Fn(&LogEvent) -> bool,
     ) -> std::vec::IntoIter<(&LogHit, &LogEvent)> {
-        let mut out = Vec::new();
-        for h in self.hits.iter().filter(|h| h.class != LogClass::Device) {
-            for e in h.events.iter().filter(|e| pred(e)) {
-                out.push((h, e));
-            }
-        }
-        out.into_iter()
+        self.find_dyn(None, &pred)
     }
 
     /// Host-side (kernel and workload) hits with what `pick` takes from their events, e.g. the
