@@ -8,7 +8,18 @@ use crate::check::CHECK_IDS;
 use crate::mqtt::command::Action;
 use crate::mqtt::link::MqttClient as AsyncClient;
 use rumqttc::v5::mqttbytes::QoS;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
+
+/// A JSON object from `(key, value)` pairs: one out-of-line copy of the insert loop for every
+/// object this module builds (the `json!` macro expands it at each key).
+#[inline(never)]
+fn obj(pairs: Vec<(&str, Value)>) -> Value {
+    let mut m = Map::new();
+    for (k, v) in pairs {
+        m.insert(k.to_string(), v);
+    }
+    Value::Object(m)
+}
 
 /// What the discovery needs to know about the board.
 #[derive(Debug, Clone)]
@@ -57,17 +68,35 @@ pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
     ] {
         cmps.insert(
             format!("{b}_{key}"),
-            json!({"p": "sensor", "unique_id": format!("{b}_{key}"), "name": name, "device_class": "data_size",
-                   "state_class": "measurement", "unit_of_measurement": "B", "state_topic": status,
-                   "value_template": metric(m), "expire_after": 600}),
+            obj(vec![
+                ("p", "sensor".into()),
+                ("unique_id", format!("{b}_{key}").into()),
+                ("name", name.into()),
+                ("device_class", "data_size".into()),
+                ("state_class", "measurement".into()),
+                ("unit_of_measurement", "B".into()),
+                ("state_topic", status.as_str().into()),
+                ("value_template", metric(m).into()),
+                ("expire_after", 600.into()),
+            ]),
         );
     }
     cmps.insert(
         format!("{b}_health"),
-        json!({"p": "sensor", "unique_id": format!("{b}_health"), "name": "Health", "device_class": "enum",
-               "options": ["ok", "warn", "fail"], "state_topic": status,
-               "value_template": "{{ value_json.health if value_json.health in ['ok', 'warn', 'fail'] else 'None' }}",
-               "expire_after": 600}),
+        obj(vec![
+            ("p", "sensor".into()),
+            ("unique_id", format!("{b}_health").into()),
+            ("name", "Health".into()),
+            ("device_class", "enum".into()),
+            ("options", vec!["ok", "warn", "fail"].into()),
+            ("state_topic", status.as_str().into()),
+            (
+                "value_template",
+                "{{ value_json.health if value_json.health in ['ok', 'warn', 'fail'] else 'None' }}"
+                    .into(),
+            ),
+            ("expire_after", 600.into()),
+        ]),
     );
     for (key, cfg) in sensor_components(b, &status) {
         cmps.insert(key, cfg);
@@ -79,27 +108,55 @@ pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
         // status form's `checks` map too.
         cmps.insert(
             key.clone(),
-            json!({"p": "binary_sensor", "unique_id": key, "name": id, "device_class": "problem", "state_topic": status,
-                   "value_template": format!("{{% set f = (value_json.findings | default([])) | selectattr('id', 'equalto', '{id}') | map(attribute='status') | list %}}{{% set f = f + [(value_json.checks | default({{}})).get('{id}')] %}}{{{{ 'ON' if ('fail' in f or 'warn' in f) else ('OFF' if ('pass' in f or 'info' in f) else 'None') }}}}"),
-                   "expire_after": 600, "entity_category": "diagnostic"}),
+            obj(vec![
+                ("p", "binary_sensor".into()),
+                ("unique_id", key.into()),
+                ("name", (*id).into()),
+                ("device_class", "problem".into()),
+                ("state_topic", status.as_str().into()),
+                ("value_template", format!("{{% set f = (value_json.findings | default([])) | selectattr('id', 'equalto', '{id}') | map(attribute='status') | list %}}{{% set f = f + [(value_json.checks | default({{}})).get('{id}')] %}}{{{{ 'ON' if ('fail' in f or 'warn' in f) else ('OFF' if ('pass' in f or 'info' in f) else 'None') }}}}").into()),
+                ("expire_after", 600.into()),
+                ("entity_category", "diagnostic".into()),
+            ]),
         );
     }
     for action in ctx.buttons.iter().copied() {
         cmps.insert(
             format!("{b}_{action}"),
-            json!({"p": "button", "unique_id": format!("{b}_{action}"), "name": action, "command_topic": button_topic(ctx, action),
-                   "payload_press": "PRESS", "entity_category": "config"}),
+            obj(vec![
+                ("p", "button".into()),
+                ("unique_id", format!("{b}_{action}").into()),
+                ("name", action.into()),
+                ("command_topic", button_topic(ctx, action).into()),
+                ("payload_press", "PRESS".into()),
+                ("entity_category", "config".into()),
+            ]),
         );
     }
-    json!({
-        "dev": {"ids": [format!("npu-agent-{b}")], "name": format!("{} ({b})", ctx.model), "mf": "npu-agent", "mdl": ctx.model, "hw": ctx.profile},
-        "o": {"name": "npu-agent", "sw": env!("CARGO_PKG_VERSION")},
-        "availability_topic": avail,
-        "payload_available": "online",
-        "payload_not_available": "offline",
-        "qos": 1,
-        "cmps": cmps,
-    })
+    obj(vec![
+        (
+            "dev",
+            obj(vec![
+                ("ids", vec![format!("npu-agent-{b}")].into()),
+                ("name", format!("{} ({b})", ctx.model).into()),
+                ("mf", "npu-agent".into()),
+                ("mdl", ctx.model.into()),
+                ("hw", ctx.profile.into()),
+            ]),
+        ),
+        (
+            "o",
+            obj(vec![
+                ("name", "npu-agent".into()),
+                ("sw", env!("CARGO_PKG_VERSION").into()),
+            ]),
+        ),
+        ("availability_topic", avail.into()),
+        ("payload_available", "online".into()),
+        ("payload_not_available", "offline".into()),
+        ("qos", 1.into()),
+        ("cmps", Value::Object(cmps)),
+    ])
 }
 
 /// A value template that renders the metric, or `None` when the status lacks it: Home Assistant
@@ -112,8 +169,16 @@ fn metric_template(key: &str) -> String {
 /// device class and unit; under-voltage is a `problem` binary sensor.
 pub fn sensor_components(b: &str, status: &str) -> Vec<(String, Value)> {
     let sensor = |id: &str, name: &str, key: &str, class: Option<&str>, unit: &str| {
-        let mut c = json!({"p": "sensor", "unique_id": format!("{b}_{id}"), "name": name, "unit_of_measurement": unit,
-            "state_class": "measurement", "state_topic": status, "value_template": metric_template(key), "expire_after": 600});
+        let mut c = obj(vec![
+            ("p", "sensor".into()),
+            ("unique_id", format!("{b}_{id}").into()),
+            ("name", name.into()),
+            ("unit_of_measurement", unit.into()),
+            ("state_class", "measurement".into()),
+            ("state_topic", status.into()),
+            ("value_template", metric_template(key).into()),
+            ("expire_after", 600.into()),
+        ]);
         if let Some(class) = class {
             c["device_class"] = class.into();
         }
@@ -137,9 +202,15 @@ pub fn sensor_components(b: &str, status: &str) -> Vec<(String, Value)> {
         ),
         (
             format!("{b}_undervoltage"),
-            json!({"p": "binary_sensor", "unique_id": format!("{b}_undervoltage"), "name": "Under-voltage", "device_class": "problem",
-                   "state_topic": status, "expire_after": 600,
-                   "value_template": "{% if 'metrics' in value_json and 'undervoltage_now' in value_json.metrics %}{{ 'ON' if value_json.metrics.undervoltage_now else 'OFF' }}{% else %}None{% endif %}"}),
+            obj(vec![
+                ("p", "binary_sensor".into()),
+                ("unique_id", format!("{b}_undervoltage").into()),
+                ("name", "Under-voltage".into()),
+                ("device_class", "problem".into()),
+                ("state_topic", status.into()),
+                ("expire_after", 600.into()),
+                ("value_template", "{% if 'metrics' in value_json and 'undervoltage_now' in value_json.metrics %}{{ 'ON' if value_json.metrics.undervoltage_now else 'OFF' }}{% else %}None{% endif %}".into()),
+            ]),
         ),
     ]
 }
