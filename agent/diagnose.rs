@@ -124,27 +124,34 @@ pub fn diagnose(root: &SysRoot, choice: &ProfileChoice) -> Result<Diagnosis, Dia
 pub fn check_choice(root: &SysRoot, choice: &ProfileChoice) -> Result<(), DiagnoseError> {
     match choice {
         ProfileChoice::Auto => Ok(()),
-        ProfileChoice::Id(id) => {
-            let (profiles, _) = profile::load_all(root);
-            if profiles.iter().any(|p| &p.id == id) {
-                Ok(())
-            } else {
-                Err(DiagnoseError::UnknownProfile {
-                    id: id.clone(),
-                    available: ids(&profiles),
-                })
-            }
-        }
-        ProfileChoice::File(path) => {
-            let text = crate::config::read_host_text(path, crate::config::MAX_CONFIG_BYTES)
-                .map_err(|source| DiagnoseError::ProfileFile {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-            profile::parse_profile(&path.display().to_string(), &text)?;
-            Ok(())
-        }
+        ProfileChoice::Id(id) => find_profile(&profile::load_all(root).0, id).map(drop),
+        ProfileChoice::File(path) => profile_file(path).map(drop),
     }
+}
+
+/// The profile with `id` among `profiles`, or [`DiagnoseError::UnknownProfile`] listing them.
+fn find_profile<'a>(profiles: &'a [Profile], id: &str) -> Result<&'a Profile, DiagnoseError> {
+    profiles
+        .iter()
+        .find(|p| p.id == id)
+        .ok_or_else(|| DiagnoseError::UnknownProfile {
+            id: id.to_string(),
+            available: ids(profiles),
+        })
+}
+
+/// The profile in the host file `path` (`--profile FILE`, not under the root).
+///
+/// Errors: [`DiagnoseError::ProfileFile`] (unreadable, too large), [`DiagnoseError::Profile`].
+fn profile_file(path: &std::path::Path) -> Result<Profile, DiagnoseError> {
+    let text =
+        crate::config::read_host_text(path, crate::config::MAX_CONFIG_BYTES).map_err(|source| {
+            DiagnoseError::ProfileFile {
+                path: path.display().to_string(),
+                source,
+            }
+        })?;
+    Ok(profile::parse_profile(&path.display().to_string(), &text)?)
 }
 
 /// [`diagnose`] with options.
@@ -221,23 +228,11 @@ pub fn diagnose_with(
             (det.profile, det.reason, det.fallback)
         }
         ProfileChoice::Id(id) => {
-            let p = profiles
-                .iter()
-                .find(|p| &p.id == id)
-                .cloned()
-                .ok_or_else(|| DiagnoseError::UnknownProfile {
-                    id: id.clone(),
-                    available: ids(&profiles),
-                })?;
+            let p = find_profile(&profiles, id)?.clone();
             (p, format!("chosen with --profile {id}"), id == "generic")
         }
         ProfileChoice::File(path) => {
-            let text = crate::config::read_host_text(path, crate::config::MAX_CONFIG_BYTES)
-                .map_err(|source| DiagnoseError::ProfileFile {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-            let p = profile::parse_profile(&path.display().to_string(), &text)?;
+            let p = profile_file(path)?;
             let reason = format!("chosen with --profile {}", path.display());
             (p, reason, false)
         }
