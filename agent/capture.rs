@@ -49,6 +49,11 @@ pub enum CaptureError {
         /// The I/O error.
         detail: String,
     },
+    /// `--profile` named a profile that does not exist or a file that is not one: the user's
+    /// mistake, so nothing is written (a board whose own files break detection still gets a
+    /// partial bundle).
+    #[error("{0}")]
+    Profile(diagnose::DiagnoseError),
 }
 
 /// One file in the bundle.
@@ -354,7 +359,12 @@ pub fn capture(
 ) -> Result<CaptureSummary, CaptureError> {
     let mut rec = root.clone();
     rec.record_access();
-    let diag = diagnose::diagnose(&rec, choice);
+    let diag = match (diagnose::diagnose(&rec, choice), choice) {
+        (Err(e), ProfileChoice::Id(_) | ProfileChoice::File(_)) => {
+            return Err(CaptureError::Profile(e))
+        }
+        (diag, _) => diag,
+    };
     let accessed = rec.accessed();
     let red = Redactor::new(root, redact);
     let mut bundle = Bundle {

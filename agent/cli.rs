@@ -625,13 +625,12 @@ fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         return EXIT_USAGE;
     }
     let root = SysRoot::new(&a.root);
-    let choice = ProfileChoice::parse(&a.profile);
-    // A --profile that names no profile is the user's mistake, as for `check`: no bundle.
-    if let Err(e) = crate::diagnose::check_choice(&root, &choice) {
-        let _ = writeln!(err, "npu-agent: {e}");
-        return EXIT_USAGE;
-    }
-    match crate::capture::capture(&root, &choice, &a.out, !a.no_redact) {
+    match crate::capture::capture(
+        &root,
+        &ProfileChoice::parse(&a.profile),
+        &a.out,
+        !a.no_redact,
+    ) {
         Ok(s) => {
             let m = &s.manifest;
             let _ = writeln!(
@@ -664,7 +663,11 @@ fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         }
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
-            EXIT_FINDINGS
+            // A --profile that names no profile is the user's mistake, as for `check`.
+            match e {
+                crate::capture::CaptureError::Profile(_) => EXIT_USAGE,
+                crate::capture::CaptureError::Write { .. } => EXIT_FINDINGS,
+            }
         }
     }
 }

@@ -115,20 +115,6 @@ pub fn diagnose(root: &SysRoot, choice: &ProfileChoice) -> Result<Diagnosis, Dia
     diagnose_with(root, choice, &DiagnoseOptions::default())
 }
 
-/// Whether an explicit `--profile` choice can be used on `root`: an id that no profile has, or a
-/// profile file that cannot be read or parsed, is the same error [`diagnose_with`] gives.
-/// `Auto` is always usable (detection falls back to `generic`).
-///
-/// Errors: [`DiagnoseError::UnknownProfile`], [`DiagnoseError::ProfileFile`],
-/// [`DiagnoseError::Profile`].
-pub fn check_choice(root: &SysRoot, choice: &ProfileChoice) -> Result<(), DiagnoseError> {
-    match choice {
-        ProfileChoice::Auto => Ok(()),
-        ProfileChoice::Id(id) => find_profile(&profile::load_all(root).0, id).map(drop),
-        ProfileChoice::File(path) => profile_file(path).map(drop),
-    }
-}
-
 /// The profile with `id` among `profiles`, or [`DiagnoseError::UnknownProfile`] listing them.
 fn find_profile<'a>(profiles: &'a [Profile], id: &str) -> Result<&'a Profile, DiagnoseError> {
     profiles

@@ -823,6 +823,35 @@ fn unusable_roots_profiles_and_waits_are_usage_errors() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no-such-profile"), "{}", stderr(&o));
     assert!(!out.exists(), "a bundle was written for an unknown profile");
+    let not_a_profile = dir.path().join("broken.toml");
+    std::fs::write(&not_a_profile, "this is = = not toml\n").unwrap();
+    let o = agent(&[
+        "capture",
+        "--out",
+        &out.display().to_string(),
+        "--root",
+        &root,
+        "--profile",
+        &not_a_profile.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("broken.toml"), "{}", stderr(&o));
+    assert!(
+        !out.exists(),
+        "a bundle was written for a broken profile file"
+    );
+    // With a usable profile the same command writes the bundle.
+    let o = agent(&[
+        "capture",
+        "--out",
+        &out.display().to_string(),
+        "--root",
+        &root,
+        "--profile",
+        "generic",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(out.exists());
 
     let o = agent(&[
         "fleet",

@@ -399,7 +399,7 @@ pub fn parse(top: &'static Spec, args: Vec<OsString>) -> Result<Parsed, UsageErr
                             ErrorKind::UnknownCommand,
                             format!(
                                 "unrecognized subcommand '{name}'{}",
-                                did_you_mean(&name, spec.commands.iter().map(|c| c.name))
+                                did_you_mean(&name, spec.commands.iter().map(|c| c.name), "")
                             ),
                         ))
                     }
@@ -408,9 +408,7 @@ pub fn parse(top: &'static Spec, args: Vec<OsString>) -> Result<Parsed, UsageErr
         };
         let Some(i) = index else {
             let tip = match shown.strip_prefix("--") {
-                Some(name) => {
-                    did_you_mean(name, spec.opts.iter().map(|o| o.long)).replacen("'", "'--", 1)
-                }
+                Some(name) => did_you_mean(name, spec.opts.iter().map(|o| o.long), "--"),
                 None => String::new(),
             };
             return Err(err(
@@ -586,10 +584,11 @@ fn next_value(p: &mut lexopt::Parser, hyphen_values: bool) -> Option<OsString> {
     raw.next()
 }
 
-/// `"; did you mean 'NAME'?"` for the known name closest to a mistyped `given` (letter case
-/// ignored): one it begins (two letters at least), or one at most about a third of its letters
-/// away (changed, inserted or removed); an empty string when none is that close.
-fn did_you_mean<'a>(given: &str, known: impl Iterator<Item = &'a str>) -> String {
+/// `"; did you mean 'PREFIXNAME'?"` for the known name closest to a mistyped `given` (letter
+/// case ignored): one it begins (two letters at least), or one at most about a third of its
+/// letters away (changed, inserted or removed); an empty string when none is that close.
+/// `prefix` is shown before the name (`--` for options).
+fn did_you_mean<'a>(given: &str, known: impl Iterator<Item = &'a str>, prefix: &str) -> String {
     let given = given.to_ascii_lowercase();
     let limit = given.chars().count().div_ceil(3).max(1);
     known
@@ -599,7 +598,7 @@ fn did_you_mean<'a>(given: &str, known: impl Iterator<Item = &'a str>) -> String
         })
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| format!("; did you mean '{k}'?"))
+        .map(|(_, k)| format!("; did you mean '{prefix}{k}'?"))
         .unwrap_or_default()
 }
 
@@ -658,7 +657,7 @@ fn help_for(
                     kind: ErrorKind::UnknownCommand,
                     message: format!(
                         "unrecognized subcommand '{name}'{}",
-                        did_you_mean(&name, spec.commands.iter().map(|c| c.name))
+                        did_you_mean(&name, spec.commands.iter().map(|c| c.name), "")
                     ),
                     usage: usage_line(top, spec, &path),
                     help: None,
