@@ -50,7 +50,7 @@ fn check(cmd: &mut Command, root: &Path) -> (i32, Value) {
 const SIZE_GOAL_BYTES: u64 = 2_300_000;
 
 /// The ceiling enforced meanwhile: the size measured after the command-line parser, generic-code
-/// and inlining cuts (2,452,472 bytes on 2026-12-01), plus a small margin, so that growth is caught
+/// and inlining cuts (2,451,768 bytes on 2026-12-01), plus a small margin, so that growth is caught
 /// while the cuts README lists as next are made.
 const SIZE_CEILING_BYTES: u64 = 2_470_000;
 
