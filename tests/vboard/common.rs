@@ -103,66 +103,16 @@ pub fn aarch64_agent() -> Option<PathBuf> {
     let r = BIN.get_or_init(|| {
         if let Some(p) = env::var_os("NPU_AGENT_AARCH64_BIN") {
             let p = PathBuf::from(p);
-            return if p.is_file() { Ok(p) } else { Err(format!("NPU_AGENT_AARCH64_BIN={} does not exist", p.display())) };
+            return if p.is_file() {
+                Ok(p)
+            } else {
+                Err(format!(
+                    "NPU_AGENT_AARCH64_BIN={} does not exist",
+                    p.display()
+                ))
+            };
         }
-        let target = target_dir();
-        let bin = target.join(AARCH64_TARGET).join("release/npu-agent");
-        let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let t0 = Instant::now();
-        let mut cmd = Command::new(cargo);
-        // Drop what cargo sets for a running test (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...): build
-        // scripts track some of them (ring reruns on CARGO_MANIFEST_DIR), and a difference from a
-        // plain shell's environment would rebuild everything after tests/vboard/build-aarch64.sh.
-        for (k, _) in env::vars_os() {
-            let k = k.to_string_lossy();
-            if k.starts_with("CARGO_PKG_")
-                || k.starts_with("CARGO_BIN_")
-                || ["CARGO_MANIFEST_DIR", "CARGO_MANIFEST_PATH", "CARGO_CRATE_NAME", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "CARGO_RUSTC_CURRENT_DIR", "OUT_DIR"]
-                    .contains(&k.as_ref())
-            {
-                cmd.env_remove(k.as_ref());
-            }
-        }
-        let mut child = cmd
-            .args(["build", "--release", "--locked", "--target", AARCH64_TARGET])
-            .env("CARGO_TARGET_DIR", &target)
-            .current_dir(manifest_dir())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        // Bounded: a cargo waiting on a lock forever must not hang the suite.
-        let deadline = Instant::now() + Duration::from_secs(900);
-        loop {
-            if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
-                let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
-                    use std::io::Read;
-                    let _ = e.read_to_string(&mut err);
-                }
-                if !st.success() {
-                    let tail: Vec<&str> = err.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect();
-                    return Err(format!(
-                        "the aarch64 build failed (rustup target add {AARCH64_TARGET}; apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross):\n{}",
-                        tail.join("\n")
-                    ));
-                }
-                eprintln!("aarch64 agent up to date in {:.1} s: {}", t0.elapsed().as_secs_f64(), bin.display());
-                break;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err("the aarch64 build did not finish in 15 minutes".into());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if bin.is_file() {
-            Ok(bin)
-        } else {
-            Err(format!("{} missing after the build", bin.display()))
-        }
+        build_aarch64(&[], "release/npu-agent")
     });
     match r {
         Ok(p) => Some(p.clone()),
@@ -170,6 +120,110 @@ pub fn aarch64_agent() -> Option<PathBuf> {
             skip(&format!("no static aarch64 agent: {e}"));
             None
         }
+    }
+}
+
+/// examples/panic_probe.rs built like the static aarch64 agent (release profile, the target's link
+/// flags, agent/no_unwind.rs): `cargo build --release --locked --target aarch64-unknown-linux-musl
+/// --example panic_probe` in this test's own target directory, as [`aarch64_agent`] builds.
+/// None (after `skip`, which panics under CI) when the target or its linker setup is missing.
+pub fn aarch64_panic_probe() -> Option<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match BIN.get_or_init(|| {
+        build_aarch64(
+            &["--example", "panic_probe"],
+            "release/examples/panic_probe",
+        )
+    }) {
+        Ok(p) => Some(p.clone()),
+        Err(e) => {
+            skip(&format!("no static aarch64 panic probe: {e}"));
+            None
+        }
+    }
+}
+
+/// Runs `cargo build --release --locked --target aarch64-unknown-linux-musl EXTRA...` in this
+/// test's own target directory and returns `<target>/aarch64-unknown-linux-musl/ARTIFACT`, or why
+/// not (the build's last lines of output; 15 minutes at most).
+fn build_aarch64(extra: &[&str], artifact: &str) -> Result<PathBuf, String> {
+    let target = target_dir();
+    let bin = target.join(AARCH64_TARGET).join(artifact);
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let t0 = Instant::now();
+    let mut cmd = Command::new(cargo);
+    // Drop what cargo sets for a running test (CARGO_MANIFEST_DIR, CARGO_PKG_*, ...): build
+    // scripts track some of them (ring reruns on CARGO_MANIFEST_DIR), and a difference from a
+    // plain shell's environment would rebuild everything after tests/vboard/build-aarch64.sh.
+    for (k, _) in env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_BIN_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+                "OUT_DIR",
+            ]
+            .contains(&k.as_ref())
+        {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    let mut child = cmd
+        .args(["build", "--release", "--locked", "--target", AARCH64_TARGET])
+        .args(extra)
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(manifest_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    // Bounded: a cargo waiting on a lock forever must not hang the suite.
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        if let Some(st) = child.try_wait().map_err(|e| e.to_string())? {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
+            if !st.success() {
+                let tail: Vec<&str> = err
+                    .lines()
+                    .rev()
+                    .take(15)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                return Err(format!(
+                    "the aarch64 build failed (rustup target add {AARCH64_TARGET}; apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross):\n{}",
+                    tail.join("\n")
+                ));
+            }
+            eprintln!(
+                "aarch64 {artifact} up to date in {:.1} s: {}",
+                t0.elapsed().as_secs_f64(),
+                bin.display()
+            );
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("the aarch64 build did not finish in 15 minutes".into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(format!("{} missing after the build", bin.display()))
     }
 }
 
