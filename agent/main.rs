@@ -1,5 +1,5 @@
 //! The `npu-agent` binary: parses the command line and runs it (see `npu_agent::cli`).
-#[cfg(all(target_env = "musl", target_arch = "aarch64"))]
+#[cfg(all(target_env = "musl", target_arch = "aarch64", panic = "abort"))]
 mod no_unwind;
 
 fn main() {

@@ -25,7 +25,8 @@
 //! that needs another libunwind symbol fails the link (two definitions) instead of silently
 //! bringing libunwind back; the size goal test catches any other way back.
 //!
-//! Only this target: the glibc and x86_64 builds keep their unwinders and tables.
+//! Only this target, and only with `panic = "abort"` (`cfg(panic = "abort")` in agent/main.rs):
+//! the glibc and x86_64 builds, and any unwinding build, keep their unwinders and tables.
 #![allow(unsafe_code)]
 
 use core::ffi::{c_int, c_void};

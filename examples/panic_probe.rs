@@ -5,7 +5,7 @@
 //! `cargo build --release --target aarch64-unknown-linux-musl --example panic_probe`, runs it
 //! under qemu-aarch64-static and checks that the panic still prints its message and aborts.
 
-#[cfg(all(target_env = "musl", target_arch = "aarch64"))]
+#[cfg(all(target_env = "musl", target_arch = "aarch64", panic = "abort"))]
 #[path = "../agent/no_unwind.rs"]
 mod no_unwind;
 

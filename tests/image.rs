@@ -92,6 +92,30 @@ fn prerequisites() -> Option<PathBuf> {
         ));
         return None;
     }
+    // The package must hold the agent this checkout builds: a .deb left from an earlier build
+    // would install, test and measure an older binary.
+    let bin = common::aarch64_agent()?;
+    let unpacked = tempfile::tempdir().expect("temporary directory");
+    let o = Command::new("dpkg-deb")
+        .arg("-x")
+        .arg(&deb)
+        .arg(unpacked.path())
+        .output()
+        .expect("run dpkg-deb");
+    assert!(
+        o.status.success(),
+        "dpkg-deb -x {}: {}",
+        deb.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    if !common::same_loaded_bytes(&unpacked.path().join("usr/bin/npu-agent"), &bin) {
+        skip(&format!(
+            "{} holds another build than {}: run `bash packaging/build-debs.sh`",
+            deb.display(),
+            bin.display()
+        ));
+        return None;
+    }
     Some(deb)
 }
 

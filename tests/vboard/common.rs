@@ -238,6 +238,33 @@ pub struct ElfFacts {
     pub symbols: bool,
 }
 
+/// Whether two ELF files load the same bytes: every allocated section that has contents
+/// (`.text`, `.rodata`, `.data`, ...) is equal by name and data. Stripping (which drops
+/// `.symtab`, `.comment` and the like, as `cargo deb --strip` does) leaves the answer unchanged.
+pub fn same_loaded_bytes(a: &Path, b: &Path) -> bool {
+    use object::{Object as _, ObjectSection as _, SectionFlags, SectionKind};
+    fn loaded(path: &Path) -> Vec<(String, Vec<u8>)> {
+        let data = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let file = object::File::parse(&*data)
+            .unwrap_or_else(|e| panic!("{} is not an ELF: {e}", path.display()));
+        let mut sections: Vec<(String, Vec<u8>)> = file
+            .sections()
+            .filter(|s| {
+                let alloc = matches!(s.flags(), SectionFlags::Elf { sh_flags } if sh_flags & u64::from(object::elf::SHF_ALLOC) != 0);
+                alloc && s.kind() != SectionKind::UninitializedData && s.kind() != SectionKind::UninitializedTls
+            })
+            .map(|s| {
+                let name = s.name().unwrap_or("?").to_string();
+                let bytes = s.data().unwrap_or_else(|e| panic!("{} section {name}: {e}", path.display())).to_vec();
+                (name, bytes)
+            })
+            .collect();
+        sections.sort();
+        sections
+    }
+    loaded(a) == loaded(b)
+}
+
 pub fn elf_facts(path: &Path) -> ElfFacts {
     use object::elf;
     use object::read::elf::{Dyn, ElfFile64, FileHeader, ProgramHeader};
