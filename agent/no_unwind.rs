@@ -23,7 +23,8 @@
 //! prints `thread '…' panicked at FILE:LINE:COL:` and its message, under `RUST_BACKTRACE=1` or
 //! `full` a `stack backtrace:` line with no frames, and the process ends by SIGABRT. A later std
 //! that needs another libunwind symbol fails the link (two definitions) instead of silently
-//! bringing libunwind back; the size goal test catches any other way back.
+//! bringing libunwind back; the size limit test (`aarch64_binary_fits_the_size_limit`) and the
+//! probe's own size, checked by the panic test, catch any other way back.
 //!
 //! Only this target, and only with `panic = "abort"` (`cfg(panic = "abort")` in agent/main.rs):
 //! the glibc and x86_64 builds, and any unwinding build, keep their unwinders and tables.

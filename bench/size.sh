@@ -41,7 +41,8 @@ echo "grouped by name ($nm -C -S, code and read-only data symbols, bytes):"
   NF >= 4 && $3 ~ /^[tTrRW]$/ && !seen[$1]++ {
     size = hex($2); name = $0; sub(/^[^ ]+ [^ ]+ [^ ]+ /, "", name)
     if (name ~ /^OUTLINED_FUNCTION/) g = "code the LLVM machine outliner shared out (all crates)"
-    else if (name ~ /backtrace|gimli|addr2line|libunwind|_Unwind|rustc_demangle/) g = "std backtrace symbolizer + unwinder"
+    else if (name ~ /__rust_(begin|end)_short_backtrace/) g = "std, core, alloc (rest)"   # thread and main entry frames, not backtrace code
+    else if (name ~ /backtrace|gimli|addr2line|libunwind|_Unwind|rustc_demangle/) g = "std backtrace printing, symbolizer, unwinder (agent/no_unwind.rs)"
     else if (name ~ /rustls|webpki/) g = "rustls + webpki"
     else if (name ~ /ring::|ring_core_|nistz256|k25519Precomp|vpaes|ChaCha20|[Pp]oly1305|^(ge|fe|x25519|sc|bn|p256|p384|gcm|aes|sha256|sha512|LIMBS|limbs)_/) g = "ring"
     else if (name ~ /toml/) g = "toml"

@@ -1,7 +1,9 @@
 //! The static aarch64 agent (`--target aarch64-unknown-linux-musl`, see .cargo/config.toml) against
-//! the host build: it must be a static aarch64 ELF (no interpreter, no NEEDED libraries), and under
-//! `qemu-aarch64-static` it must report exactly what the host build reports on every board tree in
-//! tests/fixtures/boards/*/root (the whole JSON report except `time`).
+//! the host build: it must be a static aarch64 ELF (no interpreter, no NEEDED libraries), stripped
+//! and within the size limit, and under `qemu-aarch64-static` it must report exactly what the host
+//! build reports on every board tree in tests/fixtures/boards/*/root (the whole JSON report except
+//! `time`). A panic in the same build configuration (examples/panic_probe.rs, with
+//! agent/no_unwind.rs) must print its location and message and end by SIGABRT.
 //!
 //! The aarch64 binary: `NPU_AGENT_AARCH64_BIN` if set, else built (or found up to date) in this
 //! test's own target directory — see `common::aarch64_agent`. `.ci/run` builds it first.
@@ -80,6 +82,10 @@ fn aarch64_binary_fits_the_size_limit() {
     assert_stripped_size_at_most(SIZE_LIMIT_BYTES, "limit");
 }
 
+/// The panic probe's size ceiling, bytes: far above its size with agent/no_unwind.rs (45,576 on
+/// 2026-12-01), far below its size with libunwind and std's symbolizer (298,728).
+const PROBE_WITHOUT_SYMBOLIZER_MAX_BYTES: u64 = 150_000;
+
 /// agent/no_unwind.rs stands in for libunwind in this build (it keeps std's backtrace symbolizer
 /// out, about 210 KB): a panic must still print where it happened and its message, print an empty
 /// backtrace when one is asked for (as libunwind did, the unwind tables being discarded), and end
@@ -90,6 +96,14 @@ fn aarch64_panic_prints_its_message_and_aborts() {
     let Some(probe) = common::aarch64_panic_probe() else {
         return;
     };
+    // The stand-ins are in use: with libunwind linked instead, the probe carries std's symbolizer
+    // and is about 300 KB (298,728 bytes on 2026-12-01); with them, about 45 KB.
+    let probe_bytes = common::elf_facts(&probe).size;
+    assert!(
+        probe_bytes < PROBE_WITHOUT_SYMBOLIZER_MAX_BYTES,
+        "{} is {probe_bytes} bytes: std's backtrace symbolizer is linked (agent/no_unwind.rs not in use?)",
+        probe.display()
+    );
     let Some([qemu]) = common::tools(
         ["qemu-aarch64-static"],
         "runs the aarch64 panic probe on this host; Debian package qemu-user-static",
