@@ -137,6 +137,14 @@ fn aarch64_panic_prints_its_message_and_aborts() {
             asked,
             "{case}: a backtrace printed when not asked for, or missing when asked for; stderr:\n{stderr}"
         );
+        // std prints this note after the walk returns normally (`_Unwind_Backtrace` reporting
+        // the end of the stack), not when the walk itself aborts.
+        if backtrace == Some("1") {
+            assert!(
+                stderr.contains("note: Some details are omitted"),
+                "{case}: std's note after the backtrace walk is missing (did the walk return?); stderr:\n{stderr}"
+            );
+        }
         if asked {
             // No frame: the lines after the header are at most std's note and qemu's own line.
             let after = stderr.split("stack backtrace:").nth(1).unwrap_or_default();
