@@ -5,11 +5,13 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn agent(args: &[&str]) -> Output {
+/// The built `npu-agent`, ready for arguments, environment and redirections.
+fn agent_cmd() -> Command {
     Command::new(env!("CARGO_BIN_EXE_npu-agent"))
-        .args(args)
-        .output()
-        .expect("run npu-agent")
+}
+
+fn agent(args: &[&str]) -> Output {
+    agent_cmd().args(args).output().expect("run npu-agent")
 }
 
 fn case(name: &str) -> String {
@@ -523,7 +525,7 @@ fn secret_and_key_files_are_read_under_the_root() {
          [security]\ntrusted_keys = [\"/etc/npu-agent/op.pub\"]\n",
     )
     .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+    let o = agent_cmd()
         .args(["run", "--root"])
         .arg(&root)
         .env_remove("NPU_AGENT_MQTT_URL")
@@ -553,7 +555,7 @@ fn only_a_parsed_fleet_watch_may_clear_the_screen() {
         b"Orange Pi 5 Plus\x1b[2J\x1b[Hfake ok\0",
     )
     .unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+    let o = agent_cmd()
         .args(["check", "--root", "fleet", "--llm-cmdline", "watch"])
         .current_dir(cwd.path())
         .output()
@@ -700,7 +702,7 @@ fn help_and_usage_errors_go_where_they_belong() {
          For more information, try '--help'.\n"
     );
     use std::os::unix::ffi::OsStrExt;
-    let o = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+    let o = agent_cmd()
         .args(["check", "--profile"])
         .arg(std::ffi::OsStr::from_bytes(b"bad\xff"))
         .output()
@@ -763,7 +765,7 @@ fn output_lost_on_a_full_disk_is_an_error() {
         vec!["check", "--root", root.as_str(), "--format", "prometheus"],
         vec!["--help"],
     ] {
-        let o = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        let o = agent_cmd()
             .args(&args)
             .stdout(full())
             .output()
@@ -884,7 +886,7 @@ fn run_logs_from_helper_threads_and_stops_on_sigterm() {
     let _ = std::fs::remove_dir_all(root.join("var/lib/npu-agent"));
     std::fs::write(root.join("var/lib/npu-agent"), "not a directory").unwrap();
     let err_path = dir.path().join("stderr");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+    let mut child = agent_cmd()
         .args(["run", "--root"])
         .arg(&root)
         .env("NPU_AGENT_MQTT_URL", "mqtt://127.0.0.1:1")
@@ -934,7 +936,7 @@ fn run_logs_from_helper_threads_and_stops_on_sigterm() {
 fn live_fleet_watch_says_when_the_broker_cannot_be_reached() {
     let dir = tempfile::tempdir().unwrap();
     let err_path = dir.path().join("stderr");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+    let mut child = agent_cmd()
         .args(["fleet", "watch", "--broker", "mqtt://127.0.0.1:1"])
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&err_path).unwrap())

@@ -560,7 +560,6 @@ fn common_suffix(v: &[String]) -> String {
     tail[cut..].to_string()
 }
 
-/// `3-9, 12, 14-20`.
 /// The distinct values in ascending order (what collecting into a `BTreeSet` gives, without
 /// another copy of the B-tree code).
 fn sorted_set(values: impl Iterator<Item = u64>) -> Vec<u64> {
@@ -570,6 +569,7 @@ fn sorted_set(values: impl Iterator<Item = u64>) -> Vec<u64> {
     v
 }
 
+/// `3-9, 12, 14-20`.
 fn ranges(v: &[u64]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
@@ -1084,6 +1084,9 @@ fn override_tensor(src: &LlmSource, ev: &Eval<'_>, fits: Option<bool>) -> Findin
         } else {
             let mut why = Vec::new();
             let mut mistake = false;
+            // The digit counts of layer numbers (`[10, 12]` → `[2]`), sorted.
+            let digits = |s: &[u64]| sorted_set(s.iter().map(|l| l.to_string().len() as u64));
+            let miss_digits = digits(&miss_layers);
             for (ri, r) in ev.rules.iter().enumerate() {
                 if !usable(ri) || r.kind != BufferKind::Cpu {
                     continue;
@@ -1097,7 +1100,7 @@ fn override_tensor(src: &LlmSource, ev: &Eval<'_>, fits: Option<bool>) -> Findin
                 if hit_layers.is_empty() || matches!(r.raw.origin, RuleOrigin::NCpuMoe { .. }) {
                     continue;
                 }
-                let digits = |s: &[u64]| sorted_set(s.iter().map(|l| l.to_string().len() as u64));
+                let hit_digits = digits(&hit_layers);
                 let hits = ranges(&hit_layers);
                 let widened = r
                     .raw
@@ -1111,17 +1114,12 @@ fn override_tensor(src: &LlmSource, ev: &Eval<'_>, fits: Option<bool>) -> Findin
                         _ => false,
                     });
                 match widened {
-                    Some(wide)
-                        if {
-                            let miss_digits = digits(&miss_layers);
-                            digits(&hit_layers).iter().all(|d| !miss_digits.contains(d))
-                        } =>
-                    {
+                    Some(wide) if hit_digits.iter().all(|d| !miss_digits.contains(d)) => {
                         mistake = true;
                         why.push(format!(
                             "{} covers only layers with {} digit(s) (blk.{hits}): a single `[0-9]` or `\\d` matches one digit, so blk.{miss_text} are not matched; `{wide}` (with `[0-9]+`) covers every layer",
                             r.label(),
-                            digits(&hit_layers).iter().map(|d| d.to_string()).collect::<Vec<_>>().join("/"),
+                            hit_digits.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("/"),
                         ));
                         fixes.push(format!("write rule {} as -ot '{wide}={}'", r.n, r.raw.buffer));
                     }
