@@ -813,29 +813,24 @@ fn unusable_roots_profiles_and_waits_are_usage_errors() {
 
     let out = dir.path().join("bundle.tar.gz");
     let root = case("own-rk3588-opi5plus-rknpu-0.9.8-healthy");
-    let o = agent(&[
-        "capture",
-        "--out",
-        &out.display().to_string(),
-        "--root",
-        &root,
-        "--profile",
-        "no-such-profile",
-    ]);
+    let capture = |profile: &str| {
+        agent(&[
+            "capture",
+            "--out",
+            &out.display().to_string(),
+            "--root",
+            &root,
+            "--profile",
+            profile,
+        ])
+    };
+    let o = capture("no-such-profile");
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("no-such-profile"), "{}", stderr(&o));
     assert!(!out.exists(), "a bundle was written for an unknown profile");
     let not_a_profile = dir.path().join("broken.toml");
     std::fs::write(&not_a_profile, "this is = = not toml\n").unwrap();
-    let o = agent(&[
-        "capture",
-        "--out",
-        &out.display().to_string(),
-        "--root",
-        &root,
-        "--profile",
-        &not_a_profile.display().to_string(),
-    ]);
+    let o = capture(&not_a_profile.display().to_string());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("broken.toml"), "{}", stderr(&o));
     assert!(
@@ -843,15 +838,7 @@ fn unusable_roots_profiles_and_waits_are_usage_errors() {
         "a bundle was written for a broken profile file"
     );
     // With a usable profile the same command writes the bundle.
-    let o = agent(&[
-        "capture",
-        "--out",
-        &out.display().to_string(),
-        "--root",
-        &root,
-        "--profile",
-        "generic",
-    ]);
+    let o = capture("generic");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(out.exists());
 
