@@ -79,18 +79,15 @@ fn main() {
     // default and drops the rest, which would cut `fleet watch` short on 10,000 boards.
     let mut broker = Broker::start_with(free_port(), "max_queued_messages 0\nmax_queued_bytes 0");
     let board = Board::from_fixture("own-rk3588-opi5plus-rknpu-0.9.8-healthy", "b1", "");
-    let pub_path = board.root().join("operator.pub");
-    {
-        let pem = operator_key().verifying_key().to_public_key_pem();
-        std::fs::write(&pub_path, pem).unwrap();
-    }
-    let extra = format!(
-        "[report]\n[security]\ntrusted_keys = [\"{}\"]\n",
-        pub_path.display()
+    // The agent reads `trusted_keys` under its --root, like every file its config names.
+    board.write(
+        "/etc/npu-agent/operator.pub",
+        &operator_key().verifying_key().to_public_key_pem(),
     );
+    let extra = "[report]\n[security]\ntrusted_keys = [\"/etc/npu-agent/operator.pub\"]\n";
     board.write(
         "/etc/npu-agent/agent.toml",
-        &agent_config(&broker.url(), "b1", &extra).replace(
+        &agent_config(&broker.url(), "b1", extra).replace(
             "[report]\ninterval_s = 2\n\n[report]\n",
             "[report]\ninterval_s = 60\n",
         ),
