@@ -452,11 +452,11 @@ pub fn capture(
             );
             // chronyd's own verdict on the clock (a live board running chrony): the captured
             // tree's `clock.sync` is judged from it.
-            if root.is_live() && root.is_dir(crate::check::clock::CHRONY_DIR) {
-                if let Ok(text) = crate::check::clock::live_chronyc_tracking() {
+            if root.is_live() && root.is_dir(crate::probe::clock::CHRONY_DIR) {
+                if let Ok(text) = crate::probe::clock::live_chronyc_tracking() {
                     let text: String = text.lines().map(|l| red.text(l) + "\n").collect();
                     bundle.file(
-                        crate::check::clock::CAPTURE_CHRONYC_TRACKING.into(),
+                        crate::probe::clock::CAPTURE_CHRONYC_TRACKING.into(),
                         text.into_bytes(),
                         "file",
                         "",

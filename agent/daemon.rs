@@ -337,7 +337,7 @@ struct Agent {
     rejections: RejectionLog,
     /// The clock state the command path judges by, and when it was read (from the last
     /// diagnosis, or probed again at most every [`CLOCK_REPROBE`]): no file I/O per message.
-    clock: Option<(crate::check::clock::ClockSync, Instant)>,
+    clock: Option<(crate::model::ClockSync, Instant)>,
     /// When the running diagnosis started (the watchdog is fed only while diagnoses finish).
     diagnosis_started: Instant,
 }
@@ -345,11 +345,11 @@ struct Agent {
 impl Agent {
     /// The clock state for the command path: the last one read if it is younger than
     /// [`CLOCK_REPROBE`], else probed again (a command flood costs no file I/O per message).
-    fn clock_state(&mut self) -> crate::check::clock::ClockSync {
+    fn clock_state(&mut self) -> crate::model::ClockSync {
         match &self.clock {
             Some((c, at)) if at.elapsed() < CLOCK_REPROBE => c.clone(),
             _ => {
-                let c = crate::check::clock::probe(&self.s.root);
+                let c = crate::probe::clock::probe(&self.s.root);
                 self.clock = Some((c.clone(), Instant::now()));
                 c
             }
@@ -1259,7 +1259,7 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
                 && !agent.gate.has_record(&t.cmd_id)
             {
                 if let Some(reason) =
-                    crate::check::clock::command_hold(&clock, &t.action, &payload, now_s())
+                    crate::action::clock_hold::command_hold(&clock, &t.action, &payload, now_s())
                 {
                     let c = CmdRef {
                         action: t.action.clone(),
@@ -1283,7 +1283,7 @@ fn route_admission(
     agent: &mut Agent,
     t: &topics::CommandTopic,
     admission: Admission,
-    clock: &crate::check::clock::ClockSync,
+    clock: &crate::model::ClockSync,
     tx: &mpsc::UnboundedSender<Done>,
 ) {
     // Only a well-formed id gets an answer on its own topic (the topic is built from it).
@@ -1305,7 +1305,7 @@ fn route_admission(
                     "invalid".into()
                 },
             };
-            let reason = crate::check::clock::explain_skew(clock, reason);
+            let reason = crate::action::clock_hold::explain_skew(clock, reason);
             agent.rejections.log(&c, &reason, "command rejected");
             if command::ACTIONS.contains(&c.action.as_str()) || t.board == agent.s.board {
                 let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));

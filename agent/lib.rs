@@ -27,7 +27,7 @@ pub mod diagnose;
 pub mod fleet;
 pub mod gate;
 pub mod ha;
-pub mod logging;
+pub mod model;
 pub mod mqtt;
 pub mod order;
 pub mod parse;
@@ -37,8 +37,8 @@ pub mod prometheus;
 pub mod provision;
 pub mod report;
 pub mod root;
-pub mod runtime;
-pub mod secret;
 pub mod standby;
-pub mod term;
-pub mod timefmt;
+pub mod sys;
+
+// Former top-level paths of the sys/ modules, kept while callers move.
+pub use sys::{log as logging, runtime, secret, term, time as timefmt};

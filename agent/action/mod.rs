@@ -20,6 +20,7 @@
 
 pub mod atomic;
 pub mod bootedit;
+pub mod clock_hold;
 pub mod cma;
 pub mod compact;
 pub mod planner;

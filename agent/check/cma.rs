@@ -1,10 +1,10 @@
 //! CMA checks: pool size, free space, the boot-time `cma=` and whether a reboot is pending.
 
 use super::{mib, Ctx, Finding, LogHit, Status};
+use crate::model::LogClass;
 use crate::parse::bootfile::{find_boot_cma, BootCma, BootFileKind};
 use crate::parse::cmdline::{find_cma, CmaParam};
 use crate::parse::logline::LogEvent;
-use crate::probe::LogClass;
 use crate::profile::CmdlineCma;
 
 pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {

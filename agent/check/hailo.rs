@@ -1,9 +1,9 @@
 //! Hailo checks (Raspberry Pi 5 + Hailo-8/8L/10H).
 
 use super::{Ctx, Finding, Status};
+use crate::model::{LogClass, PciDevice};
 use crate::parse::logline::{LogEvent, ProbeCause};
 use crate::parse::version::Version;
-use crate::probe::{LogClass, PciDevice};
 use crate::profile::{parse_pci_id, NpuKind};
 
 const HAILO_VENDOR: u16 = 0x1e60;
@@ -206,7 +206,7 @@ fn pci_device(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
                     (Some((cause, _)), Some(drv)) => {
                         let mut f = f.with_hits(fails.iter().map(|(_, h)| *h));
                         f.status = Status::Info;
-                        f.summary = format!("{} ({pci_id}) at {}, bound to {drv}; an earlier probe failed ({})", chip_name(d.device), d.bdf, super::rknpu::cause_text(*cause));
+                        f.summary = format!("{} ({pci_id}) at {}, bound to {drv}; an earlier probe failed ({})", chip_name(d.device), d.bdf, super::driver_probe::cause_text(*cause));
                         f
                     }
                     _ => f,

@@ -2,9 +2,9 @@
 //! (`/proc/<pid>/limits`), against the profile and against what is configured.
 
 use super::{Ctx, Finding, LogHit, Status};
+use crate::model::{ConfiguredLimit, ProcessInfo};
 use crate::parse::limits::show;
 use crate::parse::logline::LogEvent;
-use crate::probe::{ConfiguredLimit, ProcessInfo};
 
 pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     vec![nofile(ctx), memlock(ctx)]

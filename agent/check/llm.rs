@@ -5,8 +5,8 @@
 
 use super::moe::{self, BufferKind, KvArgs, Model, Pattern, Placed, Rule};
 use super::{Ctx, Finding, Status};
+use crate::model::llm::{LlmProbe, LlmSource};
 use crate::parse::llmargs::{Engine, LlmArgs, RuleOrigin};
-use crate::probe::llm::{LlmProbe, LlmSource};
 use crate::root::ReadErrorKind;
 use serde_json::{json, Value};
 

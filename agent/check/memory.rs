@@ -2,8 +2,8 @@
 //! out-of-memory.
 
 use super::{mib, Ctx, Finding, LogHit, Status};
+use crate::model::LogClass;
 use crate::parse::logline::LogEvent;
-use crate::probe::LogClass;
 
 pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     let oom = oom_evidence(ctx);

@@ -5,7 +5,7 @@
 //! A Pi 5 with an AI HAT on a 3 A supply is the classic case; RK3588 boards have no such sensor.
 
 use super::{Ctx, Finding, Status};
-use crate::probe::sensors::{undervoltage_log, ConfigLine, UndervoltageLog};
+use crate::model::sensors::{undervoltage_log, ConfigLine, UndervoltageLog};
 
 /// The supply a board needs, from its device tree (model and compatible).
 fn supply_for(ctx: &Ctx<'_>) -> (&'static str, bool) {

@@ -2,10 +2,11 @@
 //! The vendor driver registers as `RKNPU` (upper case), so every
 //! kernel-provided name is compared without regard to case.
 
+use super::driver_probe::{cause_remedy, cause_text};
 use super::{Ctx, Finding, LogHit, Status};
+use crate::model::LogClass;
 use crate::parse::logline::{LogEvent, ProbeCause};
 use crate::parse::version::Version;
-use crate::probe::LogClass;
 use crate::profile::NpuKind;
 
 /// The rknpu checks, in report order.
@@ -471,34 +472,6 @@ fn probe_failure<'a>(ctx: &'a Ctx<'_>) -> Option<(ProbeCause, &'a LogHit)> {
             LogEvent::ProbeFailure { cause, .. } => Some((*cause, h)),
             _ => None,
         })
-}
-
-/// A probe failure cause in words.
-pub(super) fn cause_text(cause: ProbeCause) -> &'static str {
-    match cause {
-        ProbeCause::Interrupts => "it could not get interrupt vectors (MSI/IRQ)",
-        ProbeCause::ModuleForOtherKernel => "the module was built for another kernel",
-        ProbeCause::DkmsBuildFailed => "DKMS could not build the module for this kernel",
-        ProbeCause::FirmwareMissing => "a firmware file is missing",
-        ProbeCause::Timeout => "the device did not answer (timeout)",
-        ProbeCause::Collision => "two drivers collide on the same name (EEXIST)",
-        ProbeCause::LinkLost => "the device's PCI BARs could not be read (link down)",
-        ProbeCause::Other => "see the probe line",
-    }
-}
-
-/// The remedy for a probe failure cause (generic wording; the Hailo checks add their own).
-pub(super) fn cause_remedy(cause: ProbeCause) -> String {
-    match cause {
-        ProbeCause::ModuleForOtherKernel => "the module on disk does not match the running kernel: install the headers for it (linux-headers-$(uname -r)) and rebuild (sudo dkms autoinstall), or boot the kernel the module was built for; then reboot".into(),
-        ProbeCause::DkmsBuildFailed => "install the headers of the running kernel (linux-headers-$(uname -r)) and run sudo dkms autoinstall; if the driver source does not build on this kernel, boot the previous kernel or install a driver release that supports it".into(),
-        ProbeCause::Interrupts => "the device cannot get interrupt vectors: connect it without a PCIe switch, or enable MSI routing for the port (firmware/overlay update), then reboot".into(),
-        ProbeCause::FirmwareMissing => "reinstall the package that ships the firmware file named in the log, then reboot".into(),
-        ProbeCause::Timeout => "power the board off for 10 s (a warm reboot does not reset the device), then boot again".into(),
-        ProbeCause::Collision => "blacklist the second driver so only one claims the device, then reboot".into(),
-        ProbeCause::LinkLost => "power off, reseat the device and its cable, then boot again".into(),
-        ProbeCause::Other => "read the probe line in the kernel log: its error code names the cause".into(),
-    }
 }
 
 /// Versions of the Rockchip userland from every source: (version, where).

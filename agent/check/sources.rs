@@ -4,9 +4,9 @@
 //! read kernel lines say in their summary that the kernel log was not read.
 
 use super::{Ctx, Finding, Status};
-use crate::probe::evidence::LogSource;
-use crate::probe::evidence::SourceState;
-use crate::probe::LogClass;
+use crate::model::logs::LogSource;
+use crate::model::logs::SourceState;
+use crate::model::LogClass;
 use serde_json::json;
 
 /// Checks whose verdict rests partly on kernel log lines.

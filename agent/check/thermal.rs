@@ -5,7 +5,7 @@
 //! they measure (RK3588 `npu-thermal` is the NPU, Pi `cpu-thermal` the SoC).
 
 use super::{Ctx, Finding, Status};
-use crate::probe::sensors::{celsius, ThermalZone};
+use crate::model::sensors::{celsius, ThermalZone};
 use serde_json::{Map, Value};
 
 /// How close to a `critical` trip counts as "near critical", millidegrees C (5 °C).
@@ -27,7 +27,7 @@ pub fn zone_label(kind: &str) -> String {
 }
 
 /// One zone's verdict: status and the trip it reached.
-fn judge(z: &ThermalZone, temp: i64) -> (Status, Option<&crate::probe::sensors::TripPoint>) {
+fn judge(z: &ThermalZone, temp: i64) -> (Status, Option<&crate::model::sensors::TripPoint>) {
     if let Some(t) = z
         .trips
         .iter()
@@ -189,7 +189,7 @@ pub(super) fn thermal(ctx: &Ctx<'_>) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::sensors::TripPoint;
+    use crate::model::sensors::TripPoint;
 
     fn zone(temp: i64, trips: &[(&str, i64)]) -> ThermalZone {
         ThermalZone {

@@ -24,6 +24,7 @@
 //! re-reads 16 MiB nor counts a line twice.
 
 use super::{LogClass, LogFile, LOG_TAIL_BYTES};
+pub use crate::model::logs::{LogSource, PageSize, SourceState};
 use crate::profile::Profile;
 use crate::root::SysRoot;
 use serde::{Deserialize, Serialize};
@@ -53,15 +54,6 @@ pub const MAX_KEPT_PER_SOURCE: usize = 2_000;
 /// Lines kept in the daemon although no check classifies them yet: `board.power` counts them.
 pub const EXTRA_KEPT: &[&str] = &["Undervoltage detected", "Voltage normalised"];
 
-/// The page size buddy orders are converted with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PageSize {
-    /// Bytes per page (4096, 16384, 65536).
-    pub bytes: u64,
-    /// Where it came from: `kernel`, the capture file, or `fallback`.
-    pub source: String,
-}
-
 /// The page size for `root`: the running kernel's on the live system, what `capture` recorded in
 /// a captured tree ([`CAPTURE_PAGE_SIZE`]), else [`FALLBACK_PAGE_BYTES`].
 pub fn page_size(root: &SysRoot) -> PageSize {
@@ -86,35 +78,6 @@ pub fn page_size(root: &SysRoot) -> PageSize {
             source: "fallback (no page size recorded in this tree): 4 KiB".into(),
         },
     }
-}
-
-/// What happened to one evidence source this cycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SourceState {
-    /// Read (possibly with nothing new).
-    Read,
-    /// Exists but the agent may not read it (permissions, sandbox).
-    Denied,
-    /// Not there (no such device, file, tool or journal).
-    Missing,
-    /// Not read because a better source of the same messages was read.
-    Unused,
-}
-
-/// One evidence source and what happened to it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LogSource {
-    /// `/dev/kmsg`, `journal:_TRANSPORT=kernel`, `journal:workloads`, or a board file path.
-    pub name: String,
-    /// Which messages it carries.
-    pub class: LogClass,
-    /// Read, denied, missing or unused.
-    pub state: SourceState,
-    /// Why (the error, or which source was used instead); for a read source, what was read.
-    pub detail: String,
-    /// Lines taken from it this cycle.
-    pub lines: usize,
 }
 
 /// A file's read position.

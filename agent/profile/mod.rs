@@ -183,7 +183,7 @@ fn validate(p: &Profile) -> Result<(), (String, String)> {
                 "must not be empty".into(),
             );
         }
-        if !crate::check::CHECK_IDS.contains(&s.check.as_str()) {
+        if !crate::model::CHECK_IDS.contains(&s.check.as_str()) {
             return err(
                 &format!("signature[{i}].check"),
                 format!("{:?} is not a check id", s.check),

@@ -361,7 +361,7 @@ pub struct Signature {
     /// Substring to look for.
     pub contains: String,
     /// Status it raises (`info`, `warn`, `fail`).
-    pub status: crate::check::Status,
+    pub status: crate::model::Status,
     /// What it means.
     pub diagnosis: String,
     /// What to do.

@@ -1,0 +1,16 @@
+//! The vocabulary every layer shares: what a probe reads ([`snapshot`], [`logs`], [`sensors`],
+//! [`clock`]) and what a check says ([`finding`]). Plain data and pure helpers; no I/O.
+
+pub mod clock;
+pub mod finding;
+pub mod llm;
+pub mod logs;
+pub mod probed;
+pub mod sensors;
+pub mod snapshot;
+
+pub use clock::ClockSync;
+pub use finding::{Evidence, Finding, Status, CHECK_IDS};
+pub use logs::{LogClass, LogFile, LogHit, LogSource, PageSize, SourceState};
+pub use probed::Probed;
+pub use snapshot::*;
