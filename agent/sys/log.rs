@@ -241,7 +241,7 @@ mod tests {
         assert_eq!(lines.len(), 2);
         assert_eq!(
             lines[0],
-            "<4>npu-agent: WARN logging::tests: command rejected cmd_id=c1 reason=\"rate limited\""
+            "<4>npu-agent: WARN sys::log::tests: command rejected cmd_id=c1 reason=\"rate limited\""
         );
         assert_eq!(
             lines[1],
@@ -261,7 +261,7 @@ mod tests {
         assert_eq!(lines.len() as u32, BURST_PER_WINDOW + 1);
         assert_eq!(
             lines.last().unwrap(),
-            "npu-agent: INFO logging::tests: other site"
+            "npu-agent: INFO sys::log::tests: other site"
         );
     }
 
