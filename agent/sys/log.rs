@@ -245,7 +245,7 @@ mod tests {
         );
         assert_eq!(
             lines[1],
-            "<3>npu-agent: ERROR logging::tests: connection refused code=5"
+            "<3>npu-agent: ERROR sys::log::tests: connection refused code=5"
         );
     }
 
