@@ -203,39 +203,24 @@ impl CommandRunner for ProcessRunner {
     }
 
     fn run(&mut self, argv: &[String], timeout: Duration) -> RunOutcome {
+        use crate::sys::process::{run_with_timeout, RunError};
         use std::os::unix::process::ExitStatusExt;
         let Some((program, args)) = argv.split_first() else {
             return RunOutcome::SpawnFailed("empty command".into());
         };
-        let mut child = match std::process::Command::new(program)
-            .args(args)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(e) => return RunOutcome::SpawnFailed(format!("{program}: {e}")),
-        };
-        let deadline = Instant::now() + timeout;
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => {
-                    return match status.code() {
-                        Some(c) => RunOutcome::Exited(c),
-                        None if status.signal().is_some() => RunOutcome::Signalled,
-                        None => RunOutcome::Exited(-1),
-                    }
-                }
-                Ok(None) if Instant::now() >= deadline => {
-                    // Only the child we started is killed, by its own handle.
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return RunOutcome::TimedOut;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) => return RunOutcome::SpawnFailed(format!("{program}: wait failed: {e}")),
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(args);
+        match run_with_timeout(&mut cmd, timeout, |_| {}) {
+            Ok(done) => match done.status.code() {
+                Some(c) => RunOutcome::Exited(c),
+                None if done.status.signal().is_some() => RunOutcome::Signalled,
+                None => RunOutcome::Exited(-1),
+            },
+            Err(RunError::TimedOut { .. }) => RunOutcome::TimedOut,
+            Err(RunError::NotFound(p)) => {
+                RunOutcome::SpawnFailed(format!("{p}: No such file or directory (os error 2)"))
             }
+            Err(RunError::Failed(why)) => RunOutcome::SpawnFailed(why),
         }
     }
 }

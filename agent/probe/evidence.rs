@@ -27,9 +27,10 @@ use super::{LogClass, LogFile, LOG_TAIL_BYTES};
 pub use crate::model::logs::{LogSource, PageSize, SourceState};
 use crate::profile::Profile;
 use crate::root::SysRoot;
+use crate::sys::process::{run_with_timeout, Finished, RunError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 
 /// Directory of a captured tree that holds what `npu-agent capture` recorded.
 pub const CAPTURE_DIR: &str = "/npu-agent-capture";
@@ -687,9 +688,13 @@ fn journalctl() -> String {
     std::env::var("NPU_AGENT_JOURNALCTL").unwrap_or_else(|_| "journalctl".into())
 }
 
+/// Longest a `journalctl` read may take before the source counts as denied.
+pub const JOURNAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Runs `journalctl -b -o json` with `matches` (after `cursor` when given) on the live journal,
-/// or on `<root>/var/log/journal` for a captured tree. `with_ident` prefixes each message with
-/// its `SYSLOG_IDENTIFIER[_PID]:`. Errors are (state, why).
+/// or on `<root>/var/log/journal` for a captured tree, for at most [`JOURNAL_TIMEOUT`].
+/// `with_ident` prefixes each message with its `SYSLOG_IDENTIFIER[_PID]:`. Errors are
+/// (state, why).
 pub fn read_journal(
     root: &SysRoot,
     matches: &[String],
@@ -718,99 +723,88 @@ pub fn read_journal(
         cmd.arg(format!("--after-cursor={c}"));
     }
     cmd.args(matches);
-    cmd.stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            (
-                SourceState::Missing,
-                "journalctl is not installed".to_string(),
-            )
-        } else {
-            (SourceState::Denied, format!("cannot run journalctl: {e}"))
-        }
-    })?;
     let mut lines: VecDeque<String> = VecDeque::new();
     let mut last_cursor = None;
-    if let Some(out) = child.stdout.take() {
-        for l in BufReader::new(out).lines() {
-            let Ok(l) = l else { break };
-            let Ok(e) = serde_json::from_str::<JournalEntry>(&l) else {
-                continue;
-            };
-            let msg = match &e.message {
-                serde_json::Value::String(s) => s.clone(),
-                // Binary messages come as arrays of bytes.
-                serde_json::Value::Array(a) => String::from_utf8_lossy(
-                    &a.iter()
-                        .filter_map(|b| b.as_u64().map(|b| b as u8))
-                        .collect::<Vec<_>>(),
-                )
-                .into_owned(),
-                _ => String::new(),
-            };
-            if e.cursor.is_some() {
-                last_cursor = e.cursor;
-            }
-            for m in msg.lines() {
-                let line = if with_ident {
-                    let id = e.ident.as_deref().or(e.comm.as_deref()).unwrap_or("?");
-                    match &e.pid {
-                        Some(p) => format!("{id}[{p}]: {m}"),
-                        None => format!("{id}: {m}"),
-                    }
-                } else {
-                    m.to_string()
-                };
-                lines.push_back(line);
-                if lines.len() > MAX_LINES_PER_SOURCE {
-                    lines.pop_front();
-                }
-            }
+    let done = run_with_timeout(&mut cmd, JOURNAL_TIMEOUT, |l| {
+        if let Some(cursor) = journal_entry_lines(l, with_ident, &mut lines) {
+            last_cursor = Some(cursor);
         }
-    }
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = (&mut e).take(4096).read_to_string(&mut err);
-    }
-    let status = child
-        .wait()
-        .map_err(|e| (SourceState::Denied, format!("journalctl: {e}")))?;
+    })
+    .map_err(|e| match e {
+        RunError::NotFound(_) => (SourceState::Missing, "journalctl is not installed".into()),
+        other => (SourceState::Denied, format!("journalctl: {other}")),
+    })?;
     // journalctl exits 1 when the journal has no entry of this boot or no files at all.
-    if !status.success() && lines.is_empty() {
-        let why = err.lines().next().unwrap_or("").trim().to_string();
-        let lower = why.to_lowercase();
-        let state = if lower.contains("no journal")
-            || lower.contains("no such")
-            || lower.contains("specifies no boot")
-            || lower.contains("data from the specified boot")
-        {
-            SourceState::Missing
-        } else if lower.contains("permission") {
-            SourceState::Denied
-        } else if why.is_empty() {
-            SourceState::Missing
-        } else {
-            SourceState::Denied
-        };
-        return Err((
-            state,
-            format!(
-                "journalctl ({dir}): {}",
-                if why.is_empty() {
-                    format!("exit {status}")
-                } else {
-                    why
-                }
-            ),
-        ));
+    if !done.status.success() && lines.is_empty() {
+        return Err(journal_failure(&dir, &done));
     }
     Ok(JournalRead {
         lines: lines.into(),
         last_cursor,
         dir,
     })
+}
+
+/// Appends the message lines of one `journalctl -o json` entry to `lines` (keeping the last
+/// [`MAX_LINES_PER_SOURCE`]); returns the entry's cursor. A line that is not an entry is skipped.
+fn journal_entry_lines(
+    json: &str,
+    with_ident: bool,
+    lines: &mut VecDeque<String>,
+) -> Option<String> {
+    let e = serde_json::from_str::<JournalEntry>(json).ok()?;
+    let msg = match &e.message {
+        serde_json::Value::String(s) => s.clone(),
+        // Binary messages come as arrays of bytes.
+        serde_json::Value::Array(a) => String::from_utf8_lossy(
+            &a.iter()
+                .filter_map(|b| b.as_u64().map(|b| b as u8))
+                .collect::<Vec<_>>(),
+        )
+        .into_owned(),
+        _ => String::new(),
+    };
+    for m in msg.lines() {
+        let line = if with_ident {
+            let id = e.ident.as_deref().or(e.comm.as_deref()).unwrap_or("?");
+            match &e.pid {
+                Some(p) => format!("{id}[{p}]: {m}"),
+                None => format!("{id}: {m}"),
+            }
+        } else {
+            m.to_string()
+        };
+        lines.push_back(line);
+        if lines.len() > MAX_LINES_PER_SOURCE {
+            lines.pop_front();
+        }
+    }
+    e.cursor
+}
+
+/// Why `journalctl` gave nothing: a missing journal or boot, or a denied read.
+fn journal_failure(dir: &str, done: &Finished) -> (SourceState, String) {
+    let why = done.stderr.lines().next().unwrap_or("").trim().to_string();
+    let lower = why.to_lowercase();
+    let state = if lower.contains("no journal")
+        || lower.contains("no such")
+        || lower.contains("specifies no boot")
+        || lower.contains("data from the specified boot")
+    {
+        SourceState::Missing
+    } else if lower.contains("permission") {
+        SourceState::Denied
+    } else if why.is_empty() {
+        SourceState::Missing
+    } else {
+        SourceState::Denied
+    };
+    let detail = if why.is_empty() {
+        format!("exit {}", done.status)
+    } else {
+        why
+    };
+    (state, format!("journalctl ({dir}): {detail}"))
 }
 
 #[cfg(test)]

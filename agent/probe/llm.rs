@@ -12,7 +12,8 @@ pub use crate::model::llm::*;
 use crate::parse::{devicetree, gguf, llmargs, numa, nvsmi};
 use crate::profile::Profile;
 use crate::root::{ReadError, ReadErrorKind, SysRoot};
-use std::time::{Duration, Instant};
+use crate::sys::process::run_capture;
+use std::time::Duration;
 
 /// Captured `nvidia-smi --query-compute-apps=pid,used_memory --format=csv` output (optional).
 pub const NVIDIA_SMI_APPS_CSV: &str = "/run/npu-agent/nvidia-smi-apps.csv";
@@ -342,46 +343,15 @@ fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Runs a command with a timeout; its stdout, or why not.
-fn run_with_timeout(
-    bin: &std::path::Path,
-    args: &[&str],
-    timeout: Duration,
-) -> Result<String, String> {
-    use std::io::Read;
-    let mut child = std::process::Command::new(bin)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let mut out = String::new();
-                if let Some(mut s) = child.stdout.take() {
-                    let _ = s.by_ref().take(1 << 20).read_to_string(&mut out);
-                }
-                return if status.success() {
-                    Ok(out)
-                } else {
-                    Err(format!("{} exited with {status}", bin.display()))
-                };
-            }
-            Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{} did not answer within {} s",
-                    bin.display(),
-                    timeout.as_secs()
-                ));
-            }
-            Err(e) => return Err(e.to_string()),
-        }
+/// Runs `bin args` for at most `timeout`; its standard output (at most 1 MiB), or why not.
+fn run_tool(bin: &std::path::Path, args: &[&str], timeout: Duration) -> Result<String, String> {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(args);
+    let (done, out) = run_capture(&mut cmd, timeout, 1 << 20).map_err(|e| e.to_string())?;
+    if done.status.success() {
+        Ok(out)
+    } else {
+        Err(format!("{} exited with {}", bin.display(), done.status))
     }
 }
 
@@ -398,7 +368,7 @@ fn probe_gpus(root: &SysRoot) -> GpuProbe {
     if root.is_live() {
         if let Some(bin) = find_in_path("nvidia-smi") {
             let source = format!("nvidia-smi {QUERY_GPU} --format=csv");
-            let gpus = run_with_timeout(&bin, &[QUERY_GPU, "--format=csv"], Duration::from_secs(5))
+            let gpus = run_tool(&bin, &[QUERY_GPU, "--format=csv"], Duration::from_secs(5))
                 .map_err(|e| ReadError {
                     path: "nvidia-smi".into(),
                     kind: ReadErrorKind::Io,
@@ -407,7 +377,7 @@ fn probe_gpus(root: &SysRoot) -> GpuProbe {
                 .and_then(|t| {
                     nvsmi::parse_query_gpu(&t).map_err(|e| ReadError::malformed("nvidia-smi", e))
                 });
-            let apps = run_with_timeout(
+            let apps = run_tool(
                 &bin,
                 &["--query-compute-apps=pid,used_memory", "--format=csv"],
                 Duration::from_secs(5),
