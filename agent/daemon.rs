@@ -1129,7 +1129,7 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
             }
             // Discovery names the model: wait for the first diagnosis if it has not come yet.
             if agent.s.cfg.home_assistant.enabled && agent.last_diagnosis.is_some() {
-                crate::ha::on_connect(agent_ha(agent), &l.client);
+                crate::mqtt::ha::on_connect(agent_ha(agent), &l.client);
                 agent.last_discovery = Some(Instant::now());
             }
             agent.flush();
@@ -1214,14 +1214,14 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
         }
         LinkEvent::Message { topic, payload, .. } => {
             if agent.s.cfg.home_assistant.enabled {
-                match crate::ha::on_message(agent_ha(agent), &topic, &payload) {
-                    crate::ha::HaMessage::NotMine => {}
-                    crate::ha::HaMessage::Handled => return,
-                    crate::ha::HaMessage::HomeAssistantOnline => {
+                match crate::mqtt::ha::on_message(agent_ha(agent), &topic, &payload) {
+                    crate::mqtt::ha::HaMessage::NotMine => {}
+                    crate::mqtt::ha::HaMessage::Handled => return,
+                    crate::mqtt::ha::HaMessage::HomeAssistantOnline => {
                         send_discovery(agent);
                         return;
                     }
-                    crate::ha::HaMessage::Press(action) => {
+                    crate::mqtt::ha::HaMessage::Press(action) => {
                         let name = action.name();
                         match agent
                             .gate
@@ -1347,12 +1347,12 @@ fn send_discovery(agent: &mut Agent) {
         return;
     }
     let Some(l) = &agent.link else { return };
-    crate::ha::publish_discovery(agent_ha(agent), &l.client);
+    crate::mqtt::ha::publish_discovery(agent_ha(agent), &l.client);
     agent.last_discovery = Some(Instant::now());
 }
 
-fn agent_ha(agent: &Agent) -> crate::ha::HaContext<'_> {
-    crate::ha::HaContext {
+fn agent_ha(agent: &Agent) -> crate::report::ha::HaContext<'_> {
+    crate::report::ha::HaContext {
         prefix: &agent.s.cfg.home_assistant.discovery_prefix,
         topic_root: &agent.s.topic_root,
         board: &agent.s.board,
@@ -1531,7 +1531,7 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
             agent.set_report(d, force);
             if first && agent.connected && agent.s.cfg.home_assistant.enabled {
                 if let Some(l) = &agent.link {
-                    crate::ha::on_connect(agent_ha(agent), &l.client);
+                    crate::mqtt::ha::on_connect(agent_ha(agent), &l.client);
                     agent.last_discovery = Some(Instant::now());
                 }
             }

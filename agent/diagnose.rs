@@ -310,7 +310,7 @@ pub fn metrics(snap: &Snapshot, profile: &Profile) -> BTreeMap<String, Value> {
             }
         }
     }
-    probe::sensors::metrics(snap, &mut m);
+    crate::report::metrics::metrics(snap, &mut m);
     m
 }
 

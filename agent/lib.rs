@@ -26,14 +26,12 @@ pub mod daemon;
 pub mod diagnose;
 pub mod fleet;
 pub mod gate;
-pub mod ha;
 pub mod model;
 pub mod mqtt;
 pub mod order;
 pub mod parse;
 pub mod probe;
 pub mod profile;
-pub mod prometheus;
 pub mod provision;
 pub mod report;
 pub mod root;
@@ -41,4 +39,5 @@ pub mod standby;
 pub mod sys;
 
 // Former top-level paths of the sys/ modules, kept while callers move.
+pub use report::prometheus;
 pub use sys::{log as logging, runtime, secret, term, time as timefmt};

@@ -84,7 +84,7 @@ fn power_heat_and_load_sensors_show_figures_or_unknown() {
     if !jinja_available() {
         return;
     }
-    let ctx = npu_agent::ha::HaContext {
+    let ctx = npu_agent::report::ha::HaContext {
         prefix: "homeassistant",
         topic_root: "npu-fleet",
         board: "b1",
@@ -92,7 +92,7 @@ fn power_heat_and_load_sensors_show_figures_or_unknown() {
         profile: "rpi5-hailo10h",
         buttons: vec!["compact", "rescan"],
     };
-    let payload = npu_agent::ha::discovery_payload(&ctx);
+    let payload = npu_agent::report::ha::discovery_payload(&ctx);
     let template = |key: &str| {
         payload["cmps"][key]["value_template"]
             .as_str()

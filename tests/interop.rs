@@ -374,7 +374,7 @@ fn home_assistant_validates_the_discovery_payload_and_its_meaning() {
         eprintln!("SKIP: no Home Assistant venv under ~/.cache/npu-agent-ci/ha-venv");
         return;
     };
-    let ctx = npu_agent::ha::HaContext {
+    let ctx = npu_agent::report::ha::HaContext {
         prefix: "homeassistant",
         topic_root: "npu-fleet",
         board: "b1",
@@ -382,7 +382,7 @@ fn home_assistant_validates_the_discovery_payload_and_its_meaning() {
         profile: "rk3588-rknpu",
         buttons: vec!["compact", "rescan"],
     };
-    let payload = npu_agent::ha::discovery_payload(&ctx);
+    let payload = npu_agent::report::ha::discovery_payload(&ctx);
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/boards")
         .join(CASE)

@@ -3,6 +3,7 @@
 
 pub mod command;
 pub mod ed25519;
+pub mod ha;
 pub mod link;
 pub mod topics;
 

@@ -1,6 +1,10 @@
 //! The report: what `check --format json` prints and what the MQTT `status` topic carries
 //! (README "Fleet link (MQTT)", `schema: 1`), and its text rendering for people.
 
+pub mod ha;
+pub mod metrics;
+pub mod prometheus;
+
 use crate::check::{Finding, Status};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

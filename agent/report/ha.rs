@@ -5,9 +5,6 @@
 //! `<root>/<board>/ha/<action>` (not retained) and run like unsigned commands.
 
 use crate::check::CHECK_IDS;
-use crate::mqtt::command::Action;
-use crate::mqtt::link::MqttClient as AsyncClient;
-use rumqttc::v5::mqttbytes::QoS;
 use serde_json::{Map, Value};
 
 /// A JSON object from `(key, value)` pairs: one out-of-line copy of the insert loop for every
@@ -215,60 +212,6 @@ pub fn sensor_components(b: &str, status: &str) -> Vec<(String, Value)> {
     ]
 }
 
-/// On every connect: publish discovery and subscribe to Home Assistant's status and the buttons.
-pub fn on_connect(ctx: HaContext<'_>, client: &AsyncClient) {
-    let _ = client.try_subscribe(format!("{}/status", ctx.prefix), QoS::AtLeastOnce);
-    let _ = client.try_subscribe(
-        format!("{}/{}/ha/+", ctx.topic_root, ctx.board),
-        QoS::AtLeastOnce,
-    );
-    publish_discovery(ctx, client);
-}
-
-/// Publishes the discovery message (retained). The daemon rate-limits re-sends.
-pub fn publish_discovery(ctx: HaContext<'_>, client: &AsyncClient) {
-    let payload = discovery_payload(&ctx).to_string();
-    let _ = client.try_publish(
-        discovery_topic(&ctx),
-        QoS::AtLeastOnce,
-        true,
-        payload.into_bytes(),
-    );
-}
-
-/// What an incoming message meant for the Home Assistant side.
-#[derive(Debug, Clone, PartialEq)]
-pub enum HaMessage {
-    /// Not a Home Assistant topic.
-    NotMine,
-    /// Consumed (e.g. Home Assistant came online and discovery was re-sent).
-    Handled,
-    /// Home Assistant announced itself: discovery is due (the daemon rate-limits it).
-    HomeAssistantOnline,
-    /// A button press, for the gate to admit or refuse.
-    Press(Action),
-}
-
-/// Handles a message on a Home Assistant topic.
-pub fn on_message(ctx: HaContext<'_>, topic: &str, payload: &[u8]) -> HaMessage {
-    if topic == format!("{}/status", ctx.prefix) {
-        if payload == b"online" {
-            return HaMessage::HomeAssistantOnline;
-        }
-        return HaMessage::Handled;
-    }
-    if topic == button_topic(&ctx, "compact") {
-        return HaMessage::Press(Action::Compact { drop_caches: false });
-    }
-    if topic == button_topic(&ctx, "rescan") {
-        return HaMessage::Press(Action::Rescan);
-    }
-    if topic.starts_with(&format!("{}/{}/ha/", ctx.topic_root, ctx.board)) {
-        return HaMessage::Handled;
-    }
-    HaMessage::NotMine
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,25 +254,5 @@ mod tests {
         let p = discovery_payload(&c);
         assert!(p["cmps"].get("b1_compact").is_none());
         assert_eq!(p["cmps"]["b1_rescan"]["p"], "button");
-    }
-
-    #[test]
-    fn messages() {
-        assert_eq!(
-            on_message(ctx(), "npu-fleet/b1/ha/compact", b"PRESS"),
-            HaMessage::Press(Action::Compact { drop_caches: false })
-        );
-        assert_eq!(
-            on_message(ctx(), "homeassistant/status", b"online"),
-            HaMessage::HomeAssistantOnline
-        );
-        assert_eq!(
-            on_message(ctx(), "npu-fleet/b1/ha/reboot", b"PRESS"),
-            HaMessage::Handled
-        );
-        assert_eq!(
-            on_message(ctx(), "npu-fleet/b1/cmd/x/y", b"{}"),
-            HaMessage::NotMine
-        );
     }
 }
