@@ -140,6 +140,100 @@ fn profile_file(path: &std::path::Path) -> Result<Profile, DiagnoseError> {
     Ok(profile::parse_profile(&path.display().to_string(), &text)?)
 }
 
+/// Detects the board's profile (`--profile` not given). Reads the dpkg database into `dpkg`
+/// only when a profile's package hints can decide.
+fn detect_auto(
+    root: &SysRoot,
+    profiles: &[Profile],
+    identity: &probe::Identity,
+    pci: &probe::Probed<Vec<probe::PciDevice>>,
+    opts: &DiagnoseOptions,
+    dpkg: &mut Option<probe::Probed<Vec<crate::parse::dpkg::DpkgPackage>>>,
+) -> Result<(Profile, String, bool), DiagnoseError> {
+    let compatible = identity.compatible.clone().unwrap_or_default();
+    let pci_ids: Vec<(u16, u16)> = pci
+        .as_ref()
+        .map(|d| d.iter().map(|d| (d.vendor, d.device)).collect())
+        .unwrap_or_default();
+    let model = identity.model.as_ref().ok().map(|s| s.as_str());
+    let arch = identity.arch.as_deref();
+    let processes = if profile::wants_processes(profiles, arch) {
+        probe::llm::detect_process_names(root)
+    } else {
+        Vec::new()
+    };
+    // A command line given with --llm-cmdline is matched like a process, but it is not
+    // one: the reason must not claim it runs.
+    let cmdline_programs: Vec<String> = opts
+        .llm_cmdline
+        .as_deref()
+        .and_then(|c| crate::parse::llmargs::shell_words(c).ok())
+        .and_then(|w| w.first().cloned())
+        .map(|prog| vec![prog.rsplit('/').next().unwrap_or("").to_string()])
+        .unwrap_or_default();
+    let bare = DetectInput {
+        compatible: &compatible,
+        model,
+        pci_ids: &pci_ids,
+        installed: &[],
+        arch,
+        processes: &processes,
+        cmdline_programs: &cmdline_programs,
+    };
+    let hints_matter = profiles
+        .iter()
+        .any(|p| !p.r#match.packages.is_empty() && profile::score(p, &bare).is_some());
+    let installed: Vec<String> = if hints_matter {
+        let d = dpkg.get_or_insert_with(|| probe::probe_dpkg(root));
+        d.as_ref()
+            .map(|p| {
+                p.iter()
+                    .filter(|p| p.is_installed())
+                    .map(|p| p.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let det = profile::detect(
+        profiles,
+        &DetectInput {
+            installed: &installed,
+            ..bare
+        },
+    )
+    .ok_or_else(|| DiagnoseError::UnknownProfile {
+        id: "generic".into(),
+        available: ids(profiles),
+    })?;
+    Ok((det.profile, det.reason, det.fallback))
+}
+
+/// The dpkg database for `profile`'s checks: the copy detection read, else read now when the
+/// Hailo or rknpu checks need it (they read the packages), else a "not read" error.
+fn dpkg_for(
+    root: &SysRoot,
+    profile: &Profile,
+    read: Option<probe::Probed<Vec<crate::parse::dpkg::DpkgPackage>>>,
+) -> probe::Probed<Vec<crate::parse::dpkg::DpkgPackage>> {
+    match read {
+        Some(d) => d,
+        None if matches!(
+            profile.npu.kind,
+            profile::NpuKind::Hailo | profile::NpuKind::Rknpu
+        ) =>
+        {
+            probe::probe_dpkg(root)
+        }
+        None => Err(crate::root::ReadError {
+            path: "/var/lib/dpkg/status".into(),
+            kind: crate::root::ReadErrorKind::NotFound,
+            detail: format!("not read: profile {} checks no packages", profile.id),
+        }),
+    }
+}
+
 /// [`diagnose`] with options.
 pub fn diagnose_with(
     root: &SysRoot,
@@ -153,66 +247,7 @@ pub fn diagnose_with(
     // profile with package hints whose board rules match) or the chosen profile's checks do.
     let mut dpkg: Option<probe::Probed<Vec<crate::parse::dpkg::DpkgPackage>>> = None;
     let (profile, reason, fallback) = match choice {
-        ProfileChoice::Auto => {
-            let compatible = identity.compatible.clone().unwrap_or_default();
-            let pci_ids: Vec<(u16, u16)> = pci
-                .as_ref()
-                .map(|d| d.iter().map(|d| (d.vendor, d.device)).collect())
-                .unwrap_or_default();
-            let model = identity.model.as_ref().ok().map(|s| s.as_str());
-            let arch = identity.arch.as_deref();
-            let processes = if profile::wants_processes(&profiles, arch) {
-                probe::llm::detect_process_names(root)
-            } else {
-                Vec::new()
-            };
-            // A command line given with --llm-cmdline is matched like a process, but it is not
-            // one: the reason must not claim it runs.
-            let cmdline_programs: Vec<String> = opts
-                .llm_cmdline
-                .as_deref()
-                .and_then(|c| crate::parse::llmargs::shell_words(c).ok())
-                .and_then(|w| w.first().cloned())
-                .map(|prog| vec![prog.rsplit('/').next().unwrap_or("").to_string()])
-                .unwrap_or_default();
-            let bare = DetectInput {
-                compatible: &compatible,
-                model,
-                pci_ids: &pci_ids,
-                installed: &[],
-                arch,
-                processes: &processes,
-                cmdline_programs: &cmdline_programs,
-            };
-            let hints_matter = profiles
-                .iter()
-                .any(|p| !p.r#match.packages.is_empty() && profile::score(p, &bare).is_some());
-            let installed: Vec<String> = if hints_matter {
-                let d = dpkg.get_or_insert_with(|| probe::probe_dpkg(root));
-                d.as_ref()
-                    .map(|p| {
-                        p.iter()
-                            .filter(|p| p.is_installed())
-                            .map(|p| p.name.clone())
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            } else {
-                Vec::new()
-            };
-            let det = profile::detect(
-                &profiles,
-                &DetectInput {
-                    installed: &installed,
-                    ..bare
-                },
-            )
-            .ok_or_else(|| DiagnoseError::UnknownProfile {
-                id: "generic".into(),
-                available: ids(&profiles),
-            })?;
-            (det.profile, det.reason, det.fallback)
-        }
+        ProfileChoice::Auto => detect_auto(root, &profiles, &identity, &pci, opts, &mut dpkg)?,
         ProfileChoice::Id(id) => {
             let p = find_profile(&profiles, id)?.clone();
             (p, format!("chosen with --profile {id}"), id == "generic")
@@ -224,22 +259,7 @@ pub fn diagnose_with(
         }
     };
     let serial = identity.serial.clone();
-    let dpkg = match dpkg {
-        Some(d) => d,
-        // Hailo checks read the packages; the rknpu runtime check reads rknpu2/rkllm packages.
-        None if matches!(
-            profile.npu.kind,
-            profile::NpuKind::Hailo | profile::NpuKind::Rknpu
-        ) =>
-        {
-            probe::probe_dpkg(root)
-        }
-        None => Err(crate::root::ReadError {
-            path: "/var/lib/dpkg/status".into(),
-            kind: crate::root::ReadErrorKind::NotFound,
-            detail: format!("not read: profile {} checks no packages", profile.id),
-        }),
-    };
+    let dpkg = dpkg_for(root, &profile, dpkg);
     let mut guard = opts.log_cursors.as_ref().and_then(|c| c.lock().ok());
     let mut snapshot = probe::probe(root, &profile, identity, pci, dpkg, guard.as_deref_mut());
     drop(guard);

@@ -1,7 +1,8 @@
 //! Board-tree cases: `npu-agent check --root <case>/root --format json` on every case under
 //! tests/fixtures/boards, asserted exactly as tests/fixtures/boards/README.md defines:
 //! `must_fire`, `must_not_fire`, `[check_status]`, `worst_status` (the most severe status among
-//! the `must_fire` checks), and no named check in `error` (unless `[check_status]` pins it).
+//! the `must_fire` checks), no named check in `error` (unless `[check_status]` pins it), and the
+//! advice expectations: `health_not`, `remedy_must_not_match`, `[remedy_must_match]`.
 //! One test per case and per `[[variant]]`; failure messages name the case id (BR-NN / OWN-NN).
 
 use serde::Deserialize;
@@ -23,6 +24,22 @@ struct Expected {
     check_status: BTreeMap<String, String>,
     #[serde(default)]
     variant: Vec<Variant>,
+    #[serde(flatten)]
+    advice: Advice,
+}
+
+/// What the advice must not or must say (README "Advice that fits the board").
+#[derive(Debug, Default, Deserialize)]
+struct Advice {
+    /// The report's `health` must not be any of these.
+    #[serde(default)]
+    health_not: Vec<String>,
+    /// No fired finding's remedy matches any of these regexes.
+    #[serde(default)]
+    remedy_must_not_match: Vec<String>,
+    /// This finding fired and its remedy matches the regex.
+    #[serde(default)]
+    remedy_must_match: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -191,14 +208,18 @@ fn run_case(case: &str, variant: Option<usize>) -> Value {
     let e = load(case);
     assert_eq!(e.kind, "board-check", "{case} is not a board-check case");
     match variant {
-        None => assert_verdict(
-            &e.id,
-            &fixtures().join(case).join("root"),
-            &e.must_fire,
-            &e.must_not_fire,
-            &e.worst_status,
-            &e.check_status,
-        ),
+        None => {
+            let report = assert_verdict(
+                &e.id,
+                &fixtures().join(case).join("root"),
+                &e.must_fire,
+                &e.must_not_fire,
+                &e.worst_status,
+                &e.check_status,
+            );
+            assert_advice(&e.id, &report, &e.advice);
+            report
+        }
         Some(n) => {
             let v = e
                 .variant
@@ -214,6 +235,38 @@ fn run_case(case: &str, variant: Option<usize>) -> Value {
             )
         }
     }
+}
+
+/// The report's `health` and its fired findings' remedies against the case's advice
+/// expectations.
+fn assert_advice(case_id: &str, report: &Value, advice: &Advice) {
+    let mut errors = Vec::new();
+    let health = report["health"].as_str().unwrap_or("");
+    if advice.health_not.iter().any(|h| h == health) {
+        errors.push(format!("health is {health:?}, which the case rules out"));
+    }
+    let findings = report["findings"].as_array().expect("findings array");
+    let fired = |f: &&Value| fires(f["status"].as_str().unwrap_or(""));
+    for pattern in &advice.remedy_must_not_match {
+        let re = regex_lite::Regex::new(pattern).expect("remedy_must_not_match regex");
+        for f in findings.iter().filter(fired) {
+            let remedy = f["remedy"].as_str().unwrap_or("");
+            if re.is_match(remedy) {
+                errors.push(format!("{} remedy matches {pattern:?}: {remedy}", f["id"]));
+            }
+        }
+    }
+    for (id, pattern) in &advice.remedy_must_match {
+        let re = regex_lite::Regex::new(pattern).expect("remedy_must_match regex");
+        let ok = findings
+            .iter()
+            .filter(fired)
+            .any(|f| f["id"] == id.as_str() && re.is_match(f["remedy"].as_str().unwrap_or("")));
+        if !ok {
+            errors.push(format!("no fired {id} finding whose remedy matches {pattern:?}"));
+        }
+    }
+    assert!(errors.is_empty(), "{case_id}:\n  {}", errors.join("\n  "));
 }
 
 fn finding<'a>(report: &'a Value, id: &str) -> &'a Value {
@@ -243,9 +296,10 @@ fn assert_remedy_mentions(report: &Value, id: &str, needle: &str) {
 }
 
 macro_rules! cases {
-    ($($name:ident => $dir:literal $(, $check:ident)?;)*) => {
+    ($($(#[$attr:meta])* $name:ident => $dir:literal $(, $check:ident)?;)*) => {
         $(
             #[test]
+            $(#[$attr])*
             fn $name() {
                 #[allow(unused_variables)]
                 let report = run_case($dir, None);
@@ -278,6 +332,17 @@ cases! {
     br32_rpi4_cma_no_pool => "rpi4-nerves-32bit-cma-64M-and-256M-tokens-no-pool", br32_extra;
     br34_youyeetoo_hdmirx_cma_enomem => "youyeetoo-r1-rk3588s-hdmirx-cma-alloc-enomem", br34_extra;
     br35_rock5b_rkllm_query_platform => "rock5b-rkllm-1.0.1-query-platform-error-rknpu-0.9.6-module", br35_extra;
+    // BR-40, 43, 44, 47 came with issue 24 (advice that fits how the stack was installed, every
+    // workload failure accounted for, drivers found wherever the kernel names them); they run
+    // with `cargo test --test boards -- --ignored` and stop being ignored as that issue lands.
+    #[ignore = "issue 24: runtime inside the Frigate add-on on HAOS (no dpkg) is not seen"]
+    br40_pi5_haos_frigate_hailort_4_19 => "pi5-8gb-haos-15.0-hailo8-driver-4.20.1-vs-frigate-hailort-4.19-status-76";
+    #[ignore = "issue 24: RKLLM errno 14 / rknn_init fail is still reported as health ok"]
+    br43_rk3588_rkllm_iommu_domain_full => "rk3588-16gb-rkllm-1.1.4-vlm-errno14-npu-iommu-domain-full-rknpu-0.9.8";
+    #[ignore = "issue 24: the driver is not found where this kernel names it"]
+    br44_lz_d3588_mainline_rocket => "lz-d3588-ophub-armbian-bookworm-6.12.77-mainline-rocket-no-rknpu";
+    #[ignore = "issue 24: a source-built HailoRT raises the package-generation warning"]
+    br47_pi5_ubuntu_hailo8_source_build => "pi5-8gb-ubuntu-24.04-hailo8-4.20-source-build-clock-stuck-400mhz-fps-398-to-38";
     own01_pi5_hailo10h_healthy => "own-pi5-hailo10h-5.1.1-healthy";
     own02_rk3588_healthy => "own-rk3588-opi5plus-rknpu-0.9.8-healthy", own02_extra;
     own03_pi5_hailo8_healthy => "own-pi5-hailo8-4.23-healthy";

@@ -103,6 +103,88 @@ pub fn probe_dpkg(root: &SysRoot) -> Probed<Vec<dpkg::DpkgPackage>> {
     dpkg::parse_dpkg_status(&text).map_err(|e| ReadError::malformed(path, e))
 }
 
+/// Where the rknpu driver's version may be read, in order.
+const RKNPU_VERSION_FILES: [&str; 3] = [
+    "/sys/kernel/debug/rknpu/version",
+    "/proc/rknpu/version",
+    "/sys/module/rknpu/version",
+];
+
+/// `/proc/uptime`'s first field: seconds since boot.
+fn parse_uptime(t: &str) -> Result<f64, String> {
+    t.split_whitespace()
+        .next()
+        .and_then(|f| f.parse::<f64>().ok())
+        .filter(|f| f.is_finite() && *f >= 0.0)
+        .ok_or_else(|| "first field is not a number of seconds".to_string())
+}
+
+/// `/proc/sys/fs/file-nr`: allocated, free, maximum.
+fn parse_file_nr(t: &str) -> Result<FileNr, String> {
+    let f: Vec<u64> = t
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    match f.as_slice() {
+        [allocated, _free, max] => Ok(FileNr {
+            allocated: *allocated,
+            max: *max,
+        }),
+        _ => Err("expected three numbers".to_string()),
+    }
+}
+
+/// Module names from `/proc/modules`.
+fn probe_proc_modules(root: &SysRoot) -> Probed<Vec<String>> {
+    root.read_string("/proc/modules").map(|t| {
+        t.lines()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect()
+    })
+}
+
+/// `/var/log/dpkg.log`, read only when the profile names a firmware package (the one check
+/// that reads it).
+fn probe_dpkg_log_for(root: &SysRoot, profile: &Profile) -> Probed<Vec<DpkgLogEntry>> {
+    if profile.packages.firmware.is_empty() {
+        return Err(ReadError {
+            path: "/var/log/dpkg.log".into(),
+            kind: crate::root::ReadErrorKind::NotFound,
+            detail: "not read: the profile names no firmware package".into(),
+        });
+    }
+    probe_dpkg_log(root)
+}
+
+/// The runtime binaries that exist and the `NEEDED` entries of each.
+fn probe_binaries(root: &SysRoot, paths: &[String]) -> Vec<BinaryNeeded> {
+    paths
+        .iter()
+        .filter(|p| root.exists(p))
+        .map(|p| BinaryNeeded {
+            path: p.clone(),
+            needed: root
+                .read(p)
+                .and_then(|b| elf_needed(&b).map_err(|e| ReadError::malformed(p, e))),
+        })
+        .collect()
+}
+
+/// The profile's boot files that exist, with their text.
+fn probe_boot_files(root: &SysRoot, profile: &Profile) -> Vec<BootFileRead> {
+    profile
+        .cma
+        .boot_files
+        .iter()
+        .filter(|b| root.exists(&b.path))
+        .map(|b| BootFileRead {
+            path: b.path.clone(),
+            kind: b.kind,
+            text: root.read_string(&b.path),
+        })
+        .collect()
+}
+
 /// Reads everything the checks need for `profile`. `identity`, `pci` and `dpkg` come from the
 /// detection phase so they are read once.
 ///
@@ -122,13 +204,7 @@ pub fn probe(
     let cmdline = root
         .read_string("/proc/cmdline")
         .map(|s| s.trim().to_string());
-    let uptime_s = read_parsed(root, "/proc/uptime", |t| {
-        t.split_whitespace()
-            .next()
-            .and_then(|f| f.parse::<f64>().ok())
-            .filter(|f| f.is_finite() && *f >= 0.0)
-            .ok_or_else(|| "first field is not a number of seconds".to_string())
-    });
+    let uptime_s = read_parsed(root, "/proc/uptime", parse_uptime);
     let boot_id = root
         .read_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string());
@@ -146,33 +222,16 @@ pub fn probe(
         now_unix_s,
         clock: clock::probe(root),
         modules: probe_modules(root, profile),
-        proc_modules: root.read_string("/proc/modules").map(|t| {
-            t.lines()
-                .filter_map(|l| l.split_whitespace().next().map(str::to_string))
-                .collect()
-        }),
+        proc_modules: probe_proc_modules(root),
         module_files: probe_module_files(root, profile, identity.kernel_release.as_ref().ok()),
         device_nodes: probe_device_nodes(root),
         drm: probe_drm(root),
-        rknpu_version_files: [
-            "/sys/kernel/debug/rknpu/version",
-            "/proc/rknpu/version",
-            "/sys/module/rknpu/version",
-        ]
-        .iter()
-        .map(|p| (p.to_string(), root.read_string(p)))
-        .collect(),
+        rknpu_version_files: RKNPU_VERSION_FILES
+            .iter()
+            .map(|p| (p.to_string(), root.read_string(p)))
+            .collect(),
         dpkg,
-        // Only the firmware-package check reads dpkg.log; a profile without one skips the read.
-        dpkg_log: if profile.packages.firmware.is_empty() {
-            Err(ReadError {
-                path: "/var/log/dpkg.log".into(),
-                kind: crate::root::ReadErrorKind::NotFound,
-                detail: "not read: the profile names no firmware package".into(),
-            })
-        } else {
-            probe_dpkg_log(root)
-        },
+        dpkg_log: probe_dpkg_log_for(root, profile),
         libraries: probe_libraries(root),
         rknn_runtime: if profile.npu.kind == crate::profile::NpuKind::Rknpu {
             probe_rknn_runtime(root)
@@ -185,48 +244,15 @@ pub fn probe(
             root.list_dir(&profile.npu.firmware_dir)
         },
         firmware_root_exists: root.is_dir("/lib/firmware"),
-        binaries: profile
-            .npu
-            .runtime_binaries
-            .iter()
-            .filter(|p| root.exists(p))
-            .map(|p| BinaryNeeded {
-                path: p.clone(),
-                needed: root
-                    .read(p)
-                    .and_then(|b| elf_needed(&b).map_err(|e| ReadError::malformed(p, e))),
-            })
-            .collect(),
+        binaries: probe_binaries(root, &profile.npu.runtime_binaries),
         processes: probe_processes(root, &profile.limits.workloads),
-        file_nr: read_parsed(root, "/proc/sys/fs/file-nr", |t| {
-            let f: Vec<u64> = t
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            match f.as_slice() {
-                [allocated, _free, max] => Ok(FileNr {
-                    allocated: *allocated,
-                    max: *max,
-                }),
-                _ => Err("expected three numbers".to_string()),
-            }
-        }),
+        file_nr: read_parsed(root, "/proc/sys/fs/file-nr", parse_file_nr),
         configured_limits: probe_configured_limits(root, &profile.limits.units),
         meminfo,
         buddyinfo,
         vmstat,
         cmdline,
-        boot_files: profile
-            .cma
-            .boot_files
-            .iter()
-            .filter(|b| root.exists(&b.path))
-            .map(|b| BootFileRead {
-                path: b.path.clone(),
-                kind: b.kind,
-                text: root.read_string(&b.path),
-            })
-            .collect(),
+        boot_files: probe_boot_files(root, profile),
         dt_cma: probe_dt_cma(root),
         logs,
         log_sources,

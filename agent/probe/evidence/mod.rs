@@ -27,10 +27,16 @@ use super::{LogClass, LogFile, LOG_TAIL_BYTES};
 pub use crate::model::logs::{LogSource, PageSize, SourceState};
 use crate::profile::Profile;
 use crate::root::SysRoot;
-use crate::sys::process::{run_with_timeout, Finished, RunError};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, VecDeque};
-use std::io::Read;
+use std::collections::BTreeMap;
+
+mod journal;
+mod kmsg;
+pub use journal::*;
+pub use kmsg::*;
+
+/// Most bytes of one file read in one daemon cycle (the rest comes next cycle).
+pub const MAX_READ_PER_CYCLE: u64 = 16 * 1024 * 1024;
 
 /// Directory of a captured tree that holds what `npu-agent capture` recorded.
 pub const CAPTURE_DIR: &str = "/npu-agent-capture";
@@ -549,286 +555,9 @@ fn read_file_from(
     Ok((text.lines().map(str::to_string).collect(), cut))
 }
 
-/// Most bytes of one file read in one daemon cycle (the rest comes next cycle).
-pub const MAX_READ_PER_CYCLE: u64 = 16 * 1024 * 1024;
-
-/// Records read from `/dev/kmsg`.
-pub struct KmsgRead {
-    /// Messages as `[seconds.micros] text`.
-    pub lines: Vec<String>,
-    /// Highest sequence number read.
-    pub last_seq: Option<u64>,
-    /// Records lost: overwritten while reading (`EPIPE`) or between cycles (a gap after the
-    /// cursor).
-    pub lost: u64,
-}
-
-/// Parses one `/dev/kmsg` record (`prio,seq,usec,flags;text\n key=value...`) into its sequence
-/// number and `[seconds.micros] text`. `None` for a malformed record.
-pub fn parse_kmsg_record(rec: &str) -> Option<(u64, String)> {
-    let (head, rest) = rec.split_once(';')?;
-    let mut f = head.split(',');
-    let _prio = f.next()?;
-    let seq: u64 = f.next()?.trim().parse().ok()?;
-    let usec: u64 = f.next()?.trim().parse().ok()?;
-    let text = rest.split('\n').next().unwrap_or("");
-    Some((
-        seq,
-        format!("[{:>5}.{:06}] {}", usec / 1_000_000, usec % 1_000_000, text),
-    ))
-}
-
-/// Reads every record of the kernel ring buffer after sequence number `after` (all when
-/// `None`), without blocking. Errors are (denied or missing, why).
-pub fn read_kmsg(after: Option<u64>) -> Result<KmsgRead, (SourceState, String)> {
-    read_kmsg_at(std::path::Path::new(KMSG), after)
-}
-
-/// [`read_kmsg`] on another device path (tests).
-pub fn read_kmsg_at(
-    path: &std::path::Path,
-    after: Option<u64>,
-) -> Result<KmsgRead, (SourceState, String)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-        .open(path)
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => {
-                let restrict = std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict")
-                    .map(|s| s.trim() == "1")
-                    .unwrap_or(false);
-                let why = if restrict {
-                    "permission denied: kernel.dmesg_restrict=1 and the agent has no CAP_SYSLOG (or the unit sets ProtectKernelLogs=yes)"
-                } else {
-                    "permission denied (the unit sets ProtectKernelLogs=yes, or no CAP_SYSLOG)"
-                };
-                (SourceState::Denied, why.to_string())
-            }
-            std::io::ErrorKind::NotFound => (SourceState::Missing, format!("no {}", path.display())),
-            _ => (SourceState::Denied, format!("cannot open {}: {e}", path.display())),
-        })?;
-    let mut out = KmsgRead {
-        lines: Vec::new(),
-        last_seq: None,
-        lost: 0,
-    };
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut lines: VecDeque<String> = VecDeque::new();
-    // The ring buffer is bounded; this only stops a device that never says EAGAIN.
-    for _ in 0..2_000_000 {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let rec = String::from_utf8_lossy(&buf[..n]);
-                let Some((seq, line)) = parse_kmsg_record(&rec) else {
-                    continue;
-                };
-                if after.is_some_and(|a| seq <= a) {
-                    continue;
-                }
-                if out.last_seq.is_none() {
-                    if let Some(a) = after {
-                        out.lost += seq.saturating_sub(a + 1);
-                    }
-                }
-                out.last_seq = Some(seq);
-                lines.push_back(line);
-                if lines.len() > MAX_LINES_PER_SOURCE {
-                    lines.pop_front();
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::PIPE.raw_os_error()) => {
-                out.lost += 1;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                if out.last_seq.is_none() && lines.is_empty() {
-                    return Err((
-                        SourceState::Denied,
-                        format!("cannot read {}: {e}", path.display()),
-                    ));
-                }
-                break;
-            }
-        }
-    }
-    out.lines = lines.into();
-    Ok(out)
-}
-
-/// Journal entries read.
-pub struct JournalRead {
-    /// Messages; workload lines as `IDENT[PID]: message`.
-    pub lines: Vec<String>,
-    /// Cursor of the last entry read.
-    pub last_cursor: Option<String>,
-    /// Which journal: `system journal` or the directory.
-    pub dir: String,
-}
-
-#[derive(Deserialize)]
-struct JournalEntry {
-    #[serde(rename = "__CURSOR")]
-    cursor: Option<String>,
-    #[serde(rename = "MESSAGE", default)]
-    message: serde_json::Value,
-    #[serde(rename = "SYSLOG_IDENTIFIER", default)]
-    ident: Option<String>,
-    #[serde(rename = "_COMM", default)]
-    comm: Option<String>,
-    #[serde(rename = "_PID", default)]
-    pid: Option<String>,
-}
-
-/// Name of the journalctl program (overridable for tests with `NPU_AGENT_JOURNALCTL`).
-fn journalctl() -> String {
-    std::env::var("NPU_AGENT_JOURNALCTL").unwrap_or_else(|_| "journalctl".into())
-}
-
-/// Longest a `journalctl` read may take before the source counts as denied.
-pub const JOURNAL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Runs `journalctl -b -o json` with `matches` (after `cursor` when given) on the live journal,
-/// or on `<root>/var/log/journal` for a captured tree, for at most [`JOURNAL_TIMEOUT`].
-/// `with_ident` prefixes each message with its `SYSLOG_IDENTIFIER[_PID]:`. Errors are
-/// (state, why).
-pub fn read_journal(
-    root: &SysRoot,
-    matches: &[String],
-    cursor: Option<&str>,
-    with_ident: bool,
-) -> Result<JournalRead, (SourceState, String)> {
-    let mut cmd = std::process::Command::new(journalctl());
-    let dir = if root.is_live() {
-        "system journal".to_string()
-    } else {
-        let host = root
-            .join("/var/log/journal")
-            .map_err(|e| (SourceState::Missing, e.to_string()))?;
-        if !root.is_dir("/var/log/journal") {
-            return Err((
-                SourceState::Missing,
-                "no /var/log/journal in this tree".into(),
-            ));
-        }
-        cmd.arg("-D").arg(&host);
-        "/var/log/journal".to_string()
-    };
-    cmd.args(["-b", "-o", "json", "--no-pager", "-q"]);
-    cmd.arg("--output-fields=MESSAGE,SYSLOG_IDENTIFIER,_COMM,_PID");
-    if let Some(c) = cursor {
-        cmd.arg(format!("--after-cursor={c}"));
-    }
-    cmd.args(matches);
-    let mut lines: VecDeque<String> = VecDeque::new();
-    let mut last_cursor = None;
-    let done = run_with_timeout(&mut cmd, JOURNAL_TIMEOUT, |l| {
-        if let Some(cursor) = journal_entry_lines(l, with_ident, &mut lines) {
-            last_cursor = Some(cursor);
-        }
-    })
-    .map_err(|e| match e {
-        RunError::NotFound(_) => (SourceState::Missing, "journalctl is not installed".into()),
-        other => (SourceState::Denied, format!("journalctl: {other}")),
-    })?;
-    // journalctl exits 1 when the journal has no entry of this boot or no files at all.
-    if !done.status.success() && lines.is_empty() {
-        return Err(journal_failure(&dir, &done));
-    }
-    Ok(JournalRead {
-        lines: lines.into(),
-        last_cursor,
-        dir,
-    })
-}
-
-/// Appends the message lines of one `journalctl -o json` entry to `lines` (keeping the last
-/// [`MAX_LINES_PER_SOURCE`]); returns the entry's cursor. A line that is not an entry is skipped.
-fn journal_entry_lines(
-    json: &str,
-    with_ident: bool,
-    lines: &mut VecDeque<String>,
-) -> Option<String> {
-    let e = serde_json::from_str::<JournalEntry>(json).ok()?;
-    let msg = match &e.message {
-        serde_json::Value::String(s) => s.clone(),
-        // Binary messages come as arrays of bytes.
-        serde_json::Value::Array(a) => String::from_utf8_lossy(
-            &a.iter()
-                .filter_map(|b| b.as_u64().map(|b| b as u8))
-                .collect::<Vec<_>>(),
-        )
-        .into_owned(),
-        _ => String::new(),
-    };
-    for m in msg.lines() {
-        let line = if with_ident {
-            let id = e.ident.as_deref().or(e.comm.as_deref()).unwrap_or("?");
-            match &e.pid {
-                Some(p) => format!("{id}[{p}]: {m}"),
-                None => format!("{id}: {m}"),
-            }
-        } else {
-            m.to_string()
-        };
-        lines.push_back(line);
-        if lines.len() > MAX_LINES_PER_SOURCE {
-            lines.pop_front();
-        }
-    }
-    e.cursor
-}
-
-/// Why `journalctl` gave nothing: a missing journal or boot, or a denied read.
-fn journal_failure(dir: &str, done: &Finished) -> (SourceState, String) {
-    let why = done.stderr.lines().next().unwrap_or("").trim().to_string();
-    let lower = why.to_lowercase();
-    let state = if lower.contains("no journal")
-        || lower.contains("no such")
-        || lower.contains("specifies no boot")
-        || lower.contains("data from the specified boot")
-    {
-        SourceState::Missing
-    } else if lower.contains("permission") {
-        SourceState::Denied
-    } else if why.is_empty() {
-        SourceState::Missing
-    } else {
-        SourceState::Denied
-    };
-    let detail = if why.is_empty() {
-        format!("exit {}", done.status)
-    } else {
-        why
-    };
-    (state, format!("journalctl ({dir}): {detail}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kmsg_records() {
-        let (seq, line) =
-            parse_kmsg_record("3,1234,5123456,-;cma: cma_alloc: alloc failed, req-size: 8 pages, ret: -12\n SUBSYSTEM=x\n").unwrap();
-        assert_eq!(seq, 1234);
-        assert_eq!(
-            line,
-            "[    5.123456] cma: cma_alloc: alloc failed, req-size: 8 pages, ret: -12"
-        );
-        assert!(parse_kmsg_record("garbage").is_none());
-        assert!(parse_kmsg_record("6,x,1,-;t").is_none());
-    }
-
-    #[test]
-    fn kmsg_missing_device_is_missing() {
-        let r = read_kmsg_at(std::path::Path::new("/nonexistent/kmsg"), None);
-        assert!(matches!(r, Err((SourceState::Missing, _))));
-    }
 
     #[test]
     fn captured_page_size_and_fallback() {
@@ -931,25 +660,6 @@ mod tests {
             k.last().unwrap(),
             &format!("{ENOMEM} {}", MAX_KEPT_PER_SOURCE + 9)
         );
-    }
-
-    #[test]
-    fn kmsg_cursor_skips_records_already_read() {
-        let first = match read_kmsg(None) {
-            Ok(k) => k,
-            Err((state, why)) => {
-                // Not root, or a sandbox without the ring buffer: the state names why.
-                assert!(matches!(state, SourceState::Denied | SourceState::Missing));
-                eprintln!("SKIP: /dev/kmsg not readable here: {why}");
-                return;
-            }
-        };
-        let last = first.last_seq.expect("a booted kernel has records");
-        assert!(!first.lines.is_empty());
-        let again = read_kmsg(Some(last)).unwrap();
-        // Only records written after the first read (none or a few), each newer than `last`.
-        assert!(again.lines.len() < first.lines.len());
-        assert!(again.last_seq.is_none_or(|s| s > last));
     }
 
     #[test]
