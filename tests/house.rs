@@ -1,0 +1,188 @@
+//! The house rules of `agent/` that a reviewer would otherwise check by hand (see the
+//! development guide's layout section): small files, short functions, the one-way flow
+//! between layers, and a crate map in `agent/lib.rs` that names every module.
+
+use std::path::{Path, PathBuf};
+
+/// Largest source file, in lines, tests included.
+const MAX_FILE_LINES: usize = 800;
+/// Longest function outside `#[cfg(test)]` code, in lines from `fn` to its closing brace.
+const MAX_FN_LINES: usize = 120;
+
+fn agent_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("agent")
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn sources(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            out.extend(sources(&p));
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn rel(p: &Path) -> String {
+    p.strip_prefix(agent_dir()).unwrap().display().to_string()
+}
+
+#[test]
+fn no_source_file_is_over_the_limit() {
+    let long: Vec<String> = sources(&agent_dir())
+        .iter()
+        .filter_map(|p| {
+            let n = std::fs::read_to_string(p).unwrap().lines().count();
+            (n > MAX_FILE_LINES).then(|| format!("{} ({n} lines)", rel(p)))
+        })
+        .collect();
+    assert!(long.is_empty(), "over {MAX_FILE_LINES} lines: {long:?}");
+}
+
+/// (name, first line, length) of every function in `text` outside `#[cfg(test)]` code: a line
+/// `fn name(` at some indent runs to the first line that is that indent plus `}`.
+fn functions(text: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let indent = line.len() - line.trim_start().len();
+        let t = line.trim_start();
+        let after_vis = t
+            .strip_prefix("pub(crate) ")
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .or_else(|| t.strip_prefix("pub "))
+            .unwrap_or(t);
+        let after_kw = after_vis
+            .strip_prefix("async ")
+            .or_else(|| after_vis.strip_prefix("const "))
+            .unwrap_or(after_vis);
+        let Some(sig) = after_kw.strip_prefix("fn ") else {
+            continue;
+        };
+        if line.trim_end().ends_with(';') {
+            continue;
+        }
+        let name: String = sig
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let close = format!("{}}}", " ".repeat(indent));
+        if let Some(end) = lines[i + 1..].iter().position(|l| *l == close) {
+            out.push((name, i + 1, end + 2));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_is_over_the_limit() {
+    let mut long = Vec::new();
+    for p in sources(&agent_dir()) {
+        for (name, line, len) in functions(&std::fs::read_to_string(&p).unwrap()) {
+            if len > MAX_FN_LINES {
+                long.push(format!("{}:{line} {name} ({len} lines)", rel(&p)));
+            }
+        }
+    }
+    assert!(long.is_empty(), "over {MAX_FN_LINES} lines: {long:?}");
+}
+
+#[test]
+fn the_function_counter_counts() {
+    let text = "fn a() {\n    x();\n}\n\n    pub fn b(\n        y: u8,\n    ) {\n    }\n";
+    assert_eq!(
+        functions(text),
+        vec![("a".to_string(), 1, 3), ("b".to_string(), 5, 4)]
+    );
+}
+
+/// `crate::<module>` paths a file names in code (`use` lines and inline paths; comment lines
+/// are left out).
+fn crate_refs(text: &str) -> Vec<String> {
+    let code: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        let m: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if !m.is_empty() {
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// Files under `agent/<layer>/` that name one of `forbidden` layers.
+fn layer_breaks(layer: &str, forbidden: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in sources(&agent_dir().join(layer)) {
+        let text = std::fs::read_to_string(&p).unwrap();
+        for m in crate_refs(&text) {
+            if forbidden.contains(&m.as_str()) {
+                out.push(format!("{} -> {m}", rel(&p)));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn checks_judge_a_snapshot_and_do_nothing_else() {
+    let breaks = layer_breaks(
+        "check",
+        &["probe", "action", "daemon", "mqtt", "cli", "config", "report"],
+    );
+    assert!(breaks.is_empty(), "check/ reaches up or sideways: {breaks:?}");
+}
+
+#[test]
+fn the_vocabulary_and_utility_layers_import_nothing_above_them() {
+    let above = [
+        "probe", "check", "action", "daemon", "mqtt", "cli", "config", "report", "diagnose",
+        "profile", "fleet", "provision", "capture", "standby",
+    ];
+    let breaks = layer_breaks("model", &above);
+    assert!(breaks.is_empty(), "model/ imports from above: {breaks:?}");
+    let mut above_sys = above.to_vec();
+    above_sys.extend(["model", "parse", "root"]);
+    let breaks = layer_breaks("sys", &above_sys);
+    assert!(breaks.is_empty(), "sys/ imports from above: {breaks:?}");
+    let breaks = layer_breaks("parse", &above);
+    assert!(breaks.is_empty(), "parse/ imports from above: {breaks:?}");
+}
+
+#[test]
+fn the_crate_map_names_every_module() {
+    let lib = std::fs::read_to_string(agent_dir().join("lib.rs")).unwrap();
+    let doc: String = lib
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let missing: Vec<&str> = lib
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("pub mod ")
+                .or_else(|| l.strip_prefix("mod "))
+        })
+        .map(|m| m.trim_end_matches(';'))
+        .filter(|m| !doc.contains(&format!("[`{m}`]")))
+        .collect();
+    assert!(missing.is_empty(), "lib.rs's map leaves out {missing:?}");
+}
