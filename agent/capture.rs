@@ -214,7 +214,7 @@ impl Redactor {
                     }
                 }
             }
-            crate::order::sort_by_key(&mut literals, |(a, _)| std::cmp::Reverse(a.len()));
+            literals.sort_by_key(|(a, _)| std::cmp::Reverse(a.len()));
             literals.dedup();
         }
         Redactor { literals, enabled }
@@ -439,7 +439,7 @@ pub fn capture(
             manifest.page_size_bytes = snap.page_size.bytes;
             manifest.page_size_source = snap.page_size.source.clone();
             manifest.log_sources = snap.log_sources.clone();
-            manifest.verdicts = crate::order::btree_map(
+            manifest.verdicts = std::collections::BTreeMap::from_iter(
                 crate::check::worst_by_id(&d.report.findings)
                     .into_iter()
                     .map(|(k, v)| (k, v.as_str().to_string())),

@@ -733,7 +733,7 @@ pub fn load(
         .filter(|n| n.ends_with(".toml"))
         .map(|n| format!("{CONFIG_DIR}/{n}"))
         .collect();
-    crate::order::sort(&mut dropins);
+    dropins.sort();
     for path in dropins {
         let text = root.read_string(&path).map_err(|e| ConfigError {
             source: path.clone(),

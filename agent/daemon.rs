@@ -1484,11 +1484,13 @@ fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) 
             agent.clock = Some((d.snapshot.clock.clone(), agent.diagnosis_started));
             // What this board's profile refuses (release_npu without hailo-ollama): the gate
             // rejects it for every origin, and no button offers it.
-            agent.gate.set_refused(crate::order::btree_map(
-                command::ACTIONS
-                    .iter()
-                    .filter_map(|a| d.profile.refuses_action(a).map(|r| (a.to_string(), r))),
-            ));
+            agent
+                .gate
+                .set_refused(std::collections::BTreeMap::from_iter(
+                    command::ACTIONS
+                        .iter()
+                        .filter_map(|a| d.profile.refuses_action(a).map(|r| (a.to_string(), r))),
+                ));
             // The planner's automatic actions (compaction when it helps) go through the gate,
             // which allows one per cooldown whatever the outcome: a compaction that fails or is
             // refused (no CONFIG_COMPACTION, read-only /proc/sys) must not retry on every rescan.

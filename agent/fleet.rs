@@ -531,7 +531,7 @@ pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
             _ => None,
         })
         .collect();
-    crate::order::sort(&mut worst);
+    worst.sort();
     row.worst = worst.into_iter().map(|(_, s)| s).collect();
 }
 
@@ -758,7 +758,7 @@ async fn watch_async(
                         Phase::Availability(avail_passes)
                     } else {
                         let at = missing.len().saturating_sub(EXACT_BATCH);
-                        Phase::Exact(crate::order::btree_set(missing.split_off(at)))
+                        Phase::Exact(std::collections::BTreeSet::from_iter(missing.split_off(at)))
                     };
                 }
                 phase_started = Instant::now();

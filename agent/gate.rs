@@ -144,7 +144,7 @@ impl Ledger {
                 .filter(|(_, e)| !e.signed && e.status.is_final())
                 .map(|(k, e)| (e.accepted_unix_s, k.clone()))
                 .collect();
-            crate::order::sort(&mut old);
+            old.sort();
             for (_, k) in old.into_iter().take(unsigned - MAX_UNSIGNED_IDS) {
                 self.commands.remove(&k);
             }
@@ -161,7 +161,7 @@ pub fn cli_slot(action: &str) -> String {
 
 /// The refusals `[actions] disabled` asks for: action → the reason every origin is given.
 pub fn config_refusals(disabled: &[String]) -> BTreeMap<String, String> {
-    crate::order::btree_map(disabled.iter().map(|a| {
+    std::collections::BTreeMap::from_iter(disabled.iter().map(|a| {
         (
             a.clone(),
             format!("{a} is disabled on this board ([actions] disabled in the agent's config)"),

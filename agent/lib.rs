@@ -28,7 +28,6 @@ pub mod fleet;
 pub mod gate;
 pub mod model;
 pub mod mqtt;
-pub mod order;
 pub mod parse;
 pub mod probe;
 pub mod profile;

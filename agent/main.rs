@@ -1,6 +1,4 @@
 //! The `npu-agent` binary: parses the command line and runs it (see `npu_agent::cli`).
-#[cfg(all(target_env = "musl", target_arch = "aarch64", panic = "abort"))]
-mod no_unwind;
 
 fn main() {
     // args_os: a non-UTF-8 argument is a usage error from the parser, not a panic here.

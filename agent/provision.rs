@@ -504,7 +504,7 @@ fn key_paths(table: &toml::Table) -> Vec<String> {
             _ => out.push(k.clone()),
         }
     }
-    crate::order::sort(&mut out);
+    out.sort();
     out
 }
 

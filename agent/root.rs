@@ -409,7 +409,7 @@ impl SysRoot {
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect()
         };
-        crate::order::sort(&mut names);
+        names.sort();
         self.note(board_path);
         Ok(names)
     }

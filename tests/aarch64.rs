@@ -2,8 +2,8 @@
 //! the host build: it must be a static aarch64 ELF (no interpreter, no NEEDED libraries), stripped
 //! and within the size limit, and under `qemu-aarch64-static` it must report exactly what the host
 //! build reports on every board tree in tests/fixtures/boards/*/root (the whole JSON report except
-//! `time`). A panic in the same build configuration (examples/panic_probe.rs, with
-//! agent/no_unwind.rs) must print its location and message and end by SIGABRT.
+//! `time`). A panic in the same build configuration (examples/panic_probe.rs) must print its
+//! location and message and end by SIGABRT.
 //!
 //! The aarch64 binary: `NPU_AGENT_AARCH64_BIN` if set, else built (or found up to date) in this
 //! test's own target directory — see `common::aarch64_agent`. `.ci/run` builds it first.
@@ -48,9 +48,10 @@ fn check(cmd: &mut Command, root: &Path) -> (i32, Value) {
     (code, v)
 }
 
-/// The size limit of the stripped static aarch64 binary, bytes (README "Static aarch64 build"):
-/// 2.3 MB with TLS, every check and the daemon. The build is 2,241,816 bytes (2026-12-01).
-const SIZE_LIMIT_BYTES: u64 = 2_300_000;
+/// The size limit of the stripped static aarch64 binary, bytes (the development guide's
+/// "Footprint"): 3.0 MB with TLS, every board check, the daemon and the command line, clearly
+/// lighter than the fleet agents it replaces. `bash bench/size.sh` prints where the bytes go.
+const SIZE_LIMIT_BYTES: u64 = 3_000_000;
 
 /// Fails when the stripped binary is above `limit`; prints the size and the margin.
 fn assert_stripped_size_at_most(limit: u64, what: &str) {
@@ -82,28 +83,15 @@ fn aarch64_binary_fits_the_size_limit() {
     assert_stripped_size_at_most(SIZE_LIMIT_BYTES, "limit");
 }
 
-/// The panic probe's size ceiling, bytes: far above its size with agent/no_unwind.rs (45,576 on
-/// 2026-12-01), far below its size with libunwind and std's symbolizer (298,728).
-const PROBE_WITHOUT_SYMBOLIZER_MAX_BYTES: u64 = 150_000;
-
-/// agent/no_unwind.rs stands in for libunwind in this build (it keeps std's backtrace symbolizer
-/// out, about 210 KB): a panic must still print where it happened and its message, print an empty
-/// backtrace when one is asked for (as libunwind did, the unwind tables being discarded), and end
-/// the process by SIGABRT, never by a fault inside the stand-ins.
+/// A panic in the shipped build configuration (`panic = "abort"`, LTO, stripped) must still print
+/// where it happened and its message, print a backtrace header only when one is asked for, and
+/// end the process by SIGABRT.
 #[test]
 fn aarch64_panic_prints_its_message_and_aborts() {
     use std::os::unix::process::ExitStatusExt;
     let Some(probe) = common::aarch64_panic_probe() else {
         return;
     };
-    // The stand-ins are in use: with libunwind linked instead, the probe carries std's symbolizer
-    // and is about 300 KB (298,728 bytes on 2026-12-01); with them, about 45 KB.
-    let probe_bytes = common::elf_facts(&probe).size;
-    assert!(
-        probe_bytes < PROBE_WITHOUT_SYMBOLIZER_MAX_BYTES,
-        "{} is {probe_bytes} bytes: std's backtrace symbolizer is linked (agent/no_unwind.rs not in use?)",
-        probe.display()
-    );
     let Some([qemu]) = common::tools(
         ["qemu-aarch64-static"],
         "runs the aarch64 panic probe on this host; Debian package qemu-user-static",
@@ -137,24 +125,6 @@ fn aarch64_panic_prints_its_message_and_aborts() {
             asked,
             "{case}: a backtrace printed when not asked for, or missing when asked for; stderr:\n{stderr}"
         );
-        // std prints this note after the walk returns normally (`_Unwind_Backtrace` reporting
-        // the end of the stack), not when the walk itself aborts.
-        if backtrace == Some("1") {
-            assert!(
-                stderr.contains("note: Some details are omitted"),
-                "{case}: std's note after the backtrace walk is missing (did the walk return?); stderr:\n{stderr}"
-            );
-        }
-        if asked {
-            // No frame: the lines after the header are at most std's note and qemu's own line.
-            let after = stderr.split("stack backtrace:").nth(1).unwrap_or_default();
-            assert!(
-                after
-                    .lines()
-                    .all(|l| l.is_empty() || l.starts_with("note:") || l.starts_with("qemu:")),
-                "{case}: frames after `stack backtrace:`; stderr:\n{stderr}"
-            );
-        }
     }
 }
 

@@ -263,7 +263,9 @@ fn assert_advice(case_id: &str, report: &Value, advice: &Advice) {
             .filter(fired)
             .any(|f| f["id"] == id.as_str() && re.is_match(f["remedy"].as_str().unwrap_or("")));
         if !ok {
-            errors.push(format!("no fired {id} finding whose remedy matches {pattern:?}"));
+            errors.push(format!(
+                "no fired {id} finding whose remedy matches {pattern:?}"
+            ));
         }
     }
     assert!(errors.is_empty(), "{case_id}:\n  {}", errors.join("\n  "));

@@ -153,16 +153,33 @@ fn layer_breaks(layer: &str, forbidden: &[&str]) -> Vec<String> {
 fn checks_judge_a_snapshot_and_do_nothing_else() {
     let breaks = layer_breaks(
         "check",
-        &["probe", "action", "daemon", "mqtt", "cli", "config", "report"],
+        &[
+            "probe", "action", "daemon", "mqtt", "cli", "config", "report",
+        ],
     );
-    assert!(breaks.is_empty(), "check/ reaches up or sideways: {breaks:?}");
+    assert!(
+        breaks.is_empty(),
+        "check/ reaches up or sideways: {breaks:?}"
+    );
 }
 
 #[test]
 fn the_vocabulary_and_utility_layers_import_nothing_above_them() {
     let above = [
-        "probe", "check", "action", "daemon", "mqtt", "cli", "config", "report", "diagnose",
-        "profile", "fleet", "provision", "capture", "standby",
+        "probe",
+        "check",
+        "action",
+        "daemon",
+        "mqtt",
+        "cli",
+        "config",
+        "report",
+        "diagnose",
+        "profile",
+        "fleet",
+        "provision",
+        "capture",
+        "standby",
     ];
     let breaks = layer_breaks("model", &above);
     assert!(breaks.is_empty(), "model/ imports from above: {breaks:?}");

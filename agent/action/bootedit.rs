@@ -506,7 +506,7 @@ pub fn remove_cmdline_cma(kind: BootFileKind, text: &str) -> Result<FileEdit, Ed
     }
     let mut removed = Vec::new();
     let mut args = target.all.clone();
-    crate::order::sort_by_key(&mut args, |a| (a.line, std::cmp::Reverse(a.start)));
+    args.sort_by_key(|a| (a.line, std::cmp::Reverse(a.start)));
     for a in args {
         let content = &mut lines[a.line].content;
         removed.push(format!(

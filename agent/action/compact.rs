@@ -98,7 +98,7 @@ pub fn read_figures(root: &SysRoot, high_order: usize) -> MemFigures {
             .collect();
     }
     if let Ok(v) = read_parsed(root, "/proc/vmstat", vmstat::parse_vmstat) {
-        f.counters = crate::order::btree_map(
+        f.counters = std::collections::BTreeMap::from_iter(
             v.into_iter()
                 .filter(|(k, _)| k.starts_with("compact_") || k.starts_with("cma_alloc_")),
         );
@@ -292,13 +292,14 @@ pub fn run_compaction(
     });
     report.duration_ms = ms(start);
     let after = read_figures(root, opts.high_order);
-    report.counter_deltas = crate::order::btree_map(after.counters.iter().filter_map(|(k, a)| {
-        report
-            .before
-            .counters
-            .get(k)
-            .map(|b| (k.clone(), (*a as i64).wrapping_sub(*b as i64)))
-    }));
+    report.counter_deltas =
+        std::collections::BTreeMap::from_iter(after.counters.iter().filter_map(|(k, a)| {
+            report
+                .before
+                .counters
+                .get(k)
+                .map(|b| (k.clone(), (*a as i64).wrapping_sub(*b as i64)))
+        }));
     report.after = Some(after);
     let next = CompactState {
         schema: 1,

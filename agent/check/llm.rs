@@ -564,7 +564,7 @@ fn common_suffix(v: &[String]) -> String {
 /// another copy of the B-tree code).
 fn sorted_set(values: impl Iterator<Item = u64>) -> Vec<u64> {
     let mut v: Vec<u64> = values.collect();
-    crate::order::sort(&mut v);
+    v.sort();
     v.dedup();
     v
 }
@@ -730,7 +730,7 @@ fn explain_no_match(r: &Rule, model: &Model) -> (String, Option<String>) {
                 .collect()
         })
         .collect();
-    crate::order::sort(&mut shapes);
+    shapes.sort();
     shapes.dedup();
     for (lit, s, e) in literal_runs(p) {
         if model.tensors.iter().any(|t| t.name.contains(&lit)) {

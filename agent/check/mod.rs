@@ -167,7 +167,7 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.push(thermal::thermal(&ctx));
     apply_signatures(&ctx, &mut findings);
     sources::annotate_blind_checks(&ctx, &mut findings);
-    crate::order::sort_by_key(&mut findings, |f| {
+    findings.sort_by_key(|f| {
         CHECK_IDS
             .iter()
             .position(|id| *id == f.id)

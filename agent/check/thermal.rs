@@ -112,7 +112,7 @@ pub(super) fn thermal(ctx: &Ctx<'_>) -> Finding {
         )
         .observed("unreadable_zones", unreadable);
     };
-    crate::order::sort_by_key(&mut worst, |w| std::cmp::Reverse(w.0.severity()));
+    worst.sort_by_key(|w| std::cmp::Reverse(w.0.severity()));
     let status = worst.first().map_or(Status::Pass, |w| w.0);
     let summary = if worst.is_empty() {
         format!(

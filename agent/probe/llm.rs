@@ -84,7 +84,7 @@ pub fn probe_llm(root: &SysRoot, profile: &Profile) -> LlmProbe {
             .iter()
             .filter_map(|n| n.strip_prefix("node").and_then(|d| d.parse().ok()))
             .collect();
-        crate::order::sort(&mut ids);
+        ids.sort();
         ids
     });
     let nodes_with_memory = root
@@ -306,7 +306,7 @@ pub fn probe_sysctl(root: &SysRoot) -> Vec<SysctlSetting> {
             }
         }
     }
-    crate::order::sort(&mut files);
+    files.sort();
     let mut paths: Vec<String> = files.into_iter().map(|(_, p)| p).collect();
     paths.push("/etc/sysctl.conf".into());
     let mut out = Vec::new();

@@ -139,9 +139,7 @@ pub fn probe_thermal(root: &SysRoot) -> Probed<Vec<ThermalZone>> {
         })
         .collect();
     // thermal_zone10 after thermal_zone9.
-    crate::order::sort_by_key(&mut names, |n| {
-        n["thermal_zone".len()..].parse::<u32>().unwrap_or(u32::MAX)
-    });
+    names.sort_by_key(|n| n["thermal_zone".len()..].parse::<u32>().unwrap_or(u32::MAX));
     for zone in names {
         let dir = format!("{THERMAL_DIR}/{zone}");
         let kind = root
@@ -178,7 +176,7 @@ pub fn probe_thermal(root: &SysRoot) -> Probed<Vec<ThermalZone>> {
                 });
             }
         }
-        crate::order::sort_by_key(&mut trips, |t| t.index);
+        trips.sort_by_key(|t| t.index);
         out.push(ThermalZone {
             zone,
             kind,

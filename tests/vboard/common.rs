@@ -124,7 +124,7 @@ pub fn aarch64_agent() -> Option<PathBuf> {
 }
 
 /// examples/panic_probe.rs built like the static aarch64 agent (release profile, the target's link
-/// flags, agent/no_unwind.rs): `cargo build --release --locked --target aarch64-unknown-linux-musl
+/// flags): `cargo build --release --locked --target aarch64-unknown-linux-musl
 /// --example panic_probe` in this test's own target directory, as [`aarch64_agent`] builds.
 /// None (after `skip`, which panics under CI) when the target or its linker setup is missing.
 pub fn aarch64_panic_probe() -> Option<PathBuf> {
