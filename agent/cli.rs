@@ -548,6 +548,11 @@ fn run_os(args: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> i32 
             if redraws(&cli.command) {
                 out = out.with_redraw();
             }
+            // `run` installs its own log (info by default, or `[log] level`); the other commands
+            // log warnings and errors only unless RUST_LOG asks for more.
+            if !matches!(cli.command, Command::Run(_)) {
+                crate::sys::log::init_for(None, tracing::Level::WARN);
+            }
             let (o, e): (&mut dyn Write, &mut dyn Write) = (&mut out, &mut err);
             match cli.command {
                 Command::Check(a) => check(a, o, e),

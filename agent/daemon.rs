@@ -212,7 +212,7 @@ enum Done {
 
 /// Runs the daemon until SIGTERM/SIGINT. Returns the process exit code.
 pub fn run(cfg: Config) -> Result<i32, RunError> {
-    crate::logging::init();
+    crate::sys::log::init_for(None, tracing::Level::INFO);
     let s = setup(cfg)?;
     let rt = crate::runtime::current_thread().map_err(|e| RunError::Runtime(e.to_string()))?;
     Ok(rt.block_on(main_loop(s)))

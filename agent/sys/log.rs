@@ -10,6 +10,12 @@
 //! window; the lines dropped are counted and reported on the next line that call site writes
 //! (`(N similar lines suppressed)`). A flood of hostile commands therefore cannot flood the journal.
 //!
+//! Levels: `RUST_LOG`, else the `[log] level` setting (`NPU_AGENT_LOG_LEVEL`), else the
+//! command's default (`info` for `npu-agent run`, `warn` for the others) decides what is written.
+//! A value is a level (`debug`) or `target=level` directives separated by commas
+//! (`warn,mqtt::link=debug`), read by `tracing-subscriber`'s [`Targets`]; a target is the
+//! module path as the lines print it (without `npu_agent::`), matched as a prefix.
+//!
 //! Spans are not used by the agent; the subscriber gives every span the same id and records
 //! nothing for them.
 
@@ -22,6 +28,7 @@ use std::time::Instant;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::filter::{LevelFilter, Targets};
 
 /// Lines one call site may write per window.
 pub const BURST_PER_WINDOW: u32 = 20;
@@ -39,7 +46,7 @@ struct SiteState {
 
 /// A `tracing` subscriber writing rate-limited lines to stderr. See the module docs.
 pub struct StderrLog {
-    max_level: Level,
+    filter: Targets,
     journal_prefix: bool,
     sites: Mutex<HashMap<tracing::callsite::Identifier, SiteState>>,
 }
@@ -48,8 +55,13 @@ impl StderrLog {
     /// A subscriber that writes events at `max_level` and more severe. `journal_prefix` adds
     /// the syslog priority prefix (`<N>`) journald reads.
     pub fn new(max_level: Level, journal_prefix: bool) -> Self {
+        Self::with_filter(Targets::new().with_default(max_level), journal_prefix)
+    }
+
+    /// A subscriber that writes the events `filter` enables (targets without `npu_agent::`).
+    pub fn with_filter(filter: Targets, journal_prefix: bool) -> Self {
         StderrLog {
-            max_level,
+            filter,
             journal_prefix,
             sites: Mutex::new(HashMap::new()),
         }
@@ -89,10 +101,7 @@ impl StderrLog {
             };
             let _ = write!(line, "<{prio}>");
         }
-        let target = meta
-            .target()
-            .strip_prefix("npu_agent::")
-            .unwrap_or(meta.target());
+        let target = short_target(meta.target());
         let _ = write!(
             line,
             "npu-agent: {} {}: {}",
@@ -106,6 +115,11 @@ impl StderrLog {
         }
         Some(sanitize(line))
     }
+}
+
+/// A target as the lines print it: the module path without `npu_agent::`.
+fn short_target(target: &str) -> &str {
+    target.strip_prefix("npu_agent::").unwrap_or(target)
 }
 
 /// Replaces control characters (a board or broker controls much of what is logged) so that one
@@ -155,13 +169,16 @@ impl Visit for LineVisitor {
 
 impl Subscriber for StderrLog {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.level() <= &self.max_level
+        self.filter
+            .would_enable(short_target(metadata.target()), metadata.level())
     }
 
-    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
-        Some(tracing::level_filters::LevelFilter::from_level(
-            self.max_level,
-        ))
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        let directives = (&self.filter).into_iter().map(|(_, level)| level);
+        directives
+            .chain(self.filter.default_level())
+            .max()
+            .or(Some(LevelFilter::OFF))
     }
 
     fn new_span(&self, _span: &Attributes<'_>) -> Id {
@@ -185,11 +202,76 @@ impl Subscriber for StderrLog {
     fn exit(&self, _span: &Id) {}
 }
 
-/// Installs [`StderrLog`] as the process-wide subscriber (info level; the journal prefix when
-/// `JOURNAL_STREAM` is set). Called once by `npu-agent run`; a second call is a no-op.
-pub fn init() {
+/// Reads a level setting: a level (`info`) or `target=level` directives separated by commas
+/// (`warn,mqtt::link=debug`).
+///
+/// Errors: the value is not such a list (the message quotes it, cut to 64 characters).
+pub fn parse_level(spec: &str) -> Result<Targets, String> {
+    let spec = spec.trim();
+    let shown: String = spec.chars().take(64).collect();
+    if spec.is_empty() {
+        return Err("log level is empty (expected e.g. info, or warn,mqtt::link=debug)".into());
+    }
+    // `Targets` reads a bare word as a target with every level on; here a bare word must be a
+    // level, so a misspelt level is an error rather than a silent filter.
+    if let Some(word) = spec
+        .split(',')
+        .map(str::trim)
+        .find(|d| !d.contains('=') && d.parse::<LevelFilter>().is_err())
+    {
+        let word: String = word.chars().take(64).collect();
+        return Err(format!(
+            "log level {shown:?}: {word:?} is not a level (error, warn, info, debug, trace, off)"
+        ));
+    }
+    spec.parse::<Targets>().map_err(|e| {
+        format!("log level {shown:?} is not a level or target=level list ({e}; expected e.g. info, or warn,mqtt::link=debug)")
+    })
+}
+
+/// The filter in force: `RUST_LOG` when set (an unusable one is an error, as the setting is),
+/// else `configured` (`[log] level`), else `default`.
+///
+/// Errors: [`parse_level`]'s, naming where the value came from.
+pub fn choose_filter(
+    rust_log: Option<&str>,
+    configured: Option<&str>,
+    default: Level,
+) -> Result<Targets, String> {
+    match (rust_log, configured) {
+        (Some(v), _) => parse_level(v).map_err(|e| format!("RUST_LOG: {e}")),
+        (None, Some(v)) => parse_level(v).map_err(|e| format!("[log] level: {e}")),
+        (None, None) => Ok(Targets::new().with_default(default)),
+    }
+}
+
+/// Installs [`StderrLog`] as the process-wide subscriber with `filter` (the journal prefix when
+/// `JOURNAL_STREAM` is set). The first call wins; later calls are no-ops.
+pub fn init(filter: Targets) {
     let journal = std::env::var_os("JOURNAL_STREAM").is_some();
-    let _ = tracing::subscriber::set_global_default(StderrLog::new(Level::INFO, journal));
+    let _ = tracing::subscriber::set_global_default(StderrLog::with_filter(filter, journal));
+}
+
+/// Installs the log for a command: `RUST_LOG`, else `configured`, else `default`. An unusable
+/// `RUST_LOG` is logged as a warning and `configured`/`default` used instead: a typo in the
+/// environment must not keep the agent from running.
+pub fn init_for(configured: Option<&str>, default: Level) {
+    match choose_filter(rust_log_env().as_deref(), configured, default) {
+        Ok(f) => init(f),
+        Err(e) => {
+            let fallback = choose_filter(None, configured, default)
+                .unwrap_or_else(|_| Targets::new().with_default(default));
+            init(fallback);
+            tracing::warn!("{e}; ignored");
+        }
+    }
+}
+
+/// `RUST_LOG` as set, when it is valid Unicode.
+pub fn rust_log_env() -> Option<String> {
+    std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
 }
 
 #[cfg(test)]
@@ -222,8 +304,12 @@ mod tests {
     }
 
     fn capture(journal: bool, f: impl FnOnce()) -> Vec<String> {
+        capture_with(StderrLog::new(Level::INFO, journal), f)
+    }
+
+    fn capture_with(log: StderrLog, f: impl FnOnce()) -> Vec<String> {
         let c = Arc::new(Capture {
-            log: StderrLog::new(Level::INFO, journal),
+            log,
             lines: Mutex::new(Vec::new()),
         });
         tracing::subscriber::with_default(c.clone(), f);
@@ -276,5 +362,39 @@ mod tests {
         assert!(lines[0].contains("\\u{a}<0>root"), "{}", lines[0]);
         assert!(lines[1].len() <= MAX_LINE_BYTES + '…'.len_utf8());
         assert!(lines[1].ends_with('…'));
+    }
+
+    #[test]
+    fn levels_and_target_directives_filter_events() {
+        let log = |spec: &str| StderrLog::with_filter(parse_level(spec).unwrap(), false);
+        let emit = || {
+            tracing::debug!("debug line");
+            tracing::info!("info line");
+            tracing::warn!("warn line");
+        };
+        assert_eq!(capture_with(log("warn"), emit).len(), 1);
+        assert_eq!(capture_with(log("debug"), emit).len(), 3);
+        // This module's target is sys::log::tests: a directive for it beats the default.
+        assert_eq!(capture_with(log("error,sys::log=debug"), emit).len(), 3);
+        assert_eq!(capture_with(log("info,mqtt=debug"), emit).len(), 2);
+        assert_eq!(capture_with(log("off"), emit).len(), 0);
+    }
+
+    #[test]
+    fn rust_log_wins_and_bad_values_are_named() {
+        let f = choose_filter(Some("debug"), Some("error"), Level::WARN).unwrap();
+        assert!(f.would_enable("daemon", &Level::DEBUG));
+        let f = choose_filter(None, Some("error"), Level::WARN).unwrap();
+        assert!(!f.would_enable("daemon", &Level::WARN));
+        let f = choose_filter(None, None, Level::WARN).unwrap();
+        assert!(f.would_enable("daemon", &Level::WARN) && !f.would_enable("daemon", &Level::INFO));
+        let e = choose_filter(None, Some("loud"), Level::INFO).unwrap_err();
+        assert!(
+            e.starts_with("[log] level: log level \"loud\": \"loud\" is not a level"),
+            "{e}"
+        );
+        let e = choose_filter(Some("a=b=c"), None, Level::INFO).unwrap_err();
+        assert!(e.starts_with("RUST_LOG:"), "{e}");
+        assert!(parse_level("  ").is_err());
     }
 }
