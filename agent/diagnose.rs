@@ -261,8 +261,10 @@ pub fn diagnose_with(
     let serial = identity.serial.clone();
     let dpkg = dpkg_for(root, &profile, dpkg);
     let mut guard = opts.log_cursors.as_ref().and_then(|c| c.lock().ok());
+    #[cfg_attr(not(feature = "server"), allow(unused_mut))]
     let mut snapshot = probe::probe(root, &profile, identity, pci, dpkg, guard.as_deref_mut());
     drop(guard);
+    #[cfg(feature = "server")]
     if let Some(line) = &opts.llm_cmdline {
         probe::llm::add_cmdline(root, &mut snapshot.llm, line);
     }

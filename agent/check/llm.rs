@@ -13,20 +13,10 @@ use serde_json::{json, Value};
 /// The rule the guide recommends: every routed expert of every layer stays in RAM.
 pub const GUIDE_RULE: &str = r"blk\.[0-9]+\.ffn_.*_exps\.weight=CPU";
 
+/// The server findings of a profile that names LLM servers (see [`super::server`]).
 pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     let mut out = vec![numa_balancing(ctx)];
     let l = &ctx.snap.llm;
-    let not_server = |id: &str| {
-        Finding::skip(
-            id,
-            format!("profile {} has no server checks (they run on x86-hybrid-moe: choose it with --profile x86-hybrid-moe)", ctx.profile.id),
-        )
-    };
-    if !l.enabled {
-        out.push(not_server("llm.override_tensor"));
-        out.push(not_server("llm.vram_budget"));
-        return out;
-    }
     if l.sources.is_empty() {
         let why = match &l.processes_error {
             Some(e) => format!("cannot list processes ({e}) and no --llm-cmdline was given"),
@@ -57,15 +47,6 @@ pub(crate) fn gib(b: u64) -> String {
 fn numa_balancing(ctx: &Ctx<'_>) -> Finding {
     let id = "kernel.numa_balancing";
     let l = &ctx.snap.llm;
-    if !l.enabled {
-        return Finding::skip(
-            id,
-            format!(
-                "profile {} has no server checks (kernel.numa_balancing runs on x86-hybrid-moe)",
-                ctx.profile.id
-            ),
-        );
-    }
     let live = ctx.snap.live;
     let nodes: Vec<u32> = match &l.numa_nodes {
         Ok(n) if !n.is_empty() => n.clone(),

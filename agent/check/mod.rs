@@ -12,12 +12,15 @@ mod cma;
 mod driver_probe;
 mod hailo;
 mod limits;
+#[cfg(feature = "server")]
 mod llm;
 mod memory;
+#[cfg(feature = "server")]
 mod moe;
 mod power;
 pub use memory::buddy_summary;
 mod rknpu;
+pub mod server;
 mod sources;
 pub use sources::{kernel_log_unavailable, KERNEL_LOG_CHECKS};
 mod thermal;
@@ -160,7 +163,7 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.extend(limits::all(&ctx));
     findings.extend(cma::all(&ctx));
     findings.extend(memory::all(&ctx));
-    findings.extend(llm::all(&ctx));
+    findings.extend(server::all(&ctx));
     findings.push(sources::log_sources(&ctx));
     findings.push(clock::sync(&ctx));
     findings.push(power::power(&ctx));

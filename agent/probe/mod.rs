@@ -259,7 +259,11 @@ pub fn probe(
         page_size: evidence::page_size(root),
         uptime_s,
         boot_id,
+        // Without the server checks nothing reads their inputs.
+        #[cfg(feature = "server")]
         llm: llm::probe_llm(root, profile),
+        #[cfg(not(feature = "server"))]
+        llm: crate::model::llm::LlmProbe::disabled(),
         sensors: sensors::probe_sensors(root),
         identity,
         pci,
