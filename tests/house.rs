@@ -121,7 +121,10 @@ fn no_function_is_over_the_limit() {
 #[test]
 fn test_modules_are_left_out_of_the_counts() {
     let text = "fn a() {}\n#[cfg(test)]\nmod tests {\n    use crate::probe;\n}\nfn b() {}\n#[cfg(test)]\nmod more;\nfn c() {}\n";
-    assert_eq!(code_lines(text), vec!["fn a() {}", "fn b() {}", "fn c() {}"]);
+    assert_eq!(
+        code_lines(text),
+        vec!["fn a() {}", "fn b() {}", "fn c() {}"]
+    );
     assert!(crate_refs(text).is_empty());
 }
 

@@ -536,6 +536,10 @@ fn common_suffix(v: &[String]) -> String {
                 .count(),
         );
     }
+    // Back off to a character boundary: names may hold multi-byte characters.
+    while !first.is_char_boundary(first.len() - n) {
+        n -= 1;
+    }
     let tail = &first[first.len() - n..];
     let cut = tail.find('_').unwrap_or(tail.len());
     tail[cut..].to_string()
@@ -1478,6 +1482,33 @@ fn vram(ctx: &Ctx<'_>, l: &LlmProbe, src: &LlmSource, ev: &Eval<'_>) -> Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_ascii_tensor_names_never_split_a_character() {
+        // `é` (C3 A9) and `ѩ` (D1 A9) share their last byte: the common tail starts inside a
+        // character, and the suffix must back off to a boundary instead of slicing through it.
+        let names = vec!["blk.0.up_é_w".to_string(), "blk.1.up_ѩ_w".to_string()];
+        assert_eq!(common_suffix(&names), "_w");
+        let names = vec!["blk.0.up_é".to_string(), "blk.1.up_ѩ".to_string()];
+        assert_eq!(common_suffix(&names), "");
+        let names = vec!["ффн_вверх.вес".to_string(), "ффн_вниз.вес".to_string()];
+        assert_eq!(common_prefix(&names), "ффн_");
+        assert_eq!(common_suffix(&names), "");
+        let one = vec!["blk.0.ффн_up".to_string()];
+        assert_eq!(common_suffix(&one), "_up");
+        assert_eq!(
+            describe_tensors(&["blk.0.ффн", "blk.1.ффн"]).is_empty(),
+            false
+        );
+        assert_eq!(
+            widen_digit_classes("блок[0-9]"),
+            Some("блок[0-9]+".to_string())
+        );
+        assert_eq!(
+            escape_literal_dots("блок.вес"),
+            Some("блок\\.вес".to_string())
+        );
+    }
 
     #[test]
     fn helpers() {
