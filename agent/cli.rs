@@ -717,8 +717,8 @@ fn admit_cli(
     board_refused: BTreeMap<String, String>,
     now: i64,
     err: &mut dyn Write,
-) -> Result<(crate::gate::Gate, crate::action::state::StateDir), i32> {
-    use crate::gate::{config_refusals, Gate, Origin};
+) -> Result<(crate::action::gate::Gate, crate::action::state::StateDir), i32> {
+    use crate::action::gate::{config_refusals, Gate, Origin};
     let cfg = match crate::config::load(root, None, &agent_env()) {
         Ok((c, _)) => c,
         Err(e) => {
@@ -755,7 +755,7 @@ fn agent_env() -> Vec<(String, String)> {
 /// Records in the ledger that `action` ran from the command line; a failure is said, not fatal
 /// (the action already ran).
 fn record_cli_run(
-    gate: &mut crate::gate::Gate,
+    gate: &mut crate::action::gate::Gate,
     action: &crate::mqtt::command::Action,
     now: i64,
     err: &mut dyn Write,

@@ -4,11 +4,11 @@
 //! channel, MQTT publishes use `try_publish` with a latest-wins status slot, and a separate task
 //! owns the rumqttc event loop ([`crate::mqtt::link`]).
 
+use crate::action::gate::{Admission, CmdRef, Gate, Job, Origin, Outcome};
 use crate::action::{self, state::StateDir, ActionConfig};
 use crate::check::Status;
 use crate::config::Config;
 use crate::diagnose::{self, Diagnosis, ProfileChoice};
-use crate::gate::{Admission, CmdRef, Gate, Job, Origin, Outcome};
 use crate::mqtt::command::{self, Action, CmdStatus, Policy};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions, MAX_INCOMING_PACKET_BYTES};
 use crate::mqtt::{self, topics};
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// State file with the seen command ids and per-action last runs.
-pub const LEDGER_FILE: &str = crate::gate::LEDGER_FILE;
+pub const LEDGER_FILE: &str = crate::action::gate::LEDGER_FILE;
 /// Shortest time between two Home Assistant discovery messages.
 pub const HA_DISCOVERY_MIN_INTERVAL: Duration = Duration::from_secs(5);
 /// How long the command path trusts a clock state read earlier before reading the board's
@@ -168,7 +168,7 @@ fn setup(cfg: Config) -> Result<Setup, RunError> {
         trusted_keys: trusted,
         allow_unsigned: cfg.security.allow_unsigned.clone(),
         max_command_age_s: cfg.security.max_command_age_s,
-        refused: crate::gate::config_refusals(&cfg.actions.disabled),
+        refused: crate::action::gate::config_refusals(&cfg.actions.disabled),
     };
     let state = StateDir::new(&root, &cfg.state_dir);
     let profile = ProfileChoice::parse(&cfg.profile);
@@ -1250,9 +1250,9 @@ fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done
             // destructive command would be judged against a clock that may be days off.
             let clock = agent.clock_state();
             agent.gate.set_clock(if clock.is_unsynchronised() {
-                crate::gate::ClockState::Unsynchronised
+                crate::action::gate::ClockState::Unsynchronised
             } else {
-                crate::gate::ClockState::Synchronised
+                crate::action::gate::ClockState::Synchronised
             });
             if (t.board == agent.s.board || t.board == topics::ALL)
                 && command::valid_cmd_id(&t.cmd_id)

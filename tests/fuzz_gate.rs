@@ -14,7 +14,9 @@
 //! FUZZ_EXECUTIONS=1000000 cargo test --release --test fuzz_gate -- --ignored --nocapture
 //! ```
 
-use npu_agent::gate::{Admission, Gate, Origin, Outcome, MAX_QUEUED_OTHER, MAX_QUEUED_SIGNED};
+use npu_agent::action::gate::{
+    Admission, Gate, Origin, Outcome, MAX_QUEUED_OTHER, MAX_QUEUED_SIGNED,
+};
 use npu_agent::mqtt::command::SigningKey;
 use npu_agent::mqtt::command::{sign, Action, CmdStatus, InitMessage, Policy};
 use npu_agent::mqtt::topics::CommandTopic;

@@ -22,6 +22,7 @@ pub mod atomic;
 pub mod bootedit;
 pub mod cma;
 pub mod compact;
+pub mod gate;
 pub mod planner;
 pub mod reboot;
 pub mod state;
