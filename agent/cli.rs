@@ -718,23 +718,16 @@ fn admit_cli(
     now: i64,
     err: &mut dyn Write,
 ) -> Result<(crate::action::gate::Gate, crate::action::state::StateDir), i32> {
-    use crate::action::gate::{config_refusals, Gate, Origin};
-    let cfg = match crate::config::load(root, None, &agent_env()) {
-        Ok((c, _)) => c,
+    use crate::action::gate::{Gate, Origin};
+    let s = match crate::config::Settings::load(root, None, &agent_env()) {
+        Ok((s, _)) => s,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
             return Err(EXIT_USAGE);
         }
     };
-    let state = crate::action::state::StateDir::new(root, &cfg.state_dir);
-    let policy = crate::mqtt::command::Policy {
-        board: String::new(),
-        trusted_keys: Vec::new(),
-        allow_unsigned: cfg.security.allow_unsigned.clone(),
-        max_command_age_s: cfg.security.max_command_age_s,
-        refused: config_refusals(&cfg.actions.disabled),
-    };
-    let mut gate = Gate::new(policy, Some(state.clone()), cfg.actions.compact_cooldown_s);
+    let state = crate::action::state::StateDir::new(root, &s.cfg.state_dir);
+    let mut gate = Gate::new(s.policy, Some(state.clone()), s.actions.compact_cooldown_s);
     gate.set_refused(board_refused);
     match gate.admit_local(Origin::Cli, action.clone(), now) {
         Ok(()) => Ok((gate, state)),
