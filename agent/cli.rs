@@ -673,18 +673,12 @@ fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
 }
 
 fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    use crate::action::compact::{
-        render_compact_text, run_compaction, CompactOptions, CompactOutcome, RootKnobs,
-    };
+    use crate::action::compact::{render_compact_text, CompactOutcome};
+    use crate::action::executor::{ActionReport, ExecJob};
     if let Err(code) = require_root_dir(&a.root, err) {
         return code;
     }
     let root = SysRoot::new(&a.root);
-    let opts = CompactOptions {
-        drop_caches: a.drop_caches,
-        dry_run: a.dry_run,
-        ..CompactOptions::default()
-    };
     let action = crate::mqtt::command::Action::Compact {
         drop_caches: a.drop_caches,
     };
@@ -693,7 +687,11 @@ fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Ok(g) => g,
         Err(code) => return code,
     };
-    let report = run_compaction(&root, &mut RootKnobs::new(&root), &opts, &state, now);
+    let mut job = ExecJob::new(action.clone(), "cli", now);
+    job.dry_run = a.dry_run;
+    let ActionReport::Compact(report) = cli_executor(&root, &state).execute(job).report else {
+        unreachable!("a compaction reports as one")
+    };
     let _ = write!(out, "{}", render_compact_text(&report));
     if report.outcome == CompactOutcome::Done {
         record_cli_run(&mut gate, &action, now, err);
@@ -728,6 +726,7 @@ fn admit_cli(
     };
     let state = crate::action::state::StateDir::new(root, &s.cfg.state_dir);
     let mut gate = Gate::new(s.policy, Some(state.clone()), s.actions.compact_cooldown_s);
+    gate.set_limits(s.limits);
     gate.set_refused(board_refused);
     match gate.admit_local(Origin::Cli, action.clone(), now) {
         Ok(()) => Ok((gate, state)),
@@ -736,6 +735,19 @@ fn admit_cli(
             Err(EXIT_FINDINGS)
         }
     }
+}
+
+/// The executor for an action the admin runs here, under `root`, recording in `state`.
+fn cli_executor(
+    root: &SysRoot,
+    state: &crate::action::state::StateDir,
+) -> crate::action::executor::Executor {
+    crate::action::executor::Executor::new(
+        root.clone(),
+        state.clone(),
+        crate::action::ActionConfig::default(),
+        ProfileChoice::parse("auto"),
+    )
 }
 
 /// The `NPU_AGENT_*` environment variables (config overrides).
@@ -759,7 +771,7 @@ fn record_cli_run(
 }
 
 fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    use crate::action::cma::{cma_set, cma_show, render_cma_set, render_cma_show};
+    use crate::action::cma::{cma_show, render_cma_set, render_cma_show};
     let (root_dir, profile_arg) = match &action {
         CmaAction::Show { root, profile } | CmaAction::Set { root, profile, .. } => {
             (root.clone(), profile.clone())
@@ -824,15 +836,13 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 Ok(g) => g,
                 Err(code) => return code,
             };
-            let r = cma_set(
-                &root,
-                &d,
-                &size,
-                dry_run,
-                &mut crate::action::atomic::RealStorage,
-                &state,
-                now,
-            );
+            let mut job = crate::action::executor::ExecJob::new(gate_action.clone(), "cli", now);
+            (job.dry_run, job.diagnosis) = (dry_run, Some(std::sync::Arc::new(d)));
+            let crate::action::executor::ActionReport::CmaSet(r) =
+                cli_executor(&root, &state).execute(job).report
+            else {
+                unreachable!("a boot-file edit reports as one")
+            };
             let _ = write!(
                 out,
                 "{}",

@@ -27,6 +27,7 @@ pub mod diagnose;
 pub mod fleet;
 pub mod ha;
 pub mod logging;
+pub mod model;
 pub mod mqtt;
 pub mod order;
 pub mod parse;

@@ -22,9 +22,12 @@ pub mod atomic;
 pub mod bootedit;
 pub mod cma;
 pub mod compact;
+pub mod executor;
 pub mod gate;
+pub mod limits;
 pub mod planner;
 pub mod reboot;
+pub mod release_npu;
 pub mod state;
 
 use serde::{Deserialize, Serialize};
@@ -46,7 +49,7 @@ pub struct ActionConfig {
     pub reboot_command: Vec<String>,
     /// Seconds the reboot command may run before it is killed and the reboot reported failed.
     pub reboot_timeout_s: u64,
-    /// Seconds that must pass between two reboot requests (rate limit).
+    /// Seconds that must pass between two reboot requests ([`limits::REBOOT_RATE_LIMIT_S`]).
     pub reboot_min_interval_s: u64,
 }
 
@@ -54,12 +57,12 @@ impl Default for ActionConfig {
     fn default() -> Self {
         ActionConfig {
             auto_compact: true,
-            compact_cooldown_s: 600,
+            compact_cooldown_s: limits::COMPACT_COOLDOWN_S,
             compact_max_attempts: 3,
             allow_reboot: false,
             reboot_command: vec!["systemctl".into(), "reboot".into()],
             reboot_timeout_s: 120,
-            reboot_min_interval_s: 1800,
+            reboot_min_interval_s: limits::REBOOT_RATE_LIMIT_S,
         }
     }
 }

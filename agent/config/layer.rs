@@ -138,6 +138,7 @@ pub(super) struct ActionsLayer {
     reboot_command: Option<Vec<String>>,
     reboot_timeout_s: Option<u64>,
     disabled: Option<Vec<String>>,
+    rate_limit_overrides_s: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -189,7 +190,8 @@ impl Config {
             allow_reboot,
             reboot_command,
             reboot_timeout_s,
-            disabled
+            disabled,
+            rate_limit_overrides_s
         );
         apply!(
             self.security,

@@ -126,6 +126,11 @@ pub struct ActionsConfig {
     /// `["set_cma"]` on a board whose boot files another tool owns. Each one of
     /// [`crate::mqtt::command::ACTIONS`].
     pub disabled: Vec<String>,
+    /// Hidden, for tests: per-action rate limits in seconds replacing the built-in ones
+    /// ([`crate::action::limits::Limits`]), so a test need not sleep through a window. Not
+    /// printed when empty.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rate_limit_overrides_s: std::collections::BTreeMap<String, u64>,
 }
 
 /// `[security]`.
@@ -198,6 +203,7 @@ impl Default for Config {
                 reboot_command: vec!["systemctl".into(), "reboot".into()],
                 reboot_timeout_s: 120,
                 disabled: Vec::new(),
+                rate_limit_overrides_s: Default::default(),
             },
             security: SecurityConfig {
                 trusted_keys: Vec::new(),

@@ -3,6 +3,7 @@
 //! here instead of each converting the config again.
 
 use super::Config;
+use crate::action::limits::Limits;
 use crate::action::state::StateDir;
 use crate::action::ActionConfig;
 use crate::mqtt::command::Policy;
@@ -19,6 +20,8 @@ pub struct Settings {
     pub state: StateDir,
     /// The `[actions]` settings as the action modules take them.
     pub actions: ActionConfig,
+    /// The rate limits and cooldowns the gate applies.
+    pub limits: Limits,
     /// The command policy of the gate: `board` is empty and no trusted key is read until
     /// [`Settings::for_board`] (the command line needs neither).
     pub policy: Policy,
@@ -37,6 +40,10 @@ impl Settings {
             reboot_timeout_s: cfg.actions.reboot_timeout_s,
             ..ActionConfig::default()
         };
+        let limits = Limits {
+            compact_cooldown_s: cfg.actions.compact_cooldown_s,
+            rate_limit_overrides_s: cfg.actions.rate_limit_overrides_s.clone(),
+        };
         let policy = Policy {
             board: String::new(),
             trusted_keys: Vec::new(),
@@ -49,6 +56,7 @@ impl Settings {
             root,
             state,
             actions,
+            limits,
             policy,
         }
     }
@@ -98,14 +106,17 @@ mod tests {
         assert_eq!(s.actions.compact_cooldown_s, 42);
         assert_eq!(s.policy.max_command_age_s, 77);
         assert!(s.policy.refused.contains_key("set_cma"));
+        assert_eq!(s.limits.compact_cooldown_s, 42);
         assert!(s.policy.board.is_empty() && s.policy.trusted_keys.is_empty());
     }
 
     #[test]
     fn a_missing_trusted_key_is_named() {
         let d = tempfile::tempdir().unwrap();
-        let mut cfg = Config::default();
-        cfg.root = d.path().display().to_string();
+        let mut cfg = Config {
+            root: d.path().display().to_string(),
+            ..Config::default()
+        };
         cfg.security.trusted_keys = vec!["/etc/npu-agent/keys/op.pub".into()];
         let e = Settings::assemble(cfg).for_board("b1".into()).unwrap_err();
         assert!(e.contains("op.pub"), "{e}");

@@ -91,6 +91,12 @@ impl Config {
                     .iter()
                     .map(|a| ("actions.disabled", a)),
             )
+            .chain(
+                self.actions
+                    .rate_limit_overrides_s
+                    .keys()
+                    .map(|a| ("actions.rate_limit_overrides_s", a)),
+            )
         {
             if !crate::mqtt::command::ACTIONS.contains(&a.as_str()) {
                 // Named only when it looks like a mistyped action (a value is never echoed

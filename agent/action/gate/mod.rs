@@ -18,6 +18,7 @@
 //! - Signed commands have their own queue lane and rate-limit slots: unsigned traffic cannot
 //!   make them `busy` or rate limited.
 
+use crate::action::limits::Limits;
 use crate::action::state::StateDir;
 use crate::mqtt::command::{self, Action, CmdStatus, Policy, Verdict, CLOCK_SKEW_S};
 use crate::mqtt::topics::{CommandTopic, ALL};
@@ -254,7 +255,7 @@ pub struct Gate {
     other_queue: VecDeque<Job>,
     running: bool,
     clock: ClockState,
-    compact_cooldown_s: u64,
+    limits: Limits,
     last_planner_compact: Option<i64>,
 }
 
@@ -281,9 +282,17 @@ impl Gate {
             other_queue: VecDeque::new(),
             running: false,
             clock: ClockState::Synchronised,
-            compact_cooldown_s,
+            limits: Limits {
+                compact_cooldown_s,
+                ..Limits::default()
+            },
             last_planner_compact: None,
         }
+    }
+
+    /// Replaces the limits (the cooldown and the rate limits, [`Limits`]).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
     }
 
     /// The policy.
@@ -424,7 +433,7 @@ impl Gate {
         let slot = rate_slot(action, signed);
         if let Some(last) = self.ledger.last_run.get(&slot) {
             let ago = now.saturating_sub(*last);
-            let wait = command::rate_limit_s(action, signed).saturating_sub(ago);
+            let wait = self.limits.rate_limit_s(action, signed).saturating_sub(ago);
             if wait > 0 {
                 return Err(format!(
                     "rate limited: {action} ran {ago} s ago; retry in {wait} s"
@@ -584,11 +593,9 @@ impl Gate {
                 // A compaction the admin ran counts for the cooldown too.
                 self.merge_cli_runs();
                 let cli = self.ledger.last_run.get(&cli_slot(name)).copied();
-                if let Some(last) = self.last_planner_compact.max(cli) {
-                    let cooldown = i64::try_from(self.compact_cooldown_s).unwrap_or(i64::MAX);
-                    if now.saturating_sub(last) < cooldown {
-                        return Err("automatic compaction is cooling down".into());
-                    }
+                let last = self.last_planner_compact.max(cli);
+                if self.limits.compact_wait_s(last, now).is_some() {
+                    return Err("automatic compaction is cooling down".into());
                 }
             }
         }

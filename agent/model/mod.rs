@@ -1,0 +1,3 @@
+//! Plain data shared by the stages: no I/O, no policy.
+
+pub mod action;
