@@ -124,7 +124,7 @@ pub struct ActionsConfig {
     /// Actions this board refuses whatever asks (an MQTT command, signed or not, a Home
     /// Assistant button, the planner, or `npu-agent compact` / `cma set` run by an admin), e.g.
     /// `["set_cma"]` on a board whose boot files another tool owns. Each one of
-    /// [`crate::mqtt::command::ACTIONS`].
+    /// [`crate::model::action::ACTIONS`].
     pub disabled: Vec<String>,
     /// Hidden, for tests: per-action rate limits in seconds replacing the built-in ones
     /// ([`crate::action::limits::Limits`]), so a test need not sleep through a window. Not

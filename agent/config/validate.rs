@@ -98,7 +98,7 @@ impl Config {
                     .map(|a| ("actions.rate_limit_overrides_s", a)),
             )
         {
-            if !crate::mqtt::command::ACTIONS.contains(&a.as_str()) {
+            if !crate::model::action::ACTIONS.contains(&a.as_str()) {
                 // Named only when it looks like a mistyped action (a value is never echoed
                 // whole: it could be anything pasted there).
                 let shown =
@@ -109,7 +109,7 @@ impl Config {
                     };
                 return err(format!(
                     "{key}: {shown} is not an action ({})",
-                    crate::mqtt::command::ACTIONS.join(", ")
+                    crate::model::action::ACTIONS.join(", ")
                 ));
             }
         }

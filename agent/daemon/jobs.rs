@@ -8,7 +8,7 @@ use crate::action::executor::ExecJob;
 use crate::action::gate::{CmdRef, Job, Origin, Outcome};
 use crate::diagnose::{self, Diagnosis};
 use crate::model::action::{Action, ActionOutcome};
-use crate::mqtt::command::{self, CmdStatus};
+use crate::mqtt::command::CmdStatus;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
@@ -193,7 +193,7 @@ fn on_diagnosed(agent: &mut Agent, d: Arc<Diagnosis>, tx: &mpsc::UnboundedSender
     // What this board's profile refuses (release_npu without hailo-ollama): the gate rejects it
     // for every origin, and no button offers it.
     agent.gate.set_refused(crate::order::btree_map(
-        command::ACTIONS
+        crate::model::action::ACTIONS
             .iter()
             .filter_map(|a| d.profile.refuses_action(a).map(|r| (a.to_string(), r))),
     ));

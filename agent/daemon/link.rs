@@ -193,31 +193,9 @@ fn on_message(agent: &mut Agent, topic: &str, payload: &[u8], tx: &mpsc::Unbound
     let Some(t) = topics::parse_command(&agent.s.topic_root, topic) else {
         return;
     };
-    // Clock hook: while the board's clock is known to be unsynchronised, an expiring
-    // destructive command would be judged against a clock that may be days off.
+    // The board's clock state (cached, no file I/O per message): the gate's one clock check.
     let clock = agent.clock_state();
-    agent.gate.set_clock(if clock.is_unsynchronised() {
-        crate::action::gate::ClockState::Unsynchronised
-    } else {
-        crate::action::gate::ClockState::Synchronised
-    });
-    if (t.board == agent.s.board || t.board == topics::ALL)
-        && command::valid_cmd_id(&t.cmd_id)
-        && !agent.gate.has_record(&t.cmd_id)
-    {
-        if let Some(reason) =
-            crate::check::clock::command_hold(&clock, &t.action, payload, agent.now())
-        {
-            let c = CmdRef {
-                action: t.action.clone(),
-                cmd_id: t.cmd_id.clone(),
-            };
-            agent.rejections.log(&c, &reason, "command rejected");
-            let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
-            agent.send_retained(tp, p);
-            return;
-        }
-    }
+    agent.gate.set_clock_sync(clock.clone());
     let admission = agent.gate.admit_command(&t, payload, agent.now());
     route_admission(agent, &t, admission, &clock, tx);
 }
@@ -251,10 +229,16 @@ pub(super) fn route_admission(
             };
             let reason = crate::check::clock::explain_skew(clock, reason);
             agent.rejections.log(&c, &reason, "command rejected");
-            if command::ACTIONS.contains(&c.action.as_str()) || t.board == agent.s.board {
+            if crate::model::action::ACTIONS.contains(&c.action.as_str())
+                || t.board == agent.s.board
+            {
                 let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
                 agent.send_retained(tp, p);
             }
+        }
+        Admission::ClockHeld { cmd, reason } => {
+            agent.rejections.log(&cmd, &reason, "command rejected");
+            agent.answer(&cmd, CmdStatus::Rejected, json!({"reason": reason}));
         }
         Admission::Replay {
             cmd,

@@ -218,7 +218,7 @@ fn cli_runs_are_recorded_in_the_gate_ledger_under_the_configured_state_dir() {
         Some(state),
         600,
     );
-    let compact = npu_agent::mqtt::command::Action::Compact { drop_caches: false };
+    let compact = npu_agent::model::action::Action::Compact { drop_caches: false };
     let now = npu_agent::action::now_unix_s();
     let why = gate
         .admit_local(

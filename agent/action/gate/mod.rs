@@ -20,7 +20,9 @@
 
 use crate::action::limits::Limits;
 use crate::action::state::StateDir;
-use crate::mqtt::command::{self, Action, CmdStatus, Policy, Verdict, CLOCK_SKEW_S};
+use crate::check::clock::ClockSync;
+use crate::model::action::Action;
+use crate::mqtt::command::{self, CmdStatus, Policy, Verdict, CLOCK_SKEW_S};
 use crate::mqtt::topics::{CommandTopic, ALL};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -215,6 +217,14 @@ pub enum Admission {
         /// Why this message is not run.
         reason: String,
     },
+    /// Refused because the board's clock is not synchronised (an expiring destructive command):
+    /// publish `rejected` with the reason, which already says which clock looks off.
+    ClockHeld {
+        /// Reply address.
+        cmd: CmdRef,
+        /// Why.
+        reason: String,
+    },
     /// Nothing to do or publish (a clear, an echo, a re-delivery).
     Ignored(&'static str),
 }
@@ -255,6 +265,8 @@ pub struct Gate {
     other_queue: VecDeque<Job>,
     running: bool,
     clock: ClockState,
+    /// What the board's files last said about its clock ([`Gate::set_clock_sync`]).
+    clock_sync: Option<ClockSync>,
     limits: Limits,
     last_planner_compact: Option<i64>,
 }
@@ -282,6 +294,7 @@ impl Gate {
             other_queue: VecDeque::new(),
             running: false,
             clock: ClockState::Synchronised,
+            clock_sync: None,
             limits: Limits {
                 compact_cooldown_s,
                 ..Limits::default()
@@ -319,6 +332,32 @@ impl Gate {
             all.entry(a).or_insert(why);
         }
         self.policy.refused = all;
+    }
+
+    /// Sets what the board's files say about its clock: the one clock check of the command
+    /// path. While it is not synchronised, signed commands are refused, no id is pruned, and an
+    /// expiring destructive command ([`crate::check::clock::command_hold`]) is rejected with the
+    /// reason before anything else is judged against a clock that may be days off.
+    pub fn set_clock_sync(&mut self, clock: ClockSync) {
+        self.clock = if clock.is_unsynchronised() {
+            ClockState::Unsynchronised
+        } else {
+            ClockState::Synchronised
+        };
+        self.clock_sync = Some(clock);
+    }
+
+    /// The clock hold of a command for this board (or `all`) on a fresh, well-formed id: the
+    /// reason to reject it, when the clock is not synchronised (see [`Gate::set_clock_sync`]).
+    fn clock_hold(&self, topic: &CommandTopic, payload: &[u8], now: i64) -> Option<String> {
+        let clock = self.clock_sync.as_ref()?;
+        let fresh = (topic.board == self.policy.board || topic.board == ALL)
+            && command::valid_cmd_id(&topic.cmd_id)
+            && !self.has_record(&topic.cmd_id);
+        if !fresh {
+            return None;
+        }
+        crate::check::clock::command_hold(clock, &topic.action, payload, now)
     }
 
     /// Sets whether the clock is trusted (the `clock.sync` hook).
@@ -454,6 +493,9 @@ impl Gate {
             cmd: Some(cmd.clone()),
             reason,
         };
+        if let Some(reason) = self.clock_hold(topic, payload, now) {
+            return Admission::ClockHeld { cmd, reason };
+        }
         let parsed = match command::parse(&self.policy, topic, payload) {
             Ok(p) => p,
             Err(Verdict::Ignore(why)) => return Admission::Ignored(why),

@@ -345,6 +345,49 @@ fn only_what_ran_is_recorded() {
 }
 
 #[test]
+fn an_unsynchronised_clock_holds_expiring_destructive_commands_first() {
+    use crate::check::clock::ClockSync;
+    let mut g = gate();
+    g.set_clock_sync(ClockSync::NotSynchronised {
+        why: "no time server yet".into(),
+        file: "/run/systemd/timesync".into(),
+    });
+    // Issued 120 s ahead of the board's clock: the hold says which clock looks off.
+    let b = signed(
+        "set_cma",
+        "c1",
+        serde_json::json!({"size": "256M"}),
+        NOW + 120,
+    );
+    match g.admit_command(&topic("b1", "set_cma", "c1"), &b, NOW) {
+        Admission::ClockHeld { cmd, reason } => {
+            assert_eq!(cmd.cmd_id, "c1");
+            assert!(
+                reason.starts_with("board clock not synchronised"),
+                "{reason}"
+            );
+            assert!(reason.contains("120 s in the future"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Not destructive: judged by the gate as usual.
+    let r = signed("rescan", "r1", serde_json::json!({}), NOW);
+    assert!(!matches!(
+        g.admit_command(&topic("b1", "rescan", "r1"), &r, NOW),
+        Admission::ClockHeld { .. }
+    ));
+    g.set_clock_sync(ClockSync::Synchronised {
+        source: "systemd-timesyncd".into(),
+        file: "/run/systemd/timesync/synchronized".into(),
+    });
+    let b = signed("set_cma", "c2", serde_json::json!({"size": "256M"}), NOW);
+    assert!(matches!(
+        g.admit_command(&topic("b1", "set_cma", "c2"), &b, NOW),
+        Admission::Queued(_)
+    ));
+}
+
+#[test]
 fn clock_hook_refuses_signed_commands() {
     let mut g = gate();
     g.set_clock(ClockState::Unsynchronised);
