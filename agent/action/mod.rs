@@ -1,10 +1,15 @@
-//! Guarded actions: memory compaction, the boot-time `cma=` edit, and reboot.
+//! Guarded actions: memory compaction, the boot-time `cma=` edit, reboot, and unloading a local
+//! hailo-ollama's model.
 //!
 //! ```text
 //! findings + profile + state --> planner (pure, guards: cooldown, attempt limit, OOM) --> plan
-//! plan / CLI / (later) MQTT command --> executor (I/O under the root) --> report + state
+//! plan / CLI / MQTT command / HA button --> gate --> executor (I/O under the root) --> outcome
 //! ```
 //!
+//! - [`gate`]: the allow-list, refusals, rate limits, queue and command ledger every origin
+//!   passes; [`limits`]: every rate limit and cooldown; [`executor`]: the one entry point that
+//!   runs an admitted action and returns its [`crate::model::action::ActionOutcome`].
+//! - [`release_npu`]: ask a local hailo-ollama to unload its model(s).
 //! - [`planner`]: `(findings, profile, state) -> Plan`, pure; decides when compaction helps.
 //! - [`compact`]: `sync`, optional `drop_caches=1`, `compact_memory=1`, before/after figures.
 //! - [`bootedit`]: pure text edits of `cma=` (text in, new text + diff + warnings out).

@@ -7,6 +7,10 @@
 //! Parsing is strict: an unknown key is an error naming the file, line and key. Secrets are file
 //! references (`password_file`, `key_file`); [`Config::redacted`] prints the effective
 //! configuration without them.
+//!
+//! Files: `layer` (one strict layer, the environment), `validate` (checks of the effective
+//! config), [`Settings`] (what it means for actions, the gate and the state directory,
+//! assembled once for the daemon and the command line).
 
 use crate::root::SysRoot;
 use layer::{env_layer, parse_layer};

@@ -124,7 +124,7 @@ pub(super) struct Agent {
     // Diagnosis's Clone code in the binary.
     pub last_diagnosis: Option<Arc<Diagnosis>>,
     pub force_publish: bool,
-    /// When discovery was last sent (at most once per [`HA_DISCOVERY_MIN_INTERVAL`]).
+    /// When discovery was last sent (at most once per [`super::HA_DISCOVERY_MIN_INTERVAL`]).
     pub last_discovery: Option<Instant>,
     /// Rejection log lines, rate limited (a flood is summarised, not logged line by line).
     pub rejections: RejectionLog,
@@ -278,7 +278,7 @@ impl Agent {
 
     /// Work that housekeeping retries is waiting: a reply or acknowledgement the client's
     /// request queue refused, a status not yet published while connected, or rejections whose
-    /// one-second summary may be due. Housekeeping then runs every [`HOUSEKEEPING_BUSY`].
+    /// one-second summary may be due. Housekeeping then runs every [`super::HOUSEKEEPING_BUSY`].
     pub fn work_waiting(&self) -> bool {
         !self.outbox.is_empty()
             || (self.connected && self.status_dirty && self.status_report.is_some())

@@ -1,6 +1,6 @@
-//! `npu-agent run`: the daemon, as an event loop only. It routes link events ([`link`]),
-//! finished work ([`jobs`]) and timers ([`main_loop`]) to the gate, the executor and the report
-//! ([`status`]), on one current-thread tokio runtime where the loop never blocks: checks and
+//! `npu-agent run`: the daemon, as an event loop only. It routes link events (`link`),
+//! finished work (`jobs`) and timers (`main_loop`) to the gate, the executor and the report
+//! (`status`), on one current-thread tokio runtime where the loop never blocks: checks and
 //! actions run on blocking threads and report back over a channel, MQTT publishes use
 //! `try_publish` with a latest-wins status slot, and a separate task owns the rumqttc event loop
 //! ([`crate::mqtt::link`]). Time comes from a [`clock::Clock`], so the routing is unit-tested
