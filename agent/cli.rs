@@ -678,18 +678,12 @@ fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
 }
 
 fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    use crate::action::compact::{
-        render_compact_text, run_compaction, CompactOptions, CompactOutcome, RootKnobs,
-    };
+    use crate::action::compact::{render_compact_text, CompactOutcome};
+    use crate::action::executor::{ActionReport, ExecJob};
     if let Err(code) = require_root_dir(&a.root, err) {
         return code;
     }
     let root = SysRoot::new(&a.root);
-    let opts = CompactOptions {
-        drop_caches: a.drop_caches,
-        dry_run: a.dry_run,
-        ..CompactOptions::default()
-    };
     let action = crate::mqtt::command::Action::Compact {
         drop_caches: a.drop_caches,
     };
@@ -698,7 +692,11 @@ fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Ok(g) => g,
         Err(code) => return code,
     };
-    let report = run_compaction(&root, &mut RootKnobs::new(&root), &opts, &state, now);
+    let mut job = ExecJob::new(action.clone(), "cli", now);
+    job.dry_run = a.dry_run;
+    let ActionReport::Compact(report) = cli_executor(&root, &state).execute(job).report else {
+        unreachable!("a compaction reports as one")
+    };
     let _ = write!(out, "{}", render_compact_text(&report));
     if report.outcome == CompactOutcome::Done {
         record_cli_run(&mut gate, &action, now, err);
@@ -722,24 +720,18 @@ fn admit_cli(
     board_refused: BTreeMap<String, String>,
     now: i64,
     err: &mut dyn Write,
-) -> Result<(crate::gate::Gate, crate::action::state::StateDir), i32> {
-    use crate::gate::{config_refusals, Gate, Origin};
-    let cfg = match crate::config::load(root, None, &agent_env()) {
-        Ok((c, _)) => c,
+) -> Result<(crate::action::gate::Gate, crate::action::state::StateDir), i32> {
+    use crate::action::gate::{Gate, Origin};
+    let s = match crate::config::Settings::load(root, None, &agent_env()) {
+        Ok((s, _)) => s,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
             return Err(EXIT_USAGE);
         }
     };
-    let state = crate::action::state::StateDir::new(root, &cfg.state_dir);
-    let policy = crate::mqtt::command::Policy {
-        board: String::new(),
-        trusted_keys: Vec::new(),
-        allow_unsigned: cfg.security.allow_unsigned.clone(),
-        max_command_age_s: cfg.security.max_command_age_s,
-        refused: config_refusals(&cfg.actions.disabled),
-    };
-    let mut gate = Gate::new(policy, Some(state.clone()), cfg.actions.compact_cooldown_s);
+    let state = crate::action::state::StateDir::new(root, &s.cfg.state_dir);
+    let mut gate = Gate::new(s.policy, Some(state.clone()), s.actions.compact_cooldown_s);
+    gate.set_limits(s.limits);
     gate.set_refused(board_refused);
     match gate.admit_local(Origin::Cli, action.clone(), now) {
         Ok(()) => Ok((gate, state)),
@@ -748,6 +740,19 @@ fn admit_cli(
             Err(EXIT_FINDINGS)
         }
     }
+}
+
+/// The executor for an action the admin runs here, under `root`, recording in `state`.
+fn cli_executor(
+    root: &SysRoot,
+    state: &crate::action::state::StateDir,
+) -> crate::action::executor::Executor {
+    crate::action::executor::Executor::new(
+        root.clone(),
+        state.clone(),
+        crate::action::ActionConfig::default(),
+        ProfileChoice::parse("auto"),
+    )
 }
 
 /// The `NPU_AGENT_*` environment variables (config overrides).
@@ -760,7 +765,7 @@ fn agent_env() -> Vec<(String, String)> {
 /// Records in the ledger that `action` ran from the command line; a failure is said, not fatal
 /// (the action already ran).
 fn record_cli_run(
-    gate: &mut crate::gate::Gate,
+    gate: &mut crate::action::gate::Gate,
     action: &crate::mqtt::command::Action,
     now: i64,
     err: &mut dyn Write,
@@ -771,7 +776,7 @@ fn record_cli_run(
 }
 
 fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    use crate::action::cma::{cma_set, cma_show, render_cma_set, render_cma_show};
+    use crate::action::cma::{cma_show, render_cma_set, render_cma_show};
     let (root_dir, profile_arg) = match &action {
         CmaAction::Show { root, profile } | CmaAction::Set { root, profile, .. } => {
             (root.clone(), profile.clone())
@@ -836,15 +841,13 @@ fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 Ok(g) => g,
                 Err(code) => return code,
             };
-            let r = cma_set(
-                &root,
-                &d,
-                &size,
-                dry_run,
-                &mut crate::action::atomic::RealStorage,
-                &state,
-                now,
-            );
+            let mut job = crate::action::executor::ExecJob::new(gate_action.clone(), "cli", now);
+            (job.dry_run, job.diagnosis) = (dry_run, Some(std::sync::Arc::new(d)));
+            let crate::action::executor::ActionReport::CmaSet(r) =
+                cli_executor(&root, &state).execute(job).report
+            else {
+                unreachable!("a boot-file edit reports as one")
+            };
             let _ = write!(
                 out,
                 "{}",

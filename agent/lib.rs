@@ -25,7 +25,6 @@ pub mod config;
 pub mod daemon;
 pub mod diagnose;
 pub mod fleet;
-pub mod gate;
 pub mod model;
 pub mod mqtt;
 pub mod parse;

@@ -14,9 +14,12 @@
 //! FUZZ_EXECUTIONS=1000000 cargo test --release --test fuzz_gate -- --ignored --nocapture
 //! ```
 
-use npu_agent::gate::{Admission, Gate, Origin, Outcome, MAX_QUEUED_OTHER, MAX_QUEUED_SIGNED};
+use npu_agent::action::gate::{
+    Admission, Gate, Origin, Outcome, MAX_QUEUED_OTHER, MAX_QUEUED_SIGNED,
+};
+use npu_agent::model::action::Action;
 use npu_agent::mqtt::command::SigningKey;
-use npu_agent::mqtt::command::{sign, Action, CmdStatus, InitMessage, Policy};
+use npu_agent::mqtt::command::{sign, CmdStatus, InitMessage, Policy};
 use npu_agent::mqtt::topics::CommandTopic;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -203,7 +206,7 @@ fn run_sequence(steps: &[Step]) -> Result<u64, TestCaseError> {
                             prop_assert!(e.signed, "{action} ran unsigned");
                         }
                     }
-                    Admission::Rejected { reason, .. } => {
+                    Admission::Rejected { reason, .. } | Admission::ClockHeld { reason, .. } => {
                         prop_assert!(!reason.contains(SECRET), "{reason}");
                     }
                     Admission::Replay { .. } | Admission::Ignored(_) => {}

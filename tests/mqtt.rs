@@ -1341,6 +1341,12 @@ fn command_path_attacks_hold_against_a_real_broker() {
             k = now_s() + 120
         ),
     );
+    // The set_cma rate limit (30 s) is not what this test is about: no window to sleep through
+    // between the two signed edits.
+    board.write(
+        "/etc/npu-agent/agent.d/90-test-limits.toml",
+        "[actions]\nrate_limit_overrides_s = { set_cma = 0 }\n",
+    );
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     let mut agent = Agent::start(&board);
     let r = lifecycle(&c, "npu-fleet/b1/cmd/compact/crashed-1", "failed");
@@ -1361,7 +1367,6 @@ fn command_path_attacks_hold_against_a_real_broker() {
     );
     c.publish("npu-fleet/b1/cmd/set_cma/s-256", &first, true);
     lifecycle(&c, "npu-fleet/b1/cmd/set_cma/s-256", "successful");
-    std::thread::sleep(Duration::from_secs(31)); // the set_cma rate limit
     let second = init_payload(
         "b1",
         "set_cma",

@@ -1,10 +1,15 @@
-//! Guarded actions: memory compaction, the boot-time `cma=` edit, and reboot.
+//! Guarded actions: memory compaction, the boot-time `cma=` edit, reboot, and unloading a local
+//! hailo-ollama's model.
 //!
 //! ```text
 //! findings + profile + state --> planner (pure, guards: cooldown, attempt limit, OOM) --> plan
-//! plan / CLI / (later) MQTT command --> executor (I/O under the root) --> report + state
+//! plan / CLI / MQTT command / HA button --> gate --> executor (I/O under the root) --> outcome
 //! ```
 //!
+//! - [`gate`]: the allow-list, refusals, rate limits, queue and command ledger every origin
+//!   passes; [`limits`]: every rate limit and cooldown; [`executor`]: the one entry point that
+//!   runs an admitted action and returns its [`crate::model::action::ActionOutcome`].
+//! - [`release_npu`]: ask a local hailo-ollama to unload its model(s).
 //! - [`planner`]: `(findings, profile, state) -> Plan`, pure; decides when compaction helps.
 //! - [`compact`]: `sync`, optional `drop_caches=1`, `compact_memory=1`, before/after figures.
 //! - [`bootedit`]: pure text edits of `cma=` (text in, new text + diff + warnings out).
@@ -23,8 +28,12 @@ pub mod bootedit;
 pub mod clock_hold;
 pub mod cma;
 pub mod compact;
+pub mod executor;
+pub mod gate;
+pub mod limits;
 pub mod planner;
 pub mod reboot;
+pub mod release_npu;
 pub mod state;
 
 use serde::{Deserialize, Serialize};
@@ -46,7 +55,7 @@ pub struct ActionConfig {
     pub reboot_command: Vec<String>,
     /// Seconds the reboot command may run before it is killed and the reboot reported failed.
     pub reboot_timeout_s: u64,
-    /// Seconds that must pass between two reboot requests (rate limit).
+    /// Seconds that must pass between two reboot requests ([`limits::REBOOT_RATE_LIMIT_S`]).
     pub reboot_min_interval_s: u64,
 }
 
@@ -54,12 +63,12 @@ impl Default for ActionConfig {
     fn default() -> Self {
         ActionConfig {
             auto_compact: true,
-            compact_cooldown_s: 600,
+            compact_cooldown_s: limits::COMPACT_COOLDOWN_S,
             compact_max_attempts: 3,
             allow_reboot: false,
             reboot_command: vec!["systemctl".into(), "reboot".into()],
             reboot_timeout_s: 120,
-            reboot_min_interval_s: 1800,
+            reboot_min_interval_s: limits::REBOOT_RATE_LIMIT_S,
         }
     }
 }

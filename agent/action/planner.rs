@@ -110,17 +110,23 @@ pub fn plan(
         ));
         return out;
     }
-    if let Some(last) = state.compact.last_run_unix_s {
-        let since = now_unix_s.saturating_sub(last);
-        let cooldown = i64::try_from(config.compact_cooldown_s).unwrap_or(i64::MAX);
-        if since >= 0 && since < cooldown {
-            out.held.push(hold(format!(
-                "cooldown: the last compaction ran {since} s ago; next one allowed in {} s (compact_cooldown_s = {})",
-                cooldown - since,
-                config.compact_cooldown_s
-            )));
-            return out;
-        }
+    let last = state.compact.last_run_unix_s;
+    if let Some(wait) = super::limits::cooldown_wait_s(last, config.compact_cooldown_s, now_unix_s)
+    {
+        let since = now_unix_s.saturating_sub(last.unwrap_or(now_unix_s));
+        let ran = if since >= 0 {
+            format!("ran {since} s ago")
+        } else {
+            format!(
+                "is recorded {} s ahead of the clock",
+                since.saturating_neg()
+            )
+        };
+        out.held.push(hold(format!(
+            "cooldown: the last compaction {ran}; next one allowed in {wait} s (compact_cooldown_s = {})",
+            config.compact_cooldown_s
+        )));
+        return out;
     }
     if state.compact.consecutive_attempts >= config.compact_max_attempts {
         out.held.push(hold(format!(

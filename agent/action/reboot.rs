@@ -481,11 +481,11 @@ mod tests {
             check_reboot_allowed(&allowed, &recent, None, Some("b"), 1100),
             Err(RebootRefusal::RateLimited {
                 since_s: 100,
-                wait_s: 1700
+                wait_s: 200
             })
         );
         assert_eq!(
-            check_reboot_allowed(&allowed, &recent, None, Some("b"), 1000 + 1800),
+            check_reboot_allowed(&allowed, &recent, None, Some("b"), 1000 + 300),
             Ok(())
         );
         assert_eq!(

@@ -1496,10 +1496,7 @@ mod tests {
         assert_eq!(common_suffix(&names), "");
         let one = vec!["blk.0.ффн_up".to_string()];
         assert_eq!(common_suffix(&one), "_up");
-        assert_eq!(
-            describe_tensors(&["blk.0.ффн", "blk.1.ффн"]).is_empty(),
-            false
-        );
+        assert!(!describe_tensors(&["blk.0.ффн", "blk.1.ффн"]).is_empty());
         assert_eq!(
             widen_digit_classes("блок[0-9]"),
             Some("блок[0-9]+".to_string())

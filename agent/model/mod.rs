@@ -1,6 +1,8 @@
 //! The vocabulary every layer shares: what a probe reads ([`snapshot`], [`logs`], [`sensors`],
-//! [`clock`]) and what a check says ([`finding`]). Plain data and pure helpers; no I/O.
+//! [`clock`], [`llm`]), what a check says ([`finding`]) and what an action is and did
+//! ([`action`]). Plain data and pure helpers; no I/O, no policy.
 
+pub mod action;
 pub mod clock;
 pub mod finding;
 pub mod llm;

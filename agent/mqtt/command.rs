@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
-/// Actions the agent executes.
-pub const ACTIONS: &[&str] = &["compact", "set_cma", "reboot", "rescan", "release_npu"];
+// The vocabulary lives in the model; named here too because most callers reach it with the
+// command parser.
+pub use crate::model::action::{Action, ACTIONS};
 
 /// Largest accepted command payload (bytes). Larger ones are rejected without parsing.
 pub const MAX_COMMAND_BYTES: usize = 4096;
@@ -157,46 +158,6 @@ pub fn parse_verifying_key(text: &str) -> Result<VerifyingKey, String> {
         .map_err(|e| format!("not an Ed25519 public key PEM: {e}"))
 }
 
-/// Arguments after validation, per action.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Action {
-    /// `compact {drop_caches?: bool}`.
-    Compact {
-        /// Also drop the page cache first.
-        drop_caches: bool,
-    },
-    /// `set_cma {size: "256M"}`.
-    SetCma {
-        /// Size as given (validated later against the profile and RAM).
-        size: String,
-    },
-    /// `reboot {reason?: string}`.
-    Reboot {
-        /// Why (shown in state and status).
-        reason: String,
-    },
-    /// `rescan {}`.
-    Rescan,
-    /// `release_npu {model?: string}`.
-    ReleaseNpu {
-        /// Model to unload; every loaded one when absent.
-        model: Option<String>,
-    },
-}
-
-impl Action {
-    /// The action's name on the wire.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Action::Compact { .. } => "compact",
-            Action::SetCma { .. } => "set_cma",
-            Action::Reboot { .. } => "reboot",
-            Action::Rescan => "rescan",
-            Action::ReleaseNpu { .. } => "release_npu",
-        }
-    }
-}
-
 fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String> {
     let allowed: &[&str] = match action {
         "compact" => &["drop_caches"],
@@ -289,19 +250,6 @@ pub struct Policy {
 
 /// Largest accepted `security.max_command_age_s`: 7 days.
 pub const MAX_COMMAND_AGE_LIMIT_S: u64 = 7 * 86_400;
-
-/// Minimum seconds between two executions of an action. Signed and unsigned traffic have
-/// separate slots (unsigned commands can never use up a signed command's slot).
-pub fn rate_limit_s(action: &str, signed: bool) -> i64 {
-    match action {
-        "reboot" => 300,
-        "set_cma" | "compact" => 30,
-        "release_npu" => 10,
-        // A rescan is cheap, but unsigned ones come from anyone who may publish: 1 per 5 s.
-        "rescan" if !signed => 5,
-        _ => 0,
-    }
-}
 
 /// A syntactically valid `init` message for a known action, not yet authorised.
 #[derive(Debug, Clone, PartialEq)]

@@ -32,7 +32,7 @@ pub struct HaContext<'a> {
     /// Profile id (shown as hardware version).
     pub profile: &'a str,
     /// Buttons to offer: only actions the gate would run for a press
-    /// ([`crate::gate::Gate::button_actions`]).
+    /// ([`crate::action::gate::Gate::button_actions`]).
     pub buttons: Vec<&'static str>,
 }
 

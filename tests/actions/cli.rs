@@ -207,7 +207,7 @@ fn cli_runs_are_recorded_in_the_gate_ledger_under_the_configured_state_dir() {
     // The daemon's gate on the same state: the planner waits out its cooldown after the
     // admin's compaction.
     let state = npu_agent::action::state::StateDir::new(&t.root(), "/srv/agent-state");
-    let mut gate = npu_agent::gate::Gate::new(
+    let mut gate = npu_agent::action::gate::Gate::new(
         npu_agent::mqtt::command::Policy {
             board: "b".into(),
             trusted_keys: Vec::new(),
@@ -218,14 +218,18 @@ fn cli_runs_are_recorded_in_the_gate_ledger_under_the_configured_state_dir() {
         Some(state),
         600,
     );
-    let compact = npu_agent::mqtt::command::Action::Compact { drop_caches: false };
+    let compact = npu_agent::model::action::Action::Compact { drop_caches: false };
     let now = npu_agent::action::now_unix_s();
     let why = gate
-        .admit_local(npu_agent::gate::Origin::Planner, compact.clone(), now)
+        .admit_local(
+            npu_agent::action::gate::Origin::Planner,
+            compact.clone(),
+            now,
+        )
         .unwrap_err();
     assert!(why.contains("cooling down"), "{why}");
     assert!(gate
-        .admit_local(npu_agent::gate::Origin::Planner, compact, now + 601)
+        .admit_local(npu_agent::action::gate::Origin::Planner, compact, now + 601)
         .is_ok());
 }
 

@@ -193,7 +193,8 @@ fn refusals_persist_nothing_and_run_nothing() {
         p,
         RebootProgress::Refused(RebootRefusal::RateLimited {
             since_s: 100,
-            wait_s: 1700
+            // The one reboot interval (README: reboot 300 s).
+            wait_s: npu_agent::action::limits::REBOOT_RATE_LIMIT_S as i64 - 100
         })
     );
     // No boot_id: the result could not be verified, so no reboot.

@@ -18,8 +18,11 @@
 //! - Signed commands have their own queue lane and rate-limit slots: unsigned traffic cannot
 //!   make them `busy` or rate limited.
 
+use crate::action::limits::Limits;
 use crate::action::state::StateDir;
-use crate::mqtt::command::{self, Action, CmdStatus, Policy, Verdict, CLOCK_SKEW_S};
+use crate::model::action::Action;
+use crate::model::ClockSync;
+use crate::mqtt::command::{self, CmdStatus, Policy, Verdict, CLOCK_SKEW_S};
 use crate::mqtt::topics::{CommandTopic, ALL};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -214,6 +217,14 @@ pub enum Admission {
         /// Why this message is not run.
         reason: String,
     },
+    /// Refused because the board's clock is not synchronised (an expiring destructive command):
+    /// publish `rejected` with the reason, which already says which clock looks off.
+    ClockHeld {
+        /// Reply address.
+        cmd: CmdRef,
+        /// Why.
+        reason: String,
+    },
     /// Nothing to do or publish (a clear, an echo, a re-delivery).
     Ignored(&'static str),
 }
@@ -254,7 +265,9 @@ pub struct Gate {
     other_queue: VecDeque<Job>,
     running: bool,
     clock: ClockState,
-    compact_cooldown_s: u64,
+    /// What the board's files last said about its clock ([`Gate::set_clock_sync`]).
+    clock_sync: Option<ClockSync>,
+    limits: Limits,
     last_planner_compact: Option<i64>,
 }
 
@@ -281,9 +294,18 @@ impl Gate {
             other_queue: VecDeque::new(),
             running: false,
             clock: ClockState::Synchronised,
-            compact_cooldown_s,
+            clock_sync: None,
+            limits: Limits {
+                compact_cooldown_s,
+                ..Limits::default()
+            },
             last_planner_compact: None,
         }
+    }
+
+    /// Replaces the limits (the cooldown and the rate limits, [`Limits`]).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
     }
 
     /// The policy.
@@ -310,6 +332,32 @@ impl Gate {
             all.entry(a).or_insert(why);
         }
         self.policy.refused = all;
+    }
+
+    /// Sets what the board's files say about its clock: the one clock check of the command
+    /// path. While it is not synchronised, signed commands are refused, no id is pruned, and an
+    /// expiring destructive command ([`crate::action::clock_hold::command_hold`]) is rejected with the
+    /// reason before anything else is judged against a clock that may be days off.
+    pub fn set_clock_sync(&mut self, clock: ClockSync) {
+        self.clock = if clock.is_unsynchronised() {
+            ClockState::Unsynchronised
+        } else {
+            ClockState::Synchronised
+        };
+        self.clock_sync = Some(clock);
+    }
+
+    /// The clock hold of a command for this board (or `all`) on a fresh, well-formed id: the
+    /// reason to reject it, when the clock is not synchronised (see [`Gate::set_clock_sync`]).
+    fn clock_hold(&self, topic: &CommandTopic, payload: &[u8], now: i64) -> Option<String> {
+        let clock = self.clock_sync.as_ref()?;
+        let fresh = (topic.board == self.policy.board || topic.board == ALL)
+            && command::valid_cmd_id(&topic.cmd_id)
+            && !self.has_record(&topic.cmd_id);
+        if !fresh {
+            return None;
+        }
+        crate::action::clock_hold::command_hold(clock, &topic.action, payload, now)
     }
 
     /// Sets whether the clock is trusted (the `clock.sync` hook).
@@ -424,7 +472,7 @@ impl Gate {
         let slot = rate_slot(action, signed);
         if let Some(last) = self.ledger.last_run.get(&slot) {
             let ago = now.saturating_sub(*last);
-            let wait = command::rate_limit_s(action, signed).saturating_sub(ago);
+            let wait = self.limits.rate_limit_s(action, signed).saturating_sub(ago);
             if wait > 0 {
                 return Err(format!(
                     "rate limited: {action} ran {ago} s ago; retry in {wait} s"
@@ -445,6 +493,9 @@ impl Gate {
             cmd: Some(cmd.clone()),
             reason,
         };
+        if let Some(reason) = self.clock_hold(topic, payload, now) {
+            return Admission::ClockHeld { cmd, reason };
+        }
         let parsed = match command::parse(&self.policy, topic, payload) {
             Ok(p) => p,
             Err(Verdict::Ignore(why)) => return Admission::Ignored(why),
@@ -584,11 +635,9 @@ impl Gate {
                 // A compaction the admin ran counts for the cooldown too.
                 self.merge_cli_runs();
                 let cli = self.ledger.last_run.get(&cli_slot(name)).copied();
-                if let Some(last) = self.last_planner_compact.max(cli) {
-                    let cooldown = i64::try_from(self.compact_cooldown_s).unwrap_or(i64::MAX);
-                    if now.saturating_sub(last) < cooldown {
-                        return Err("automatic compaction is cooling down".into());
-                    }
+                let last = self.last_planner_compact.max(cli);
+                if self.limits.compact_wait_s(last, now).is_some() {
+                    return Err("automatic compaction is cooling down".into());
                 }
             }
         }
@@ -711,466 +760,4 @@ impl Gate {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::mqtt::command::SigningKey;
-    use crate::mqtt::command::{sign, InitMessage};
-    use serde_json::Value;
-
-    fn key() -> SigningKey {
-        SigningKey::from_bytes(&[7u8; 32])
-    }
-
-    pub(crate) fn policy() -> Policy {
-        Policy {
-            board: "b1".into(),
-            trusted_keys: vec![key().verifying_key()],
-            allow_unsigned: vec!["compact".into(), "rescan".into()],
-            max_command_age_s: 300,
-            refused: BTreeMap::new(),
-        }
-    }
-
-    fn topic(board: &str, action: &str, id: &str) -> CommandTopic {
-        CommandTopic {
-            board: board.into(),
-            action: action.into(),
-            cmd_id: id.into(),
-        }
-    }
-
-    fn init(board: &str, args: Value, now: i64) -> InitMessage {
-        InitMessage {
-            status: CmdStatus::Init,
-            board: board.into(),
-            args: args.as_object().cloned().unwrap_or_default(),
-            issued_at: now,
-            expires_at: now + 60,
-            signature: None,
-        }
-    }
-
-    fn signed(action: &str, id: &str, args: Value, now: i64) -> Vec<u8> {
-        let mut m = init("b1", args, now);
-        sign(&key(), action, id, &mut m);
-        serde_json::to_vec(&m).unwrap()
-    }
-
-    fn bytes(m: &InitMessage) -> Vec<u8> {
-        serde_json::to_vec(m).unwrap()
-    }
-
-    const NOW: i64 = 1_764_400_000;
-
-    fn gate() -> Gate {
-        Gate::new(policy(), None, 600)
-    }
-
-    fn rejected(a: Admission) -> String {
-        match a {
-            Admission::Rejected { reason, .. } => reason,
-            other => panic!("expected a rejection, got {other:?}"),
-        }
-    }
-
-    fn run_all(g: &mut Gate) -> Vec<Job> {
-        let mut out = Vec::new();
-        while let Some(j) = g.next_job() {
-            g.finish(
-                &j,
-                &Outcome {
-                    ok: true,
-                    ran: true,
-                    detail: "done".into(),
-                },
-            );
-            out.push(j);
-        }
-        out
-    }
-
-    #[test]
-    fn signed_set_cma_executes_once_and_replay_keeps_the_record() {
-        let mut g = gate();
-        let b = signed("set_cma", "c1", serde_json::json!({"size": "256M"}), NOW);
-        let t = topic("b1", "set_cma", "c1");
-        assert!(matches!(
-            g.admit_command(&t, &b, NOW),
-            Admission::Queued(Some(_))
-        ));
-        assert_eq!(run_all(&mut g).len(), 1);
-        assert_eq!(
-            g.admit_command(&t, &b, NOW + 1),
-            Admission::Ignored("duplicate delivery")
-        );
-        let again = signed(
-            "set_cma",
-            "c1",
-            serde_json::json!({"size": "512M"}),
-            NOW + 5,
-        );
-        match g.admit_command(&t, &again, NOW + 40) {
-            Admission::Replay { record, reason, .. } => {
-                assert_eq!(record.status, CmdStatus::Successful);
-                assert!(reason.contains("replay"));
-            }
-            other => panic!("{other:?}"),
-        }
-        // Junk or an unsigned init on the used id's topic: the record, not a rejection.
-        for junk in [
-            &b"not json"[..],
-            br#"{"status":"init","board":"b1","args":{}}"#,
-        ] {
-            match g.admit_command(&t, junk, NOW + 41) {
-                Admission::Replay { record, reason, .. } => {
-                    assert_eq!(record.status, CmdStatus::Successful);
-                    assert!(reason.contains("replay"), "{reason}");
-                }
-                other => panic!("{other:?}"),
-            }
-        }
-        // The same junk on an unused id is a plain rejection.
-        assert!(matches!(
-            g.admit_command(&topic("b1", "set_cma", "c2"), b"not json", NOW + 41),
-            Admission::Rejected { .. }
-        ));
-    }
-
-    /// Item 1: unsigned traffic cannot evict a signed id inside its validity window.
-    #[test]
-    fn unsigned_flood_never_evicts_a_signed_id() {
-        let mut g = gate();
-        let b = signed("set_cma", "sig", serde_json::json!({"size": "512M"}), NOW);
-        let t = topic("b1", "set_cma", "sig");
-        assert!(matches!(g.admit_command(&t, &b, NOW), Admission::Queued(_)));
-        run_all(&mut g);
-        // 3 × MAX_UNSIGNED_IDS unsigned rescans, each allowed by the rate limit.
-        for i in 0..(3 * MAX_UNSIGNED_IDS as i64) {
-            let t2 = topic("b1", "rescan", &format!("r{i}"));
-            let m = init("b1", serde_json::json!({}), NOW);
-            g.ledger.last_run.clear(); // every rescan passes the rate limit
-            let _ = g.admit_command(&t2, &bytes(&m), NOW + 10);
-            run_all(&mut g);
-        }
-        assert!(g.ledger.commands.contains_key("sig"));
-        assert!(g.ledger.commands.values().filter(|e| !e.signed).count() <= MAX_UNSIGNED_IDS);
-        assert!(matches!(
-            g.admit_command(&t, &b, NOW + 100),
-            Admission::Ignored(_)
-        ));
-        // Pruned only after expires_at + skew, when the gate refuses it as expired anyway.
-        g.ledger.prune(NOW + 60 + CLOCK_SKEW_S + 1);
-        assert!(!g.ledger.commands.contains_key("sig"));
-        assert!(rejected(g.admit_command(&t, &b, NOW + 60 + CLOCK_SKEW_S + 1)).contains("expired"));
-    }
-
-    /// Item 1: a corrupt ledger fails closed and is never overwritten.
-    #[test]
-    fn unreadable_ledger_refuses_signed_commands() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = crate::root::SysRoot::new(dir.path());
-        let state = StateDir::new(&root, "/var/lib/npu-agent");
-        std::fs::create_dir_all(dir.path().join("var/lib/npu-agent")).unwrap();
-        let file = dir.path().join("var/lib/npu-agent/commands.json");
-        std::fs::write(&file, b"{\"commands\": [garbage").unwrap();
-        let mut g = Gate::new(policy(), Some(state), 600);
-        assert!(g.ledger_error().unwrap().contains("corrupt"));
-        let b = signed("set_cma", "c1", serde_json::json!({"size": "256M"}), NOW);
-        let r = rejected(g.admit_command(&topic("b1", "set_cma", "c1"), &b, NOW));
-        assert!(r.contains("ledger is unreadable"), "{r}");
-        // Unsigned ones cannot be remembered either: refused, and the file is left alone.
-        let m = init("b1", serde_json::json!({}), NOW);
-        let r = rejected(g.admit_command(&topic("b1", "rescan", "r1"), &bytes(&m), NOW));
-        assert!(r.contains("cannot save"), "{r}");
-        assert_eq!(
-            std::fs::read(&file).unwrap(),
-            b"{\"commands\": [garbage".to_vec()
-        );
-        assert_eq!(g.queued(), 0);
-    }
-
-    /// Item 2: extreme and overflowing times are refused, signed or not.
-    #[test]
-    fn time_arithmetic_is_checked() {
-        let mut g = gate();
-        let cases: &[(i64, i64, &str)] = &[
-            (
-                -9_223_372_036_854_775_807,
-                9_000_000_000_000_000_000,
-                "lifetime",
-            ),
-            (i64::MIN, i64::MAX, "lifetime"),
-            (NOW, i64::MAX, "lifetime"),
-            (i64::MAX, i64::MAX, "future"),
-            (i64::MIN, i64::MIN, "expired"),
-            (NOW, NOW - 1, "before issued_at"),
-            (NOW - 1000, NOW - 900, "expired"),
-            (NOW, NOW + 301, "lifetime"),
-        ];
-        for (i, (issued, expires, want)) in cases.iter().enumerate() {
-            let mut m = init("b1", serde_json::json!({}), NOW);
-            m.issued_at = *issued;
-            m.expires_at = *expires;
-            let r = rejected(g.admit_command(
-                &topic("b1", "rescan", &format!("t{i}")),
-                &bytes(&m),
-                NOW,
-            ));
-            assert!(r.contains(want), "case {i}: {r}");
-            sign(&key(), "set_cma", &format!("s{i}"), &mut m);
-            m.args = serde_json::json!({"size": "256M"})
-                .as_object()
-                .unwrap()
-                .clone();
-            sign(&key(), "set_cma", &format!("s{i}"), &mut m);
-            let r = rejected(g.admit_command(
-                &topic("b1", "set_cma", &format!("s{i}")),
-                &bytes(&m),
-                NOW,
-            ));
-            assert!(r.contains(want), "signed case {i}: {r}");
-        }
-        assert!(g.ledger.commands.is_empty());
-    }
-
-    /// Item 5: signed commands have their own lane; unsigned ones are rate limited and get
-    /// `busy`, never silence.
-    #[test]
-    fn signed_commands_are_not_starved() {
-        let mut g = gate();
-        let mut busy = 0;
-        let mut limited = 0;
-        for i in 0..50 {
-            let m = init("b1", serde_json::json!({}), NOW);
-            match g.admit_command(&topic("b1", "rescan", &format!("u{i}")), &bytes(&m), NOW) {
-                Admission::Queued(_) => {}
-                Admission::Rejected { reason, .. } if reason.starts_with("busy") => busy += 1,
-                Admission::Rejected { reason, .. } if reason.starts_with("rate limited") => {
-                    limited += 1
-                }
-                other => panic!("{other:?}"),
-            }
-        }
-        assert_eq!(limited, 49, "one unsigned rescan per 5 s");
-        assert_eq!(busy, 0);
-        // Fill the other lane with button presses and planner runs.
-        for _ in 0..MAX_QUEUED_OTHER {
-            g.other_queue.push_back(Job {
-                origin: Origin::HomeAssistant,
-                cmd: None,
-                action: Action::Rescan,
-                signed: false,
-                slot: None,
-            });
-        }
-        assert!(g
-            .admit_local(Origin::Planner, Action::Compact { drop_caches: false }, NOW)
-            .unwrap_err()
-            .starts_with("busy"));
-        let b = signed("set_cma", "s1", serde_json::json!({"size": "256M"}), NOW);
-        assert!(matches!(
-            g.admit_command(&topic("b1", "set_cma", "s1"), &b, NOW),
-            Admission::Queued(_)
-        ));
-        let first = g.next_job().unwrap();
-        assert!(first.signed, "the signed command runs first");
-    }
-
-    /// Item 6: buttons pass the allow-list and the unsigned rate limit.
-    #[test]
-    fn buttons_go_through_the_gate() {
-        let mut g = gate();
-        let mut ran = 0;
-        for i in 0..3000 {
-            if g.admit_local(
-                Origin::HomeAssistant,
-                Action::Compact { drop_caches: false },
-                NOW + i / 100,
-            )
-            .is_ok()
-            {
-                ran += 1;
-            }
-            run_all(&mut g);
-        }
-        assert_eq!(ran, 1, "30 s between compactions: one in 30 s of presses");
-        assert!(g
-            .admit_local(
-                Origin::HomeAssistant,
-                Action::Reboot { reason: "x".into() },
-                NOW
-            )
-            .unwrap_err()
-            .contains("allow_unsigned"));
-        let mut p = policy();
-        p.allow_unsigned = vec!["rescan".into()];
-        p.refused
-            .insert("rescan".into(), "this profile has no checks".into());
-        let g = Gate::new(p, None, 600);
-        assert!(g.button_actions().is_empty());
-    }
-
-    /// Item 8: busy, unsaved and refused-before-acting commands use up nothing; a crash leaves
-    /// no command `executing`.
-    #[test]
-    fn only_what_ran_is_recorded() {
-        let mut g = gate();
-        let b = signed("set_cma", "big", serde_json::json!({"size": "64G"}), NOW);
-        assert!(matches!(
-            g.admit_command(&topic("b1", "set_cma", "big"), &b, NOW),
-            Admission::Queued(_)
-        ));
-        let j = g.next_job().unwrap();
-        g.finish(
-            &j,
-            &Outcome {
-                ok: false,
-                ran: false,
-                detail: "64G is above the RAM".into(),
-            },
-        );
-        assert_eq!(g.ledger.commands["big"].status, CmdStatus::Failed);
-        let b2 = signed(
-            "set_cma",
-            "ok",
-            serde_json::json!({"size": "256M"}),
-            NOW + 1,
-        );
-        assert!(
-            matches!(
-                g.admit_command(&topic("b1", "set_cma", "ok"), &b2, NOW + 1),
-                Admission::Queued(_)
-            ),
-            "a refused set_cma does not use up the rate limit"
-        );
-        // Busy: not recorded.
-        for i in 0..MAX_QUEUED_SIGNED {
-            let b = signed("rescan", &format!("q{i}"), serde_json::json!({}), NOW + 1);
-            let _ = g.admit_command(&topic("b1", "rescan", &format!("q{i}")), &b, NOW + 1);
-        }
-        let b = signed("rescan", "late", serde_json::json!({}), NOW + 1);
-        assert!(
-            rejected(g.admit_command(&topic("b1", "rescan", "late"), &b, NOW + 1))
-                .starts_with("busy")
-        );
-        assert!(!g.ledger.commands.contains_key("late"));
-        // Crash: every executing entry is failed on the next start.
-        let mut restarted = Gate::new(policy(), None, 600);
-        restarted.ledger = g.ledger.clone();
-        let done = restarted.finish_interrupted();
-        assert!(done.len() >= 2, "{done:?}");
-        assert!(done.iter().all(|(_, e)| e.status == CmdStatus::Failed
-            && e.reason.as_deref() == Some("agent restarted")));
-    }
-
-    #[test]
-    fn clock_hook_refuses_signed_commands() {
-        let mut g = gate();
-        g.set_clock(ClockState::Unsynchronised);
-        let b = signed("set_cma", "c1", serde_json::json!({"size": "256M"}), NOW);
-        assert!(
-            rejected(g.admit_command(&topic("b1", "set_cma", "c1"), &b, NOW)).contains("clock")
-        );
-        g.set_clock(ClockState::Synchronised);
-        assert!(matches!(
-            g.admit_command(&topic("b1", "set_cma", "c1"), &b, NOW),
-            Admission::Queued(_)
-        ));
-    }
-
-    #[test]
-    fn version_1_ledgers_are_read() {
-        let v1 = r#"{"seen":{"old":1764400000},"last_run":{"set_cma":1764400000},"payload_hash":{"old":5}}"#;
-        let mut l: Ledger = serde_json::from_str(v1).unwrap();
-        l.upgrade(300);
-        assert!(l.commands["old"].signed);
-        assert_eq!(l.schema, 2);
-        l.prune(1_764_400_100);
-        assert!(l.commands.contains_key("old"));
-    }
-
-    #[test]
-    fn hostile_commands_are_rejected_with_reasons() {
-        let mut g = gate();
-        let t = topic("b1", "reboot", "r1");
-        let unsigned = init("b1", serde_json::json!({}), NOW);
-        assert!(rejected(g.admit_command(&t, &bytes(&unsigned), NOW))
-            .contains("unsigned reboot refused"));
-        let mut forged = unsigned.clone();
-        sign(
-            &SigningKey::from_bytes(&[9u8; 32]),
-            "reboot",
-            "r1",
-            &mut forged,
-        );
-        assert!(rejected(g.admit_command(&t, &bytes(&forged), NOW)).contains("bad signature"));
-        let mut moved = unsigned.clone();
-        sign(&key(), "reboot", "other", &mut moved);
-        assert!(rejected(g.admit_command(&t, &bytes(&moved), NOW)).contains("bad signature"));
-        let extra = br#"{"status":"init","board":"b1","issued_at":1764400000,"expires_at":1764400060,"shell":"rm -rf /"}"#;
-        assert!(
-            rejected(g.admit_command(&topic("b1", "compact", "x"), extra, NOW))
-                .contains("unknown field")
-        );
-        // A secret-looking value in a wrong-typed field is not echoed.
-        let typed =
-            br#"{"status":"init","board":"b1","issued_at":"hunter2-secret","expires_at":1}"#;
-        let r = rejected(g.admit_command(&topic("b1", "compact", "x"), typed, NOW));
-        assert!(!r.contains("hunter2"), "{r}");
-        assert!(
-            rejected(g.admit_command(&topic("b1", "compact", "x"), &vec![b'{'; 5000], NOW))
-                .contains("exceeds")
-        );
-        assert!(g.ledger.commands.is_empty());
-    }
-
-    /// `[actions] disabled` refuses the action for every origin, and a profile's refusals set
-    /// after a diagnosis do not wipe it.
-    #[test]
-    fn config_disabled_actions_are_refused_for_every_origin() {
-        let mut p = policy();
-        p.refused = config_refusals(&["compact".to_string()]);
-        let mut g = Gate::new(p, None, 600);
-        g.set_refused(BTreeMap::from([(
-            "release_npu".to_string(),
-            "nothing to release".to_string(),
-        )]));
-        let m = init("b1", serde_json::json!({}), NOW);
-        let why = rejected(g.admit_command(&topic("b1", "compact", "c1"), &bytes(&m), NOW));
-        assert!(why.contains("compact is disabled on this board"), "{why}");
-        let compact = Action::Compact { drop_caches: false };
-        for origin in [Origin::HomeAssistant, Origin::Planner, Origin::Cli] {
-            let why = g.admit_local(origin, compact.clone(), NOW).unwrap_err();
-            assert!(why.contains("[actions] disabled"), "{origin:?}: {why}");
-        }
-        assert_eq!(g.button_actions(), ["rescan"]);
-        assert!(g.policy().refused.contains_key("release_npu"));
-        assert_eq!(g.queued(), 0);
-    }
-
-    /// The daemon's gate saving its ledger keeps a run the admin's process recorded meanwhile.
-    #[test]
-    fn a_cli_run_recorded_by_another_process_survives_the_daemons_save() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = crate::root::SysRoot::new(dir.path());
-        let state = StateDir::new(&root, "/var/lib/npu-agent");
-        let mut daemon = Gate::new(policy(), Some(state.clone()), 600);
-        let mut cli = Gate::new(policy(), Some(state.clone()), 600);
-        let compact = Action::Compact { drop_caches: false };
-        cli.admit_local(Origin::Cli, compact.clone(), NOW).unwrap();
-        cli.record_local(&compact, NOW).unwrap();
-        let b = signed("set_cma", "c1", serde_json::json!({"size": "256M"}), NOW);
-        assert!(matches!(
-            daemon.admit_command(&topic("b1", "set_cma", "c1"), &b, NOW + 1),
-            Admission::Queued(_)
-        ));
-        let saved: Ledger = state.load(LEDGER_FILE).unwrap().unwrap();
-        assert_eq!(saved.last_run.get("compact/cli"), Some(&NOW));
-        assert!(saved.commands.contains_key("c1"));
-        // And the admin's next record keeps the daemon's command id.
-        cli.record_local(&compact, NOW + 5).unwrap();
-        let saved: Ledger = state.load(LEDGER_FILE).unwrap().unwrap();
-        assert_eq!(saved.last_run.get("compact/cli"), Some(&(NOW + 5)));
-        assert!(saved.commands.contains_key("c1"));
-    }
-}
+mod tests;

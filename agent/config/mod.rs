@@ -1,0 +1,293 @@
+//! The agent's configuration (README "Configuration"): `/etc/npu-agent/agent.toml`, merged with
+//! `/etc/npu-agent/agent.d/*.toml` in name order, and `NPU_AGENT_*` environment variables, in
+//! that order (later wins, key by key). The first-boot file on the boot partition
+//! (`/boot/firmware/npu-agent.toml` or `/boot/npu-agent.toml`) is not a layer: `run` moves it
+//! into `agent.d/` first ([`crate::provision`]), and a broken one is never applied, even in part.
+//!
+//! Parsing is strict: an unknown key is an error naming the file, line and key. Secrets are file
+//! references (`password_file`, `key_file`); [`Config::redacted`] prints the effective
+//! configuration without them.
+//!
+//! Files: `layer` (one strict layer, the environment), `validate` (checks of the effective
+//! config), [`Settings`] (what it means for actions, the gate and the state directory,
+//! assembled once for the daemon and the command line).
+
+use crate::root::SysRoot;
+use layer::{env_layer, parse_layer};
+use serde::Serialize;
+use std::fmt;
+
+mod layer;
+mod settings;
+mod validate;
+
+pub use layer::{check_layer, redact_values};
+pub use settings::Settings;
+
+/// Main config file (under the root).
+pub const CONFIG_FILE: &str = "/etc/npu-agent/agent.toml";
+/// Drop-in directory merged after it, in name order.
+pub const CONFIG_DIR: &str = "/etc/npu-agent/agent.d";
+/// First-boot provisioning files on the boot partition, Pi OS then Armbian.
+pub const FIRST_BOOT_FILES: &[&str] = &["/boot/firmware/npu-agent.toml", "/boot/npu-agent.toml"];
+
+/// Largest config or profile file read from a host path (`--config`, `--profile FILE`): 1 MiB.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// Reads a text file given on the command line, refusing more than `max_bytes` (a FIFO or
+/// `/dev/zero` must not exhaust memory) and invalid UTF-8.
+pub fn read_host_text(path: &std::path::Path, max_bytes: u64) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    std::fs::File::open(path)?
+        .take(max_bytes + 1)
+        .read_to_end(&mut buf)?;
+    if buf.len() as u64 > max_bytes {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {max_bytes} bytes"),
+        ));
+    }
+    String::from_utf8(buf)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// Longest `mqtt.topic_root`, `board_id` and `home_assistant.discovery_prefix` (bytes): every
+/// topic is built from them, and the broker limits a topic to 64 KiB.
+pub const MAX_NAME_BYTES: usize = 128;
+
+/// A configuration error: which file (or variable), which line, what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// File path or `NPU_AGENT_…` variable.
+    pub source: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "config {}: line {}: {}", self.source, l, self.message),
+            None => write!(f, "config {}: {}", self.source, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// `[mqtt]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MqttConfig {
+    /// `mqtt://host[:port]` or `mqtts://host[:port]`.
+    pub url: String,
+    /// Topic root (default `npu-fleet`).
+    pub topic_root: String,
+    /// Broker user name (empty = none).
+    pub username: String,
+    /// File holding the password (a secret by reference).
+    pub password_file: String,
+    /// Server CA (PEM); empty = system roots.
+    pub ca_file: String,
+    /// Client certificate for mTLS (PEM).
+    pub cert_file: String,
+    /// Client key for mTLS (PEM); a secret by reference.
+    pub key_file: String,
+    /// MQTT keep-alive, seconds.
+    pub keep_alive_s: u64,
+    /// Protocol version: `auto` (MQTT 5, falling back to 3.1.1 when the broker refuses 5),
+    /// `5` or `3.1.1`.
+    pub protocol: String,
+}
+
+/// The values `[mqtt] protocol` accepts.
+pub const MQTT_PROTOCOLS: &[&str] = &["auto", "5", "3.1.1"];
+
+/// `[report]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReportConfig {
+    /// Seconds between periodic status publishes (and check cycles).
+    pub interval_s: u64,
+}
+
+/// `[actions]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ActionsConfig {
+    /// Compact automatically when the planner says it helps.
+    pub auto_compact: bool,
+    /// Seconds between two compactions.
+    pub compact_cooldown_s: u64,
+    /// Allow the `reboot` command at all.
+    pub allow_reboot: bool,
+    /// argv of the reboot command.
+    pub reboot_command: Vec<String>,
+    /// Seconds to wait for the reboot to take the agent down.
+    pub reboot_timeout_s: u64,
+    /// Actions this board refuses whatever asks (an MQTT command, signed or not, a Home
+    /// Assistant button, the planner, or `npu-agent compact` / `cma set` run by an admin), e.g.
+    /// `["set_cma"]` on a board whose boot files another tool owns. Each one of
+    /// [`crate::model::action::ACTIONS`].
+    pub disabled: Vec<String>,
+    /// Hidden, for tests: per-action rate limits in seconds replacing the built-in ones
+    /// ([`crate::action::limits::Limits`]), so a test need not sleep through a window. Not
+    /// printed when empty.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rate_limit_overrides_s: std::collections::BTreeMap<String, u64>,
+}
+
+/// `[security]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SecurityConfig {
+    /// Paths to Ed25519 public keys (the format `keygen` writes).
+    pub trusted_keys: Vec<String>,
+    /// Actions accepted without a signature.
+    pub allow_unsigned: Vec<String>,
+    /// Oldest accepted command (seconds between its `issued_at` and now), and the longest
+    /// accepted `expires_at` ahead.
+    pub max_command_age_s: u64,
+}
+
+/// `[home_assistant]`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HomeAssistantConfig {
+    /// Publish Home Assistant MQTT discovery.
+    pub enabled: bool,
+    /// Discovery prefix (default `homeassistant`).
+    pub discovery_prefix: String,
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    /// `auto` (device-tree serial, else machine-id) or an id.
+    pub board_id: String,
+    /// `auto`, a profile id, or a profile file path.
+    pub profile: String,
+    /// Root every board file resolves under.
+    pub root: String,
+    /// State directory (under the root).
+    pub state_dir: String,
+    /// `[mqtt]`.
+    pub mqtt: MqttConfig,
+    /// `[report]`.
+    pub report: ReportConfig,
+    /// `[actions]`.
+    pub actions: ActionsConfig,
+    /// `[security]`.
+    pub security: SecurityConfig,
+    /// `[home_assistant]`.
+    pub home_assistant: HomeAssistantConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            board_id: "auto".into(),
+            profile: "auto".into(),
+            root: "/".into(),
+            state_dir: "/var/lib/npu-agent".into(),
+            mqtt: MqttConfig {
+                url: String::new(),
+                topic_root: "npu-fleet".into(),
+                username: String::new(),
+                password_file: String::new(),
+                ca_file: String::new(),
+                cert_file: String::new(),
+                key_file: String::new(),
+                keep_alive_s: 30,
+                protocol: "auto".into(),
+            },
+            report: ReportConfig { interval_s: 60 },
+            actions: ActionsConfig {
+                auto_compact: true,
+                compact_cooldown_s: 600,
+                allow_reboot: false,
+                reboot_command: vec!["systemctl".into(), "reboot".into()],
+                reboot_timeout_s: 120,
+                disabled: Vec::new(),
+                rate_limit_overrides_s: Default::default(),
+            },
+            security: SecurityConfig {
+                trusted_keys: Vec::new(),
+                allow_unsigned: vec!["compact".into(), "rescan".into()],
+                max_command_age_s: 300,
+            },
+            home_assistant: HomeAssistantConfig {
+                enabled: false,
+                discovery_prefix: "homeassistant".into(),
+            },
+        }
+    }
+}
+
+/// Where each layer came from (for `--print-config`).
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Files and the environment, in the order applied.
+    pub applied: Vec<String>,
+}
+
+/// Loads the configuration. `explicit` is `--config FILE` (a host path; it replaces
+/// `/etc/npu-agent/agent.toml` and must exist); the drop-ins and environment are read under
+/// `root` as usual. The first-boot file is not read here (see [`crate::provision`]).
+pub fn load(
+    root: &SysRoot,
+    explicit: Option<&std::path::Path>,
+    env: &[(String, String)],
+) -> Result<(Config, Sources), ConfigError> {
+    let mut cfg = Config::default();
+    let mut sources = Sources::default();
+    match explicit {
+        Some(path) => {
+            let text = read_host_text(path, MAX_CONFIG_BYTES).map_err(|e| ConfigError {
+                source: path.display().to_string(),
+                line: None,
+                message: e.to_string(),
+            })?;
+            cfg.apply(parse_layer(&path.display().to_string(), &text)?);
+            sources.applied.push(path.display().to_string());
+        }
+        None => match root.read_string(CONFIG_FILE) {
+            Ok(text) => {
+                cfg.apply(parse_layer(CONFIG_FILE, &text)?);
+                sources.applied.push(CONFIG_FILE.into());
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                return Err(ConfigError {
+                    source: CONFIG_FILE.into(),
+                    line: None,
+                    message: e.to_string(),
+                })
+            }
+        },
+    }
+    let mut dropins: Vec<String> = root
+        .list_dir(CONFIG_DIR)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.ends_with(".toml"))
+        .map(|n| format!("{CONFIG_DIR}/{n}"))
+        .collect();
+    dropins.sort();
+    for path in dropins {
+        let text = root.read_string(&path).map_err(|e| ConfigError {
+            source: path.clone(),
+            line: None,
+            message: e.to_string(),
+        })?;
+        cfg.apply(parse_layer(&path, &text)?);
+        sources.applied.push(path);
+    }
+    if let Some(layer) = env_layer(env)? {
+        cfg.apply(layer);
+        sources.applied.push("NPU_AGENT_* environment".into());
+    }
+    cfg.validate()?;
+    Ok((cfg, sources))
+}
+
+#[cfg(test)]
+mod tests;

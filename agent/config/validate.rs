@@ -1,0 +1,128 @@
+//! Checks of the effective configuration, and its printable (redacted) form.
+
+use super::{Config, ConfigError, MAX_NAME_BYTES, MQTT_PROTOCOLS};
+
+impl Config {
+    /// The configuration without secrets' contents (paths to secret files are shown; there are
+    /// no inline secrets; user info in the broker URL is replaced by `<redacted>`), as TOML.
+    pub fn redacted(&self) -> String {
+        let mut c = self.clone();
+        c.mqtt.url = crate::mqtt::redact_url(&c.mqtt.url);
+        toml::to_string(&c).unwrap_or_else(|_| "# cannot render the configuration\n".into())
+    }
+
+    /// Checks values that parse but make no sense.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let err = |m: String| {
+            Err(ConfigError {
+                source: "effective config".into(),
+                line: None,
+                message: m,
+            })
+        };
+        if self.mqtt.keep_alive_s != 0 && self.mqtt.keep_alive_s < 5 {
+            return err(format!(
+                "mqtt.keep_alive_s = {} is below 5 s",
+                self.mqtt.keep_alive_s
+            ));
+        }
+        if !MQTT_PROTOCOLS.contains(&self.mqtt.protocol.as_str()) {
+            return err(format!(
+                "mqtt.protocol = {:?}: expected one of {}",
+                self.mqtt.protocol,
+                MQTT_PROTOCOLS.join(", ")
+            ));
+        }
+        if self.mqtt.keep_alive_s > u64::from(u16::MAX) {
+            return err(format!(
+                "mqtt.keep_alive_s = {} is above {} s (the MQTT maximum)",
+                self.mqtt.keep_alive_s,
+                u16::MAX
+            ));
+        }
+        if !self.mqtt.url.is_empty() {
+            // The value is not quoted (it could be anything typed in the wrong key), except a
+            // URL with user info, shown with it redacted.
+            if let Err(e) = crate::mqtt::parse_url_quiet(&self.mqtt.url) {
+                let shown = crate::mqtt::redact_url(&self.mqtt.url);
+                return err(if shown != self.mqtt.url {
+                    format!("mqtt.url {shown:?}: {e}")
+                } else {
+                    format!("mqtt.url: {e}")
+                });
+            }
+        }
+        let max_age = crate::mqtt::command::MAX_COMMAND_AGE_LIMIT_S;
+        if !(1..=max_age).contains(&self.security.max_command_age_s) {
+            return err(format!(
+                "security.max_command_age_s = {} is outside 1..={max_age} s",
+                self.security.max_command_age_s
+            ));
+        }
+        for (key, value) in [
+            ("mqtt.topic_root", &self.mqtt.topic_root),
+            ("board_id", &self.board_id),
+            (
+                "home_assistant.discovery_prefix",
+                &self.home_assistant.discovery_prefix,
+            ),
+        ] {
+            if value.len() > MAX_NAME_BYTES {
+                return err(format!(
+                    "{key} is {} bytes long; at most {MAX_NAME_BYTES}",
+                    value.len()
+                ));
+            }
+        }
+        if self.report.interval_s == 0 {
+            return err("report.interval_s must be at least 1".into());
+        }
+        if self.actions.reboot_command.is_empty() {
+            return err("actions.reboot_command must name a program".into());
+        }
+        for (key, a) in self
+            .security
+            .allow_unsigned
+            .iter()
+            .map(|a| ("security.allow_unsigned", a))
+            .chain(
+                self.actions
+                    .disabled
+                    .iter()
+                    .map(|a| ("actions.disabled", a)),
+            )
+            .chain(
+                self.actions
+                    .rate_limit_overrides_s
+                    .keys()
+                    .map(|a| ("actions.rate_limit_overrides_s", a)),
+            )
+        {
+            if !crate::model::action::ACTIONS.contains(&a.as_str()) {
+                // Named only when it looks like a mistyped action (a value is never echoed
+                // whole: it could be anything pasted there).
+                let shown =
+                    if a.len() <= 20 && a.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') {
+                        format!("{a:?}")
+                    } else {
+                        "a value".to_string()
+                    };
+                return err(format!(
+                    "{key}: {shown} is not an action ({})",
+                    crate::model::action::ACTIONS.join(", ")
+                ));
+            }
+        }
+        if !self.mqtt.topic_root.is_empty()
+            && (self.mqtt.topic_root.contains(['+', '#'])
+                || self.mqtt.topic_root.starts_with('/')
+                || self.mqtt.topic_root.ends_with('/'))
+        {
+            return err(format!(
+                "mqtt.topic_root {:?} must not contain wildcards or leading/trailing '/'",
+                self.mqtt.topic_root
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,355 @@
+//! Work off the event loop: diagnoses and actions started on blocking threads (or held for the
+//! unit tests), the next admitted job started through the executor, and finished work routed to
+//! the gate, the command's lifecycle and the report.
+
+use super::agent::Agent;
+use super::setup::LOG_CURSORS_FILE;
+use crate::action::executor::ExecJob;
+use crate::action::gate::{CmdRef, Job, Origin, Outcome};
+use crate::diagnose::{self, Diagnosis};
+use crate::model::action::{Action, ActionOutcome};
+use crate::mqtt::command::CmdStatus;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// Work finished on a blocking thread.
+pub(super) enum Done {
+    /// A diagnosis, or why it failed.
+    Diagnosed(Result<Arc<Diagnosis>, String>),
+    /// An action the executor ran.
+    Action {
+        /// The gate's job.
+        job: Box<Job>,
+        /// How it ended.
+        outcome: ActionOutcome,
+        /// A rescan's diagnosis: published as is, not made again.
+        diagnosis: Option<Arc<Diagnosis>>,
+    },
+}
+
+/// How blocking work is started.
+pub(super) enum Dispatch {
+    /// On tokio's blocking thread pool (the daemon).
+    Blocking,
+    /// Kept for the unit test to finish: the actions started (with the diagnosis they act on)
+    /// and the number of diagnoses asked for.
+    #[cfg(test)]
+    Held {
+        actions: Vec<(Job, Option<Arc<Diagnosis>>)>,
+        diagnoses: usize,
+    },
+}
+
+/// Runs `job` on tokio's blocking thread pool. Every caller passes the same boxed closure type:
+/// each distinct closure type given to `spawn_blocking` would make another copy of tokio's
+/// blocking-task code (poll, harness, drop).
+fn spawn_blocking_job(job: Box<dyn FnOnce() + Send>) {
+    tokio::task::spawn_blocking(job);
+}
+
+/// Starts a diagnosis (the caller marked it running).
+pub(super) fn spawn_diagnose(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
+    match &mut agent.dispatch {
+        Dispatch::Blocking => {}
+        #[cfg(test)]
+        Dispatch::Held { diagnoses, .. } => {
+            *diagnoses += 1;
+            return;
+        }
+    }
+    let s = &agent.s;
+    let root = s.root.clone();
+    let choice = s.profile.clone();
+    let tx = tx.clone();
+    let state = s.state.clone();
+    let opts = diagnose::DiagnoseOptions {
+        log_cursors: Some(s.log_cursors.clone()),
+        ..Default::default()
+    };
+    spawn_blocking_job(Box::new(move || {
+        let r = diagnose::diagnose_with(&root, &choice, &opts)
+            .map(Arc::new)
+            .map_err(|e| e.to_string());
+        // Logs are read from the cursors on: persist them so a restart neither re-reads nor
+        // counts a line twice.
+        if let Some(c) = opts.log_cursors.as_ref().and_then(|c| c.lock().ok()) {
+            if let Err(e) = state.save(LOG_CURSORS_FILE, &*c) {
+                tracing::warn!(error = %e, "cannot persist the log cursors");
+            }
+        }
+        let _ = tx.send(Done::Diagnosed(r));
+    }));
+}
+
+/// The executor's job for the gate's `job`.
+pub(super) fn exec_job(job: &Job, d: Option<Arc<Diagnosis>>, now_s: i64) -> ExecJob {
+    let trigger = if job.cmd.is_some() {
+        "command"
+    } else {
+        "planner"
+    };
+    let mut e = ExecJob::new(job.action.clone(), trigger, now_s);
+    e.cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.clone());
+    e.diagnosis = d;
+    e
+}
+
+fn spawn_action(
+    agent: &mut Agent,
+    job: Job,
+    d: Option<Arc<Diagnosis>>,
+    tx: &mpsc::UnboundedSender<Done>,
+) {
+    match &mut agent.dispatch {
+        Dispatch::Blocking => {}
+        #[cfg(test)]
+        Dispatch::Held { actions, .. } => {
+            actions.push((job, d));
+            return;
+        }
+    }
+    let executor = agent.s.executor.clone();
+    let exec = exec_job(&job, d, agent.now());
+    let tx = tx.clone();
+    spawn_blocking_job(Box::new(move || {
+        let r = executor.execute(exec);
+        let _ = tx.send(Done::Action {
+            job: Box::new(job),
+            outcome: r.outcome,
+            diagnosis: r.diagnosis,
+        });
+    }));
+}
+
+/// Starts the next admitted action, if none runs (one at a time, signed commands first, off
+/// the main loop). Every policy refusal ([`crate::action::executor::Executor::preflight`]) is
+/// decided here, before `executing` is published: a refused command is answered `rejected` with
+/// the reason and never `executing`.
+pub(super) fn start_next(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
+    while let Some(job) = agent.gate.next_job() {
+        let now = agent.now();
+        let refused = &agent.gate.policy().refused;
+        let last = agent.last_diagnosis.clone();
+        let d = match agent.s.executor.preflight(refused, &job.action, last, now) {
+            Ok(d) => d,
+            Err(reason) => {
+                agent.gate.refuse(&job, &reason);
+                match &job.cmd {
+                    Some(c) => {
+                        agent.rejections.log(c, &reason, "command rejected");
+                        agent.answer(c, CmdStatus::Rejected, json!({"reason": reason}));
+                    }
+                    None => tracing::warn!(
+                        action = job.action.name(),
+                        origin = job.origin.as_str(),
+                        %reason,
+                        "action refused"
+                    ),
+                }
+                continue;
+            }
+        };
+        if let Some(c) = &job.cmd {
+            agent.answer(c, CmdStatus::Executing, json!({}));
+        }
+        tracing::info!(
+            action = job.action.name(),
+            origin = job.origin.as_str(),
+            cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-"),
+            "executing"
+        );
+        if matches!(job.action, Action::Reboot { .. }) {
+            // The executing state must reach the broker before the board goes down.
+            agent.flush();
+        }
+        spawn_action(agent, job, d, tx);
+        return;
+    }
+}
+
+/// Routes finished work: a diagnosis to the planner and the report, an action's outcome to the
+/// gate, the command's lifecycle and a fresh diagnosis.
+pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) {
+    match done {
+        Done::Diagnosed(Ok(d)) => on_diagnosed(agent, d, tx),
+        Done::Diagnosed(Err(e)) => {
+            agent.diagnosing = false;
+            tracing::error!(error = %e, "diagnosis failed");
+        }
+        Done::Action {
+            job,
+            outcome,
+            diagnosis,
+        } => on_action_done(agent, &job, outcome, diagnosis, tx),
+    }
+}
+
+fn on_diagnosed(agent: &mut Agent, d: Arc<Diagnosis>, tx: &mpsc::UnboundedSender<Done>) {
+    agent.diagnosing = false;
+    // Read during this diagnosis (counted from its start, the conservative age).
+    agent.clock = Some((d.snapshot.clock.clone(), agent.diagnosis_started));
+    // What this board's profile refuses (release_npu without hailo-ollama): the gate rejects it
+    // for every origin, and no button offers it.
+    agent
+        .gate
+        .set_refused(std::collections::BTreeMap::from_iter(
+            crate::model::action::ACTIONS
+                .iter()
+                .filter_map(|a| d.profile.refuses_action(a).map(|r| (a.to_string(), r))),
+        ));
+    plan_automatic(agent, &d, tx);
+    let first = agent.last_diagnosis.is_none();
+    let force = std::mem::take(&mut agent.force_publish);
+    agent.set_report(d, force);
+    if first && agent.connected && agent.s.cfg.home_assistant.enabled {
+        if let Some(l) = &agent.link {
+            crate::mqtt::ha::on_connect(super::link::agent_ha(agent), &l.client);
+            agent.last_discovery = Some(Instant::now());
+        }
+    }
+    if !agent.ready_sent {
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+        agent.ready_sent = true;
+    }
+    agent.flush();
+    if agent.rescan_wanted {
+        agent.rescan_wanted = false;
+        agent.start_diagnosis(tx);
+    }
+}
+
+/// The planner's automatic actions (compaction when it helps) go through the gate, which allows
+/// one per cooldown whatever the outcome: a compaction that fails or is refused (no
+/// CONFIG_COMPACTION, read-only /proc/sys) must not retry on every rescan.
+fn plan_automatic(agent: &mut Agent, d: &Diagnosis, tx: &mpsc::UnboundedSender<Done>) {
+    use crate::action::{planner, state};
+    let actions = agent.s.executor.actions().clone();
+    if !actions.auto_compact || agent.gate.is_running() {
+        return;
+    }
+    let mut compact: state::CompactState = agent
+        .s
+        .state
+        .load(state::COMPACT_FILE)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let ps = planner::PlannerState {
+        compact: compact.clone(),
+    };
+    let plan = planner::plan(&d.report.findings, &d.profile, &ps, &actions, agent.now());
+    // The trigger cleared: the attempt counter starts again.
+    if plan.reset_compact_attempts && compact.consecutive_attempts != 0 {
+        compact.consecutive_attempts = 0;
+        if let Err(e) = agent.s.state.save(state::COMPACT_FILE, &compact) {
+            tracing::error!(error = %e, "cannot reset the compaction attempt counter");
+        }
+    }
+    for p in plan.run {
+        if p.action == planner::ActionKind::Compact {
+            let a = Action::Compact {
+                drop_caches: p.drop_caches,
+            };
+            let now = agent.now();
+            match agent.gate.admit_local(Origin::Planner, a, now) {
+                Ok(()) => start_next(agent, tx),
+                Err(reason) => tracing::debug!(%reason, "automatic compaction not queued"),
+            }
+        }
+    }
+}
+
+fn on_action_done(
+    agent: &mut Agent,
+    job: &Job,
+    o: ActionOutcome,
+    diagnosis: Option<Arc<Diagnosis>>,
+    tx: &mpsc::UnboundedSender<Done>,
+) {
+    let name = job.action.name();
+    agent.gate.finish(
+        job,
+        &Outcome {
+            ok: o.ok,
+            ran: o.ran,
+            detail: o.message.clone(),
+        },
+    );
+    let status = if o.ok {
+        CmdStatus::Successful
+    } else {
+        CmdStatus::Failed
+    };
+    let cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-");
+    let detail = &o.message;
+    if o.ok {
+        tracing::info!(action = %name, origin = job.origin.as_str(), cmd_id, %detail, "action successful");
+    } else {
+        tracing::warn!(action = %name, origin = job.origin.as_str(), cmd_id, reason = %detail, "action failed");
+    }
+    let shown = if o.reboot_pending {
+        CmdStatus::Executing
+    } else {
+        status
+    };
+    agent.last_action = Some(json!({
+        "action": name, "status": shown, "detail": detail,
+        "time": crate::timefmt::rfc3339_now(),
+        "cmd_id": job.cmd.as_ref().map(|c| c.cmd_id.clone()),
+    }));
+    // A reboot's final state is published after the next boot.
+    if let (Some(c), false) = (&job.cmd, o.reboot_pending) {
+        let extra = if o.ok {
+            json!({"result": o.details})
+        } else {
+            json!({"reason": o.message, "result": o.details})
+        };
+        agent.answer(c, status, extra);
+    }
+    // Every action changes what the checks see: publish a fresh diagnosis now (a rescan brought
+    // its own; others get one).
+    agent.force_publish = true;
+    if let Some(d) = diagnosis {
+        handle_done(agent, Done::Diagnosed(Ok(d)), tx);
+    } else if agent.diagnosing {
+        agent.rescan_wanted = true;
+    } else {
+        agent.start_diagnosis(tx);
+    }
+    start_next(agent, tx);
+}
+
+/// A reboot asked for before: did the board really reboot (at start), or did the reboot
+/// command fail to take it down (periodically)? Settles the command in the ledger and
+/// publishes its final state.
+pub(super) fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::ReconcileWhen) {
+    use crate::action::reboot::{reconcile_state, RebootResult};
+    let now = agent.now();
+    match reconcile_state(&agent.s.state, agent.s.executor.actions(), now, when) {
+        Ok(Some(rec)) => {
+            let c = CmdRef {
+                action: "reboot".into(),
+                cmd_id: rec.cmd_id.clone(),
+            };
+            let status = match rec.result {
+                RebootResult::Successful => CmdStatus::Successful,
+                RebootResult::Failed => CmdStatus::Failed,
+            };
+            let extra = json!({"reason": rec.detail, "result": rec});
+            agent
+                .gate
+                .settle_reboot(&rec.cmd_id, status == CmdStatus::Successful, &rec.detail);
+            agent.last_action = Some(json!({
+                "action": "reboot", "cmd_id": rec.cmd_id, "status": status,
+                "time": crate::timefmt::rfc3339_now(),
+            }));
+            if !rec.cmd_id.starts_with("local-") {
+                agent.answer(&c, status, extra);
+            }
+        }
+        Ok(None) => {}
+        Err(e) => tracing::error!("cannot reconcile the reboot state: {e}"),
+    }
+}

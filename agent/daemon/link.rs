@@ -1,0 +1,299 @@
+//! Link events routed: a connect (re)announces and resubscribes, a drop is logged once per
+//! cause, and a message goes to Home Assistant or, as a command, through the clock hook to the
+//! gate, whose decision is published on the command's own topic.
+
+use super::agent::Agent;
+use super::jobs::{start_next, Done};
+use super::{HA_DISCOVERY_MIN_INTERVAL, SESSION_FILE};
+use crate::action::gate::{Admission, CmdRef, Origin};
+use crate::mqtt::command::{self, CmdStatus};
+use crate::mqtt::link::{Link, LinkEvent};
+use crate::mqtt::topics;
+use rumqttc::v5::mqttbytes::QoS;
+use serde_json::json;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Routes one link event.
+pub(super) fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::UnboundedSender<Done>) {
+    match ev {
+        LinkEvent::Connected {
+            session_present,
+            max_packet_bytes,
+        } => on_connected(agent, session_present, max_packet_bytes),
+        LinkEvent::ProtocolRefused { reason } => on_protocol_refused(agent, &reason),
+        LinkEvent::SessionTakenOver { reason } => on_taken_over(agent, &reason),
+        LinkEvent::Disconnected {
+            reason,
+            cause,
+            after_connack,
+            retry_in_ms,
+        } => on_disconnected(agent, &reason, cause, after_connack, retry_in_ms),
+        LinkEvent::Message { topic, payload, .. } => on_message(agent, &topic, &payload, tx),
+    }
+}
+
+fn on_connected(agent: &mut Agent, session_present: bool, max_packet_bytes: Option<u32>) {
+    agent.connected = true;
+    agent.connected_since = Some(Instant::now());
+    agent.session += 1;
+    agent.max_packet_bytes = max_packet_bytes;
+    agent.last_cause.clear();
+    tracing::info!(
+        broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+        board = %agent.s.board,
+        session = agent.session,
+        session_present,
+        protocol = agent.s.link.protocol.as_str(),
+        max_packet_bytes,
+        "connected"
+    );
+    let _ = agent
+        .s
+        .state
+        .save(SESSION_FILE, &json!({"session": agent.session}));
+    let Some(l) = &agent.link else { return };
+    let avail = topics::availability(&agent.s.topic_root, &agent.s.board);
+    let _ = l
+        .client
+        .try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
+    if !session_present {
+        // rumqttc keeps no subscriptions across a clean session (#250): subscribe again.
+        // No Local: the agent's own answers on these topics do not come back to it.
+        for f in topics::command_filters(&agent.s.topic_root, &agent.s.board) {
+            let _ = l.client.try_subscribe_no_local(f, QoS::AtLeastOnce);
+        }
+    }
+    // Re-publish the status with the new session counter.
+    if let Some(r) = &mut agent.status_report {
+        r.session = agent.session;
+        agent.status_dirty = true;
+    }
+    // Discovery names the model: wait for the first diagnosis if it has not come yet.
+    if agent.s.cfg.home_assistant.enabled && agent.last_diagnosis.is_some() {
+        crate::mqtt::ha::on_connect(agent_ha(agent), &l.client);
+        agent.last_discovery = Some(Instant::now());
+    }
+    agent.flush();
+}
+
+fn on_protocol_refused(agent: &mut Agent, reason: &str) {
+    tracing::warn!(
+        broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+        %reason,
+        "broker refuses MQTT 5 (closed, silent or a 3.1.1 CONNACK after CONNECT); speaking MQTT 3.1.1 from now on"
+    );
+    agent.last_cause.clear();
+    agent.s.link.protocol = crate::mqtt::link::Protocol::V311;
+    agent.connected = false;
+    agent.link = Some(Link::start(&agent.s.link));
+}
+
+fn on_taken_over(agent: &mut Agent, reason: &str) {
+    tracing::warn!(
+        broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+        board = %agent.s.board,
+        %reason,
+        "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)"
+    );
+    agent.taken_over = true;
+    // The earlier drops were this takeover, not a status too large for the broker.
+    if agent.compact_for_drop {
+        agent.compact_for_drop = false;
+        agent.compact_only = false;
+        tracing::info!(
+            "the drops after a full status were this session takeover, not a packet limit; publishing the full status again"
+        );
+    }
+    if let Some(r) = &mut agent.status_report {
+        let note = format!("another client uses this board id ({})", agent.s.board);
+        if !r.notices.contains(&note) {
+            r.notices.push(note);
+        }
+    }
+}
+
+fn on_disconnected(
+    agent: &mut Agent,
+    reason: &str,
+    cause: String,
+    after_connack: bool,
+    retry_in_ms: u64,
+) {
+    // A status bigger than 4 KiB followed by a drop within 2 s: the broker enforces a
+    // packet limit it did not announce (MQTT 3.1.1, or mosquitto message_size_limit).
+    // Compact from now on; the compact form is never retried in the full form, unless
+    // the drops turn out to be a session takeover (another client with this board id:
+    // MQTT 5 reason 0x8E, or kicks right after CONNACK), which is never read as a size.
+    if let Some((at, form)) = agent.last_status_sent {
+        if after_connack
+            && form == crate::report::StatusForm::Full
+            && at.elapsed() < Duration::from_secs(2)
+            && !agent.compact_only
+            && !agent.taken_over
+        {
+            agent.compact_only = true;
+            agent.compact_for_drop = true;
+            tracing::warn!(
+                "the broker dropped the connection right after a full status; publishing the compact status from now on"
+            );
+        }
+    }
+    if cause != agent.last_cause {
+        tracing::warn!(
+            broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+            protocol = agent.s.link.protocol.as_str(),
+            %cause,
+            %reason,
+            retry_in_ms,
+            "{}",
+            if agent.connected {
+                "MQTT connection lost"
+            } else {
+                "cannot connect to the MQTT broker"
+            }
+        );
+        agent.last_cause = cause;
+    }
+    agent.connected = false;
+    agent.connected_since = None;
+}
+
+fn on_message(agent: &mut Agent, topic: &str, payload: &[u8], tx: &mpsc::UnboundedSender<Done>) {
+    if agent.s.cfg.home_assistant.enabled {
+        match crate::mqtt::ha::on_message(agent_ha(agent), topic, payload) {
+            crate::mqtt::ha::HaMessage::NotMine => {}
+            crate::mqtt::ha::HaMessage::Handled => return,
+            crate::mqtt::ha::HaMessage::HomeAssistantOnline => {
+                send_discovery(agent);
+                return;
+            }
+            crate::mqtt::ha::HaMessage::Press(action) => {
+                let name = action.name();
+                match agent
+                    .gate
+                    .admit_local(Origin::HomeAssistant, action, agent.now())
+                {
+                    Ok(()) => {
+                        tracing::info!(
+                            action = name,
+                            origin = "home_assistant",
+                            "button press queued"
+                        );
+                        start_next(agent, tx);
+                    }
+                    Err(reason) => {
+                        tracing::warn!(action = name, origin = "home_assistant", %reason, "button press rejected");
+                    }
+                }
+                return;
+            }
+        }
+    }
+    let Some(t) = topics::parse_command(&agent.s.topic_root, topic) else {
+        return;
+    };
+    // The board's clock state (cached, no file I/O per message): the gate's one clock check.
+    let clock = agent.clock_state();
+    agent.gate.set_clock_sync(clock.clone());
+    let admission = agent.gate.admit_command(&t, payload, agent.now());
+    route_admission(agent, &t, admission, &clock, tx);
+}
+
+/// Publishes what the gate decided about an MQTT command, and logs it.
+pub(super) fn route_admission(
+    agent: &mut Agent,
+    t: &topics::CommandTopic,
+    admission: Admission,
+    clock: &crate::model::ClockSync,
+    tx: &mpsc::UnboundedSender<Done>,
+) {
+    // Only a well-formed id gets an answer on its own topic (the topic is built from it).
+    let safe_id = |id: &str| command::valid_cmd_id(id);
+    match admission {
+        Admission::Ignored(why) => {
+            tracing::debug!(action = %t.action, why, "command message ignored");
+        }
+        Admission::Rejected { cmd, reason } => {
+            let c = cmd.unwrap_or_else(|| CmdRef {
+                action: t.action.clone(),
+                cmd_id: t.cmd_id.clone(),
+            });
+            let c = CmdRef {
+                action: c.action,
+                cmd_id: if safe_id(&c.cmd_id) {
+                    c.cmd_id
+                } else {
+                    "invalid".into()
+                },
+            };
+            let reason = crate::action::clock_hold::explain_skew(clock, reason);
+            agent.rejections.log(&c, &reason, "command rejected");
+            if crate::model::action::ACTIONS.contains(&c.action.as_str())
+                || t.board == agent.s.board
+            {
+                let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
+                agent.send_retained(tp, p);
+            }
+        }
+        Admission::ClockHeld { cmd, reason } => {
+            agent.rejections.log(&cmd, &reason, "command rejected");
+            agent.answer(&cmd, CmdStatus::Rejected, json!({"reason": reason}));
+        }
+        Admission::Replay {
+            cmd,
+            record,
+            reason,
+        } => {
+            // The retained record keeps the real outcome; the replay is named beside it.
+            agent
+                .rejections
+                .log(&cmd, &reason, "command replay refused");
+            let mut extra = json!({"replay_rejected": reason});
+            if let Some(r) = &record.reason {
+                extra["reason"] = json!(r);
+            }
+            let (tp, p) = agent.lifecycle(&cmd, record.status, extra);
+            agent.send_retained(tp, p);
+        }
+        Admission::Queued(Some(c)) => {
+            // `executing` is published when it starts, after the policy checks of `start_next`.
+            tracing::info!(action = %c.action, cmd_id = %c.cmd_id, "command accepted");
+            start_next(agent, tx);
+        }
+        Admission::Queued(None) => start_next(agent, tx),
+    }
+}
+
+/// Sends the Home Assistant discovery, at most once per [`HA_DISCOVERY_MIN_INTERVAL`] (a flood of
+/// `online` announcements costs nothing).
+fn send_discovery(agent: &mut Agent) {
+    if agent
+        .last_discovery
+        .is_some_and(|t| t.elapsed() < HA_DISCOVERY_MIN_INTERVAL)
+    {
+        return;
+    }
+    let Some(l) = &agent.link else { return };
+    crate::mqtt::ha::publish_discovery(agent_ha(agent), &l.client);
+    agent.last_discovery = Some(Instant::now());
+}
+
+pub(super) fn agent_ha(agent: &Agent) -> crate::report::ha::HaContext<'_> {
+    crate::report::ha::HaContext {
+        prefix: &agent.s.cfg.home_assistant.discovery_prefix,
+        topic_root: &agent.s.topic_root,
+        board: &agent.s.board,
+        model: agent
+            .last_diagnosis
+            .as_ref()
+            .map(|d| d.report.model.as_str())
+            .unwrap_or("edge board"),
+        profile: agent
+            .last_diagnosis
+            .as_ref()
+            .map(|d| d.profile.id.as_str())
+            .unwrap_or("auto"),
+        buttons: agent.gate.button_actions(),
+    }
+}

@@ -1,0 +1,154 @@
+//! What the daemon resolves once at start: the assembled settings ([`crate::config::Settings`]),
+//! the board id, the MQTT link options (TLS material and credentials read under the root), and
+//! the executor every action runs through.
+
+use super::RunError;
+use crate::action::executor::Executor;
+use crate::action::state::StateDir;
+use crate::config::{Config, Settings};
+use crate::diagnose::{self, ProfileChoice};
+use crate::mqtt::link::{LinkOptions, MAX_INCOMING_PACKET_BYTES};
+use crate::mqtt::{self, topics};
+use crate::root::SysRoot;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// State file of the log cursors (kmsg sequence number, journal cursors, file inode + offset).
+pub(super) const LOG_CURSORS_FILE: &str = "log_cursors.json";
+
+/// Everything resolved at start from the config.
+pub(super) struct Setup {
+    pub cfg: Config,
+    pub root: SysRoot,
+    pub board: String,
+    pub topic_root: String,
+    pub state: StateDir,
+    pub settings: Settings,
+    pub executor: Executor,
+    pub link: LinkOptions,
+    pub profile: ProfileChoice,
+    /// Log read positions and the evidence kept this boot (persisted as [`LOG_CURSORS_FILE`]).
+    pub log_cursors: Arc<Mutex<crate::probe::evidence::LogCursors>>,
+}
+
+/// Reads a secret or key file the config names (`password_file`, `ca_file`, `cert_file`,
+/// `key_file`) under the root, as every board file is read: a symlink in a board tree resolves
+/// inside it, never outside.
+fn read_secret(root: &SysRoot, path: &str) -> Result<Vec<u8>, String> {
+    root.read(path).map_err(|e| e.to_string())
+}
+
+/// The board id: the configured one, sanitised, or (`auto`) the device-tree serial number, else
+/// `/etc/machine-id`.
+fn board_id(root: &SysRoot, configured: &str) -> String {
+    if configured == "auto" {
+        let serial = root
+            .read("/proc/device-tree/serial-number")
+            .ok()
+            .map(|b| crate::parse::devicetree::string(&b))
+            .filter(|s| !s.is_empty());
+        diagnose::auto_board_id(root, serial.as_deref())
+    } else {
+        diagnose::sanitize_board_id(configured)
+    }
+}
+
+/// Resolves `cfg` for the daemon.
+///
+/// Errors: [`RunError::Config`] naming what is wrong (no `mqtt.url`, an unreadable key or
+/// certificate, a client certificate without its key).
+pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
+    let cerr = |m: String| RunError::Config(m);
+    if cfg.mqtt.url.is_empty() {
+        return Err(cerr(
+            "mqtt.url is not set (in /etc/npu-agent/agent.toml, or NPU_AGENT_MQTT_URL)".into(),
+        ));
+    }
+    let url = mqtt::parse_url(&cfg.mqtt.url).map_err(cerr)?;
+    let root = SysRoot::new(&cfg.root);
+    let board = board_id(&root, &cfg.board_id);
+    let settings = Settings::assemble(cfg.clone())
+        .for_board(board.clone())
+        .map_err(cerr)?;
+    let tls = if url.tls {
+        let ca_pem = if cfg.mqtt.ca_file.is_empty() {
+            Vec::new()
+        } else {
+            read_secret(&root, &cfg.mqtt.ca_file).map_err(cerr)?
+        };
+        let client = match (cfg.mqtt.cert_file.is_empty(), cfg.mqtt.key_file.is_empty()) {
+            (true, true) => None,
+            (false, false) => Some((
+                read_secret(&root, &cfg.mqtt.cert_file).map_err(cerr)?,
+                crate::secret::Secret::from_file(
+                    &read_secret(&root, &cfg.mqtt.key_file).map_err(cerr)?,
+                ),
+            )),
+            _ => {
+                return Err(cerr(
+                    "mqtt.cert_file and mqtt.key_file go together (mTLS)".into(),
+                ))
+            }
+        };
+        Some(mqtt::tls_config(&mqtt::TlsFiles { ca_pem, client }).map_err(cerr)?)
+    } else {
+        None
+    };
+    let credentials = if cfg.mqtt.username.is_empty() {
+        None
+    } else {
+        let password = if cfg.mqtt.password_file.is_empty() {
+            crate::secret::Secret::default()
+        } else {
+            crate::secret::Secret::password_from_file(
+                &read_secret(&root, &cfg.mqtt.password_file).map_err(cerr)?,
+            )
+        };
+        Some((cfg.mqtt.username.clone(), password))
+    };
+    let topic_root = cfg.mqtt.topic_root.clone();
+    let link = LinkOptions {
+        url,
+        tls,
+        client_id: format!("npu-agent-{board}"),
+        keep_alive: Duration::from_secs(cfg.mqtt.keep_alive_s.max(5)),
+        credentials,
+        last_will: Some((
+            topics::availability(&topic_root, &board),
+            b"offline".to_vec(),
+        )),
+        max_incoming_packet_bytes: MAX_INCOMING_PACKET_BYTES,
+        connect_timeout_s: 5,
+        lossless: true,
+        ack_when_handled: true,
+        protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).0,
+        auto_protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).1,
+    };
+    let state = settings.state.clone();
+    let profile = ProfileChoice::parse(&cfg.profile);
+    let executor = Executor::new(
+        root.clone(),
+        state.clone(),
+        settings.actions.clone(),
+        profile.clone(),
+    );
+    let log_cursors = match state.load(LOG_CURSORS_FILE) {
+        Ok(c) => c.unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(error = %e, "log cursors unreadable: reading this boot's logs afresh");
+            Default::default()
+        }
+    };
+    Ok(Setup {
+        cfg,
+        root,
+        board,
+        topic_root,
+        state,
+        settings,
+        executor,
+        link,
+        profile,
+        log_cursors: Arc::new(Mutex::new(log_cursors)),
+    })
+}

@@ -1,0 +1,229 @@
+//! The routing, without a broker, threads or sleeps: link events go in, the gate and the
+//! executor decide, and the command answers come out of the outbox. Blocking work is held
+//! ([`Dispatch::Held`]) for the test to finish, and time comes from a [`TestClock`].
+
+use super::agent::{Agent, Outbound};
+use super::clock::TestClock;
+use super::jobs::{exec_job, handle_done, Dispatch, Done};
+use super::link::handle_link;
+use super::setup::setup;
+use crate::config::Config;
+use crate::model::action::{Action, ActionOutcome};
+use crate::mqtt::command::{CmdStatus, InitMessage};
+use crate::mqtt::link::LinkEvent;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+const T0: i64 = 1_764_400_000;
+
+struct Rig {
+    agent: Agent,
+    clock: Arc<TestClock>,
+    tx: mpsc::UnboundedSender<Done>,
+    _rx: mpsc::UnboundedReceiver<Done>,
+    _dir: tempfile::TempDir,
+}
+
+/// An agent for board `b1` on an empty board tree (with a `boot_id`), reboots allowed and
+/// accepted unsigned, nothing connected: every answer stays in the outbox.
+fn rig() -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let boot_id = dir.path().join("proc/sys/kernel/random");
+    std::fs::create_dir_all(&boot_id).unwrap();
+    std::fs::write(boot_id.join("boot_id"), "boot-1\n").unwrap();
+    let mut cfg = Config {
+        root: dir.path().display().to_string(),
+        board_id: "b1".into(),
+        ..Config::default()
+    };
+    cfg.mqtt.url = "mqtt://127.0.0.1:1".into();
+    cfg.actions.allow_reboot = true;
+    cfg.security.allow_unsigned = vec!["compact".into(), "rescan".into(), "reboot".into()];
+    let clock = Arc::new(TestClock::at(T0));
+    let held = Dispatch::Held {
+        actions: Vec::new(),
+        diagnoses: 0,
+    };
+    let agent = Agent::new(setup(cfg).unwrap(), clock.clone(), held);
+    let (tx, rx) = mpsc::unbounded_channel();
+    Rig {
+        agent,
+        clock,
+        tx,
+        _rx: rx,
+        _dir: dir,
+    }
+}
+
+impl Rig {
+    /// An unsigned `init` for `action`/`id`, issued now by the test clock.
+    fn command(&mut self, action: &str, id: &str, args: Value) {
+        let now = self.clock.now_s();
+        let msg = InitMessage {
+            status: CmdStatus::Init,
+            board: "b1".into(),
+            args: args.as_object().cloned().unwrap_or_default(),
+            issued_at: now,
+            expires_at: now + 60,
+            signature: None,
+        };
+        let ev = LinkEvent::Message {
+            topic: format!("npu-fleet/b1/cmd/{action}/{id}"),
+            payload: serde_json::to_vec(&msg).unwrap(),
+            retain: true,
+            ack: None,
+        };
+        handle_link(&mut self.agent, ev, &self.tx);
+    }
+
+    /// The answers published since the last call: (topic, body).
+    fn answers(&mut self) -> Vec<(String, Value)> {
+        self.agent
+            .outbox
+            .drain(..)
+            .filter_map(|o| match o {
+                Outbound::Retained(t, p) => Some((t, serde_json::from_slice(&p).unwrap())),
+                Outbound::Ack(_) => None,
+            })
+            .collect()
+    }
+
+    /// The jobs the loop started and holds for the test.
+    fn started(
+        &mut self,
+    ) -> Vec<(
+        crate::action::gate::Job,
+        Option<Arc<crate::diagnose::Diagnosis>>,
+    )> {
+        match &mut self.agent.dispatch {
+            Dispatch::Held { actions, .. } => std::mem::take(actions),
+            Dispatch::Blocking => unreachable!("the rig holds its work"),
+        }
+    }
+
+    fn finish(&mut self, job: crate::action::gate::Job, outcome: ActionOutcome) {
+        let done = Done::Action {
+            job: Box::new(job),
+            outcome,
+            diagnosis: None,
+        };
+        handle_done(&mut self.agent, done, &self.tx);
+    }
+}
+
+use super::clock::Clock;
+
+#[test]
+fn an_admitted_command_runs_and_its_outcome_is_published() {
+    let mut r = rig();
+    r.command("compact", "c1", json!({}));
+    let a = r.answers();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].0, "npu-fleet/b1/cmd/compact/c1");
+    assert_eq!(a[0].1["status"], "executing");
+    let mut jobs = r.started();
+    assert_eq!(jobs.len(), 1);
+    let (job, _) = jobs.remove(0);
+    assert_eq!(job.action, Action::Compact { drop_caches: false });
+    let details = json!({"outcome": "done", "duration_ms": 7});
+    r.finish(
+        job,
+        ActionOutcome::succeeded("compacted in 7 ms", details.clone()),
+    );
+    let a = r.answers();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].1["status"], "successful");
+    assert_eq!(a[0].1["result"], details);
+    assert_eq!(a[0].1["cmd_id"], "c1");
+    assert_eq!(
+        r.agent.last_action.as_ref().unwrap()["status"],
+        "successful"
+    );
+    // A fresh diagnosis follows every action (one is running: it is asked for after it).
+    assert!(r.agent.rescan_wanted);
+}
+
+#[test]
+fn the_executors_refusal_is_published_failed_and_gives_the_slot_back() {
+    let mut r = rig();
+    r.command("compact", "c1", json!({}));
+    r.answers();
+    let (job, d) = r.started().remove(0);
+    // The real executor on a tree without /proc/sys/vm/compact_memory: refused before acting.
+    let e = exec_job(&job, d, r.clock.now_s());
+    assert_eq!(e.trigger, "command");
+    let outcome = r.agent.s.executor.run(e);
+    assert!(!outcome.ok && !outcome.ran, "{outcome:?}");
+    r.finish(job, outcome.clone());
+    let a = r.answers();
+    assert_eq!(a[0].1["status"], "failed");
+    assert_eq!(a[0].1["reason"], json!(outcome.message));
+    // It did not run: the rate limit does not hold the next one.
+    r.clock.advance(1);
+    r.command("compact", "c2", json!({}));
+    assert_eq!(r.answers()[0].1["status"], "executing");
+}
+
+#[test]
+fn a_second_reboot_is_rate_limited_by_the_clock() {
+    let mut r = rig();
+    r.command("reboot", "r1", json!({}));
+    assert_eq!(r.answers()[0].1["status"], "executing");
+    let (job, _) = r.started().remove(0);
+    let pending = ActionOutcome {
+        reboot_pending: true,
+        ..ActionOutcome::succeeded("reboot started", json!({"pending": true}))
+    };
+    r.finish(job, pending);
+    // The board is going down: no final state until the next boot.
+    assert!(r.answers().is_empty());
+    assert_eq!(r.agent.last_action.as_ref().unwrap()["status"], "executing");
+    r.clock.advance(100);
+    r.command("reboot", "r2", json!({}));
+    let a = r.answers();
+    assert_eq!(a[0].0, "npu-fleet/b1/cmd/reboot/r2");
+    assert_eq!(a[0].1["status"], "rejected");
+    assert_eq!(
+        a[0].1["reason"],
+        "rate limited: reboot ran 100 s ago; retry in 200 s"
+    );
+    assert!(r.started().is_empty());
+}
+
+#[test]
+fn a_duplicate_cmd_id_is_answered_from_the_ledger() {
+    let mut r = rig();
+    r.command("compact", "c1", json!({}));
+    let (job, _) = r.started().remove(0);
+    r.finish(job, ActionOutcome::succeeded("compacted", json!({})));
+    r.answers();
+    // The same id with other bytes (a later issue time): not run, the record is repeated.
+    r.clock.advance(40);
+    r.command("compact", "c1", json!({"drop_caches": true}));
+    let a = r.answers();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].1["status"], "successful");
+    assert!(a[0].1["replay_rejected"].is_string(), "{a:?}");
+    assert!(r.started().is_empty());
+}
+
+#[test]
+fn a_refused_action_is_rejected_before_executing() {
+    let mut r = rig();
+    r.agent.s.executor = crate::action::executor::Executor::new(
+        r.agent.s.root.clone(),
+        r.agent.s.state.clone(),
+        crate::action::ActionConfig::default(), // allow_reboot = false
+        r.agent.s.profile.clone(),
+    );
+    r.command("reboot", "r1", json!({}));
+    let a = r.answers();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].1["status"], "rejected");
+    assert!(
+        a[0].1["reason"].as_str().unwrap().contains("allow_reboot"),
+        "{a:?}"
+    );
+    assert!(r.started().is_empty());
+}
