@@ -20,6 +20,7 @@ pub(super) const STRING_KEYS: &[&str] = &[
     "mqtt.cert_file",
     "mqtt.key_file",
     "home_assistant.discovery_prefix",
+    "log.level",
 ];
 
 /// A setting given as a string or a bare number (`protocol = 5`, `NPU_AGENT_MQTT_PROTOCOL=5`).
@@ -107,6 +108,14 @@ pub(super) struct Layer {
     security: SecurityLayer,
     #[serde(default)]
     home_assistant: HaLayer,
+    #[serde(default)]
+    log: LogLayer,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LogLayer {
+    level: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -206,6 +215,9 @@ impl Config {
             enabled,
             discovery_prefix
         );
+        if let Some(level) = l.log.level {
+            self.log.level = Some(level);
+        }
     }
 }
 
@@ -298,7 +310,14 @@ pub fn check_layer(source: &str, text: &str, consumed: &[&str]) -> Result<Config
 /// Turns `NPU_AGENT_<SECTION>_<KEY>` / `NPU_AGENT_<KEY>` variables into one TOML layer. A value
 /// that parses as a TOML value (`30`, `true`, `["a","b"]`) is taken as such, else as a string.
 pub(super) fn env_layer(vars: &[(String, String)]) -> Result<Option<Layer>, ConfigError> {
-    const SECTIONS: &[&str] = &["mqtt", "report", "actions", "security", "home_assistant"];
+    const SECTIONS: &[&str] = &[
+        "mqtt",
+        "report",
+        "actions",
+        "security",
+        "home_assistant",
+        "log",
+    ];
     let mut table = toml::Table::new();
     for (name, value) in vars {
         let Some(rest) = name.strip_prefix("NPU_AGENT_") else {

@@ -158,6 +158,21 @@ pub struct HomeAssistantConfig {
     pub discovery_prefix: String,
 }
 
+/// `[log]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct LogConfig {
+    /// What the daemon logs: a level (`info`) or `target=level` directives
+    /// (`warn,mqtt::link=debug`); `RUST_LOG` wins over it. `None`: `info`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
+}
+
+impl LogConfig {
+    fn is_unset(&self) -> bool {
+        self.level.is_none()
+    }
+}
+
 /// The effective configuration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Config {
@@ -179,6 +194,9 @@ pub struct Config {
     pub security: SecurityConfig,
     /// `[home_assistant]`.
     pub home_assistant: HomeAssistantConfig,
+    /// `[log]` (left out of `--print-config` while nothing is set in it).
+    #[serde(skip_serializing_if = "LogConfig::is_unset")]
+    pub log: LogConfig,
 }
 
 impl Default for Config {
@@ -218,6 +236,7 @@ impl Default for Config {
                 enabled: false,
                 discovery_prefix: "homeassistant".into(),
             },
+            log: LogConfig::default(),
         }
     }
 }

@@ -233,3 +233,31 @@ fn redacted_has_no_secret_values() {
     assert!(text.contains("password_file = \"/etc/npu-agent/secret\""));
     assert!(toml::from_str::<toml::Table>(&text).is_ok());
 }
+
+#[test]
+fn log_level_from_file_and_environment_and_checked() {
+    let d = tree(&[("/etc/npu-agent/agent.toml", "[log]\nlevel = \"warn\"\n")]);
+    let root = SysRoot::new(d.path());
+    let (c, _) = load(&root, None, &[]).unwrap();
+    assert_eq!(c.log.level.as_deref(), Some("warn"));
+    let env = vec![(
+        "NPU_AGENT_LOG_LEVEL".to_string(),
+        "info,mqtt::link=debug".to_string(),
+    )];
+    let (c, _) = load(&root, None, &env).unwrap();
+    assert_eq!(c.log.level.as_deref(), Some("info,mqtt::link=debug"));
+    assert!(c
+        .redacted()
+        .contains("[log]\nlevel = \"info,mqtt::link=debug\""));
+    let env = vec![("NPU_AGENT_LOG_LEVEL".to_string(), "loud".to_string())];
+    let e = load(&root, None, &env).unwrap_err();
+    assert!(
+        e.message.contains("log.level") && e.message.contains("not a level"),
+        "{e:?}"
+    );
+    // Absent: the daemon's default (info), and nothing printed for it.
+    let empty = tree(&[]);
+    let (c, _) = load(&SysRoot::new(empty.path()), None, &[]).unwrap();
+    assert_eq!(c.log.level, None);
+    assert!(!c.redacted().contains("[log]"));
+}

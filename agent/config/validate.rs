@@ -52,6 +52,11 @@ impl Config {
                 });
             }
         }
+        if let Some(level) = &self.log.level {
+            if let Err(e) = crate::sys::log::parse_level(level) {
+                return err(format!("log.level: {e}"));
+            }
+        }
         let max_age = crate::mqtt::command::MAX_COMMAND_AGE_LIMIT_S;
         if !(1..=max_age).contains(&self.security.max_command_age_s) {
             return err(format!(

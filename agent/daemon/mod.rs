@@ -59,7 +59,7 @@ pub enum RunError {
 ///
 /// Errors: [`RunError`] for a bad configuration or a runtime that cannot start.
 pub fn run(cfg: crate::config::Config) -> Result<i32, RunError> {
-    crate::sys::log::init_for(None, tracing::Level::INFO);
+    crate::sys::log::init_for(cfg.log.level.as_deref(), tracing::Level::INFO);
     let s = setup::setup(cfg)?;
     let rt = crate::runtime::current_thread().map_err(|e| RunError::Runtime(e.to_string()))?;
     Ok(rt.block_on(main_loop::main_loop(s)))
