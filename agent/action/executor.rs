@@ -109,7 +109,51 @@ impl Executor {
     }
 
     /// Runs `job` (blocking): the outcome with the action's report and a rescan's diagnosis.
+    /// Every action's start and outcome are logged (target `action::executor`).
     pub fn execute(&self, job: ExecJob) -> Executed {
+        let action = job.action.name();
+        let (trigger, dry_run) = (job.trigger, job.dry_run);
+        let cmd_id = job.cmd_id.clone().unwrap_or_default();
+        tracing::info!(
+            action,
+            trigger,
+            dry_run,
+            cmd_id = cmd_id.as_str(),
+            "action started"
+        );
+        let done = self.execute_inner(job);
+        let o = &done.outcome;
+        if o.ok {
+            tracing::info!(
+                action,
+                trigger,
+                cmd_id = cmd_id.as_str(),
+                reboot_pending = o.reboot_pending,
+                "action succeeded: {}",
+                o.message
+            );
+        } else if o.ran {
+            tracing::warn!(
+                action,
+                trigger,
+                cmd_id = cmd_id.as_str(),
+                "action failed: {}",
+                o.message
+            );
+        } else {
+            tracing::warn!(
+                action,
+                trigger,
+                cmd_id = cmd_id.as_str(),
+                "action refused: {}",
+                o.message
+            );
+        }
+        done
+    }
+
+    /// [`Executor::execute`] without the log lines.
+    fn execute_inner(&self, job: ExecJob) -> Executed {
         let other = |outcome| Executed {
             outcome,
             report: ActionReport::Other,

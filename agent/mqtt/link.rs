@@ -781,6 +781,12 @@ async fn after_failure(
     auto: bool,
 ) -> bool {
     let up_for = policy.up_for();
+    // The daemon logs each loss at warn (rate-limited); this is the link's own trace of it.
+    tracing::debug!(
+        cause = f.cause(),
+        after_connack = up_for.is_some(),
+        "connection failed: {reason}"
+    );
     match policy.failed(&f, up_for, auto) {
         Next::Fallback => {
             let _ = tx.send(LinkEvent::ProtocolRefused { reason }).await;

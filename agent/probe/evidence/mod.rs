@@ -241,11 +241,15 @@ pub fn probe_logs(
 }
 
 fn source(name: &str, class: LogClass, state: SourceState, detail: impl Into<String>) -> LogSource {
+    let detail = detail.into();
+    if matches!(state, SourceState::Denied) {
+        tracing::debug!(source = name, "log source not readable: {detail}");
+    }
     LogSource {
         name: name.to_string(),
         class,
         state,
-        detail: detail.into(),
+        detail,
         lines: 0,
     }
 }
