@@ -5,6 +5,10 @@
 //! `NPU_AGENT_MQTT_USERNAME`, `NPU_AGENT_MQTT_PASSWORD_FILE`; the protocol version from
 //! `NPU_AGENT_MQTT_PROTOCOL` (`auto`, the default, `5` or `3.1.1`).
 
+/// The longest `fleet send --wait`, seconds (a day): a longer wait is a typo, and a deadline
+/// past what the clock can hold would end the command with an overflow.
+pub const MAX_WAIT_S: u64 = 86_400;
+
 use crate::mqtt::command::{self, CmdStatus, InitMessage};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions};
 use crate::mqtt::{self, topics};
@@ -231,7 +235,7 @@ async fn send_async(
     // The command line allows at most a day; a caller of this function may pass more.
     let deadline = Instant::now()
         .checked_add(Duration::from_secs(a.wait_s))
-        .unwrap_or_else(|| Instant::now() + Duration::from_secs(crate::cli_ops::MAX_WAIT_S));
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_WAIT_S));
     let mut sent = false;
     let mut finals: BTreeMap<String, CmdStatus> = BTreeMap::new();
     let mut online: BTreeMap<String, bool> = BTreeMap::new();

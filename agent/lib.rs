@@ -20,7 +20,6 @@ pub mod action;
 pub mod capture;
 pub mod check;
 pub mod cli;
-mod cli_ops;
 pub mod config;
 pub mod daemon;
 pub mod diagnose;

@@ -1,42 +1,12 @@
-//! The `run`, `fleet` and `keygen` subcommands (wired into [`crate::cli`]).
+//! `npu-agent fleet send|watch`: the operator side of the fleet link.
 
-use crate::cli::args::{ErrorKind, Matches, Opt, Pos, Spec, UsageError};
-use crate::cli::{EXIT_OK, EXIT_USAGE};
+use super::args::{ErrorKind, Matches, Opt, Pos, Spec, UsageError};
+use super::run::TOPIC_ROOT;
+use super::EXIT_USAGE;
 use crate::config;
-use crate::root::SysRoot;
+use crate::fleet::MAX_WAIT_S;
 use std::io::Write;
 use std::path::PathBuf;
-
-/// `npu-agent run`: its options and help.
-pub static RUN: Spec = Spec {
-    name: "run",
-    about: "The daemon: periodic checks, MQTT status, remote commands (non-zero only on a fatal \
-            config error).",
-    opts: &[
-        Opt::path(
-            "config",
-            "FILE",
-            "Config file instead of /etc/npu-agent/agent.toml (drop-ins, the first-boot file and \
-             NPU_AGENT_* variables still apply).",
-        ),
-        Opt::path(
-            "root",
-            "DIR",
-            "Read and write every board file under DIR instead of / (overrides `root` in the \
-             config).",
-        ),
-        Opt::flag(
-            "print-config",
-            "Print the effective configuration (secrets are file references only) and exit.",
-        ),
-    ],
-    args: &[],
-    commands: &[],
-    one_of: None,
-};
-
-/// `--topic-root R` of both `fleet` commands.
-const TOPIC_ROOT: Opt = Opt::text("topic-root", "TOPIC_ROOT", "Topic root.").default("npu-fleet");
 
 /// `npu-agent fleet`: `watch` and `send`, their options and help.
 pub static FLEET: Spec = Spec {
@@ -125,34 +95,6 @@ pub static FLEET: Spec = Spec {
     ],
     one_of: None,
 };
-
-/// `run` options.
-/// The longest `fleet send --wait`, seconds (a day): a longer wait is a typo, and a deadline
-/// past what the clock can hold would end the command with an overflow.
-pub const MAX_WAIT_S: u64 = 86_400;
-
-#[derive(Debug)]
-pub struct RunArgs {
-    /// Config file instead of /etc/npu-agent/agent.toml (drop-ins, the first-boot file and
-    /// NPU_AGENT_* variables still apply).
-    pub config: Option<PathBuf>,
-    /// Read and write every board file under this directory instead of / (overrides `root` in
-    /// the config).
-    pub root: Option<PathBuf>,
-    /// Print the effective configuration (secrets are file references only) and exit.
-    pub print_config: bool,
-}
-
-impl RunArgs {
-    /// From the parsed `run` arguments.
-    pub(crate) fn from_matches(m: &Matches) -> RunArgs {
-        RunArgs {
-            config: m.path("config"),
-            root: m.path("root"),
-            print_config: m.flag("print-config"),
-        }
-    }
-}
 
 /// `fleet watch --format`: a table, or (with `--once`) one JSON object. Not the `check`
 /// formats: there is no Prometheus form of the fleet list.
@@ -278,85 +220,6 @@ impl FleetAction {
     }
 }
 
-/// `npu-agent run`.
-pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("NPU_AGENT_"))
-        .collect();
-    if let Some(r) = &a.root {
-        if let Err(code) = crate::cli::require_root_dir(r, err) {
-            return code;
-        }
-    }
-    // The root decides where the config is read: --root first, else the config's own default /.
-    let root_dir = a.root.clone().unwrap_or_else(|| PathBuf::from("/"));
-    // First-boot provisioning (agent/provision.rs) before the config is read; --print-config only looks.
-    let provisioned = crate::provision::at_start(&SysRoot::new(&root_dir), a.print_config, err);
-    let (mut cfg, sources) = match config::load(&SysRoot::new(&root_dir), a.config.as_deref(), &env)
-    {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = writeln!(err, "npu-agent: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    if let Some(r) = &a.root {
-        cfg.root = r.display().to_string();
-    }
-    if a.print_config {
-        let _ = writeln!(
-            out,
-            "# effective configuration, from: {}",
-            if sources.applied.is_empty() {
-                "defaults".to_string()
-            } else {
-                sources.applied.join(", ")
-            }
-        );
-        // state_dir is a board path, resolved under root like every other file.
-        let state_path = SysRoot::new(&cfg.root)
-            .join(&cfg.state_dir)
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|e| format!("invalid: {e}"));
-        let _ = write!(
-            out,
-            "{}# state_dir {:?} under root {:?} is {state_path}\n{}",
-            cfg.redacted(),
-            cfg.state_dir,
-            cfg.root,
-            crate::provision::print_config_note(&provisioned)
-        );
-        return EXIT_OK;
-    }
-    // A long-running process from here on: no transparent huge pages (crate::runtime).
-    if let Err(e) = crate::runtime::no_huge_pages() {
-        let _ = writeln!(
-            err,
-            "npu-agent: cannot turn transparent huge pages off ({e}); memory may grow in 2 MiB steps"
-        );
-    }
-    // No broker yet (fresh install, unprovisioned image): stand by until one is configured.
-    let reload = |again| {
-        crate::standby::reload(
-            &root_dir,
-            a.config.as_deref(),
-            &env,
-            a.root.as_deref(),
-            again,
-        )
-    };
-    let Some(cfg) = crate::standby::until_configured(cfg, provisioned, reload) else {
-        return EXIT_OK;
-    };
-    match crate::daemon::run(cfg) {
-        Ok(code) => code,
-        Err(e) => {
-            let _ = writeln!(err, "npu-agent: {e}");
-            EXIT_USAGE
-        }
-    }
-}
-
 /// `npu-agent fleet …`.
 pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     match a {
@@ -404,35 +267,5 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             out,
             err,
         ),
-    }
-}
-
-/// `npu-agent keygen --out FILE`.
-pub fn keygen(path: &std::path::Path, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    if path.as_os_str().is_empty() {
-        let _ = writeln!(
-            err,
-            "npu-agent: --out is empty: give the private key's file name"
-        );
-        return EXIT_USAGE;
-    }
-    match crate::mqtt::command::keygen(path) {
-        Ok(pubp) => {
-            let _ = writeln!(
-                out,
-                "private key: {} (mode 0600; keep it on the operator's machine)",
-                path.display()
-            );
-            let _ = writeln!(
-                out,
-                "public key:  {} (list it in [security] trusted_keys on the boards)",
-                pubp.display()
-            );
-            EXIT_OK
-        }
-        Err(e) => {
-            let _ = writeln!(err, "npu-agent: {e}");
-            EXIT_USAGE
-        }
     }
 }

@@ -1,9 +1,25 @@
 //! The command line (README "Commands"). `main.rs` only calls [`run`].
 //!
-//! The commands and their options are declared as [`args::Spec`]s (the `fleet` and `run` ones in
-//! [`crate::cli_ops`]); [`Cli::try_parse_from`] reads them into a [`Command`].
+//! The commands and their options are declared as [`args::Spec`]s, one file per command
+//! (`check`, `profiles`, `act` for compact and cma, `capture`, `run`, `fleet`, `keygen`);
+//! [`Cli::try_parse_from`] reads them into a [`Command`].
 
 pub mod args;
+
+mod act;
+mod capture;
+mod check;
+mod fleet;
+mod keygen;
+mod profiles;
+mod run;
+pub use act::*;
+pub use capture::*;
+pub use check::*;
+pub use fleet::*;
+pub use keygen::*;
+pub use profiles::*;
+pub use run::*;
 
 use crate::diagnose::{diagnose, DiagnoseError, ProfileChoice};
 use crate::profile;
@@ -99,9 +115,9 @@ fn command(m: &Matches) -> Result<Command, UsageError> {
                 dry_run: m.flag("dry-run"),
             },
         },
-        ["run"] => Command::Run(crate::cli_ops::RunArgs::from_matches(m)),
+        ["run"] => Command::Run(RunArgs::from_matches(m)),
         ["fleet", _] => Command::Fleet {
-            action: crate::cli_ops::FleetAction::from_matches(m)?,
+            action: FleetAction::from_matches(m)?,
         },
         ["capture"] => Command::Capture(CaptureArgs {
             out: m.path("out").unwrap_or_default(),
@@ -139,14 +155,7 @@ pub static TOP: Spec = Spec {
     opts: &[],
     args: &[],
     commands: &[
-        &CHECK,
-        &PROFILES,
-        &COMPACT,
-        &CMA,
-        &crate::cli_ops::RUN,
-        &crate::cli_ops::FLEET,
-        &CAPTURE,
-        &KEYGEN,
+        &CHECK, &PROFILES, &COMPACT, &CMA, &RUN, &FLEET, &CAPTURE, &KEYGEN,
     ],
     one_of: None,
 };
@@ -161,194 +170,6 @@ const ROOT_READ: Opt = Opt::path(
 /// `--profile ID|FILE`.
 const PROFILE: Opt =
     Opt::text("profile", "ID|FILE", "Profile id, profile file, or auto.").default("auto");
-
-static CHECK: Spec = Spec {
-    name: "check",
-    about: "Diagnose this machine, or a captured board tree under --root.",
-    opts: &[
-        ROOT_READ,
-        PROFILE,
-        Opt::text("format", "FORMAT", "Output format.")
-            .default("text")
-            .choices(FORMATS),
-        Opt::text(
-            "fail-on",
-            "FAIL_ON",
-            "Exit 1 when a finding is at or above this status.",
-        )
-        .default("fail")
-        .choices(FAIL_ONS),
-        Opt::flag(
-            "verbose",
-            "Text format: also show evidence of passing checks.",
-        )
-        .short('v'),
-        Opt::text(
-            "llm-cmdline",
-            "CMDLINE",
-            "A llama.cpp / ik_llama.cpp command line to check as if it were running (its -m \
-             model, -ot rules, -ngl, -c, -ctk/-ctv, -fa, -mla), e.g. \"llama-server -m \
-             /models/r1.gguf -ngl 99 -ot 'exps=CPU'\"; -m resolves under --root.",
-        )
-        .hyphen_values(),
-    ],
-    args: &[],
-    commands: &[],
-    one_of: None,
-};
-
-const PROFILES_ROOT: Opt =
-    Opt::path("root", "DIR", "Read /etc/npu-agent/profiles.d under DIR.").default("/");
-
-static PROFILES: Spec = Spec {
-    name: "profiles",
-    about: "List or show the board profiles (built in and in /etc/npu-agent/profiles.d).",
-    opts: &[],
-    args: &[],
-    commands: &[
-        &Spec {
-            name: "list",
-            about: "One line per profile: id, name, where it comes from.",
-            opts: &[PROFILES_ROOT],
-            args: &[],
-            commands: &[],
-            one_of: None,
-        },
-        &Spec {
-            name: "show",
-            about: "A profile's TOML text, as loaded.",
-            opts: &[PROFILES_ROOT],
-            args: &[Pos {
-                name: "ID",
-                help: "Profile id.",
-            }],
-            commands: &[],
-            one_of: None,
-        },
-    ],
-    one_of: None,
-};
-
-static COMPACT: Spec = Spec {
-    name: "compact",
-    about: "Compact memory now (sync, optionally drop the page cache, compact_memory=1) and show \
-            CmaFree, MemFree, buddyinfo and compaction counters before and after. Passes the gate \
-            ([actions] disabled in the config under --root). Exit 0 done, 1 refused or failed, 2 \
-            usage or config error.",
-    opts: &[
-        Opt::path(
-            "root",
-            "DIR",
-            "Write every file under DIR instead of / (a captured or test tree).",
-        )
-        .default("/"),
-        Opt::flag(
-            "drop-caches",
-            "Also write 1 to /proc/sys/vm/drop_caches (page cache only) before compacting.",
-        ),
-        Opt::flag(
-            "dry-run",
-            "Show the current figures and what would be done; write nothing.",
-        ),
-    ],
-    args: &[],
-    commands: &[],
-    one_of: None,
-};
-
-static CMA: Spec = Spec {
-    name: "cma",
-    about: "The boot-time CMA pool (cma=): as configured, as booted and as in effect; or edit it.",
-    opts: &[],
-    args: &[],
-    commands: &[
-        &Spec {
-            name: "show",
-            about: "The cma= in the boot file, on /proc/cmdline, the pool in effect (CmaTotal), \
-                    and the verdict: not set, pending reboot, overridden, in effect. Exit 0; 2 usage \
-                    error (a --root that is not a directory, a --profile that names no profile).",
-            opts: &[
-                Opt::path("root", "DIR", "Read every file under DIR instead of /.").default("/"),
-                PROFILE,
-            ],
-            args: &[],
-            commands: &[],
-            one_of: None,
-        },
-        &Spec {
-            name: "set",
-            about: "Set the boot-time CMA size in the boot file the profile names (on a Pi 5: the \
-                    cma overlay in config.txt). Backup, atomic write, re-read; a reboot applies \
-                    it. Passes the gate ([actions] disabled in the config under --root). Exit 0 \
-                    done or nothing to do, 1 refused or failed, 2 usage or config error.",
-            opts: &[
-                Opt::path("root", "DIR", "Edit files under DIR instead of /.").default("/"),
-                PROFILE,
-                Opt::flag("dry-run", "Print the diff; write nothing."),
-            ],
-            args: &[Pos {
-                name: "SIZE",
-                help: "Size as the kernel reads cma=: decimal or 0x hex with an optional K, M, \
-                       G, T, P or E suffix (256M); at least 4 MiB and the profile minimum, at \
-                       most 25% of RAM; 0 (no pool) where the profile has no minimum.",
-            }],
-            commands: &[],
-            one_of: None,
-        },
-    ],
-    one_of: None,
-};
-
-static CAPTURE: Spec = Spec {
-    name: "capture",
-    about: "Write a support bundle (.tar.gz): every file the checks read, the kernel log and the \
-            workloads' journal as files, page size, uname and a manifest; redacted unless \
-            --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Never \
-            overwrites FILE unless --force. Exit 0 written, 1 could not write, 2 usage error \
-            (such as a --root that is not a directory, a --profile that names no profile, or \
-            FILE exists).",
-    opts: &[
-        Opt::path(
-            "out",
-            "FILE.tar.gz",
-            "The bundle to write (a .tar.gz; written to a temporary file, then renamed).",
-        )
-        .required(),
-        Opt::path(
-            "root",
-            "DIR",
-            "Capture the board tree under DIR instead of this machine.",
-        )
-        .default("/"),
-        Opt::text(
-            "profile",
-            "ID|FILE",
-            "Board profile: auto, an id, or a profile file.",
-        )
-        .default("auto"),
-        Opt::flag(
-            "no-redact",
-            "Keep host names, user names, serials, addresses and credentials as they are.",
-        ),
-        Opt::flag(
-            "force",
-            "Replace FILE if it exists (without it, an existing FILE is refused with exit 2).",
-        ),
-    ],
-    args: &[],
-    commands: &[],
-    one_of: None,
-};
-
-static KEYGEN: Spec = Spec {
-    name: "keygen",
-    about: "Write an Ed25519 key pair for signing commands: FILE (private, mode 0600) and \
-            FILE.pub.",
-    opts: &[Opt::path("out", "FILE", "Where to write the private key.").required()],
-    args: &[],
-    commands: &[],
-    one_of: None,
-};
 
 /// Subcommands.
 #[derive(Debug)]
@@ -368,11 +189,11 @@ pub enum Command {
         action: CmaAction,
     },
     /// The daemon: periodic checks, MQTT status, remote commands.
-    Run(crate::cli_ops::RunArgs),
+    Run(RunArgs),
     /// Operator side: watch the fleet's status, or send a command to one board or all.
     Fleet {
         /// watch or send.
-        action: crate::cli_ops::FleetAction,
+        action: FleetAction,
     },
     /// Write a support bundle (see `npu-agent capture --help`).
     Capture(CaptureArgs),
@@ -380,149 +201,6 @@ pub enum Command {
     Keygen {
         /// Where to write the private key.
         out: PathBuf,
-    },
-}
-
-/// `capture` options (see [`CAPTURE`] for each one's meaning).
-#[derive(Debug)]
-pub struct CaptureArgs {
-    /// The bundle to write (a .tar.gz; written to a temporary file, then renamed).
-    pub out: PathBuf,
-    /// Capture the board tree under this directory instead of this machine.
-    pub root: PathBuf,
-    /// Board profile: auto, an id, or a profile file.
-    pub profile: String,
-    /// Keep host names, user names, serials, addresses and credentials as they are.
-    pub no_redact: bool,
-    /// Replace `out` if it exists.
-    pub force: bool,
-}
-
-/// `compact` options.
-#[derive(Debug)]
-pub struct CompactArgs {
-    /// Write every file under this directory instead of / (a captured or test tree).
-    pub root: PathBuf,
-    /// Also write 1 to /proc/sys/vm/drop_caches (page cache only) before compacting.
-    pub drop_caches: bool,
-    /// Show the current figures and what would be done; write nothing.
-    pub dry_run: bool,
-}
-
-/// `cma` actions.
-#[derive(Debug)]
-pub enum CmaAction {
-    /// The cma= in the boot file, on /proc/cmdline, the pool in effect (CmaTotal), and the
-    /// verdict.
-    Show {
-        /// Read every file under this directory instead of /.
-        root: PathBuf,
-        /// Profile id, profile file, or auto.
-        profile: String,
-    },
-    /// Set the boot-time CMA size in the boot file the profile names.
-    Set {
-        /// Size as the kernel reads cma= (256M).
-        size: String,
-        /// Edit files under this directory instead of /.
-        root: PathBuf,
-        /// Profile id, profile file, or auto.
-        profile: String,
-        /// Print the diff; write nothing.
-        dry_run: bool,
-    },
-}
-
-/// Output format of `check` (`--format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// A table for people.
-    Text,
-    /// The report object (the same JSON the MQTT status carries).
-    Json,
-    /// Prometheus text exposition format (metrics and one gauge per check), for
-    /// node_exporter's textfile collector.
-    Prometheus,
-}
-
-/// `--format` values of `check`, with their help.
-const FORMATS: &[(&str, &str)] = &[
-    ("text", "A table for people."),
-    (
-        "json",
-        "The report object (the same JSON the MQTT status carries).",
-    ),
-    (
-        "prometheus",
-        "Prometheus text exposition format (metrics and one gauge per check), for \
-         node_exporter's textfile collector.",
-    ),
-];
-
-/// Lowest status that makes `check` exit 1 (`--fail-on`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailOn {
-    /// warn, error or fail.
-    Warn,
-    /// fail only.
-    Fail,
-}
-
-/// `--fail-on` values of `check`, with their help.
-const FAIL_ONS: &[(&str, &str)] = &[("warn", "warn, error or fail."), ("fail", "fail only.")];
-
-/// `check` options.
-#[derive(Debug)]
-pub struct CheckArgs {
-    /// Read every file under this directory instead of / (a captured board tree).
-    pub root: PathBuf,
-    /// Profile id, profile file, or auto.
-    pub profile: String,
-    /// Output format.
-    pub format: Format,
-    /// Exit 1 when a finding is at or above this status.
-    pub fail_on: FailOn,
-    /// Text format: also show evidence of passing checks.
-    pub verbose: bool,
-    /// A llama.cpp / ik_llama.cpp command line to check as if it were running.
-    pub llm_cmdline: Option<String>,
-}
-
-impl CheckArgs {
-    /// From the parsed `check` arguments (the parser already checked the value lists).
-    fn from_matches(m: &Matches) -> Result<CheckArgs, UsageError> {
-        Ok(CheckArgs {
-            root: root(m),
-            profile: profile_arg(m)?,
-            format: match m.text("format")?.as_deref() {
-                Some("json") => Format::Json,
-                Some("prometheus") => Format::Prometheus,
-                _ => Format::Text,
-            },
-            fail_on: match m.text("fail-on")?.as_deref() {
-                Some("warn") => FailOn::Warn,
-                _ => FailOn::Fail,
-            },
-            verbose: m.flag("verbose"),
-            llm_cmdline: m.text("llm-cmdline")?,
-        })
-    }
-}
-
-/// `profiles` actions.
-#[derive(Debug)]
-pub enum ProfilesAction {
-    /// One line per profile: id, name, where it comes from.
-    List {
-        /// Read /etc/npu-agent/profiles.d under this directory.
-        root: PathBuf,
-    },
-    /// A profile's TOML text, as loaded (the built-in file or the profiles.d one replacing it).
-    Show {
-        /// Profile id.
-        id: String,
-        /// Read /etc/npu-agent/profiles.d under this directory.
-        root: PathBuf,
     },
 }
 
@@ -559,9 +237,9 @@ fn run_os(args: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> i32 
                 Command::Profiles { action } => profiles(action, o, e),
                 Command::Compact(a) => compact(a, o, e),
                 Command::Cma { action } => cma(action, o, e),
-                Command::Run(a) => crate::cli_ops::run(a, o, e),
-                Command::Fleet { action } => crate::cli_ops::fleet(action, o, e),
-                Command::Keygen { out: path } => crate::cli_ops::keygen(&path, o, e),
+                Command::Run(a) => run::run(a, o, e),
+                Command::Fleet { action } => fleet::fleet(action, o, e),
+                Command::Keygen { out: path } => keygen::keygen(&path, o, e),
                 Command::Capture(a) => capture(a, o, e),
             }
         }
@@ -597,7 +275,7 @@ pub fn redraws(command: &Command) -> bool {
     matches!(
         command,
         Command::Fleet {
-            action: crate::cli_ops::FleetAction::Watch { .. }
+            action: FleetAction::Watch { .. }
         }
     )
 }
@@ -616,396 +294,9 @@ pub(crate) fn require_root_dir(root: &std::path::Path, err: &mut dyn Write) -> R
     Err(EXIT_USAGE)
 }
 
-fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    if let Err(code) = require_root_dir(&a.root, err) {
-        return code;
-    }
-    // As `keygen`: an existing file (or a link) is never replaced without being asked to.
-    if !a.force && std::fs::symlink_metadata(&a.out).is_ok() {
-        let _ = writeln!(
-            err,
-            "npu-agent: {}: file exists; pass --force to replace it",
-            a.out.display()
-        );
-        return EXIT_USAGE;
-    }
-    let root = SysRoot::new(&a.root);
-    match crate::capture::capture(
-        &root,
-        &ProfileChoice::parse(&a.profile),
-        &a.out,
-        !a.no_redact,
-    ) {
-        Ok(s) => {
-            let m = &s.manifest;
-            let _ = writeln!(
-                out,
-                "wrote {} ({} bytes): {} entries, {} path(s) not captured, profile {}, page size {} bytes, {}",
-                a.out.display(),
-                s.archive_bytes,
-                m.files.len() + 1,
-                m.missing.len(),
-                crate::report::clean(&m.profile),
-                m.page_size_bytes,
-                if m.redacted { "redacted" } else { "not redacted" }
-            );
-            for x in m.missing.iter().take(20) {
-                // Board-controlled names: no control characters reach the terminal.
-                // The reason often starts with the path itself: say it once.
-                let reason = x
-                    .reason
-                    .strip_prefix(x.path.as_str())
-                    .and_then(|r| r.strip_prefix(": "))
-                    .unwrap_or(&x.reason);
-                let _ = writeln!(
-                    out,
-                    "  not captured: {}: {}",
-                    crate::report::clean(&x.path),
-                    crate::report::clean(reason)
-                );
-            }
-            EXIT_OK
-        }
-        Err(e) => {
-            let _ = writeln!(err, "npu-agent: {e}");
-            // A --profile that names no profile is the user's mistake, as for `check`.
-            match e {
-                crate::capture::CaptureError::Profile(_) => EXIT_USAGE,
-                crate::capture::CaptureError::Write { .. } => EXIT_FINDINGS,
-            }
-        }
-    }
-}
-
-fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    use crate::action::compact::{render_compact_text, CompactOutcome};
-    use crate::action::executor::{ActionReport, ExecJob};
-    if let Err(code) = require_root_dir(&a.root, err) {
-        return code;
-    }
-    let root = SysRoot::new(&a.root);
-    let action = crate::mqtt::command::Action::Compact {
-        drop_caches: a.drop_caches,
-    };
-    let now = crate::action::now_unix_s();
-    let (mut gate, state) = match admit_cli(&root, &action, BTreeMap::new(), now, err) {
-        Ok(g) => g,
-        Err(code) => return code,
-    };
-    let mut job = ExecJob::new(action.clone(), "cli", now);
-    job.dry_run = a.dry_run;
-    let ActionReport::Compact(report) = cli_executor(&root, &state).execute(job).report else {
-        unreachable!("a compaction reports as one")
-    };
-    let _ = write!(out, "{}", render_compact_text(&report));
-    if report.outcome == CompactOutcome::Done {
-        record_cli_run(&mut gate, &action, now, err);
-    }
-    match report.outcome {
-        CompactOutcome::Done | CompactOutcome::DryRun => EXIT_OK,
-        CompactOutcome::Refused | CompactOutcome::Failed => EXIT_FINDINGS,
-    }
-}
-
-/// The gate every origin passes, for an action the admin runs here: the config (and its
-/// `[actions] disabled`) is read under `root` as the daemon reads it, and the gate decides with
-/// the board's refusals (`board_refused`, e.g. the profile's) and the daemon's ledger in the
-/// configured state directory. Returns the gate (to record the run) and that state directory.
-///
-/// Errors: the exit code, after the reason went to `err`: [`EXIT_USAGE`] for a config error,
-/// [`EXIT_FINDINGS`] when the gate refuses.
-fn admit_cli(
-    root: &SysRoot,
-    action: &crate::mqtt::command::Action,
-    board_refused: BTreeMap<String, String>,
-    now: i64,
-    err: &mut dyn Write,
-) -> Result<(crate::action::gate::Gate, crate::action::state::StateDir), i32> {
-    use crate::action::gate::{Gate, Origin};
-    let s = match crate::config::Settings::load(root, None, &agent_env()) {
-        Ok((s, _)) => s,
-        Err(e) => {
-            let _ = writeln!(err, "npu-agent: {e}");
-            return Err(EXIT_USAGE);
-        }
-    };
-    let state = crate::action::state::StateDir::new(root, &s.cfg.state_dir);
-    let mut gate = Gate::new(s.policy, Some(state.clone()), s.actions.compact_cooldown_s);
-    gate.set_limits(s.limits);
-    gate.set_refused(board_refused);
-    match gate.admit_local(Origin::Cli, action.clone(), now) {
-        Ok(()) => Ok((gate, state)),
-        Err(why) => {
-            let _ = writeln!(err, "npu-agent: refused: {why}");
-            Err(EXIT_FINDINGS)
-        }
-    }
-}
-
-/// The executor for an action the admin runs here, under `root`, recording in `state`.
-fn cli_executor(
-    root: &SysRoot,
-    state: &crate::action::state::StateDir,
-) -> crate::action::executor::Executor {
-    crate::action::executor::Executor::new(
-        root.clone(),
-        state.clone(),
-        crate::action::ActionConfig::default(),
-        ProfileChoice::parse("auto"),
-    )
-}
-
-/// The `NPU_AGENT_*` environment variables (config overrides).
-fn agent_env() -> Vec<(String, String)> {
-    std::env::vars()
-        .filter(|(k, _)| k.starts_with("NPU_AGENT_"))
-        .collect()
-}
-
-/// Records in the ledger that `action` ran from the command line; a failure is said, not fatal
-/// (the action already ran).
-fn record_cli_run(
-    gate: &mut crate::action::gate::Gate,
-    action: &crate::mqtt::command::Action,
-    now: i64,
-    err: &mut dyn Write,
-) {
-    if let Err(e) = gate.record_local(action, now) {
-        let _ = writeln!(err, "npu-agent: the run was not recorded: {e}");
-    }
-}
-
-fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    use crate::action::cma::{cma_show, render_cma_set, render_cma_show};
-    let (root_dir, profile_arg) = match &action {
-        CmaAction::Show { root, profile } | CmaAction::Set { root, profile, .. } => {
-            (root.clone(), profile.clone())
-        }
-    };
-    if let Err(code) = require_root_dir(&root_dir, err) {
-        return code;
-    }
-    let root = SysRoot::new(&root_dir);
-    let d = match diagnose(&root, &ProfileChoice::parse(&profile_arg)) {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = writeln!(err, "npu-agent: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    match action {
-        CmaAction::Show { .. } => {
-            // The state directory `cma set` records its edits in: the config's (under the root).
-            let state = match crate::config::load(&root, None, &agent_env()) {
-                Ok((c, _)) => crate::action::state::StateDir::new(&root, &c.state_dir),
-                Err(e) => {
-                    let _ = writeln!(
-                        err,
-                        "npu-agent: {e}; the last edit is looked up in {}",
-                        crate::action::state::DEFAULT_STATE_DIR
-                    );
-                    crate::action::state::StateDir::default_for(&root)
-                }
-            };
-            let _ = write!(
-                out,
-                "{}",
-                render_cma_show(&cma_show(&d, &state), &hint_args(&root_dir, &profile_arg))
-            );
-            EXIT_OK
-        }
-        CmaAction::Set { size, dry_run, .. } => {
-            // A SIZE that is no size at all is the user's typo (exit 2 on stderr), not a refusal
-            // by the board or the gate (exit 1): nothing is asked of the gate for it.
-            if let Err(
-                e @ (crate::action::bootedit::SizeError::Syntax(_)
-                | crate::action::bootedit::SizeError::Octal { .. }),
-            ) = crate::action::bootedit::parse_cma_size(&size)
-            {
-                let _ = writeln!(
-                    err,
-                    "npu-agent: cma set: {}",
-                    crate::report::clean(&e.to_string())
-                );
-                return EXIT_USAGE;
-            }
-            let gate_action = crate::mqtt::command::Action::SetCma { size: size.clone() };
-            let board_refused = d
-                .profile
-                .refuses_action(gate_action.name())
-                .map(|why| (gate_action.name().to_string(), why))
-                .into_iter()
-                .collect();
-            let now = crate::action::now_unix_s();
-            let (mut gate, state) = match admit_cli(&root, &gate_action, board_refused, now, err) {
-                Ok(g) => g,
-                Err(code) => return code,
-            };
-            let mut job = crate::action::executor::ExecJob::new(gate_action.clone(), "cli", now);
-            (job.dry_run, job.diagnosis) = (dry_run, Some(std::sync::Arc::new(d)));
-            let crate::action::executor::ActionReport::CmaSet(r) =
-                cli_executor(&root, &state).execute(job).report
-            else {
-                unreachable!("a boot-file edit reports as one")
-            };
-            let _ = write!(
-                out,
-                "{}",
-                render_cma_set(&r, &hint_args(&root_dir, &profile_arg))
-            );
-            if r.outcome == crate::action::cma::CmaSetOutcome::Written {
-                record_cli_run(&mut gate, &gate_action, now, err);
-            }
-            r.outcome.exit_code()
-        }
-    }
-}
-
-/// The `--root` and `--profile` the user gave, as a hint repeats them after a subcommand
-/// (` --root DIR --profile ID`; nothing for the defaults `/` and `auto`), quoted for a POSIX
-/// shell when needed.
-fn hint_args(root: &std::path::Path, profile: &str) -> String {
-    fn quoted(s: &str) -> String {
-        let plain = !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "/._-+:=,@%".contains(c));
-        if plain {
-            s.to_string()
-        } else {
-            format!("'{}'", s.replace('\'', "'\\''"))
-        }
-    }
-    let mut args = String::new();
-    if root != std::path::Path::new("/") {
-        args.push_str(&format!(" --root {}", quoted(&root.to_string_lossy())));
-    }
-    if profile != "auto" {
-        args.push_str(&format!(" --profile {}", quoted(profile)));
-    }
-    // Board-controlled or user text never carries control characters to the terminal.
-    crate::report::clean(&args)
-}
-
-fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    if let Err(code) = require_root_dir(&a.root, err) {
-        return code;
-    }
-    let root = SysRoot::new(&a.root);
-    let opts = crate::diagnose::DiagnoseOptions {
-        llm_cmdline: a.llm_cmdline.clone(),
-        ..Default::default()
-    };
-    let d = match crate::diagnose::diagnose_with(&root, &ProfileChoice::parse(&a.profile), &opts) {
-        Ok(d) => d,
-        Err(e) => {
-            let _ = writeln!(err, "npu-agent: {e}");
-            return match e {
-                DiagnoseError::Profile(_)
-                | DiagnoseError::UnknownProfile { .. }
-                | DiagnoseError::ProfileFile { .. } => EXIT_USAGE,
-            };
-        }
-    };
-    let r = &d.report;
-    match a.format {
-        Format::Json => match serde_json::to_string_pretty(r) {
-            Ok(s) => {
-                let _ = writeln!(out, "{s}");
-            }
-            Err(e) => {
-                let _ = writeln!(err, "npu-agent: cannot encode the report: {e}");
-                return EXIT_USAGE;
-            }
-        },
-        Format::Prometheus => {
-            let _ = write!(out, "{}", crate::prometheus::render(r));
-        }
-        Format::Text => {
-            // no-color.org: NO_COLOR turns colour off when set to a non-empty value.
-            let color = std::io::stdout().is_terminal()
-                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-            let _ = write!(
-                out,
-                "{}",
-                render_text(
-                    r,
-                    Style {
-                        color,
-                        verbose: a.verbose
-                    }
-                )
-            );
-        }
-    }
-    let worst = r.worst();
-    let threshold = match a.fail_on {
-        FailOn::Fail => 4,
-        FailOn::Warn => 2,
-    };
-    if worst.severity() >= threshold {
-        EXIT_FINDINGS
-    } else {
-        EXIT_OK
-    }
-}
-
-fn profiles(action: ProfilesAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let root_dir = match &action {
-        ProfilesAction::List { root } | ProfilesAction::Show { root, .. } => root.clone(),
-    };
-    if let Err(code) = require_root_dir(&root_dir, err) {
-        return code;
-    }
-    let root = SysRoot::new(&root_dir);
-    let (all, errors) = profile::load_all_with_text(&root);
-    for e in &errors {
-        let _ = writeln!(err, "npu-agent: {e}");
-    }
-    match action {
-        ProfilesAction::List { .. } => {
-            for (p, _) in &all {
-                let source = if profile::BUILTIN
-                    .iter()
-                    .any(|(n, _)| *n == format!("{}.toml", p.id))
-                    && !root.exists(&format!("{}/{}.toml", profile::PROFILES_DIR, p.id))
-                {
-                    "built-in".to_string()
-                } else {
-                    profile::PROFILES_DIR.to_string()
-                };
-                let _ = writeln!(out, "{:<16} {:<48} {}", p.id, p.name, source);
-            }
-            if errors.is_empty() {
-                EXIT_OK
-            } else {
-                EXIT_USAGE
-            }
-        }
-        // The profile's TOML text as loaded (comments kept), not a re-serialisation of it.
-        ProfilesAction::Show { id, .. } => match all.iter().find(|(p, _)| p.id == id) {
-            Some((_, text)) => {
-                let newline = if text.ends_with('\n') { "" } else { "\n" };
-                let _ = write!(out, "{text}{newline}");
-                EXIT_OK
-            }
-            None => {
-                let _ = writeln!(
-                    err,
-                    "npu-agent: no profile with id {id:?} (available: {})",
-                    all.iter()
-                        .map(|(p, _)| p.id.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                EXIT_USAGE
-            }
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::hint_args;
+    use super::act::hint_args;
     use std::path::Path;
 
     #[test]
@@ -1178,7 +469,7 @@ mod parse_tests {
         ]) {
             Command::Fleet {
                 action:
-                    crate::cli_ops::FleetAction::Watch {
+                    FleetAction::Watch {
                         broker,
                         topic_root,
                         once,
@@ -1190,7 +481,7 @@ mod parse_tests {
                     ("mqtt://h", "npu-fleet")
                 );
                 assert!(once);
-                assert_eq!(format, crate::cli_ops::WatchFormat::Json);
+                assert_eq!(format, WatchFormat::Json);
             }
             other => panic!("{other:?}"),
         }
@@ -1200,7 +491,7 @@ mod parse_tests {
         match ok(args) {
             Command::Fleet {
                 action:
-                    crate::cli_ops::FleetAction::Send {
+                    FleetAction::Send {
                         board,
                         all,
                         args,
