@@ -2,8 +2,8 @@
 //! to the MQTT client in order, the status slot, and the rate-limited rejection log.
 
 use super::clock::Clock;
-use super::jobs::{Dispatch, Done};
 use super::setup::Setup;
+use super::work::Dispatch;
 use super::{CLOCK_REPROBE, REJECTIONS_LOGGED_PER_S};
 use crate::action::gate::{CmdRef, Gate};
 use crate::check::Status;
@@ -16,7 +16,6 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 
 /// The journal's view of rejected commands: each one logged (action, cmd_id, reason) up to
 /// [`REJECTIONS_LOGGED_PER_S`] a second, then one summary line per second of flood with the
@@ -332,16 +331,29 @@ impl Agent {
         }
     }
 
-    /// Starts a diagnosis on a blocking thread (the caller checked none is running).
-    pub fn start_diagnosis(&mut self, tx: &mpsc::UnboundedSender<Done>) {
-        self.diagnosing = true;
-        self.diagnosis_started = Instant::now();
-        super::jobs::spawn_diagnose(self, tx);
-    }
-
     /// The main loop is making progress: no diagnosis has been stuck (in the kernel, say) for
     /// longer than `limit`. The systemd watchdog is fed only while this holds.
     pub fn making_progress(&self, limit: Duration) -> bool {
         !self.diagnosing || self.diagnosis_started.elapsed() < limit
+    }
+}
+
+/// The Home Assistant names of this agent (discovery, buttons).
+pub(super) fn agent_ha(agent: &Agent) -> crate::report::ha::HaContext<'_> {
+    crate::report::ha::HaContext {
+        prefix: &agent.s.cfg.home_assistant.discovery_prefix,
+        topic_root: &agent.s.topic_root,
+        board: &agent.s.board,
+        model: agent
+            .last_diagnosis
+            .as_ref()
+            .map(|d| d.report.model.as_str())
+            .unwrap_or("edge board"),
+        profile: agent
+            .last_diagnosis
+            .as_ref()
+            .map(|d| d.profile.id.as_str())
+            .unwrap_or("auto"),
+        buttons: agent.gate.button_actions(),
     }
 }

@@ -4,6 +4,7 @@
 
 use super::agent::Agent;
 use super::setup::LOG_CURSORS_FILE;
+pub(super) use super::work::{Dispatch, Done};
 use crate::action::executor::ExecJob;
 use crate::action::gate::{CmdRef, Job, Origin, Outcome};
 use crate::diagnose::{self, Diagnosis};
@@ -14,34 +15,6 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
-/// Work finished on a blocking thread.
-pub(super) enum Done {
-    /// A diagnosis, or why it failed.
-    Diagnosed(Result<Arc<Diagnosis>, String>),
-    /// An action the executor ran.
-    Action {
-        /// The gate's job.
-        job: Box<Job>,
-        /// How it ended.
-        outcome: ActionOutcome,
-        /// A rescan's diagnosis: published as is, not made again.
-        diagnosis: Option<Arc<Diagnosis>>,
-    },
-}
-
-/// How blocking work is started.
-pub(super) enum Dispatch {
-    /// On tokio's blocking thread pool (the daemon).
-    Blocking,
-    /// Kept for the unit test to finish: the actions started (with the diagnosis they act on)
-    /// and the number of diagnoses asked for.
-    #[cfg(test)]
-    Held {
-        actions: Vec<(Job, Option<Arc<Diagnosis>>)>,
-        diagnoses: usize,
-    },
-}
-
 /// Runs `job` on tokio's blocking thread pool. Every caller passes the same boxed closure type:
 /// each distinct closure type given to `spawn_blocking` would make another copy of tokio's
 /// blocking-task code (poll, harness, drop).
@@ -50,6 +23,13 @@ fn spawn_blocking_job(job: Box<dyn FnOnce() + Send>) {
 }
 
 /// Starts a diagnosis (the caller marked it running).
+/// Starts a diagnosis on a blocking thread (the caller checked none is running).
+pub(super) fn start_diagnosis(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
+    agent.diagnosing = true;
+    agent.diagnosis_started = Instant::now();
+    spawn_diagnose(agent, tx);
+}
+
 pub(super) fn spawn_diagnose(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
     match &mut agent.dispatch {
         Dispatch::Blocking => {}
@@ -205,7 +185,7 @@ fn on_diagnosed(agent: &mut Agent, d: Arc<Diagnosis>, tx: &mpsc::UnboundedSender
     agent.set_report(d, force);
     if first && agent.connected && agent.s.cfg.home_assistant.enabled {
         if let Some(l) = &agent.link {
-            crate::mqtt::ha::on_connect(super::link::agent_ha(agent), &l.client);
+            crate::mqtt::ha::on_connect(super::agent::agent_ha(agent), &l.client);
             agent.last_discovery = Some(Instant::now());
         }
     }
@@ -216,7 +196,7 @@ fn on_diagnosed(agent: &mut Agent, d: Arc<Diagnosis>, tx: &mpsc::UnboundedSender
     agent.flush();
     if agent.rescan_wanted {
         agent.rescan_wanted = false;
-        agent.start_diagnosis(tx);
+        start_diagnosis(agent, tx);
     }
 }
 
@@ -316,7 +296,7 @@ fn on_action_done(
     } else if agent.diagnosing {
         agent.rescan_wanted = true;
     } else {
-        agent.start_diagnosis(tx);
+        start_diagnosis(agent, tx);
     }
     start_next(agent, tx);
 }

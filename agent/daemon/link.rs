@@ -71,7 +71,7 @@ fn on_connected(agent: &mut Agent, session_present: bool, max_packet_bytes: Opti
     }
     // Discovery names the model: wait for the first diagnosis if it has not come yet.
     if agent.s.cfg.home_assistant.enabled && agent.last_diagnosis.is_some() {
-        crate::mqtt::ha::on_connect(agent_ha(agent), &l.client);
+        crate::mqtt::ha::on_connect(super::agent::agent_ha(agent), &l.client);
         agent.last_discovery = Some(Instant::now());
     }
     agent.flush();
@@ -161,7 +161,7 @@ fn on_disconnected(
 
 fn on_message(agent: &mut Agent, topic: &str, payload: &[u8], tx: &mpsc::UnboundedSender<Done>) {
     if agent.s.cfg.home_assistant.enabled {
-        match crate::mqtt::ha::on_message(agent_ha(agent), topic, payload) {
+        match crate::mqtt::ha::on_message(super::agent::agent_ha(agent), topic, payload) {
             crate::mqtt::ha::HaMessage::NotMine => {}
             crate::mqtt::ha::HaMessage::Handled => return,
             crate::mqtt::ha::HaMessage::HomeAssistantOnline => {
@@ -275,25 +275,6 @@ fn send_discovery(agent: &mut Agent) {
         return;
     }
     let Some(l) = &agent.link else { return };
-    crate::mqtt::ha::publish_discovery(agent_ha(agent), &l.client);
+    crate::mqtt::ha::publish_discovery(super::agent::agent_ha(agent), &l.client);
     agent.last_discovery = Some(Instant::now());
-}
-
-pub(super) fn agent_ha(agent: &Agent) -> crate::report::ha::HaContext<'_> {
-    crate::report::ha::HaContext {
-        prefix: &agent.s.cfg.home_assistant.discovery_prefix,
-        topic_root: &agent.s.topic_root,
-        board: &agent.s.board,
-        model: agent
-            .last_diagnosis
-            .as_ref()
-            .map(|d| d.report.model.as_str())
-            .unwrap_or("edge board"),
-        profile: agent
-            .last_diagnosis
-            .as_ref()
-            .map(|d| d.profile.id.as_str())
-            .unwrap_or("auto"),
-        buttons: agent.gate.button_actions(),
-    }
 }

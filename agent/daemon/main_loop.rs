@@ -65,7 +65,7 @@ pub(super) async fn main_loop(s: Setup) -> i32 {
         tokio::select! {
             _ = interval.tick() => {
                 if !agent.diagnosing {
-                    agent.start_diagnosis(&tx);
+                    super::jobs::start_diagnosis(&mut agent, &tx);
                 }
                 reconcile_reboot(&mut agent, crate::action::reboot::ReconcileWhen::Periodic);
             }

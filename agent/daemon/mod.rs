@@ -15,6 +15,7 @@ mod setup;
 mod status;
 #[cfg(test)]
 mod tests;
+mod work;
 
 use std::time::Duration;
 
