@@ -148,11 +148,11 @@ re!(
 re!(re_bearer, r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+");
 
 /// Option names whose value is a secret (`--token X`, `--api-key=X`): every name the status's
-/// redaction knows ([`crate::secret::is_secret_name`], e.g. llama.cpp's `-hft`) and user names.
+/// redaction knows ([`crate::sys::secret::is_secret_name`], e.g. llama.cpp's `-hft`) and user names.
 fn secret_option(arg: &str) -> bool {
     let a = arg.trim_start_matches('-').to_ascii_lowercase();
     arg.starts_with('-')
-        && (crate::secret::is_secret_name(arg)
+        && (crate::sys::secret::is_secret_name(arg)
             || [
                 "token",
                 "password",
@@ -421,7 +421,7 @@ pub fn capture(
     let mut manifest = Manifest {
         schema: 1,
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
-        time: crate::timefmt::rfc3339_now(),
+        time: crate::sys::time::rfc3339_now(),
         captured_from: if root.is_live() { "live" } else { "tree" },
         redacted: redact,
         profile: String::new(),

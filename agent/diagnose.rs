@@ -358,7 +358,7 @@ fn build_report(
                 .map(|a| format!("{a} machine (no device tree)"))
         })
         .unwrap_or_else(|| "unknown board".into());
-    let time = crate::timefmt::rfc3339_now();
+    let time = crate::sys::time::rfc3339_now();
     let reboot_required = findings
         .iter()
         .any(|f| f.id == "reboot.pending" && f.status.fires());

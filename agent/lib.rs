@@ -1,17 +1,37 @@
 //! npu-agent keeps edge AI boards healthy: Raspberry Pi 5 with a Hailo NPU and Rockchip RK3588
 //! boards with rknpu.
 //!
-//! Data flow (one direction):
+//! Data flows one way:
 //!
 //! ```text
-//! profile (TOML) --> probes (read files under a root; no decisions) --> snapshot
-//! snapshot + profile --> checks (pure) --> findings --> report --> stdout | MQTT status
+//! profile -> probe -> check -> plan -> gate -> execute -> report -> publish
 //! ```
 //!
-//! Modules: [`root`] (the only place that joins board paths under `--root`), [`parse`] (pure
-//! parsers), [`probe`] (file reading into a [`probe::Snapshot`]), [`profile`] (board profiles and
-//! detection), [`check`] (the checks of README "Checks"), [`report`] (the status object and its
-//! text form), [`diagnose`] (the whole pipeline), [`cli`] (the command line).
+//! A board profile says what to look at; probes read the board into a snapshot; pure checks turn
+//! snapshot and profile into findings; the planner proposes actions, the gate admits or refuses
+//! every action whatever its origin, and one executor runs it; the report is assembled in one
+//! place and printed or published over MQTT.
+//!
+//! The map, bottom layer first (a module imports only from the lines above it):
+//! - [`sys`]: utilities — the operator log, child processes with a deadline, the runtime shape,
+//!   secrets kept out of logs, terminal-safe output, UTC time.
+//! - [`model`]: the shared vocabulary — snapshot, findings, actions and their outcomes.
+//! - [`parse`]: pure parsers of the board's files (text in, typed values out).
+//! - [`root`]: the only place that joins board paths under `--root`.
+//! - [`profile`]: board profiles (TOML) and board detection.
+//! - [`probe`]: all reading of the board (files, kernel log, journal, clock) into a snapshot.
+//! - [`check`]: the pure checks, one finding or more per check id.
+//! - [`diagnose`]: one pass of profile, probe and check into a report.
+//! - [`report`]: the status, its text form, metrics, Prometheus text, Home Assistant discovery.
+//! - [`config`]: the agent's settings, assembled once from files and environment.
+//! - [`mqtt`]: topics, signed commands, the connection, Home Assistant on the link.
+//! - [`action`]: the planner, the gate, the one executor, rate limits, and each action.
+//! - [`daemon`]: `npu-agent run`'s event loop: routes link events, finished jobs and timers.
+//! - [`standby`]: `npu-agent run` on a board nobody configured yet.
+//! - [`capture`]: the support bundle.
+//! - [`provision`]: first-boot provisioning from the boot partition.
+//! - [`fleet`]: the operator side: `fleet send` and `fleet watch`.
+//! - [`cli`]: the command line, one file per command.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -34,7 +54,3 @@ pub mod report;
 pub mod root;
 pub mod standby;
 pub mod sys;
-
-// Former top-level paths of the sys/ modules, kept while callers move.
-pub use report::prometheus;
-pub use sys::{log as logging, runtime, secret, term, time as timefmt};

@@ -56,9 +56,9 @@ const PUBLIC_MODE: u32 = 0o644;
 #[serde(deny_unknown_fields)]
 struct Secrets {
     /// Broker password -> `mqtt.password_file`.
-    mqtt_password: Option<toml::Spanned<crate::secret::Secret>>,
+    mqtt_password: Option<toml::Spanned<crate::sys::secret::Secret>>,
     /// Client private key (PEM) for mTLS -> `mqtt.key_file`.
-    mqtt_key: Option<toml::Spanned<crate::secret::Secret>>,
+    mqtt_key: Option<toml::Spanned<crate::sys::secret::Secret>>,
 }
 
 /// `[files]`: public material carried inline, written 0644 and referenced.
@@ -349,7 +349,7 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
 
     // (table entry, value, config key it fills, file name, secret?)
     type Inline<'a> = (&'a str, Option<(usize, &'a str)>, &'a str, &'a str, bool);
-    fn secret(v: &Option<toml::Spanned<crate::secret::Secret>>) -> Option<(usize, &str)> {
+    fn secret(v: &Option<toml::Spanned<crate::sys::secret::Secret>>) -> Option<(usize, &str)> {
         v.as_ref().map(|v| (v.span().start, v.get_ref().expose()))
     }
     fn public(v: &Option<toml::Spanned<String>>) -> Option<(usize, &str)> {
@@ -601,7 +601,7 @@ fn read_and_prepare(
 }
 
 fn now_rfc3339() -> String {
-    crate::timefmt::rfc3339_now()
+    crate::sys::time::rfc3339_now()
 }
 
 /// Provisions from the boot partition under `root` (see the module documentation).

@@ -80,7 +80,7 @@ pub fn until_configured(
     if !cfg.mqtt.url.is_empty() || std::env::var_os("NOTIFY_SOCKET").is_none() {
         return Some(cfg);
     }
-    let rt = match crate::runtime::current_thread() {
+    let rt = match crate::sys::runtime::current_thread() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("npu-agent: cannot start the runtime: {e}");

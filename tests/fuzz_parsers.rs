@@ -273,7 +273,7 @@ proptest! {
         let t = time::OffsetDateTime::from_unix_timestamp(unix_s).unwrap()
             + time::Duration::nanoseconds(i64::from(nanos));
         let want = t.format(&time::format_description::well_known::Rfc3339).unwrap();
-        prop_assert_eq!(npu_agent::timefmt::rfc3339_utc(unix_s as u64, nanos), want);
+        prop_assert_eq!(npu_agent::sys::time::rfc3339_utc(unix_s as u64, nanos), want);
     }
 
     /// dpkg.log stamps: the agent's reading equals the `time` crate's
@@ -287,6 +287,6 @@ proptest! {
         let want = time::PrimitiveDateTime::parse(&format!("{date} {clock}"), fmt)
             .ok()
             .map(|t| t.assume_utc().unix_timestamp());
-        prop_assert_eq!(npu_agent::timefmt::unix_from_date_time(&date, &clock), want);
+        prop_assert_eq!(npu_agent::sys::time::unix_from_date_time(&date, &clock), want);
     }
 }

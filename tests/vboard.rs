@@ -1320,9 +1320,9 @@ fn agent_memory_stays_small_with_thp_always_and_madvise() {
             "THP {thp}: VmHWM {} kB: {m:?}",
             m.hwm_kb
         );
-        // The runtime thread plus at most npu_agent::runtime::MAX_BLOCKING_THREADS helpers.
+        // The runtime thread plus at most npu_agent::sys::runtime::MAX_BLOCKING_THREADS helpers.
         assert!(
-            (1..=1 + npu_agent::runtime::MAX_BLOCKING_THREADS as u64).contains(&m.threads),
+            (1..=1 + npu_agent::sys::runtime::MAX_BLOCKING_THREADS as u64).contains(&m.threads),
             "{m:?}"
         );
     }

@@ -146,7 +146,7 @@ pub(super) fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i
             }
         },
         Format::Prometheus => {
-            let _ = write!(out, "{}", crate::prometheus::render(r));
+            let _ = write!(out, "{}", crate::report::prometheus::render(r));
         }
         Format::Text => {
             // no-color.org: NO_COLOR turns colour off when set to a non-empty value.

@@ -217,10 +217,10 @@ where
 
 /// [`run`] on the arguments after the program name.
 fn run_os(args: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    // Board-controlled text never drives the operator's terminal (see crate::term); only
+    // Board-controlled text never drives the operator's terminal (see crate::sys::term); only
     // `fleet watch` may home the cursor and clear the screen, to redraw its table.
-    let mut out = crate::term::TerminalSafe::new(out);
-    let mut err = crate::term::TerminalSafe::new(err);
+    let mut out = crate::sys::term::TerminalSafe::new(out);
+    let mut err = crate::sys::term::TerminalSafe::new(err);
     let code = match parse_os(args) {
         Ok(cli) => {
             if redraws(&cli.command) {

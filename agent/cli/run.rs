@@ -113,8 +113,8 @@ pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         );
         return EXIT_OK;
     }
-    // A long-running process from here on: no transparent huge pages (crate::runtime).
-    if let Err(e) = crate::runtime::no_huge_pages() {
+    // A long-running process from here on: no transparent huge pages (crate::sys::runtime).
+    if let Err(e) = crate::sys::runtime::no_huge_pages() {
         let _ = writeln!(
             err,
             "npu-agent: cannot turn transparent huge pages off ({e}); memory may grow in 2 MiB steps"

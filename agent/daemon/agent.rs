@@ -227,7 +227,7 @@ impl Agent {
             "board": self.s.board,
             "action": c.action,
             "cmd_id": c.cmd_id,
-            "time": crate::timefmt::rfc3339_now(),
+            "time": crate::sys::time::rfc3339_now(),
         });
         if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
             for (k, v) in e {

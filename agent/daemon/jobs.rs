@@ -276,7 +276,7 @@ fn on_action_done(
     };
     agent.last_action = Some(json!({
         "action": name, "status": shown, "detail": detail,
-        "time": crate::timefmt::rfc3339_now(),
+        "time": crate::sys::time::rfc3339_now(),
         "cmd_id": job.cmd.as_ref().map(|c| c.cmd_id.clone()),
     }));
     // A reboot's final state is published after the next boot.
@@ -323,7 +323,7 @@ pub(super) fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::R
                 .settle_reboot(&rec.cmd_id, status == CmdStatus::Successful, &rec.detail);
             agent.last_action = Some(json!({
                 "action": "reboot", "cmd_id": rec.cmd_id, "status": status,
-                "time": crate::timefmt::rfc3339_now(),
+                "time": crate::sys::time::rfc3339_now(),
             }));
             if !rec.cmd_id.starts_with("local-") {
                 agent.answer(&c, status, extra);

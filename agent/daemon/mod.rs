@@ -62,6 +62,6 @@ pub enum RunError {
 pub fn run(cfg: crate::config::Config) -> Result<i32, RunError> {
     crate::sys::log::init_for(cfg.log.level.as_deref(), tracing::Level::INFO);
     let s = setup::setup(cfg)?;
-    let rt = crate::runtime::current_thread().map_err(|e| RunError::Runtime(e.to_string()))?;
+    let rt = crate::sys::runtime::current_thread().map_err(|e| RunError::Runtime(e.to_string()))?;
     Ok(rt.block_on(main_loop::main_loop(s)))
 }

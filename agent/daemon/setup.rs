@@ -80,7 +80,7 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
             (true, true) => None,
             (false, false) => Some((
                 read_secret(&root, &cfg.mqtt.cert_file).map_err(cerr)?,
-                crate::secret::Secret::from_file(
+                crate::sys::secret::Secret::from_file(
                     &read_secret(&root, &cfg.mqtt.key_file).map_err(cerr)?,
                 ),
             )),
@@ -98,9 +98,9 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         None
     } else {
         let password = if cfg.mqtt.password_file.is_empty() {
-            crate::secret::Secret::default()
+            crate::sys::secret::Secret::default()
         } else {
-            crate::secret::Secret::password_from_file(
+            crate::sys::secret::Secret::password_from_file(
                 &read_secret(&root, &cfg.mqtt.password_file).map_err(cerr)?,
             )
         };

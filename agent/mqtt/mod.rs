@@ -92,8 +92,8 @@ pub fn parse_url_quiet(url: &str) -> Result<BrokerUrl, String> {
 pub struct TlsFiles {
     /// Server CA certificates; empty = the system bundle.
     pub ca_pem: Vec<u8>,
-    /// Client certificate chain and key (a [`crate::secret::Secret`]) for mTLS.
-    pub client: Option<(Vec<u8>, crate::secret::Secret)>,
+    /// Client certificate chain and key (a [`crate::sys::secret::Secret`]) for mTLS.
+    pub client: Option<(Vec<u8>, crate::sys::secret::Secret)>,
 }
 
 /// The system CA bundle locations tried when no `ca_file` is set.

@@ -122,7 +122,7 @@ pub fn parse_dpkg_log(text: &str) -> Vec<DpkgLogEntry> {
         if f.len() != 6 || !(f[2] == "install" || f[2] == "upgrade") {
             continue;
         }
-        let Some(time_unix_s) = crate::timefmt::unix_from_date_time(f[0], f[1]) else {
+        let Some(time_unix_s) = crate::sys::time::unix_from_date_time(f[0], f[1]) else {
             continue;
         };
         out.push(DpkgLogEntry {
@@ -340,7 +340,7 @@ pub fn probe_processes(root: &SysRoot, names: &[String]) -> Probed<Vec<ProcessIn
             pid,
             comm,
             // Secret values (`--api-key`, tokens, passwords) never reach a finding.
-            cmdline: crate::secret::redact_argv(&cmdline),
+            cmdline: crate::sys::secret::redact_argv(&cmdline),
             limits: read_parsed(root, &lpath, limits::parse_limits),
         });
     }

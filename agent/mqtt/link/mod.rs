@@ -194,8 +194,8 @@ pub struct LinkOptions {
     pub client_id: String,
     /// Keep-alive.
     pub keep_alive: Duration,
-    /// User name and password (a [`crate::secret::Secret`]: never in a log line or an error).
-    pub credentials: Option<(String, crate::secret::Secret)>,
+    /// User name and password (a [`crate::sys::secret::Secret`]: never in a log line or an error).
+    pub credentials: Option<(String, crate::sys::secret::Secret)>,
     /// Last will: (topic, payload), retained, QoS 1.
     pub last_will: Option<(String, Vec<u8>)>,
     /// Largest packet accepted from the broker.

@@ -1,0 +1,184 @@
+//! The operator side, in the same binary: `keygen`, `fleet send` and `fleet watch`.
+//!
+//! TLS and credentials for the operator's own connection come from the same variables as the
+//! agent's config: `NPU_AGENT_MQTT_CA_FILE`, `NPU_AGENT_MQTT_CERT_FILE`, `NPU_AGENT_MQTT_KEY_FILE`,
+//! `NPU_AGENT_MQTT_USERNAME`, `NPU_AGENT_MQTT_PASSWORD_FILE`; the protocol version from
+//! `NPU_AGENT_MQTT_PROTOCOL` (`auto`, the default, `5` or `3.1.1`).
+
+/// The longest `fleet send --wait`, seconds (a day): a longer wait is a typo, and a deadline
+/// past what the clock can hold would end the command with an overflow.
+pub const MAX_WAIT_S: u64 = 86_400;
+
+mod send;
+mod watch;
+pub use send::*;
+pub use watch::*;
+
+use crate::mqtt::command::{self, CmdStatus, InitMessage};
+use crate::mqtt::link::{Link, LinkEvent, LinkOptions};
+use crate::mqtt::{self, topics};
+use crate::report::clean;
+use rumqttc::v5::mqttbytes::QoS;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// Exit codes of the fleet commands.
+pub const EXIT_OK: i32 = 0;
+/// Failed, rejected or timed out.
+pub const EXIT_FAILED: i32 = 1;
+/// Usage or connection setup error.
+pub const EXIT_USAGE: i32 = 2;
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Connection options for an operator tool (no last will; lossless event channel).
+pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, String> {
+    let url = mqtt::parse_url(broker)?;
+    let read = |p: String| std::fs::read(&p).map_err(|e| format!("{p}: {e}"));
+    let tls = if url.tls {
+        let ca_pem = match env("NPU_AGENT_MQTT_CA_FILE") {
+            Some(p) => read(p)?,
+            None => Vec::new(),
+        };
+        let client = match (
+            env("NPU_AGENT_MQTT_CERT_FILE"),
+            env("NPU_AGENT_MQTT_KEY_FILE"),
+        ) {
+            (Some(c), Some(k)) => {
+                Some((read(c)?, crate::sys::secret::Secret::from_file(&read(k)?)))
+            }
+            _ => None,
+        };
+        Some(mqtt::tls_config(&mqtt::TlsFiles { ca_pem, client })?)
+    } else {
+        None
+    };
+    let credentials = match env("NPU_AGENT_MQTT_USERNAME") {
+        Some(u) => {
+            let p = match env("NPU_AGENT_MQTT_PASSWORD_FILE") {
+                Some(f) => crate::sys::secret::Secret::password_from_file(&read(f)?),
+                None => crate::sys::secret::Secret::default(),
+            };
+            Some((u, p))
+        }
+        None => None,
+    };
+    let setting = env("NPU_AGENT_MQTT_PROTOCOL").unwrap_or_else(|| "auto".into());
+    if !crate::config::MQTT_PROTOCOLS.contains(&setting.as_str()) {
+        return Err(format!(
+            "NPU_AGENT_MQTT_PROTOCOL={setting:?}: expected one of {}",
+            crate::config::MQTT_PROTOCOLS.join(", ")
+        ));
+    }
+    let protocol = crate::mqtt::link::Protocol::from_setting(&setting);
+    let mut rnd = [0u8; 4];
+    let _ = getrandom::fill(&mut rnd);
+    Ok(LinkOptions {
+        url,
+        tls,
+        client_id: format!("{id_prefix}-{:08x}", u32::from_le_bytes(rnd)),
+        keep_alive: Duration::from_secs(30),
+        credentials,
+        last_will: None,
+        max_incoming_packet_bytes: 4 << 20,
+        connect_timeout_s: 5,
+        lossless: true,
+        ack_when_handled: false,
+        protocol: protocol.0,
+        auto_protocol: protocol.1,
+    })
+}
+
+/// A current-thread runtime for an operator command; `None` (reason printed) if it cannot start.
+fn runtime(err: &mut dyn Write) -> Option<tokio::runtime::Runtime> {
+    match crate::sys::runtime::current_thread() {
+        Ok(r) => Some(r),
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: cannot start the runtime: {e}");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_incomplete_list_says_why() {
+        assert_eq!(incomplete_reason(None, false, 0), None);
+        let why = incomplete_reason(Some((4, 49, 5134)), true, 0).unwrap();
+        assert!(
+            why.contains("after 4 passes")
+                && why.contains("revealed 49 boards")
+                && why.contains("(5134 boards known)")
+                && why.contains("max_queued_messages")
+                && why.contains("30 s"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn args_parse() {
+        let m = parse_args(&["size=256M".into(), "drop_caches=true".into()]).unwrap();
+        assert_eq!(m["size"], "256M");
+        assert_eq!(m["drop_caches"], true);
+        assert!(parse_args(&["nokey".into()]).is_err());
+        assert!(parse_args(&["=v".into()]).is_err());
+    }
+
+    #[test]
+    fn status_rows() {
+        let mut r = BoardRow::default();
+        apply_status(&mut r, br#"{"health":"fail","profile":"rk3588-rknpu","model":"ROCK 5B","time":"t","session":3,
+            "findings":[{"id":"cma.free","status":"warn"},{"id":"limits.nofile","status":"fail"},{"id":"x","status":"pass"}],
+            "metrics":{"cma_free_bytes":1048576,"soc_temp_c":88.5,"undervoltage_now":true}}"#);
+        assert_eq!(r.soc_temp_c, Some(88.5));
+        assert_eq!(r.undervoltage_now, Some(true));
+        let table = render_rows(std::slice::from_ref(&r));
+        assert!(table.contains("  88.5 YES "), "{table}");
+        assert_eq!(r.worst, vec!["limits.nofile fail", "cma.free warn"]);
+        assert_eq!(r.cma_free_bytes, Some(1 << 20));
+        assert_eq!(r.session, 3);
+        r.last_seen = "2026-11-30T18:08:27.123456789Z".into();
+        assert!(render_rows(std::slice::from_ref(&r)).contains(" 2026-11-30T18:08:27Z "));
+        assert_eq!(
+            whole_seconds("2026-11-30T18:08:27+01:00"),
+            "2026-11-30T18:08:27+01:00"
+        );
+        assert_eq!(
+            whole_seconds("2026-11-30T18:08:27.5+01:00"),
+            "2026-11-30T18:08:27+01:00"
+        );
+        assert_eq!(whole_seconds(""), "");
+        assert_eq!(whole_seconds("x.y"), "x.y");
+        apply_status(&mut r, b"garbage");
+        assert_eq!(r.health, "unparsable");
+        assert!(render_rows(&[r]).contains("unparsable"));
+    }
+
+    /// A status from the broker cannot clear the watch screen, add a row or hide a column:
+    /// every board-provided cell is escaped before the table is drawn.
+    #[test]
+    fn hostile_status_cannot_draw_on_the_table() {
+        let mut r = BoardRow {
+            board: "b\x1b[2J\x1b[H".into(),
+            availability: "online\x1b[8m".into(),
+            ..BoardRow::default()
+        };
+        apply_status(&mut r, "{\"health\":\"ok\\u001b[2J\",\"profile\":\"p\\nevil-board online ok\",\
+            \"time\":\"t\\u001b[H\",\"findings\":[{\"id\":\"x\\u001b[8m\\u009b\",\"status\":\"fail\"}]}".as_bytes());
+        let table = render_rows(&[r]);
+        assert!(
+            !table.contains('\x1b') && !table.contains('\u{9b}'),
+            "{table:?}"
+        );
+        assert_eq!(table.lines().count(), 2, "{table}");
+        assert!(table.contains("x[8m fail"), "{table}");
+    }
+}

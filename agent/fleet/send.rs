@@ -1,0 +1,364 @@
+//! `fleet send`: one command to one board or all, signed when a key is given, and its
+//! lifecycle followed to the final state.
+
+use super::*;
+
+/// `fleet send` options.
+#[derive(Debug, Clone)]
+pub struct SendArgs {
+    /// Action name.
+    pub action: String,
+    /// `K=V` arguments (`true`/`false` become booleans, the rest strings).
+    pub args: Vec<String>,
+    /// One board, or `None` for `--all`.
+    pub board: Option<String>,
+    /// Broker URL.
+    pub broker: String,
+    /// Topic root.
+    pub topic_root: String,
+    /// Private key to sign with.
+    pub key: Option<std::path::PathBuf>,
+    /// Seconds to wait for the final state.
+    pub wait_s: u64,
+}
+
+/// Parses `K=V` arguments.
+pub fn parse_args(kv: &[String]) -> Result<Map<String, Value>, String> {
+    let mut m = Map::new();
+    for a in kv {
+        let (k, v) = a
+            .split_once('=')
+            .ok_or_else(|| format!("--arg {a:?}: expected KEY=VALUE"))?;
+        if k.is_empty() {
+            return Err(format!("--arg {a:?}: empty key"));
+        }
+        let v = match v {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            other => Value::String(other.to_string()),
+        };
+        m.insert(k.to_string(), v);
+    }
+    Ok(m)
+}
+
+pub(super) fn new_cmd_id() -> String {
+    let mut rnd = [0u8; 3];
+    let _ = getrandom::fill(&mut rnd);
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    format!("{ms}-{:02x}{:02x}{:02x}", rnd[0], rnd[1], rnd[2])
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Lifecycle {
+    status: CmdStatus,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    result: Option<Value>,
+}
+
+/// Sends one command and follows its lifecycle. Returns the exit code (0 only on `successful`
+/// from every board that answered).
+pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    if !command::ACTIONS.contains(&a.action.as_str()) {
+        let _ = writeln!(
+            err,
+            "npu-agent: unknown action {:?} (known: {})",
+            a.action,
+            command::ACTIONS.join(", ")
+        );
+        return EXIT_USAGE;
+    }
+    let args = match parse_args(&a.args) {
+        Ok(m) => m,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let link = match operator_link(&a.broker, "npu-agent-send") {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let board = a.board.clone().unwrap_or_else(|| topics::ALL.to_string());
+    let cmd_id = new_cmd_id();
+    let now = crate::action::now_unix_s();
+    let mut msg = InitMessage {
+        status: CmdStatus::Init,
+        board: board.clone(),
+        args,
+        issued_at: now,
+        expires_at: now + (a.wait_s as i64).clamp(30, 300),
+        signature: None,
+    };
+    if let Some(k) = &a.key {
+        match command::load_signing_key(k) {
+            Ok(key) => command::sign(&key, &a.action, &cmd_id, &mut msg),
+            Err(e) => {
+                let _ = writeln!(err, "npu-agent: {e}");
+                return EXIT_USAGE;
+            }
+        }
+    }
+    let payload = match serde_json::to_vec(&msg) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let Some(rt) = runtime(err) else {
+        return EXIT_USAGE;
+    };
+    rt.block_on(send_async(a, link, &board, &cmd_id, payload, out, err))
+}
+
+pub(super) async fn send_async(
+    a: &SendArgs,
+    mut opts: LinkOptions,
+    board: &str,
+    cmd_id: &str,
+    payload: Vec<u8>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let root = &a.topic_root;
+    let init_topic = topics::command(root, board, &a.action, cmd_id);
+    let reply_filter = if a.board.is_some() {
+        init_topic.clone()
+    } else {
+        topics::command(root, "+", &a.action, cmd_id)
+    };
+    let mut link = Link::start(&opts);
+    // The command line allows at most a day; a caller of this function may pass more.
+    let deadline = Instant::now()
+        .checked_add(Duration::from_secs(a.wait_s))
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_WAIT_S));
+    let mut sent = false;
+    let mut finals: BTreeMap<String, CmdStatus> = BTreeMap::new();
+    let mut online: BTreeMap<String, bool> = BTreeMap::new();
+    let mut last_error = String::new();
+    let mut code = EXIT_FAILED;
+    let mut started = Instant::now();
+    let mut connected = false;
+    // When the first CONNACK came, and whether the target board (any board for --all) has ever
+    // published: its retained availability/status arrives right after subscribing.
+    let mut connected_at: Option<Instant> = None;
+    let mut target_seen = false;
+    loop {
+        if let Some(t) = connected_at {
+            if !target_seen && t.elapsed() > UNKNOWN_TARGET_AFTER {
+                let _ = writeln!(err, "npu-agent: {}", unknown_target(a));
+                break;
+            }
+        }
+        // An unreachable broker is reported after 10 s (per protocol version tried), not after
+        // the whole --wait.
+        if !connected && started.elapsed() > Duration::from_secs(10) {
+            let _ = writeln!(
+                err,
+                "npu-agent: cannot reach {}: {}",
+                a.broker,
+                if last_error.is_empty() {
+                    "no answer"
+                } else {
+                    last_error.as_str()
+                }
+            );
+            link.abort();
+            return EXIT_FAILED;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() && connected && !target_seen {
+            let _ = writeln!(err, "npu-agent: {}", unknown_target(a));
+            break;
+        }
+        if left.is_zero() {
+            let _ = writeln!(
+                err,
+                "npu-agent: no final state within {} s{}",
+                a.wait_s,
+                if last_error.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (last connection error: {last_error})")
+                }
+            );
+            if sent {
+                let _ = writeln!(
+                    err,
+                    "npu-agent: the command is cleared now, but a board that still answers \
+                     later leaves its final state retained on {reply_filter}; clear it with \
+                     `mosquitto_pub -h HOST -p PORT -r -n -t '<that topic>'` (an empty \
+                     retained message)"
+                );
+            }
+            break;
+        }
+        let ev =
+            match tokio::time::timeout(left.min(Duration::from_millis(500)), link.events.recv())
+                .await
+            {
+                Ok(Some(ev)) => ev,
+                Ok(None) | Err(_) => continue,
+            };
+        match ev {
+            LinkEvent::ProtocolRefused { reason } => {
+                let _ = writeln!(
+                    err,
+                    "npu-agent: the broker refuses MQTT 5 ({reason}); using MQTT 3.1.1"
+                );
+                opts.protocol = crate::mqtt::link::Protocol::V311;
+                link = Link::start(&opts);
+                started = Instant::now();
+            }
+            LinkEvent::Connected { .. } => {
+                connected = true;
+                connected_at.get_or_insert_with(Instant::now);
+                let _ = link
+                    .client
+                    .try_subscribe(reply_filter.clone(), QoS::AtLeastOnce);
+                if a.board.is_none() {
+                    let _ = link
+                        .client
+                        .try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
+                } else {
+                    for leaf in ["availability", "status"] {
+                        let _ = link
+                            .client
+                            .try_subscribe(format!("{root}/{board}/{leaf}"), QoS::AtMostOnce);
+                    }
+                }
+                if !sent
+                    && link
+                        .client
+                        .try_publish(init_topic.clone(), QoS::AtLeastOnce, true, payload.clone())
+                        .is_ok()
+                {
+                    sent = true;
+                    let _ = writeln!(out, "{board} {cmd_id} init");
+                }
+            }
+            LinkEvent::Disconnected { reason, .. } => last_error = reason,
+            LinkEvent::SessionTakenOver { reason } => last_error = reason,
+            LinkEvent::Message {
+                topic, payload: p, ..
+            } => {
+                if let Some(b) = topics::parse_board_leaf(root, &topic, "availability") {
+                    target_seen |= !p.is_empty();
+                    if a.board.is_none() {
+                        online.insert(b.to_string(), p == b"online");
+                    }
+                    continue;
+                }
+                if topics::parse_board_leaf(root, &topic, "status").is_some() {
+                    target_seen |= !p.is_empty();
+                    continue;
+                }
+                let Some(t) = topics::parse_command(root, &topic) else {
+                    continue;
+                };
+                if t.cmd_id != cmd_id || p.is_empty() {
+                    continue;
+                }
+                let Ok(l) = serde_json::from_slice::<Lifecycle>(&p) else {
+                    continue;
+                };
+                if l.status == CmdStatus::Init {
+                    continue;
+                }
+                let mut line = format!(
+                    "{} {cmd_id} {}",
+                    clean(&t.board),
+                    serde_json::to_value(l.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                );
+                if let Some(r) = &l.reason {
+                    line.push_str(&format!(": {}", clean(r)));
+                }
+                if let (CmdStatus::Successful, Some(res)) = (l.status, &l.result) {
+                    line.push_str(&format!(" {res}"));
+                }
+                let _ = writeln!(out, "{line}");
+                if l.status.is_final() {
+                    finals.insert(t.board.clone(), l.status);
+                }
+                let done = if a.board.is_some() {
+                    !finals.is_empty()
+                } else {
+                    let up: Vec<&String> = online
+                        .iter()
+                        .filter(|(_, on)| **on)
+                        .map(|(b, _)| b)
+                        .collect();
+                    !up.is_empty() && up.iter().all(|b| finals.contains_key(*b))
+                };
+                if done {
+                    code = if finals.values().all(|s| *s == CmdStatus::Successful) {
+                        EXIT_OK
+                    } else {
+                        EXIT_FAILED
+                    };
+                    break;
+                }
+            }
+        }
+    }
+    if a.board.is_none()
+        && !finals.is_empty()
+        && code != EXIT_OK
+        && finals.values().all(|s| *s == CmdStatus::Successful)
+    {
+        code = EXIT_OK;
+    }
+    // The requester clears the retained command (and every board's answer for fleet-wide ones).
+    if sent {
+        let _ = link
+            .client
+            .try_publish(init_topic.clone(), QoS::AtLeastOnce, true, Vec::new());
+        if a.board.is_none() {
+            for b in finals.keys() {
+                let _ = link.client.try_publish(
+                    topics::command(root, b, &a.action, cmd_id),
+                    QoS::AtLeastOnce,
+                    true,
+                    Vec::new(),
+                );
+            }
+        }
+    }
+    link.shutdown(Duration::from_secs(2)).await;
+    code
+}
+
+/// How long after connecting `fleet send` waits for any sign of its target board (retained
+/// availability or status, which a broker delivers at once on subscribing) before saying it is
+/// unknown instead of waiting the whole `--wait`.
+pub(super) const UNKNOWN_TARGET_AFTER: Duration = Duration::from_secs(3);
+
+/// The message for a `fleet send` target that never published anything on this broker.
+pub(super) fn unknown_target(a: &SendArgs) -> String {
+    let root = &a.topic_root;
+    match &a.board {
+        Some(b) => format!(
+            "no status was ever seen for board {b:?} under {root}/ on {}: no agent with that \
+             board_id has connected to this broker with this topic root (`npu-agent fleet watch \
+             --once --broker {}` lists the boards)",
+            a.broker, a.broker
+        ),
+        None => format!(
+            "no board at all under {root}/ on {}: no agent has published its availability there \
+             (check --topic-root and the agents' [mqtt] url and topic_root)",
+            a.broker
+        ),
+    }
+}
