@@ -105,17 +105,71 @@ fn functions(text: &str) -> Vec<(String, usize, usize)> {
     out
 }
 
+/// Functions still over [`MAX_FN_LINES`] when the limit was set, with their length then: they
+/// may only shrink, and leave this list when they fit (issue 23 breaks them up). A function
+/// not listed here may not pass the limit.
+const LONG_FUNCTIONS_LEFT: &[(&str, &str, usize)] = &[
+    ("action/cma/set.rs", "choose", 141),
+    ("action/cma/set.rs", "cma_set", 182),
+    ("capture.rs", "capture", 208),
+    ("check/cma/boot.rs", "boot_param", 283),
+    ("check/cma/mod.rs", "free", 170),
+    ("check/hailo/packages.rs", "runtime_library", 156),
+    ("check/limits.rs", "nofile", 137),
+    ("check/limits.rs", "memlock", 126),
+    ("check/llm/numa.rs", "numa_balancing", 136),
+    ("check/llm/override_tensor.rs", "override_tensor", 366),
+    ("check/llm/vram.rs", "vram", 281),
+    ("check/rknpu.rs", "driver_version", 180),
+    ("check/rknpu.rs", "runtime_library", 155),
+    ("check/thermal.rs", "thermal", 137),
+    ("cli/args.rs", "parse", 256),
+    ("fleet/send.rs", "send_async", 219),
+    ("fleet/watch.rs", "watch_async", 287),
+    ("parse/logline.rs", "classify", 154),
+    ("parse/logline.rs", "classify_more", 127),
+    ("provision.rs", "prepare", 190),
+];
+
 #[test]
 fn no_function_is_over_the_limit() {
     let mut long = Vec::new();
+    let mut shrunk = Vec::new();
+    let mut seen = Vec::new();
     for p in sources(&agent_dir()) {
+        let file = rel(&p);
         for (name, line, len) in functions(&std::fs::read_to_string(&p).unwrap()) {
-            if len > MAX_FN_LINES {
-                long.push(format!("{}:{line} {name} ({len} lines)", rel(&p)));
+            let known = LONG_FUNCTIONS_LEFT
+                .iter()
+                .find(|(f, n, _)| *f == file && *n == name);
+            match known {
+                Some((_, _, was)) => {
+                    seen.push((file.clone(), name.clone()));
+                    if len > *was {
+                        long.push(format!(
+                            "{file}:{line} {name} grew to {len} lines (was {was})"
+                        ));
+                    } else if len <= MAX_FN_LINES {
+                        shrunk.push(format!("{file} {name}"));
+                    }
+                }
+                None if len > MAX_FN_LINES => {
+                    long.push(format!("{file}:{line} {name} ({len} lines)"));
+                }
+                None => {}
             }
         }
     }
     assert!(long.is_empty(), "over {MAX_FN_LINES} lines: {long:?}");
+    assert!(
+        shrunk.is_empty(),
+        "now within the limit: take them out of LONG_FUNCTIONS_LEFT: {shrunk:?}"
+    );
+    let gone: Vec<_> = LONG_FUNCTIONS_LEFT
+        .iter()
+        .filter(|(f, n, _)| !seen.iter().any(|(sf, sn)| sf == f && sn == n))
+        .collect();
+    assert!(gone.is_empty(), "listed but not found: {gone:?}");
 }
 
 #[test]
