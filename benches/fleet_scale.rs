@@ -6,6 +6,9 @@
 //! Run: `cargo bench --bench fleet_scale` (needs mosquitto); `NPU_BENCH_BOARDS` sets the count
 //! (default 100,000).
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../tests/support/mqtt.rs"]
 mod support;
 

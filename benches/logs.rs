@@ -7,6 +7,9 @@
 //!
 //! Run: `bash bench/logs.sh` (= `cargo bench --bench logs`; needs systemd-journal-remote).
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../tests/support/journal.rs"]
 mod journal;
 

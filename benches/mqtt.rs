@@ -8,6 +8,9 @@
 //!
 //! Run: `cargo bench --bench mqtt` (needs mosquitto).
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../tests/support/mqtt.rs"]
 mod support;
 

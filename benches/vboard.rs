@@ -14,6 +14,8 @@
 //! Run: `cargo bench --bench vboard [-- SECONDS]` (default 120 s per phase; needs what
 //! tests/vboard.rs needs, and mosquitto).
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
 #![allow(dead_code)]
 
 #[path = "../tests/vboard/common.rs"]

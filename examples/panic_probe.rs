@@ -4,6 +4,9 @@
 //! `cargo build --release --target aarch64-unknown-linux-musl --example panic_probe`, runs it
 //! under qemu-aarch64-static and checks that the panic still prints its message and aborts.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 fn main() {
     // From argv, so the panic is not folded away at compile time.
     let arguments = std::env::args_os().count();

@@ -1,6 +1,9 @@
 //! The command line as a user runs it: exit codes, usage errors, profiles, text and JSON output,
 //! and `check` on this very machine.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -10,6 +10,9 @@
 //! Without `NPUAGENT_TEST_HOST_BEFORE` there is nothing to compare with: a failure under `CI=true`,
 //! a printed skip otherwise.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;

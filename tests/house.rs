@@ -2,6 +2,9 @@
 //! development guide's layout section): small files, short functions, the one-way flow
 //! between layers, and a crate map in `agent/lib.rs` that names every module.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 
 /// Largest source file, in lines of code outside top-level `#[cfg(test)]` modules.

@@ -24,6 +24,9 @@
 //! Needs root, the tools `.ci/run` installs, and the packages from `packaging/build-debs.sh`:
 //! under `CI=true` anything missing fails the test, otherwise it is skipped with a printed reason.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "vboard/common.rs"]
 mod common;
 #[path = "vboard/fleet.rs"]

@@ -5,6 +5,9 @@
 //! `mqtt-reconnect-storm-no-backoff-after-broker-kick`, BR-38) and connection failures before the
 //! first connect (logged once per cause, with the broker's reason code).
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "support/brokers.rs"]
 mod brokers;
 #[path = "support/mqtt.rs"]

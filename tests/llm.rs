@@ -4,6 +4,9 @@
 //! mistake the check names, the KV-cache arithmetic, NUMA balancing states, profile detection,
 //! and hostile GGUF bytes.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "support/gguf.rs"]
 mod gguf_writer;
 

@@ -5,6 +5,9 @@
 //! Fixture cases BR-24 (subscriptions lost after reconnect) and BR-26 (a full request channel
 //! freezing the loop) are asserted by `br24_*` and `br26_*`.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "support/mqtt.rs"]
 mod support;
 

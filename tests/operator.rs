@@ -5,6 +5,9 @@
 //! one-byte-changed commands it rejects; and the messages of `fleet send` / `fleet watch`,
 //! `release_npu` refused by profile, a failed compaction and `run --print-config`.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "support/mqtt.rs"]
 mod support;
 

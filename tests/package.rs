@@ -11,6 +11,9 @@
 //! Under `CI=true` a missing tool (dpkg, lintian, systemd-analyze) or a missing package is a
 //! failure; otherwise the test prints why it skips.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 

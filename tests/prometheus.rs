@@ -9,6 +9,9 @@
 //! Without Python, `prometheus_client` or promtool the tests fail under `CI=true` and print SKIP
 //! elsewhere.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;

@@ -4,6 +4,9 @@
 //! stands by (READY=1 and a status line over a fake `NOTIFY_SOCKET`, watchdog pings) and starts
 //! once a provisioning file appears. The packaged default config loads.
 
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
 #[path = "support/mqtt.rs"]
 mod support;
 

@@ -140,7 +140,16 @@ pub fn keygen(out: &std::path::Path) -> Result<std::path::PathBuf, String> {
     f.write_all(private.as_bytes())
         .and_then(|_| f.sync_all())
         .map_err(|e| format!("{}: {e}", out.display()))?;
-    std::fs::write(&pub_path, public).map_err(|e| format!("{}: {e}", pub_path.display()))?;
+    // Both files are new (create_new): nothing is replaced, so there is no old key to keep.
+    let mut p = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&pub_path)
+        .map_err(|e| format!("{}: {e}", pub_path.display()))?;
+    p.write_all(public.as_bytes())
+        .and_then(|_| p.sync_all())
+        .map_err(|e| format!("{}: {e}", pub_path.display()))?;
     Ok(pub_path)
 }
 
