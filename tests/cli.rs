@@ -715,11 +715,11 @@ fn help_and_usage_errors_go_where_they_belong() {
     );
 }
 
-/// README's command table names every option and argument each command takes (the parser's
-/// own list, `npu_agent::cli::TOP`).
+/// The reference's command table (docs/reference.md, "Commands") names every option and
+/// argument each command takes (the parser's own list, `npu_agent::cli::TOP`).
 #[test]
 fn readme_command_table_lists_every_option() {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/reference.md");
     let mut todo = vec![(String::from("npu-agent"), &npu_agent::cli::TOP)];
     let mut leaves = 0;
     while let Some((name, spec)) = todo.pop() {
@@ -733,7 +733,7 @@ fn readme_command_table_lists_every_option() {
         let row = readme
             .lines()
             .find(|l| l.starts_with("| `npu-agent") && l.contains(&format!("`{name}")))
-            .unwrap_or_else(|| panic!("no README row for {name}"));
+            .unwrap_or_else(|| panic!("no docs/reference.md row for {name}"));
         for o in spec.opts {
             let short = o.short.is_some_and(|c| row.contains(&format!("[-{c}]")));
             assert!(
