@@ -3,7 +3,7 @@
 # one kind of attack (a replay after a flood, a never-expiring command, planted symlinks,
 # concurrent edits, secrets in every input, a button flood, hostile payloads, ...); the tests
 # against a real mosquitto also print how many hostile messages they sent
-# (`attacks: ... tried=N held=M`). Prints the figures the README quotes.
+# (`attacks: ... tried=N held=M`). Prints the figures docs/development.md quotes.
 #
 #   bash bench/attacks.sh
 #

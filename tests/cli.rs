@@ -718,11 +718,11 @@ fn help_and_usage_errors_go_where_they_belong() {
     );
 }
 
-/// README's command table names every option and argument each command takes (the parser's
-/// own list, `npu_agent::cli::TOP`).
+/// The reference's command table (docs/reference.md, "Commands") names every option and
+/// argument each command takes (the parser's own list, `npu_agent::cli::TOP`).
 #[test]
 fn readme_command_table_lists_every_option() {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/reference.md");
     let mut todo = vec![(String::from("npu-agent"), &npu_agent::cli::TOP)];
     let mut leaves = 0;
     while let Some((name, spec)) = todo.pop() {
@@ -736,7 +736,7 @@ fn readme_command_table_lists_every_option() {
         let row = readme
             .lines()
             .find(|l| l.starts_with("| `npu-agent") && l.contains(&format!("`{name}")))
-            .unwrap_or_else(|| panic!("no README row for {name}"));
+            .unwrap_or_else(|| panic!("no docs/reference.md row for {name}"));
         for o in spec.opts {
             let short = o.short.is_some_and(|c| row.contains(&format!("[-{c}]")));
             assert!(
@@ -750,6 +750,84 @@ fn readme_command_table_lists_every_option() {
         }
     }
     assert_eq!(leaves, 11, "commands without subcommands");
+}
+
+/// GitHub's anchor for a Markdown heading: lower case, punctuation other than `-` and `_`
+/// dropped, spaces as `-`.
+fn heading_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// A Markdown file's text outside fenced code blocks.
+fn outside_code(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|l| {
+            if l.starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
+/// Every relative link in README.md, CHANGELOG.md and docs/*.md names a file that exists, and a
+/// `#fragment` into a Markdown file names one of its headings.
+#[test]
+fn doc_links_resolve() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md"), root.join("CHANGELOG.md")];
+    for e in std::fs::read_dir(root.join("docs")).expect("docs/") {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            pages.push(p);
+        }
+    }
+    let anchors = |p: &Path| -> Vec<String> {
+        let text = std::fs::read_to_string(p).unwrap();
+        outside_code(&text)
+            .into_iter()
+            .filter(|l| l.starts_with('#'))
+            .map(|l| heading_anchor(l.trim_start_matches('#')))
+            .collect()
+    };
+    let mut links = 0;
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for line in outside_code(&text) {
+            for part in line.split("](").skip(1) {
+                let Some(target) = part.split(')').next() else {
+                    continue;
+                };
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                links += 1;
+                let (file, fragment) = target.split_once('#').unwrap_or((target, ""));
+                let dest = if file.is_empty() {
+                    page.clone()
+                } else {
+                    page.parent().unwrap().join(file)
+                };
+                assert!(dest.exists(), "{}: {target}: no such file", page.display());
+                if !fragment.is_empty() && dest.extension().is_some_and(|x| x == "md") {
+                    assert!(
+                        anchors(&dest).iter().any(|a| a == fragment),
+                        "{}: {target}: no such heading",
+                        page.display()
+                    );
+                }
+            }
+        }
+    }
+    assert!(links > 50, "only {links} links found");
 }
 
 /// Output that does not reach stdout is an error (exit 2 and a message), so a full disk under

@@ -25,7 +25,7 @@ fn key(seed: u8) -> npu_agent::mqtt::command::SigningKey {
 
 /// Writes the public key of `seed` into the board and returns the config lines that trust it.
 /// For the flood attacks: a mosquitto that keeps every queued message for each client
-/// (`max_queued_messages 0`, as the README asks of a fleet broker, so the test clients' own
+/// (`max_queued_messages 0`, as the operator guide asks of a fleet broker, so the test clients' own
 /// copies are never dropped) and board `b1` of [`CASE`] trusting key 1. `None` when mosquitto
 /// is missing outside CI.
 fn flood_broker_and_board() -> Option<(Broker, Board)> {
@@ -1483,7 +1483,7 @@ fn command_path_attacks_hold_against_a_real_broker() {
 /// Item 5 of the command-path hardening, at start: 1,500 retained unsigned `init`s (and a signed
 /// one among them) wait on the broker before the agent connects; every one gets a final state —
 /// the first rescan runs, the rest are rate limited — and the signed one runs. The broker keeps
-/// every queued message for the agent (`max_queued_messages 0`), as the README asks.
+/// every queued message for the agent (`max_queued_messages 0`), as the operator guide asks.
 #[test]
 fn retained_commands_waiting_at_start_all_get_a_final_state() {
     let Some((broker, board)) = flood_broker_and_board() else {

@@ -1,9 +1,10 @@
 //! The operator's own tools against the real agent: certificates made by the openssl CLI as the
-//! README's TLS section (mosquitto's guide) makes them, over mTLS to a real mosquitto; keys that
-//! `openssl pkey` and python-cryptography read; the README's signed bytes; an independent Python
-//! signer (`tests/operator/send_command.py`) whose `set_cma` the agent executes and whose
-//! one-byte-changed commands it rejects; and the messages of `fleet send` / `fleet watch`,
-//! `release_npu` refused by profile, a failed compaction and `run --print-config`.
+//! operator guide's TLS section (docs/operator-guide.md, after mosquitto's guide) makes them,
+//! over mTLS to a real mosquitto; keys that `openssl pkey` and python-cryptography read; the
+//! guide's signed bytes; an independent Python signer (`tests/operator/send_command.py`) whose
+//! `set_cma` the agent executes and whose one-byte-changed commands it rejects; and the messages
+//! of `fleet send` / `fleet watch`, `release_npu` refused by profile, a failed compaction and
+//! `run --print-config`.
 
 // Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
 #![allow(clippy::disallowed_methods)]
@@ -67,12 +68,12 @@ fn require_python() -> bool {
     ok
 }
 
-/// The fenced block after `<!-- tested: NAME -->` in the README.
+/// The fenced block after `<!-- tested: NAME -->` in the operator guide (docs/operator-guide.md).
 fn readme_block(name: &str) -> String {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let guide = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operator-guide.md");
+    let readme = std::fs::read_to_string(guide).unwrap();
     let marker = format!("<!-- tested: {name} -->");
-    let after = &readme[readme.find(&marker).expect("README marker") + marker.len()..];
+    let after = &readme[readme.find(&marker).expect("operator guide marker") + marker.len()..];
     let body = after.split_once("```").unwrap().1;
     let body = body.split_once('\n').unwrap().1;
     body[..body.find("```").unwrap()].to_string()
@@ -89,12 +90,12 @@ fn x509_text(path: &Path) -> String {
     out
 }
 
-/// Runs the README's certificate commands in a new directory.
+/// Runs the operator guide's certificate commands in a new directory.
 fn readme_pki() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pki.sh"), readme_block("tls-certificates")).unwrap();
     let (code, _, err) = run("bash", &["-e", "pki.sh"], dir.path(), &[]);
-    assert_eq!(code, 0, "the README's openssl commands failed: {err}");
+    assert_eq!(code, 0, "the guide's openssl commands failed: {err}");
     dir
 }
 
@@ -594,7 +595,7 @@ fn a_v1_ca_and_a_server_certificate_with_copied_extensions_work() {
     let (code, _, err) = run("bash", &["-e", "pki.sh"], dir.path(), &[]);
     assert_eq!(code, 0, "{err}");
     assert!(x509_text(&dir.path().join("ca.crt")).contains("Version: 1 (0x0)"));
-    // The README's other way to name the broker: -addext on the request, -copy_extensions.
+    // The guide's other way to name the broker: -addext on the request, -copy_extensions.
     let server = x509_text(&dir.path().join("server.crt"));
     assert!(
         server.contains("Version: 3 (0x2)") && server.contains("IP Address:127.0.0.1"),

@@ -333,7 +333,7 @@ fn the_packaged_default_config_loads() {
         toml::Value::String(dir.path().display().to_string()),
     );
     assert_eq!(printed, defaults);
-    // ... and it names every config key (README "Configuration"), commented, so an operator sees them all.
+    // ... and it names every config key (docs/reference.md), commented, so an operator sees them all.
     for key in [
         "board_id",
         "profile",

@@ -1,7 +1,7 @@
 //! Virtual boards: the static aarch64 agent on a real arm64 kernel (Debian's cloud kernel under
 //! `qemu-system-aarch64 -M virt`, no KVM) whose device tree reads as a Radxa ROCK 5B or a
 //! Raspberry Pi 5, with a boot partition the harness reads back as the board's bootloader would,
-//! and a persistent state disk. See tests/vboard/harness.rs and the README section "Static
+//! and a persistent state disk. See tests/vboard/harness.rs and docs/development.md, "Static
 //! aarch64 build and virtual boards".
 //!
 //! # Harness API (tests/vboard/harness.rs)
