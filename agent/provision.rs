@@ -3,7 +3,7 @@
 //! `/boot/` on Armbian). On start, before the configuration is read, `npu-agent run` calls
 //! [`provision`], which:
 //!
-//! 1. reads the file and validates all of it: the config keys of README "Configuration" (strict, the
+//! 1. reads the file and validates all of it: the config keys of docs/reference.md "Config keys" (strict, the
 //!    same parser and checks as `/etc/npu-agent/agent.toml`, errors with file and line), plus two
 //!    tables only this file may carry — `[secrets]` (`mqtt_password`, `mqtt_key`) and `[files]`
 //!    (`mqtt_ca`, `mqtt_cert`, `trusted_keys`), each parsed as what it claims to be (PEM key,

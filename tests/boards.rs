@@ -31,7 +31,7 @@ struct Expected {
     advice: Advice,
 }
 
-/// What the advice must not or must say (README "Advice that fits the board").
+/// What the advice must not or must say (tests/fixtures/boards/README.md, "Advice that fits the board").
 #[derive(Debug, Default, Deserialize)]
 struct Advice {
     /// The report's `health` must not be any of these.

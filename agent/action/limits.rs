@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-/// Seconds between two reboots: the command rate limit (README "Fleet link": reboot 300 s) and
+/// Seconds between two reboots: the command rate limit (docs/reference.md "MQTT topics and payloads": reboot 300 s) and
 /// the reboot guard's `reboot_min_interval_s` are this one figure.
 pub const REBOOT_RATE_LIMIT_S: u64 = 300;
 

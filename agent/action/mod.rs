@@ -38,7 +38,7 @@ pub mod state;
 
 use serde::{Deserialize, Serialize};
 
-/// The `[actions]` settings (README "Configuration"), with their defaults. Unknown keys are refused.
+/// The `[actions]` settings (docs/reference.md "Config keys"), with their defaults. Unknown keys are refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ActionConfig {

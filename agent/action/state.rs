@@ -1,5 +1,5 @@
 //! The agent's persisted state: small JSON files in the state directory
-//! (`/var/lib/npu-agent/` under the root, README "Configuration" `state_dir`), each written atomically with
+//! (`/var/lib/npu-agent/` under the root, docs/reference.md "Config keys" `state_dir`), each written atomically with
 //! [`super::atomic::write_atomic`] so a power cut leaves the old or the new file.
 //!
 //! Files: [`COMPACT_FILE`] (last compaction, attempt counter), [`BOOT_EDIT_FILE`] (the last
@@ -12,7 +12,7 @@ use crate::root::{ReadError, SysRoot};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// Default state directory on the board (`state_dir`, README "Configuration").
+/// Default state directory on the board (`state_dir`, docs/reference.md "Config keys").
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/npu-agent";
 /// Compaction state file name.
 pub const COMPACT_FILE: &str = "compact.json";

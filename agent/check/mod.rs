@@ -1,4 +1,4 @@
-//! Checks: pure functions `(profile, snapshot) -> findings`. Each check id of README "Checks"
+//! Checks: pure functions `(profile, snapshot) -> findings`. Each check id of docs/user-guide.md "Checks"
 //! yields at least one [`Finding`] on every run (`skip` with the reason when it does not apply or
 //! its files are missing), so a report always covers every id.
 //!

@@ -1,4 +1,4 @@
-//! The command line (README "Commands"). `main.rs` only calls [`run`].
+//! The command line (docs/reference.md "Commands"). `main.rs` only calls [`run`].
 //!
 //! The commands and their options are declared as [`args::Spec`]s, one file per command
 //! (`check`, `profiles`, `act` for compact and cma, `capture`, `run`, `fleet`, `keygen`);

@@ -1,4 +1,4 @@
-//! The agent's configuration (README "Configuration"): `/etc/npu-agent/agent.toml`, merged with
+//! The agent's configuration (docs/reference.md "Config keys"): `/etc/npu-agent/agent.toml`, merged with
 //! `/etc/npu-agent/agent.d/*.toml` in name order, and `NPU_AGENT_*` environment variables, in
 //! that order (later wins, key by key). The first-boot file on the boot partition
 //! (`/boot/firmware/npu-agent.toml` or `/boot/npu-agent.toml`) is not a layer: `run` moves it

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Every check id this agent reports (README "Checks"), in report order.
+/// Every check id this agent reports (docs/user-guide.md "Checks"), in report order.
 pub const CHECK_IDS: &[&str] = &[
     "board.identity",
     "hailo.pci_device",

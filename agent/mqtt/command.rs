@@ -29,7 +29,7 @@ pub const MAX_COMMAND_BYTES: usize = 4096;
 /// Clock skew tolerated between requester and board, seconds.
 pub const CLOCK_SKEW_S: i64 = 60;
 
-/// Lifecycle states of a command (README "Fleet link (MQTT)").
+/// Lifecycle states of a command (docs/reference.md "MQTT topics and payloads").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CmdStatus {

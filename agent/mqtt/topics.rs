@@ -1,4 +1,4 @@
-//! Every MQTT topic the agent uses, built and parsed in one place (README "Fleet link (MQTT)"):
+//! Every MQTT topic the agent uses, built and parsed in one place (docs/reference.md "MQTT topics and payloads"):
 //! `<root>/<board>/availability`, `<root>/<board>/status`, `<root>/<board>/cmd/<action>/<cmd_id>`
 //! and the fleet-wide `<root>/all/cmd/<action>/<cmd_id>`.
 

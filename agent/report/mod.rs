@@ -1,5 +1,5 @@
 //! The report: what `check --format json` prints and what the MQTT `status` topic carries
-//! (README "Fleet link (MQTT)", `schema: 1`), and its text rendering for people.
+//! (docs/reference.md "MQTT topics and payloads", `schema: 1`), and its text rendering for people.
 
 pub mod ha;
 pub mod metrics;
@@ -39,7 +39,7 @@ impl Health {
     }
 }
 
-/// One diagnosis of a board (the status JSON of README "Fleet link (MQTT)").
+/// One diagnosis of a board (the status JSON of docs/reference.md "MQTT topics and payloads").
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     /// Overall health (first in the JSON, so a person reading `mosquitto_sub` sees it).

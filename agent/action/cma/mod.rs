@@ -1,4 +1,4 @@
-//! `npu-agent cma show` and `npu-agent cma set SIZE` (README "Commands"; the `set_cma` command).
+//! `npu-agent cma show` and `npu-agent cma set SIZE` (docs/reference.md "Commands"; the `set_cma` command).
 //!
 //! `show` compares the `cma=` configured in the profile's boot file, the one on
 //! `/proc/cmdline` and the pool in effect (`CmaTotal`) and gives a verdict. `set` validates the
