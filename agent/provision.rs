@@ -33,6 +33,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod write;
+use write::*;
+
+mod validate;
+use validate::*;
+
 /// Where the provisioned configuration goes (late in name order: it wins over packaged drop-ins,
 /// as the boot file did when it was read as a layer).
 pub const DROPIN: &str = "/etc/npu-agent/agent.d/90-provisioned.toml";
@@ -292,6 +298,116 @@ fn scrub(mut message: String, secrets: &[String]) -> String {
     message
 }
 
+/// (table entry, value, config key it fills, file name, secret?)
+type Inline<'a> = (&'a str, Option<(usize, &'a str)>, &'a str, &'a str, bool);
+
+/// The four inline values of the boot file's `[secrets]` and `[files]` tables.
+fn inline_values<'a>(s: &'a Secrets, f: &'a Files) -> [Inline<'a>; 4] {
+    fn secret(v: &Option<toml::Spanned<crate::sys::secret::Secret>>) -> Option<(usize, &str)> {
+        v.as_ref().map(|v| (v.span().start, v.get_ref().expose()))
+    }
+    fn public(v: &Option<toml::Spanned<String>>) -> Option<(usize, &str)> {
+        v.as_ref().map(|v| (v.span().start, v.get_ref().as_str()))
+    }
+    [
+        (
+            "secrets.mqtt_password",
+            secret(&s.mqtt_password),
+            "password_file",
+            "mqtt-password",
+            true,
+        ),
+        (
+            "secrets.mqtt_key",
+            secret(&s.mqtt_key),
+            "key_file",
+            "mqtt-client.key",
+            true,
+        ),
+        (
+            "files.mqtt_ca",
+            public(&f.mqtt_ca),
+            "ca_file",
+            "mqtt-ca.pem",
+            false,
+        ),
+        (
+            "files.mqtt_cert",
+            public(&f.mqtt_cert),
+            "cert_file",
+            "mqtt-client.pem",
+            false,
+        ),
+    ]
+}
+
+/// Points the drop-in's `[mqtt]` keys at the files written and appends `new_keys` to
+/// `security.trusted_keys`; an `[mqtt]` table left empty is dropped.
+fn add_refs(table: &mut toml::Table, refs: &[(&str, String)], new_keys: Vec<String>) {
+    let mqtt = table
+        .entry("mqtt")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let toml::Value::Table(m) = mqtt {
+        for (key, path) in refs {
+            m.insert(key.to_string(), toml::Value::String(path.clone()));
+        }
+    }
+    if table
+        .get("mqtt")
+        .and_then(|m| m.as_table())
+        .is_some_and(|m| m.is_empty())
+    {
+        table.remove("mqtt");
+    }
+    if !new_keys.is_empty() {
+        let sec = table
+            .entry("security")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let toml::Value::Table(sec) = sec {
+            let list = sec
+                .entry("trusted_keys")
+                .or_insert_with(|| toml::Value::Array(Vec::new()));
+            if let toml::Value::Array(a) = list {
+                a.extend(new_keys.into_iter().map(toml::Value::String));
+            }
+        }
+    }
+}
+
+/// The drop-in's text: a header saying where it came from, then the config `body`.
+fn dropin_text(source: &str, now: &str, body: &str) -> String {
+    format!(
+        "# Written by npu-agent {} at {now} from the first-boot file {source}\n\
+         # (removed from the boot partition after this file was written). Secrets are in\n\
+         # {SECRETS_DIR}/ (0600). To re-provision, put a new npu-agent.toml on the boot\n\
+         # partition: it replaces this file.\n\n{body}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// `content` with its trailing line ends replaced by one `\n`.
+fn one_line_end(content: &str) -> Vec<u8> {
+    let mut bytes = content.trim_end_matches(['\n', '\r']).as_bytes().to_vec();
+    bytes.push(b'\n');
+    bytes
+}
+
+/// One public file per `files.trusted_keys` entry, each checked as an operator verifying key.
+/// Errors: the first key that does not parse, by index.
+fn trusted_key_writes(keys: &[String]) -> Result<Vec<Write>, String> {
+    let mut out = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        crate::mqtt::command::parse_verifying_key(k)
+            .map_err(|e| format!("files.trusted_keys[{i}]: {e}"))?;
+        out.push(Write {
+            path: format!("{PUBLIC_DIR}/trusted-key-{}.pub", i + 1),
+            bytes: one_line_end(k),
+            mode: PUBLIC_MODE,
+        });
+    }
+    Ok(out)
+}
+
 /// Validates the boot file at `source` (text `text`) and computes every write. No I/O.
 fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<ProvisionOutcome>> {
     let secrets = secret_values(text);
@@ -347,44 +463,7 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
         files: Vec::new(),
     };
 
-    // (table entry, value, config key it fills, file name, secret?)
-    type Inline<'a> = (&'a str, Option<(usize, &'a str)>, &'a str, &'a str, bool);
-    fn secret(v: &Option<toml::Spanned<crate::sys::secret::Secret>>) -> Option<(usize, &str)> {
-        v.as_ref().map(|v| (v.span().start, v.get_ref().expose()))
-    }
-    fn public(v: &Option<toml::Spanned<String>>) -> Option<(usize, &str)> {
-        v.as_ref().map(|v| (v.span().start, v.get_ref().as_str()))
-    }
-    let inline: [Inline<'_>; 4] = [
-        (
-            "secrets.mqtt_password",
-            secret(&s.mqtt_password),
-            "password_file",
-            "mqtt-password",
-            true,
-        ),
-        (
-            "secrets.mqtt_key",
-            secret(&s.mqtt_key),
-            "key_file",
-            "mqtt-client.key",
-            true,
-        ),
-        (
-            "files.mqtt_ca",
-            public(&f.mqtt_ca),
-            "ca_file",
-            "mqtt-ca.pem",
-            false,
-        ),
-        (
-            "files.mqtt_cert",
-            public(&f.mqtt_cert),
-            "cert_file",
-            "mqtt-client.pem",
-            false,
-        ),
-    ];
+    let inline = inline_values(&s, &f);
     for (name, value, key, file, secret) in inline {
         let Some((start, content)) = value else {
             continue;
@@ -399,8 +478,7 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
         check_content(name, content).map_err(|m| bad(line, m))?;
         let dir = if secret { SECRETS_DIR } else { PUBLIC_DIR };
         let path = format!("{dir}/{file}");
-        let mut bytes = content.trim_end_matches(['\n', '\r']).as_bytes().to_vec();
-        bytes.push(b'\n');
+        let bytes = one_line_end(content);
         writes.push(Write {
             path: path.clone(),
             bytes,
@@ -416,63 +494,19 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
     let mut new_keys: Vec<String> = Vec::new();
     if let Some(keys) = &f.trusted_keys {
         let line = Some(line_of(text, keys.span().start));
-        for (i, k) in keys.get_ref().iter().enumerate() {
-            crate::mqtt::command::parse_verifying_key(k)
-                .map_err(|e| bad(line, format!("files.trusted_keys[{i}]: {e}")))?;
-            let path = format!("{PUBLIC_DIR}/trusted-key-{}.pub", i + 1);
-            let mut bytes = k.trim_end_matches(['\n', '\r']).as_bytes().to_vec();
-            bytes.push(b'\n');
-            writes.push(Write {
-                path: path.clone(),
-                bytes,
-                mode: PUBLIC_MODE,
-            });
-            plan.files.push(path.clone());
-            new_keys.push(path);
+        for w in trusted_key_writes(keys.get_ref()).map_err(|m| bad(line, m))? {
+            plan.files.push(w.path.clone());
+            new_keys.push(w.path.clone());
+            writes.push(w);
         }
     }
 
     // The drop-in: the config keys as given, plus references to the files just planned.
-    {
-        let mqtt = table
-            .entry("mqtt")
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        if let toml::Value::Table(m) = mqtt {
-            for (key, path) in &refs {
-                m.insert(key.to_string(), toml::Value::String(path.clone()));
-            }
-        }
-        if table
-            .get("mqtt")
-            .and_then(|m| m.as_table())
-            .is_some_and(|m| m.is_empty())
-        {
-            table.remove("mqtt");
-        }
-    }
-    if !new_keys.is_empty() {
-        let sec = table
-            .entry("security")
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        if let toml::Value::Table(sec) = sec {
-            let list = sec
-                .entry("trusted_keys")
-                .or_insert_with(|| toml::Value::Array(Vec::new()));
-            if let toml::Value::Array(a) = list {
-                a.extend(new_keys.into_iter().map(toml::Value::String));
-            }
-        }
-    }
+    add_refs(&mut table, &refs, new_keys);
     plan.keys = key_paths(&table);
     let body =
         toml::to_string(&table).map_err(|e| bad(None, format!("cannot render the config: {e}")))?;
-    let text_out = format!(
-        "# Written by npu-agent {} at {now} from the first-boot file {source}\n\
-         # (removed from the boot partition after this file was written). Secrets are in\n\
-         # {SECRETS_DIR}/ (0600). To re-provision, put a new npu-agent.toml on the boot\n\
-         # partition: it replaces this file.\n\n{body}",
-        env!("CARGO_PKG_VERSION")
-    );
+    let text_out = dropin_text(source, now, &body);
     // Belt and braces: what goes into agent.d must load.
     config::check_layer(DROPIN, &text_out, &[])
         .map_err(|e| bad(None, format!("the rewritten config does not load: {e}")))?;
@@ -482,74 +516,6 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
         mode: PUBLIC_MODE,
     });
     Ok(Prepared { plan, writes })
-}
-
-/// Line of the first `key =` in the file (for errors found after parsing).
-fn find_key_line(text: &str, key: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            let t = l.trim_start();
-            t.strip_prefix(key)
-                .is_some_and(|r| r.trim_start().starts_with('='))
-        })
-        .map(|i| i + 1)
-}
-
-/// `section.key` for every key in the table, sorted.
-fn key_paths(table: &toml::Table) -> Vec<String> {
-    let mut out = Vec::new();
-    for (k, v) in table {
-        match v {
-            toml::Value::Table(t) => out.extend(t.keys().map(|sub| format!("{k}.{sub}"))),
-            _ => out.push(k.clone()),
-        }
-    }
-    out.sort();
-    out
-}
-
-/// The kind of a PEM decoding error, without its payload: rustls' `Debug` of some kinds carries
-/// the offending line as a list of bytes, which may be the key itself.
-fn pem_error_kind(e: &rustls::pki_types::pem::Error) -> String {
-    format!("{e:?}")
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric())
-        .collect()
-}
-
-/// Checks an inline value is what its name says. Messages never quote the value.
-fn check_content(name: &str, content: &str) -> Result<(), String> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    match name {
-        "secrets.mqtt_password" => {
-            let p = content.trim_end_matches(['\n', '\r']);
-            if p.is_empty() {
-                return Err(format!("{name} is empty"));
-            }
-            if p.contains(['\n', '\r']) {
-                return Err(format!(
-                    "{name} spans several lines; a password is one line"
-                ));
-            }
-            Ok(())
-        }
-        "secrets.mqtt_key" => PrivateKeyDer::from_pem_slice(content.as_bytes())
-            .map(|_| ())
-            .map_err(|e| format!("{name} is not a PEM private key ({})", pem_error_kind(&e))),
-        _ => {
-            let certs: Result<Vec<_>, _> =
-                CertificateDer::pem_slice_iter(content.as_bytes()).collect();
-            match certs {
-                Ok(c) if !c.is_empty() => Ok(()),
-                Ok(_) => Err(format!("{name} holds no PEM certificate")),
-                Err(e) => Err(format!(
-                    "{name} is not PEM certificates ({})",
-                    pem_error_kind(&e)
-                )),
-            }
-        }
-    }
 }
 
 /// Reads and validates the boot file without writing anything (`run --print-config`).
@@ -646,99 +612,6 @@ pub fn provision_with(root: &SysRoot, storage: &mut dyn Storage, now: &str) -> P
     }
 }
 
-fn io_msg(path: &str, e: impl std::fmt::Display) -> String {
-    format!("{path}: {e}")
-}
-
-fn ensure_dir(root: &SysRoot, dir: &str, mode: Option<u32>) -> Result<PathBuf, String> {
-    let host = root.create_dir_all(dir).map_err(|e| io_msg(dir, e))?;
-    if let Some(m) = mode {
-        std::fs::set_permissions(&host, std::fs::Permissions::from_mode(m))
-            .map_err(|e| io_msg(dir, e))?;
-    }
-    Ok(host)
-}
-
-/// Writes every file atomically; on a failure puts back those already written.
-fn apply(root: &SysRoot, storage: &mut dyn Storage, writes: &[Write]) -> Result<(), String> {
-    let needs = |dir: &str| {
-        writes
-            .iter()
-            .any(|w| w.path.starts_with(&format!("{dir}/")))
-    };
-    if needs(SECRETS_DIR) {
-        ensure_dir(root, SECRETS_DIR, Some(SECRET_DIR_MODE))?;
-    }
-    if needs(PUBLIC_DIR) {
-        ensure_dir(root, PUBLIC_DIR, None)?;
-    }
-    ensure_dir(root, config::CONFIG_DIR, None)?;
-    // Every file written so far, to put back on a failure.
-    let mut done: Vec<Written> = Vec::new();
-    for w in writes {
-        let step = (|| -> Result<(), String> {
-            let host = root.write_path(&w.path).map_err(|e| e.to_string())?;
-            let old = match std::fs::read(&host) {
-                Ok(b) => Some((
-                    b,
-                    crate::action::atomic::existing_mode(&host).unwrap_or(w.mode),
-                )),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                Err(e) => return Err(io_msg(&w.path, e)),
-            };
-            if let Err(e) = write_atomic(storage, &host, &w.bytes, None, w.mode) {
-                if e.step == crate::action::atomic::Step::DirSync {
-                    // Renamed already, durability unconfirmed: it counts as written.
-                    done.push(Written {
-                        host: host.clone(),
-                        old,
-                    });
-                }
-                return Err(e.to_string());
-            }
-            done.push(Written {
-                host: host.clone(),
-                old,
-            });
-            // A replaced file keeps no looser mode than asked (the umask may only tighten it).
-            let m = crate::action::atomic::existing_mode(&host).unwrap_or(w.mode);
-            if m & !w.mode != 0 {
-                std::fs::set_permissions(&host, std::fs::Permissions::from_mode(w.mode))
-                    .map_err(|e| io_msg(&w.path, e))?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = step {
-            rollback(storage, &done);
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
-/// A file [`apply`] wrote: its host path, and its previous content and mode (`None`: it was new).
-struct Written {
-    host: PathBuf,
-    old: Option<(Vec<u8>, u32)>,
-}
-
-/// Puts back what [`apply`] replaced, newest first (best effort: a dead disk cannot).
-fn rollback(storage: &mut dyn Storage, done: &[Written]) {
-    for Written { host, old } in done.iter().rev() {
-        match old {
-            Some((bytes, mode)) => {
-                let _ = write_atomic(storage, host, bytes, None, *mode);
-            }
-            None => {
-                let _ = storage.remove_file(host);
-                if let Some(dir) = host.parent() {
-                    let _ = storage.sync_dir(dir);
-                }
-            }
-        }
-    }
-}
-
 // The outcome of this process's provisioning, for the daemon's status.
 static OUTCOME: Mutex<Option<ProvisionOutcome>> = Mutex::new(None);
 
@@ -792,559 +665,4 @@ pub fn print_config_note(o: &ProvisionOutcome) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::fs;
-
-    fn signing_key() -> ed25519_dalek::SigningKey {
-        ed25519_dalek::SigningKey::from_bytes(&[7u8; 32])
-    }
-
-    fn key_pem() -> String {
-        use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePrivateKey};
-        signing_key()
-            .to_pkcs8_pem(LineEnding::LF)
-            .unwrap()
-            .to_string()
-    }
-
-    fn pub_pem() -> String {
-        use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePublicKey};
-        signing_key()
-            .verifying_key()
-            .to_public_key_pem(LineEnding::LF)
-            .unwrap()
-    }
-
-    fn cert_pem() -> String {
-        let k = rcgen::KeyPair::generate().unwrap();
-        rcgen::CertificateParams::new(vec!["broker.test".into()])
-            .unwrap()
-            .self_signed(&k)
-            .unwrap()
-            .pem()
-    }
-
-    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let d = tempfile::tempdir().unwrap();
-        for (p, t) in files {
-            let path = d.path().join(p.trim_start_matches('/'));
-            fs::create_dir_all(path.parent().unwrap()).unwrap();
-            fs::write(path, t).unwrap();
-        }
-        d
-    }
-
-    fn read(d: &tempfile::TempDir, p: &str) -> Option<String> {
-        fs::read_to_string(d.path().join(p.trim_start_matches('/'))).ok()
-    }
-
-    fn mode(d: &tempfile::TempDir, p: &str) -> u32 {
-        fs::metadata(d.path().join(p.trim_start_matches('/')))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o7777
-    }
-
-    fn full_file(cert: &str) -> String {
-        format!(
-            "board_id = \"line3-cam2\"\n\n[mqtt]\nurl = \"mqtts://broker.example.net:8883\"\nusername = \"line3-cam2\"\n\n\
-             [security]\nallow_unsigned = [\"compact\"]\n\n[secrets]\nmqtt_password = \"s3cr3t-pw\"\nmqtt_key = \"\"\"\n{key}\"\"\"\n\n\
-             [files]\nmqtt_ca = \"\"\"\n{cert}\"\"\"\nmqtt_cert = \"\"\"\n{cert}\"\"\"\ntrusted_keys = [\"\"\"\n{pubk}\"\"\"]\n",
-            key = key_pem(),
-            pubk = pub_pem()
-        )
-    }
-
-    #[test]
-    fn no_file_is_no_outcome() {
-        let d = tree(&[("/etc/npu-agent/agent.toml", "")]);
-        let o = provision(&SysRoot::new(d.path()));
-        assert_eq!(o, ProvisionOutcome::NoFile);
-        assert_eq!(o.finding(), None);
-        assert!(!d.path().join("etc/npu-agent/agent.d").exists());
-    }
-
-    #[test]
-    fn full_file_is_moved_with_secrets_0600_and_references() {
-        let cert = cert_pem();
-        let d = tree(&[
-            ("/boot/firmware/npu-agent.toml", &full_file(&cert)),
-            ("/boot/firmware/config.txt", "dtparam=pciex1\n"),
-        ]);
-        let root = SysRoot::new(d.path());
-        let o = provision_with(&root, &mut RealStorage, "2025-01-02T03:04:05Z");
-        let ProvisionOutcome::Applied {
-            plan,
-            boot_file_removed,
-            note,
-        } = &o
-        else {
-            panic!("{o:?}")
-        };
-        assert!(*boot_file_removed, "{note:?}");
-        assert_eq!(plan.source, "/boot/firmware/npu-agent.toml");
-        assert_eq!(
-            plan.secrets,
-            vec![
-                "/etc/npu-agent/secrets/mqtt-password",
-                "/etc/npu-agent/secrets/mqtt-client.key"
-            ]
-        );
-        assert_eq!(
-            plan.files,
-            vec![
-                "/etc/npu-agent/provisioned/mqtt-ca.pem",
-                "/etc/npu-agent/provisioned/mqtt-client.pem",
-                "/etc/npu-agent/provisioned/trusted-key-1.pub"
-            ]
-        );
-        assert_eq!(
-            plan.keys,
-            vec![
-                "board_id",
-                "mqtt.ca_file",
-                "mqtt.cert_file",
-                "mqtt.key_file",
-                "mqtt.password_file",
-                "mqtt.url",
-                "mqtt.username",
-                "security.allow_unsigned",
-                "security.trusted_keys"
-            ]
-        );
-        // The boot file is gone, its neighbours untouched.
-        assert!(read(&d, "/boot/firmware/npu-agent.toml").is_none());
-        assert_eq!(
-            read(&d, "/boot/firmware/config.txt").unwrap(),
-            "dtparam=pciex1\n"
-        );
-        // Secrets: 0600 in a 0700 directory, exact content.
-        assert_eq!(
-            read(&d, "/etc/npu-agent/secrets/mqtt-password").unwrap(),
-            "s3cr3t-pw\n"
-        );
-        assert_eq!(mode(&d, "/etc/npu-agent/secrets/mqtt-password"), 0o600);
-        assert_eq!(
-            read(&d, "/etc/npu-agent/secrets/mqtt-client.key").unwrap(),
-            key_pem()
-        );
-        assert_eq!(mode(&d, "/etc/npu-agent/secrets/mqtt-client.key"), 0o600);
-        assert_eq!(mode(&d, "/etc/npu-agent/secrets"), 0o700);
-        assert_eq!(
-            read(&d, "/etc/npu-agent/provisioned/mqtt-ca.pem").unwrap(),
-            cert
-        );
-        assert_eq!(
-            read(&d, "/etc/npu-agent/provisioned/trusted-key-1.pub").unwrap(),
-            pub_pem()
-        );
-        // The drop-in references them and holds no secret.
-        let dropin = read(&d, DROPIN).unwrap();
-        assert!(dropin.starts_with("# Written by npu-agent "), "{dropin}");
-        assert!(dropin.contains(
-            "at 2025-01-02T03:04:05Z from the first-boot file /boot/firmware/npu-agent.toml"
-        ));
-        assert!(
-            !dropin.contains("s3cr3t-pw")
-                && !dropin.contains("PRIVATE KEY")
-                && !dropin.contains("[secrets]")
-                && !dropin.contains("[files]"),
-            "{dropin}"
-        );
-        // ... and loads as the effective config.
-        let (c, s) = config::load(&root, None, &[]).unwrap();
-        assert_eq!(s.applied, vec![DROPIN.to_string()]);
-        assert_eq!(c.board_id, "line3-cam2");
-        assert_eq!(c.mqtt.url, "mqtts://broker.example.net:8883");
-        assert_eq!(c.mqtt.username, "line3-cam2");
-        assert_eq!(c.mqtt.password_file, "/etc/npu-agent/secrets/mqtt-password");
-        assert_eq!(c.mqtt.key_file, "/etc/npu-agent/secrets/mqtt-client.key");
-        assert_eq!(c.mqtt.ca_file, "/etc/npu-agent/provisioned/mqtt-ca.pem");
-        assert_eq!(
-            c.mqtt.cert_file,
-            "/etc/npu-agent/provisioned/mqtt-client.pem"
-        );
-        assert_eq!(
-            c.security.trusted_keys,
-            vec!["/etc/npu-agent/provisioned/trusted-key-1.pub"]
-        );
-        assert_eq!(c.security.allow_unsigned, vec!["compact"]);
-        // The status finding is info and names the files, never a secret.
-        let f = o.finding().unwrap();
-        assert_eq!((f.id.as_str(), f.status), (FINDING_ID, Status::Info));
-        let js = serde_json::to_string(&f).unwrap();
-        assert!(
-            !js.contains("s3cr3t-pw") && js.contains("mqtt-password"),
-            "{js}"
-        );
-        // Nothing left on a second start.
-        assert_eq!(provision(&root), ProvisionOutcome::NoFile);
-    }
-
-    #[test]
-    fn armbian_location_and_trusted_keys_append_to_given_paths() {
-        let text = format!("[security]\ntrusted_keys = [\"/etc/npu-agent/ops.pub\"]\n\n[files]\ntrusted_keys = [\"\"\"{pubk}\"\"\", \"\"\"{pubk}\"\"\"]\n", pubk = pub_pem());
-        let d = tree(&[("/boot/npu-agent.toml", &text)]);
-        let root = SysRoot::new(d.path());
-        let o = provision(&root);
-        assert!(
-            matches!(&o, ProvisionOutcome::Applied { plan, boot_file_removed: true, .. } if plan.source == "/boot/npu-agent.toml"),
-            "{o:?}"
-        );
-        let (c, _) = config::load(&root, None, &[]).unwrap();
-        assert_eq!(
-            c.security.trusted_keys,
-            vec![
-                "/etc/npu-agent/ops.pub",
-                "/etc/npu-agent/provisioned/trusted-key-1.pub",
-                "/etc/npu-agent/provisioned/trusted-key-2.pub"
-            ]
-        );
-        // No secrets given: no secrets directory made.
-        assert!(!d.path().join("etc/npu-agent/secrets").exists());
-    }
-
-    fn assert_invalid(text: &str, line: Option<usize>, needle: &str) {
-        let d = tree(&[
-            ("/boot/firmware/npu-agent.toml", text),
-            (
-                "/etc/npu-agent/agent.d/90-provisioned.toml",
-                "board_id = \"old\"\n",
-            ),
-        ]);
-        let root = SysRoot::new(d.path());
-        let o = provision(&root);
-        let ProvisionOutcome::Invalid {
-            source,
-            line: l,
-            message,
-        } = &o
-        else {
-            panic!("{text}: {o:?}")
-        };
-        assert_eq!(source, "/boot/firmware/npu-agent.toml");
-        assert_eq!(*l, line, "{text}: {message}");
-        assert!(message.contains(needle), "{text}: {message}");
-        assert!(!message.contains("s3cr3t-pw"), "{message}");
-        // Left in place, nothing applied.
-        assert_eq!(read(&d, "/boot/firmware/npu-agent.toml").unwrap(), text);
-        assert_eq!(read(&d, DROPIN).unwrap(), "board_id = \"old\"\n");
-        assert!(!d.path().join("etc/npu-agent/secrets").exists());
-        let f = o.finding().unwrap();
-        assert_eq!(f.status, Status::Error);
-        assert!(
-            f.summary
-                .contains("left in place and nothing from it was applied"),
-            "{}",
-            f.summary
-        );
-        assert_eq!(f.evidence[0].line, line);
-    }
-
-    #[test]
-    fn broken_files_are_left_in_place_and_named_by_line() {
-        // Unknown config key, same message as agent.toml.
-        assert_invalid("[mqtt]\nurl = \"mqtt://b:1883\"\npasword_file = \"/x\"\n[secrets]\nmqtt_password = \"s3cr3t-pw\"\n", Some(3), "unknown key `pasword_file`");
-        // Unknown key in [secrets].
-        assert_invalid(
-            "[mqtt]\nurl = \"mqtt://b:1883\"\n[secrets]\nmqtt_pasword = \"s3cr3t-pw\"\n",
-            Some(4),
-            "unknown key `mqtt_pasword`",
-        );
-        // TOML syntax.
-        assert_invalid("board_id = \"a\"\n[mqtt\nurl = 1\n", Some(2), "");
-        // Wrong type.
-        assert_invalid("[report]\ninterval_s = \"often\"\n", Some(2), "");
-        // A value config validation refuses.
-        assert_invalid(
-            "[security]\nallow_unsigned = [\"format_disk\"]\n",
-            None,
-            "format_disk",
-        );
-        // A bad broker URL.
-        assert_invalid(
-            "\n[mqtt]\nurl = \"http://broker\"\n",
-            Some(3),
-            "mqtt:// or mqtts://",
-        );
-        // A secret both inline and by reference.
-        assert_invalid(
-            "[mqtt]\npassword_file = \"/etc/pw\"\n[secrets]\nmqtt_password = \"s3cr3t-pw\"\n",
-            Some(4),
-            "both given",
-        );
-        // Content that is not what it claims.
-        assert_invalid(
-            "[secrets]\nmqtt_key = \"s3cr3t-pw\"\n",
-            Some(2),
-            "not a PEM private key",
-        );
-        assert_invalid(
-            "[files]\nmqtt_ca = \"\"\"\nnot a cert\n\"\"\"\n",
-            Some(2),
-            "holds no PEM certificate",
-        );
-        assert_invalid(
-            "[files]\ntrusted_keys = [\"nope\"]\n",
-            Some(2),
-            "files.trusted_keys[0]",
-        );
-        assert_invalid("[secrets]\nmqtt_password = \"\"\n", Some(2), "is empty");
-        assert_invalid(
-            "[secrets]\nmqtt_password = \"a\\nb\"\n",
-            Some(2),
-            "one line",
-        );
-    }
-
-    #[test]
-    fn a_secret_in_a_wrong_place_is_not_echoed() {
-        // A password put where a number goes: toml's message would quote it.
-        let text =
-            "[report]\ninterval_s = \"s3cr3t-pw\"\n[secrets]\nmqtt_password = \"s3cr3t-pw\"\n";
-        assert_invalid(text, Some(2), "(value hidden)");
-        // An unquoted numeric password, and a private key pasted on one line.
-        let text = "[secrets]\nmqtt_password = 918273645\n";
-        let o = prepare("/boot/npu-agent.toml", text, "t").err().unwrap();
-        assert!(!format!("{o:?}").contains("918273645"), "{o:?}");
-        let pasted = "MC4CAQAwBQYDK2VwBCIEIPasted0KeyMaterialOnOneLine0000000000";
-        let text = format!("[secrets]\nmqtt_key = \"{pasted}\"\n");
-        let o = prepare("/boot/npu-agent.toml", &text, "t").err().unwrap();
-        let shown = format!("{o:?}");
-        assert!(
-            !shown.contains(pasted) && !shown.contains("77, 67, 52"),
-            "{shown}"
-        );
-        let bytes: Vec<String> = pasted.bytes().take(6).map(|b| b.to_string()).collect();
-        assert!(!shown.contains(&bytes.join(", ")), "{shown}");
-    }
-
-    #[test]
-    fn two_files_and_non_utf8_are_invalid() {
-        let d = tree(&[
-            ("/boot/firmware/npu-agent.toml", "board_id = \"a\"\n"),
-            ("/boot/npu-agent.toml", "board_id = \"b\"\n"),
-        ]);
-        let o = provision(&SysRoot::new(d.path()));
-        assert!(
-            matches!(&o, ProvisionOutcome::Invalid { source, .. } if source == "/boot/firmware/npu-agent.toml and /boot/npu-agent.toml"),
-            "{o:?}"
-        );
-        assert!(
-            d.path().join("boot/npu-agent.toml").exists()
-                && d.path().join("boot/firmware/npu-agent.toml").exists()
-        );
-        assert_eq!(
-            o.finding().unwrap().evidence[0].file,
-            "/boot/firmware/npu-agent.toml"
-        );
-
-        let d = tempfile::tempdir().unwrap();
-        fs::create_dir_all(d.path().join("boot")).unwrap();
-        fs::write(
-            d.path().join("boot/npu-agent.toml"),
-            b"board_id = \"a\"\n# caf\xe9\n",
-        )
-        .unwrap();
-        let o = provision(&SysRoot::new(d.path()));
-        assert!(
-            matches!(&o, ProvisionOutcome::Invalid { line: Some(2), message, .. } if message.contains("UTF-8")),
-            "{o:?}"
-        );
-    }
-
-    #[test]
-    fn comments_only_file_is_applied_as_no_settings() {
-        let d = tree(&[("/boot/npu-agent.toml", "# nothing yet\n")]);
-        let root = SysRoot::new(d.path());
-        let o = provision(&root);
-        let ProvisionOutcome::Applied { plan, .. } = &o else {
-            panic!("{o:?}")
-        };
-        assert!(plan.keys.is_empty());
-        assert!(o.describe().unwrap().contains("no settings"));
-        assert_eq!(
-            config::load(&root, None, &[]).unwrap().0,
-            config::Config::default()
-        );
-    }
-
-    #[test]
-    fn inspect_writes_nothing() {
-        let cert = cert_pem();
-        let d = tree(&[("/boot/firmware/npu-agent.toml", &full_file(&cert))]);
-        let o = inspect(&SysRoot::new(d.path()));
-        let ProvisionOutcome::Pending { plan } = &o else {
-            panic!("{o:?}")
-        };
-        assert_eq!(plan.secrets.len(), 2);
-        assert!(d.path().join("boot/firmware/npu-agent.toml").exists());
-        assert!(!d.path().join("etc").exists());
-        assert!(print_config_note(&o)
-            .starts_with("# first-boot file /boot/firmware/npu-agent.toml is valid"));
-        assert_eq!(print_config_note(&ProvisionOutcome::NoFile), "");
-    }
-
-    /// Real storage that fails (ENOSPC) at operation number `fail_at`, once.
-    struct FailAt {
-        n: usize,
-        fail_at: usize,
-    }
-
-    impl FailAt {
-        fn tick(&mut self) -> io::Result<()> {
-            self.n += 1;
-            if self.n - 1 == self.fail_at {
-                Err(io::Error::from_raw_os_error(28))
-            } else {
-                Ok(())
-            }
-        }
-    }
-
-    impl Storage for FailAt {
-        fn create(
-            &mut self,
-            path: &Path,
-            mode: u32,
-        ) -> io::Result<Box<dyn crate::action::atomic::StorageFile>> {
-            self.tick()?;
-            RealStorage.create(path, mode)
-        }
-        fn rename(&mut self, from: &Path, to: &Path) -> io::Result<()> {
-            self.tick()?;
-            RealStorage.rename(from, to)
-        }
-        fn sync_dir(&mut self, dir: &Path) -> io::Result<()> {
-            self.tick()?;
-            RealStorage.sync_dir(dir)
-        }
-        fn remove_file(&mut self, path: &Path) -> io::Result<()> {
-            self.tick()?;
-            RealStorage.remove_file(path)
-        }
-    }
-
-    fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
-        let mut out = Vec::new();
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in fs::read_dir(&d).unwrap() {
-                let e = e.unwrap();
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    let m = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
-                    out.push((
-                        p.strip_prefix(dir).unwrap().display().to_string(),
-                        fs::read(&p).unwrap(),
-                        m,
-                    ));
-                }
-            }
-        }
-        out.sort();
-        out
-    }
-
-    #[test]
-    fn a_failed_write_at_any_step_applies_nothing() {
-        let cert = cert_pem();
-        let boot = full_file(&cert);
-        let old: &[(&str, &str)] = &[
-            ("/boot/firmware/npu-agent.toml", &boot),
-            ("/etc/npu-agent/agent.toml", "# packaged\n"),
-            ("/etc/npu-agent/agent.d/90-provisioned.toml", "board_id = \"old\"\n[mqtt]\npassword_file = \"/etc/npu-agent/secrets/mqtt-password\"\n"),
-            ("/etc/npu-agent/secrets/mqtt-password", "old-password\n"),
-        ];
-        let mut applied_at = None;
-        for fail_at in 0..200 {
-            let d = tree(old);
-            let before = snapshot(d.path());
-            let root = SysRoot::new(d.path());
-            let mut st = FailAt { n: 0, fail_at };
-            let o = provision_with(&root, &mut st, "2025-01-02T03:04:05Z");
-            match &o {
-                ProvisionOutcome::Failed { source, message } => {
-                    assert_eq!(source, "/boot/firmware/npu-agent.toml");
-                    assert!(message.contains("no space left"), "{message}");
-                    assert_eq!(
-                        snapshot(d.path()),
-                        before,
-                        "fault at op {fail_at} left a change"
-                    );
-                    assert_eq!(o.finding().unwrap().status, Status::Fail);
-                }
-                ProvisionOutcome::Applied {
-                    boot_file_removed: false,
-                    note,
-                    ..
-                } => {
-                    // The fault hit the removal of the boot file: applied, and said so.
-                    assert!(
-                        note.as_deref().unwrap().contains("No space left"),
-                        "{note:?}"
-                    );
-                    assert!(d.path().join("boot/firmware/npu-agent.toml").exists());
-                    assert_eq!(
-                        read(&d, "/etc/npu-agent/secrets/mqtt-password").unwrap(),
-                        "s3cr3t-pw\n"
-                    );
-                    assert_eq!(o.finding().unwrap().status, Status::Warn);
-                }
-                ProvisionOutcome::Applied {
-                    boot_file_removed: true,
-                    ..
-                } => {
-                    // Past the last operation (or a fault in the ignored boot-dir fsync).
-                    assert!(!d.path().join("boot/firmware/npu-agent.toml").exists());
-                    assert!(read(&d, DROPIN).unwrap().contains("line3-cam2"));
-                    if st.n <= fail_at {
-                        applied_at = Some(fail_at);
-                        break;
-                    }
-                }
-                other => panic!("op {fail_at}: {other:?}"),
-            }
-        }
-        // 6 files x (create, rename, directory fsync), the removal and its directory fsync.
-        assert_eq!(applied_at, Some(20));
-    }
-
-    #[test]
-    fn annotate_adds_the_finding_first_once_and_sets_health() {
-        let mut r: crate::report::Report = serde_json::from_value(serde_json::json!({
-            "schema": 1, "board_id": "b", "profile": "generic", "profile_reason": "", "model": "m",
-            "agent_version": "0", "time": "", "boot_id": "", "uptime_s": null, "session": 0,
-            "health": "ok", "metrics": {}, "reboot_required": false, "last_action": null,
-            "findings": [
-                {"id": "board.identity", "status": "pass", "summary": ""},
-                {"id": "agent.alpha", "status": "pass", "summary": ""}
-            ]
-        }))
-        .unwrap();
-        record(&ProvisionOutcome::Invalid {
-            source: "/boot/npu-agent.toml".into(),
-            line: Some(3),
-            message: "x".into(),
-        });
-        annotate(&mut r);
-        annotate(&mut r);
-        let ids: Vec<&str> = r.findings.iter().map(|f| f.id.as_str()).collect();
-        assert_eq!(
-            ids,
-            vec!["agent.provisioning", "board.identity", "agent.alpha"]
-        );
-        assert_eq!(r.health, crate::report::Health::Warn);
-        record(&ProvisionOutcome::NoFile);
-        let mut r2 = r.clone();
-        r2.findings.retain(|f| f.id != FINDING_ID);
-        r2.health = crate::report::Health::Ok;
-        annotate(&mut r2);
-        assert_eq!(r2.findings.len(), 2);
-        assert_eq!(r2.health, crate::report::Health::Ok);
-    }
-}
+mod tests;

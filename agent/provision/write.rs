@@ -1,0 +1,100 @@
+//! Writing the prepared files: directories, modes, atomic writes and rollback.
+
+use super::*;
+
+pub(super) fn io_msg(path: &str, e: impl std::fmt::Display) -> String {
+    format!("{path}: {e}")
+}
+
+pub(super) fn ensure_dir(root: &SysRoot, dir: &str, mode: Option<u32>) -> Result<PathBuf, String> {
+    let host = root.create_dir_all(dir).map_err(|e| io_msg(dir, e))?;
+    if let Some(m) = mode {
+        std::fs::set_permissions(&host, std::fs::Permissions::from_mode(m))
+            .map_err(|e| io_msg(dir, e))?;
+    }
+    Ok(host)
+}
+
+/// Writes every file atomically; on a failure puts back those already written.
+pub(super) fn apply(
+    root: &SysRoot,
+    storage: &mut dyn Storage,
+    writes: &[Write],
+) -> Result<(), String> {
+    let needs = |dir: &str| {
+        writes
+            .iter()
+            .any(|w| w.path.starts_with(&format!("{dir}/")))
+    };
+    if needs(SECRETS_DIR) {
+        ensure_dir(root, SECRETS_DIR, Some(SECRET_DIR_MODE))?;
+    }
+    if needs(PUBLIC_DIR) {
+        ensure_dir(root, PUBLIC_DIR, None)?;
+    }
+    ensure_dir(root, config::CONFIG_DIR, None)?;
+    // Every file written so far, to put back on a failure.
+    let mut done: Vec<Written> = Vec::new();
+    for w in writes {
+        let step = (|| -> Result<(), String> {
+            let host = root.write_path(&w.path).map_err(|e| e.to_string())?;
+            let old = match std::fs::read(&host) {
+                Ok(b) => Some((
+                    b,
+                    crate::action::atomic::existing_mode(&host).unwrap_or(w.mode),
+                )),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(io_msg(&w.path, e)),
+            };
+            if let Err(e) = write_atomic(storage, &host, &w.bytes, None, w.mode) {
+                if e.step == crate::action::atomic::Step::DirSync {
+                    // Renamed already, durability unconfirmed: it counts as written.
+                    done.push(Written {
+                        host: host.clone(),
+                        old,
+                    });
+                }
+                return Err(e.to_string());
+            }
+            done.push(Written {
+                host: host.clone(),
+                old,
+            });
+            // A replaced file keeps no looser mode than asked (the umask may only tighten it).
+            let m = crate::action::atomic::existing_mode(&host).unwrap_or(w.mode);
+            if m & !w.mode != 0 {
+                std::fs::set_permissions(&host, std::fs::Permissions::from_mode(w.mode))
+                    .map_err(|e| io_msg(&w.path, e))?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = step {
+            rollback(storage, &done);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// A file [`apply`] wrote: its host path, and its previous content and mode (`None`: it was new).
+pub(super) struct Written {
+    host: PathBuf,
+    old: Option<(Vec<u8>, u32)>,
+}
+
+/// Puts back what [`apply`] replaced, newest first (best effort: a dead disk cannot).
+pub(super) fn rollback(storage: &mut dyn Storage, done: &[Written]) {
+    for Written { host, old } in done.iter().rev() {
+        match old {
+            Some((bytes, mode)) => {
+                let _ = write_atomic(storage, host, bytes, None, *mode);
+            }
+            None => {
+                let _ = storage.remove_file(host);
+                if let Some(dir) = host.parent() {
+                    let _ = storage.sync_dir(dir);
+                }
+            }
+        }
+    }
+}
