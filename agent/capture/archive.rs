@@ -1,0 +1,153 @@
+//! The capture archive: a tar stream through a minimal gzip writer.
+
+use super::*;
+
+/// Text = valid UTF-8 with no NUL byte (device-tree strings and ELF files are kept as bytes).
+pub(super) fn is_text(b: &[u8]) -> bool {
+    !b.contains(&0) && std::str::from_utf8(b).is_ok()
+}
+
+pub(super) fn write_archive(out: &Path, bundle: &Bundle) -> Result<u64, CaptureError> {
+    let werr = |p: &Path, e: &dyn std::fmt::Display| CaptureError::Write {
+        path: p.display().to_string(),
+        detail: e.to_string(),
+    };
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "capture.tar.gz".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| {
+            // Name the file the user asked for; the temporary name only as the detail.
+            let detail = format!(
+                "{e} (creating the temporary file {} beside it)",
+                tmp.display()
+            );
+            werr(out, &detail)
+        })?;
+    let result = (|| -> std::io::Result<u64> {
+        let gz = GzipWriter::new(std::io::BufWriter::new(file))?;
+        let mut tar = tar::Builder::new(gz);
+        tar.mode(tar::HeaderMode::Deterministic);
+        for (p, e) in &bundle.entries {
+            let rel = p.trim_start_matches('/');
+            if rel.is_empty() {
+                continue;
+            }
+            let mut h = tar::Header::new_gnu();
+            match e {
+                Entry::Dir => {
+                    h.set_entry_type(tar::EntryType::Directory);
+                    h.set_mode(0o755);
+                    h.set_size(0);
+                    tar.append_data(&mut h, format!("{rel}/"), std::io::empty())?;
+                }
+                Entry::File(b, _, _) => {
+                    h.set_entry_type(tar::EntryType::Regular);
+                    h.set_mode(0o644);
+                    h.set_size(b.len() as u64);
+                    tar.append_data(&mut h, rel, b.as_slice())?;
+                }
+            }
+        }
+        let gz = tar.into_inner()?;
+        let mut w = gz.finish()?;
+        w.flush()?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        Ok(f.metadata()?.len())
+    })();
+    match result {
+        Ok(n) => {
+            std::fs::rename(&tmp, out).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                werr(out, &e)
+            })?;
+            Ok(n)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(werr(out, &e))
+        }
+    }
+}
+
+/// The gzip member format (RFC 1952) around flate2's raw deflate stream: a 10-byte header
+/// (deflate, no name, mtime 0, unknown OS), the data, then its CRC-32 and length mod 2^32. Written
+/// here rather than with `flate2::write::GzEncoder`, whose CRC-32 crate links 24 KB of tables
+/// into the static binary; [`crc32`] needs 1 KB and a bundle is a few MB at most.
+pub(super) struct GzipWriter<W: Write> {
+    deflate: flate2::write::DeflateEncoder<W>,
+    crc: u32,
+    len: u32,
+}
+
+impl<W: Write> GzipWriter<W> {
+    pub(super) fn new(mut out: W) -> std::io::Result<Self> {
+        out.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff])?;
+        Ok(GzipWriter {
+            deflate: flate2::write::DeflateEncoder::new(out, flate2::Compression::default()),
+            crc: 0,
+            len: 0,
+        })
+    }
+
+    /// Ends the deflate stream, writes the trailer and returns the inner writer.
+    pub(super) fn finish(self) -> std::io::Result<W> {
+        let mut out = self.deflate.finish()?;
+        out.write_all(&self.crc.to_le_bytes())?;
+        out.write_all(&self.len.to_le_bytes())?;
+        Ok(out)
+    }
+}
+
+impl<W: Write> Write for GzipWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.deflate.write(buf)?;
+        self.crc = crc32(self.crc, &buf[..n]);
+        self.len = self.len.wrapping_add(n as u32);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.deflate.flush()
+    }
+}
+
+/// CRC-32 (ISO 3309, reflected polynomial 0xEDB88320, as gzip uses) of `bytes`, continuing from
+/// `crc` (0 to start).
+pub(super) fn crc32(crc: u32, bytes: &[u8]) -> u32 {
+    const TABLE: [u32; 256] = {
+        let mut t = [0u32; 256];
+        let mut i = 0;
+        while i < 256 {
+            let mut c = i as u32;
+            let mut k = 0;
+            while k < 8 {
+                c = if c & 1 != 0 {
+                    0xEDB8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+                k += 1;
+            }
+            t[i] = c;
+            i += 1;
+        }
+        t
+    };
+    let mut c = !crc;
+    for &b in bytes {
+        c = TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
+    }
+    !c
+}

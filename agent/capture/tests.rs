@@ -1,0 +1,112 @@
+//! Unit tests for the capture bundle and its redaction.
+
+#[test]
+fn gzip_writer_is_read_by_flate2_and_crc32_has_its_check_value() {
+    use std::io::{Read, Write};
+    // The CRC-32 check value (the CRC of the nine ASCII digits), in one piece and in two.
+    assert_eq!(super::crc32(0, b"123456789"), 0xCBF4_3926);
+    assert_eq!(
+        super::crc32(super::crc32(0, b"1234"), b"56789"),
+        0xCBF4_3926
+    );
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut w = super::GzipWriter::new(Vec::new()).unwrap();
+    w.write_all(&data).unwrap();
+    let gz = w.finish().unwrap();
+    let mut back = Vec::new();
+    flate2::read::GzDecoder::new(gz.as_slice())
+        .read_to_end(&mut back)
+        .unwrap();
+    assert_eq!(back, data);
+    // A flipped data byte is caught by the trailer's CRC.
+    let mut bad = gz.clone();
+    let n = bad.len();
+    bad[n - 8] ^= 1;
+    assert!(flate2::read::GzDecoder::new(bad.as_slice())
+        .read_to_end(&mut Vec::new())
+        .is_err());
+}
+
+use super::*;
+
+fn red_with(literals: &[(&str, &str)]) -> Redactor {
+    Redactor {
+        literals: literals
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect(),
+        enabled: true,
+    }
+}
+
+#[test]
+fn text_redaction() {
+    let r = red_with(&[("pi-kitchen", "redacted-host"), ("alice", "user")]);
+    let t = r.text("May 1 pi-kitchen kernel: eth0 dc:a6:32:01:02:03 192.168.1.20 fe80::1ff:fe23:4567:890a /home/alice/m.gguf mqtts://bob:s3cret@broker:8883 password=hunter2 Bearer abc.def alicex");
+    assert!(
+        !t.contains("pi-kitchen") && t.contains("redacted-host"),
+        "{t}"
+    );
+    assert!(
+        !t.contains("dc:a6:32") && !t.contains("192.168.1.20"),
+        "{t}"
+    );
+    assert!(!t.contains("fe80::1ff"), "{t}");
+    assert!(t.contains("/home/user/m.gguf"), "{t}");
+    assert!(!t.contains("s3cret") && !t.contains("bob:"), "{t}");
+    assert!(!t.contains("hunter2") && !t.contains("abc.def"), "{t}");
+    // A longer identifier that merely contains a user name is left alone.
+    assert!(t.contains("alicex"), "{t}");
+}
+
+#[test]
+fn evidence_survives_redaction() {
+    let r = red_with(&[]);
+    for l in [
+        "[ 12.345678] cma: cma_alloc: alloc failed, req-size: 8 pages, ret: -12",
+        "hailo1x 0001:01:00.0: Probing: Added board 1e60-45c4, /dev/hailo0",
+        "May 15 10:02:11 kernel: [drm] Initialized rknpu 0.9.8 20240828 for fdab0000.npu",
+        "RKNN Runtime Information, librknnrt version: 2.3.0 (c949ad889d@2024-11-07T11:35:33)",
+        "--host 127.0.0.1 --port 8080",
+    ] {
+        assert_eq!(r.text(l), l);
+    }
+}
+
+#[test]
+fn cmdline_secrets() {
+    let r = red_with(&[]);
+    let raw = b"llama-server\0--api-key\0sk-123\0--token=abc\0-m\0/models/x.gguf\0--port\08080";
+    let out = String::from_utf8(r.cmdline(raw)).unwrap();
+    assert_eq!(
+        out,
+        "llama-server\0--api-key\0REDACTED\0--token=REDACTED\0-m\0/models/x.gguf\0--port\08080"
+    );
+}
+
+/// llama.cpp's short `-hft` and a secret-named option the status already hides are hidden
+/// in a capture too (one list of secret names for both).
+#[test]
+fn short_token_options_are_hidden() {
+    let r = red_with(&[]);
+    let raw = b"llama-server\0-hf\0org/repo\0-hft\0hf_zq81\0--client-secret\0cs_zq82";
+    let out = String::from_utf8(r.cmdline(raw)).unwrap();
+    assert_eq!(
+        out,
+        "llama-server\0-hf\0org/repo\0-hft\0REDACTED\0--client-secret\0REDACTED"
+    );
+}
+
+#[test]
+fn unwritable_output_leaves_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("no-such-dir/x.tar.gz");
+    let e = capture(
+        &SysRoot::new(d.path()),
+        &ProfileChoice::Id("generic".into()),
+        &out,
+        true,
+    );
+    assert!(matches!(e, Err(CaptureError::Write { .. })));
+    assert!(!out.exists());
+}
