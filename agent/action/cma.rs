@@ -1,7 +1,43 @@
-//! `cma set`: choose the boot file to edit, apply the edit atomically, verify it, and record
-//! the pending reboot; the boot-edit lock that keeps two edits apart.
+//! `npu-agent cma show` and `npu-agent cma set SIZE` (docs/reference.md "Commands"; the `set_cma` command).
+//!
+//! `show` compares the `cma=` configured in the profile's boot file, the one on
+//! `/proc/cmdline` and the pool in effect (`CmaTotal`) and gives a verdict. `set` validates the
+//! size (K/M/G, the profile minimum, at most [`MAX_RAM_PERCENT`] % of `MemTotal`), edits the
+//! boot file the profile names with the pure edits of [`super::bootedit`], and writes it with
+//! [`super::atomic::write_atomic`] (backup, temp file, fsync, rename, directory fsync), re-reads
+//! and re-parses it, and records `reboot_required` in `boot_edit.json`.
+//!
+//! On a Raspberry Pi 5 (profile `cmdline_cma = "harmful"`, or a `brcm,bcm2712` device tree) a
+//! command-line `cma=` bypasses the device-tree pool the firmware needs (BR-08), so `set` sizes
+//! the pool with `dtoverlay=cma,cma-N` in `config.txt` and removes `cma=` from `cmdline.txt`,
+//! in that order (a cut between the two leaves the old command-line pool in force).
 
-use super::*;
+use super::atomic::{existing_mode, write_atomic, Storage, BACKUP_SUFFIX, DEFAULT_MODE};
+use super::bootedit::{
+    diff_with_header, edit_cmdline_cma, edit_pi_config_cma, overlay_param, parse_cma_size,
+    remove_cmdline_cma, validate_cma_size, CmaSize, FileEdit, MAX_RAM_PERCENT,
+};
+use super::read_boot_id;
+use super::state::{BootEditState, EditOp, EditedFile, StateDir, BOOT_EDIT_FILE};
+use crate::diagnose::Diagnosis;
+use crate::parse::bootfile::{find_boot_cma, pi_config_cma, BootFileKind};
+use crate::parse::cmdline::find_cma;
+use crate::parse::size::human_bytes;
+use crate::profile::{CmdlineCma, Profile};
+use crate::root::SysRoot;
+use serde::Serialize;
+use std::os::unix::fs::PermissionsExt;
+
+mod show;
+pub use show::*;
+
+mod lock;
+pub use lock::*;
+
+/// Where `/etc/kernel/cmdline` is (the source of a generated `extlinux.conf`).
+pub const KERNEL_CMDLINE: &str = "/etc/kernel/cmdline";
+/// `config.txt` locations tried on a Pi 5 whose profile does not name one.
+pub const PI_CONFIG_PATHS: &[&str] = &["/boot/firmware/config.txt", "/boot/config.txt"];
 
 /// How `cma set` ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -92,20 +128,20 @@ impl CmaSetReport {
 
 /// A file to edit: board path, kind, operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Planned {
+struct Planned {
     path: String,
     kind: BootFileKind,
     op: EditOp,
 }
 
 /// Reads a boot file as UTF-8 text, byte-exact.
-pub(super) fn read_text(root: &SysRoot, path: &str) -> Result<String, String> {
+fn read_text(root: &SysRoot, path: &str) -> Result<String, String> {
     let bytes = root.read(path).map_err(|e| e.to_string())?;
     String::from_utf8(bytes).map_err(|_| format!("{path} is not UTF-8 text; refusing to edit it"))
 }
 
 /// Runs the pure edit of one planned file.
-pub(super) fn apply(p: &Planned, text: &str, size: &CmaSize) -> Result<FileEdit, String> {
+fn apply(p: &Planned, text: &str, size: &CmaSize) -> Result<FileEdit, String> {
     let r = match p.op {
         EditOp::SetCma => edit_cmdline_cma(p.kind, text, size),
         EditOp::RemoveCma => remove_cmdline_cma(p.kind, text),
@@ -114,7 +150,7 @@ pub(super) fn apply(p: &Planned, text: &str, size: &CmaSize) -> Result<FileEdit,
     r.map_err(|e| format!("{}: {e}", p.path))
 }
 
-pub(super) fn existing<'a>(
+fn existing<'a>(
     root: &SysRoot,
     profile: &'a Profile,
     kinds: &[BootFileKind],
@@ -132,7 +168,7 @@ pub(super) fn existing<'a>(
 /// takes `extlinux/extlinux.conf` before `boot.scr` (which reads `armbianEnv.txt` /
 /// `orangepiEnv.txt`); `/etc/kernel/cmdline` is read by no bootloader, only by `u-boot-update`
 /// and `kernel-install` when they regenerate the boot files.
-pub(super) fn bootloader_reads(present: &[(&str, BootFileKind)]) -> String {
+fn bootloader_reads(present: &[(&str, BootFileKind)]) -> String {
     let find = |k: BootFileKind| present.iter().find(|(_, kind)| *kind == k).map(|(p, _)| *p);
     let read = find(BootFileKind::Extlinux)
         .or_else(|| find(BootFileKind::ArmbianEnv))
@@ -151,59 +187,105 @@ pub(super) fn bootloader_reads(present: &[(&str, BootFileKind)]) -> String {
     }
 }
 
+/// The Pi 5 plan: size the pool with the cma overlay in config.txt and remove cma= from every
+/// cmdline.txt. Errors when there is no config.txt.
+fn choose_pi5(
+    root: &SysRoot,
+    d: &Diagnosis,
+    explanation: &mut Vec<String>,
+) -> Result<Vec<Planned>, String> {
+    let profile = &d.profile;
+    let mut configs: Vec<String> = existing(root, profile, &[BootFileKind::PiConfig])
+        .into_iter()
+        .map(|(p, _)| p.to_string())
+        .collect();
+    if configs.is_empty() {
+        configs = PI_CONFIG_PATHS
+            .iter()
+            .filter(|p| root.exists(p))
+            .map(|p| p.to_string())
+            .collect();
+    }
+    let Some(config) = configs.first() else {
+        return Err("this board needs the pool sized in config.txt (a command-line cma= is harmful here), but no config.txt exists".into());
+    };
+    explanation.push(
+        "on a Raspberry Pi 5 a cma= on the kernel command line bypasses the device-tree CMA pool, whose alloc-ranges keep it where the firmware can reach it; one board got its pool above the firmware's reach and a broken firmware mailbox (a reported Pi 5 16 GB + Hailo-10H bug). The pool is sized with the cma overlay in config.txt instead, and cma= is removed from cmdline.txt.".into(),
+    );
+    if profile.cma.cmdline_cma != CmdlineCma::Harmful {
+        explanation.push(format!("the profile {} does not say so, but the device tree is a Pi 5 family one (brcm,bcm2712)", profile.id));
+    }
+    let mut out = vec![Planned {
+        path: config.clone(),
+        kind: BootFileKind::PiConfig,
+        op: EditOp::SetOverlay,
+    }];
+    let mut cmdlines: Vec<String> = existing(root, profile, &[BootFileKind::PiCmdline])
+        .into_iter()
+        .map(|(p, _)| p.to_string())
+        .collect();
+    if cmdlines.is_empty() {
+        cmdlines = ["/boot/firmware/cmdline.txt", "/boot/cmdline.txt"]
+            .iter()
+            .filter(|p| root.exists(p))
+            .map(|p| p.to_string())
+            .collect();
+    }
+    // Every cmdline.txt that carries cma= loses it (the firmware reads one of them).
+    for path in cmdlines {
+        out.push(Planned {
+            path,
+            kind: BootFileKind::PiCmdline,
+            op: EditOp::RemoveCma,
+        });
+    }
+    Ok(out)
+}
+
+/// The plan for the chosen boot file: a generated extlinux.conf is edited through
+/// `KERNEL_CMDLINE` (u-boot-update rewrites it); any other file is edited in place.
+fn plan_chosen(
+    root: &SysRoot,
+    path: &str,
+    kind: BootFileKind,
+    explanation: &mut Vec<String>,
+) -> Result<Vec<Planned>, String> {
+    if kind == BootFileKind::Extlinux {
+        let generated = read_text(root, path)
+            .map(|t| find_boot_cma(kind, &t).generated)
+            .unwrap_or(false);
+        if generated {
+            if !root.exists(KERNEL_CMDLINE) {
+                return Err(format!(
+                    "{path} is generated by u-boot-update (edits there are overwritten) and {KERNEL_CMDLINE} does not exist: create it with the board's kernel arguments plus cma=SIZE, then run `sudo u-boot-update`"
+                ));
+            }
+            explanation.push(format!(
+                "{path} says it is generated by u-boot-update, so {KERNEL_CMDLINE} is edited instead; run `sudo u-boot-update` before rebooting so {path} picks it up"
+            ));
+            return Ok(vec![Planned {
+                path: KERNEL_CMDLINE.into(),
+                kind: BootFileKind::KernelCmdline,
+                op: EditOp::SetCma,
+            }]);
+        }
+    }
+    Ok(vec![Planned {
+        path: path.to_string(),
+        kind,
+        op: EditOp::SetCma,
+    }])
+}
+
 /// Chooses the files to edit. Errors with a sentence when there is nothing safe to edit.
-pub(super) fn choose(
+fn choose(
     root: &SysRoot,
     d: &Diagnosis,
     explanation: &mut Vec<String>,
 ) -> Result<Vec<Planned>, String> {
     let profile = &d.profile;
     if cmdline_cma_harmful(d) {
-        let mut configs: Vec<String> = existing(root, profile, &[BootFileKind::PiConfig])
-            .into_iter()
-            .map(|(p, _)| p.to_string())
-            .collect();
-        if configs.is_empty() {
-            configs = PI_CONFIG_PATHS
-                .iter()
-                .filter(|p| root.exists(p))
-                .map(|p| p.to_string())
-                .collect();
-        }
-        let Some(config) = configs.first() else {
-            return Err("this board needs the pool sized in config.txt (a command-line cma= is harmful here), but no config.txt exists".into());
-        };
-        explanation.push(
-            "on a Raspberry Pi 5 a cma= on the kernel command line bypasses the device-tree CMA pool, whose alloc-ranges keep it where the firmware can reach it; one board got its pool above the firmware's reach and a broken firmware mailbox (a reported Pi 5 16 GB + Hailo-10H bug). The pool is sized with the cma overlay in config.txt instead, and cma= is removed from cmdline.txt.".into(),
-        );
-        if profile.cma.cmdline_cma != CmdlineCma::Harmful {
-            explanation.push(format!("the profile {} does not say so, but the device tree is a Pi 5 family one (brcm,bcm2712)", profile.id));
-        }
-        let mut out = vec![Planned {
-            path: config.clone(),
-            kind: BootFileKind::PiConfig,
-            op: EditOp::SetOverlay,
-        }];
-        let mut cmdlines: Vec<String> = existing(root, profile, &[BootFileKind::PiCmdline])
-            .into_iter()
-            .map(|(p, _)| p.to_string())
-            .collect();
-        if cmdlines.is_empty() {
-            cmdlines = ["/boot/firmware/cmdline.txt", "/boot/cmdline.txt"]
-                .iter()
-                .filter(|p| root.exists(p))
-                .map(|p| p.to_string())
-                .collect();
-        }
-        // Every cmdline.txt that carries cma= loses it (the firmware reads one of them).
-        for path in cmdlines {
-            out.push(Planned {
-                path,
-                kind: BootFileKind::PiCmdline,
-                op: EditOp::RemoveCma,
-            });
-        }
-        return Ok(out);
+        return choose_pi5(root, d, explanation);
     }
     let kinds = [
         BootFileKind::ArmbianEnv,
@@ -267,31 +349,7 @@ pub(super) fn choose(
         explanation.push(format!("cma= is set in {}; {reads}", names.join(" and ")));
     }
     let (path, kind) = chosen;
-    if kind == BootFileKind::Extlinux {
-        let generated = read_text(root, path)
-            .map(|t| find_boot_cma(kind, &t).generated)
-            .unwrap_or(false);
-        if generated {
-            if !root.exists(KERNEL_CMDLINE) {
-                return Err(format!(
-                    "{path} is generated by u-boot-update (edits there are overwritten) and {KERNEL_CMDLINE} does not exist: create it with the board's kernel arguments plus cma=SIZE, then run `sudo u-boot-update`"
-                ));
-            }
-            explanation.push(format!(
-                "{path} says it is generated by u-boot-update, so {KERNEL_CMDLINE} is edited instead; run `sudo u-boot-update` before rebooting so {path} picks it up"
-            ));
-            return Ok(vec![Planned {
-                path: KERNEL_CMDLINE.into(),
-                kind: BootFileKind::KernelCmdline,
-                op: EditOp::SetCma,
-            }]);
-        }
-    }
-    Ok(vec![Planned {
-        path: path.to_string(),
-        kind,
-        op: EditOp::SetCma,
-    }])
+    plan_chosen(root, path, kind, explanation)
 }
 
 /// Re-reads every file of a recorded edit and checks that it says what was asked (running the
@@ -375,28 +433,8 @@ pub fn cma_set(
         Err(e) => return r.stop(CmaSetOutcome::Refused, e.to_string()),
     };
     r.requested = Some(size.clone());
-    let mem_total = match &d.snapshot.meminfo {
-        Ok(m) => m
-            .mem_total_bytes
-            .ok_or_else(|| "/proc/meminfo has no MemTotal line".to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    match validate_cma_size(&size, d.profile.cma.min_total_bytes, mem_total) {
-        Ok(max) => {
-            r.max_bytes = Some(max);
-            r.explanation.push(format!(
-                "size {} accepted: at most {MAX_RAM_PERCENT}% of RAM ({}) is allowed{}",
-                human_bytes(size.bytes),
-                human_bytes(max),
-                d.profile
-                    .cma
-                    .min_total_bytes
-                    .filter(|m| *m > 0)
-                    .map(|m| format!(", at least {} (profile {})", human_bytes(m), d.profile.id))
-                    .unwrap_or_default()
-            ));
-        }
-        Err(e) => return r.stop(CmaSetOutcome::Refused, e.to_string()),
+    if let Err(e) = accept_size(d, &size, &mut r) {
+        return r.stop(CmaSetOutcome::Refused, e);
     }
     let planned = match choose(root, d, &mut r.explanation) {
         Ok(p) => p,
@@ -417,26 +455,10 @@ pub fn cma_set(
             Err(e) => return r.stop(CmaSetOutcome::Refused, e),
         }
     };
-    let mut originals = Vec::new();
-    for p in &planned {
-        let text = match read_text(root, &p.path) {
-            Ok(t) => t,
-            Err(e) => return r.stop(CmaSetOutcome::Refused, e),
-        };
-        let edit = match apply(p, &text, &size) {
-            Ok(e) => e,
-            Err(e) => return r.stop(CmaSetOutcome::Refused, e),
-        };
-        originals.push(text);
-        r.changes.push(FileChange {
-            path: p.path.clone(),
-            kind: p.kind,
-            op: p.op,
-            edit,
-            backup: None,
-            written: false,
-        });
-    }
+    let originals = match plan_changes(root, &planned, &size, &mut r) {
+        Ok(o) => o,
+        Err(e) => return r.stop(CmaSetOutcome::Refused, e),
+    };
     if r.changes.iter().all(|c| !c.edit.changed) {
         r.outcome = CmaSetOutcome::Unchanged;
         if !dry_run {
@@ -453,7 +475,96 @@ pub fn cma_set(
         r.outcome = CmaSetOutcome::DryRun;
         return r;
     }
-    let mut record = BootEditState {
+    let mut record = new_record(root, &r, &size, now_unix_s);
+    if let Err(e) = state.save(BOOT_EDIT_FILE, &record) {
+        return r.stop(
+            CmaSetOutcome::Failed,
+            format!("the edit could not be recorded before writing, so nothing was written: {e}"),
+        );
+    }
+    if let Err(e) = write_changes(storage, &hosts, &originals, &mut r.changes) {
+        return r.stop(CmaSetOutcome::Failed, e);
+    }
+    for f in record.files.iter_mut() {
+        f.backup = Some(format!("{}{BACKUP_SUFFIX}", f.path));
+    }
+    // Re-read: the bytes must be the new text, and the edit must now be a no-op.
+    let reread = reread_error(root, &r.changes);
+    if let Some(e) = reread {
+        return r.stop(CmaSetOutcome::Failed, e);
+    }
+    if let Err(e) = verify_edit(root, &record) {
+        return r.stop(CmaSetOutcome::Failed, format!("verification failed: {e}"));
+    }
+    record.verified = true;
+    record.reboot_required = true;
+    if let Err(e) = state.save(BOOT_EDIT_FILE, &record) {
+        return r.stop(
+            CmaSetOutcome::Failed,
+            format!("the files were written and verified, but reboot_required could not be recorded ({e}); reboots stay refused until `npu-agent cma set` runs again"),
+        );
+    }
+    r.outcome = CmaSetOutcome::Written;
+    r
+}
+
+/// Checks `size` against the profile's floor and the RAM cap; notes the accepted range in
+/// `r`. Errors: the refusal sentence.
+fn accept_size(d: &Diagnosis, size: &CmaSize, r: &mut CmaSetReport) -> Result<(), String> {
+    let mem_total = match &d.snapshot.meminfo {
+        Ok(m) => m
+            .mem_total_bytes
+            .ok_or_else(|| "/proc/meminfo has no MemTotal line".to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    match validate_cma_size(size, d.profile.cma.min_total_bytes, mem_total) {
+        Ok(max) => {
+            r.max_bytes = Some(max);
+            r.explanation.push(format!(
+                "size {} accepted: at most {MAX_RAM_PERCENT}% of RAM ({}) is allowed{}",
+                human_bytes(size.bytes),
+                human_bytes(max),
+                d.profile
+                    .cma
+                    .min_total_bytes
+                    .filter(|m| *m > 0)
+                    .map(|m| format!(", at least {} (profile {})", human_bytes(m), d.profile.id))
+                    .unwrap_or_default()
+            ));
+        }
+        Err(e) => return Err(e.to_string()),
+    }
+    Ok(())
+}
+
+/// Reads and edits (in memory) each planned file, adding a change to `r`; returns the
+/// original texts in the same order. Errors: the first file that cannot be read or edited.
+fn plan_changes(
+    root: &SysRoot,
+    planned: &[Planned],
+    size: &CmaSize,
+    r: &mut CmaSetReport,
+) -> Result<Vec<String>, String> {
+    let mut originals = Vec::new();
+    for p in planned {
+        let text = read_text(root, &p.path)?;
+        let edit = apply(p, &text, size)?;
+        originals.push(text);
+        r.changes.push(FileChange {
+            path: p.path.clone(),
+            kind: p.kind,
+            op: p.op,
+            edit,
+            backup: None,
+            written: false,
+        });
+    }
+    Ok(originals)
+}
+
+/// The unverified record of the changed files, saved before anything is written.
+fn new_record(root: &SysRoot, r: &CmaSetReport, size: &CmaSize, now_unix_s: i64) -> BootEditState {
+    BootEditState {
         schema: 1,
         requested: size.token.clone(),
         requested_bytes: size.bytes,
@@ -474,20 +585,24 @@ pub fn cma_set(
         verified: false,
         reboot_required: false,
         applied_boot_id: None,
-    };
-    if let Err(e) = state.save(BOOT_EDIT_FILE, &record) {
-        return r.stop(
-            CmaSetOutcome::Failed,
-            format!("the edit could not be recorded before writing, so nothing was written: {e}"),
-        );
     }
-    for (i, c) in r.changes.iter_mut().enumerate() {
+}
+
+/// Writes each changed file atomically with a backup beside it, marking it written.
+/// Errors: the first write that failed (that file is unchanged or complete).
+fn write_changes(
+    storage: &mut dyn Storage,
+    hosts: &[std::path::PathBuf],
+    originals: &[String],
+    changes: &mut [FileChange],
+) -> Result<(), String> {
+    for (i, c) in changes.iter_mut().enumerate() {
         if !c.edit.changed {
             continue;
         }
         let host = &hosts[i];
         // Under the lock: temp files beside it are leftovers of a cut-off edit (or planted).
-        crate::action::atomic::remove_stale_temps(host);
+        super::atomic::remove_stale_temps(host);
         let mode = existing_mode(host).unwrap_or(DEFAULT_MODE);
         match write_atomic(
             storage,
@@ -505,93 +620,32 @@ pub fn cma_set(
                     "{}: {e}; the file is unchanged or complete, the backup is beside it",
                     c.path
                 );
-                return r.stop(CmaSetOutcome::Failed, msg);
+                return Err(msg);
             }
         }
     }
-    for f in record.files.iter_mut() {
-        f.backup = Some(format!("{}{BACKUP_SUFFIX}", f.path));
-    }
-    // Re-read: the bytes must be the new text, and the edit must now be a no-op.
-    let reread =
-        r.changes
-            .iter()
-            .filter(|c| c.edit.changed)
-            .find_map(|c| match root.read(&c.path) {
-                Ok(b) if b == c.edit.new_text.as_bytes() => None,
-                Ok(_) => Some(format!(
-                    "{}: re-read after the write does not match what was written",
-                    c.path
-                )),
-                Err(e) => Some(format!("re-read after the write failed: {e}")),
-            });
-    if let Some(e) = reread {
-        return r.stop(CmaSetOutcome::Failed, e);
-    }
-    if let Err(e) = verify_edit(root, &record) {
-        return r.stop(CmaSetOutcome::Failed, format!("verification failed: {e}"));
-    }
-    record.verified = true;
-    record.reboot_required = true;
-    if let Err(e) = state.save(BOOT_EDIT_FILE, &record) {
-        return r.stop(
-            CmaSetOutcome::Failed,
-            format!("the files were written and verified, but reboot_required could not be recorded ({e}); reboots stay refused until `npu-agent cma set` runs again"),
-        );
-    }
-    r.outcome = CmaSetOutcome::Written;
-    r
+    Ok(())
 }
 
-/// Lock file in the state directory serialising boot-file edits.
-pub const BOOT_EDIT_LOCK_FILE: &str = "boot_edit.lock";
-
-/// An exclusive `flock` on [`BOOT_EDIT_LOCK_FILE`], released when dropped (or when the process
-/// dies). The file is opened `O_NOFOLLOW` inside the root and never written.
-#[derive(Debug)]
-pub struct BootEditLock {
-    _file: std::fs::File,
-}
-
-impl BootEditLock {
-    /// Waits for and takes the lock.
-    ///
-    /// Errors: a sentence when the state directory or the lock file cannot be opened.
-    pub fn acquire(state: &StateDir) -> Result<BootEditLock, String> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let dir = state.board_path("");
-        state
-            .root()
-            .create_dir_all(dir.trim_end_matches('/'))
-            .map_err(|e| format!("cannot create the state directory: {e}"))?;
-        let path = state.board_path(BOOT_EDIT_LOCK_FILE);
-        let host = state.root().write_path(&path).map_err(|e| e.to_string())?;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(
-                (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32,
-            )
-            .open(&host)
-            .map_err(|e| format!("{path}: cannot open the edit lock: {e}"))?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
-            .map_err(|e| format!("{path}: cannot lock: {e}"))?;
-        Ok(BootEditLock { _file: file })
-    }
+/// The first changed file whose bytes on disk are not the new text, as a sentence.
+fn reread_error(root: &SysRoot, changes: &[FileChange]) -> Option<String> {
+    changes
+        .iter()
+        .filter(|c| c.edit.changed)
+        .find_map(|c| match root.read(&c.path) {
+            Ok(b) if b == c.edit.new_text.as_bytes() => None,
+            Ok(_) => Some(format!(
+                "{}: re-read after the write does not match what was written",
+                c.path
+            )),
+            Err(e) => Some(format!("re-read after the write failed: {e}")),
+        })
 }
 
 /// After a cut-off write the files may already hold the value while `boot_edit.json` still
 /// says unverified: when the recorded request is this size and the files verify, record it as
 /// verified with `reboot_required` (no file is written).
-pub(super) fn confirm_unverified(
-    root: &SysRoot,
-    state: &StateDir,
-    size: &CmaSize,
-    r: &mut CmaSetReport,
-) {
+fn confirm_unverified(root: &SysRoot, state: &StateDir, size: &CmaSize, r: &mut CmaSetReport) {
     let Ok(Some(mut e)) = state.load::<BootEditState>(BOOT_EDIT_FILE) else {
         return;
     };
@@ -614,10 +668,7 @@ pub(super) fn confirm_unverified(
 }
 
 /// Host paths of the files to write; refuses a read-only file (no write bit in its mode).
-pub(super) fn host_paths(
-    root: &SysRoot,
-    changes: &[FileChange],
-) -> Result<Vec<std::path::PathBuf>, String> {
+fn host_paths(root: &SysRoot, changes: &[FileChange]) -> Result<Vec<std::path::PathBuf>, String> {
     let mut hosts = Vec::new();
     for c in changes {
         let host = root.write_path(&c.path).map_err(|e| e.to_string())?;

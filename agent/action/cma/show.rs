@@ -1,40 +1,6 @@
-//! `npu-agent cma show` and `npu-agent cma set SIZE` (docs/reference.md "Commands"; the `set_cma` command).
-//!
-//! `show` compares the `cma=` configured in the profile's boot file, the one on
-//! `/proc/cmdline` and the pool in effect (`CmaTotal`) and gives a verdict. `set` validates the
-//! size (K/M/G, the profile minimum, at most [`MAX_RAM_PERCENT`] % of `MemTotal`), edits the
-//! boot file the profile names with the pure edits of [`super::bootedit`], and writes it with
-//! [`super::atomic::write_atomic`] (backup, temp file, fsync, rename, directory fsync), re-reads
-//! and re-parses it, and records `reboot_required` in `boot_edit.json`.
-//!
-//! On a Raspberry Pi 5 (profile `cmdline_cma = "harmful"`, or a `brcm,bcm2712` device tree) a
-//! command-line `cma=` bypasses the device-tree pool the firmware needs (BR-08), so `set` sizes
-//! the pool with `dtoverlay=cma,cma-N` in `config.txt` and removes `cma=` from `cmdline.txt`,
-//! in that order (a cut between the two leaves the old command-line pool in force).
+//! The `cma show` view: verdict and rendering of the current CMA setup.
 
-mod set;
-pub use set::*;
-
-use super::atomic::{existing_mode, write_atomic, Storage, BACKUP_SUFFIX, DEFAULT_MODE};
-use super::bootedit::{
-    diff_with_header, edit_cmdline_cma, edit_pi_config_cma, overlay_param, parse_cma_size,
-    remove_cmdline_cma, validate_cma_size, CmaSize, FileEdit, MAX_RAM_PERCENT,
-};
-use super::read_boot_id;
-use super::state::{BootEditState, EditOp, EditedFile, StateDir, BOOT_EDIT_FILE};
-use crate::diagnose::Diagnosis;
-use crate::parse::bootfile::{find_boot_cma, pi_config_cma, BootFileKind};
-use crate::parse::cmdline::find_cma;
-use crate::parse::size::human_bytes;
-use crate::profile::{CmdlineCma, Profile};
-use crate::root::SysRoot;
-use serde::Serialize;
-use std::os::unix::fs::PermissionsExt;
-
-/// Where `/etc/kernel/cmdline` is (the source of a generated `extlinux.conf`).
-pub const KERNEL_CMDLINE: &str = "/etc/kernel/cmdline";
-/// `config.txt` locations tried on a Pi 5 whose profile does not name one.
-pub const PI_CONFIG_PATHS: &[&str] = &["/boot/firmware/config.txt", "/boot/config.txt"];
+use super::*;
 
 /// The verdict of `cma show`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -97,11 +63,11 @@ pub struct CmaShow {
     pub last_edit: Option<BootEditState>,
 }
 
-fn show_arg(c: &Option<crate::parse::cmdline::CmaParam>) -> Option<String> {
+pub(super) fn show_arg(c: &Option<crate::parse::cmdline::CmaParam>) -> Option<String> {
     c.as_ref().map(|c| format!("cma={}", c.raw))
 }
 
-fn close(want: u64, total: u64) -> bool {
+pub(super) fn close(want: u64, total: u64) -> bool {
     want.abs_diff(total) <= want / 50 + (1 << 20)
 }
 
