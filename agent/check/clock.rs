@@ -40,3 +40,39 @@ pub(super) fn sync(ctx: &Ctx<'_>) -> Finding {
         ClockSync::Unknown(why) => Finding::new("clock.sync", Status::Skip, why.clone()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testkit::{one, Board};
+    use crate::model::ClockSync;
+    use crate::model::Status;
+
+    #[test]
+    fn clock_verdicts() {
+        let synced = ClockSync::Synchronised {
+            source: "chrony".into(),
+            file: "/run/chrony".into(),
+        };
+        let unsynced = ClockSync::NotSynchronised {
+            why: "NTPSynchronized=no".into(),
+            file: "/run/timesync".into(),
+        };
+        let unknown = ClockSync::Unknown("no time service".into());
+        let table = [
+            (synced, Status::Pass, "clock synchronised by chrony", ""),
+            (
+                unsynced,
+                Status::Warn,
+                "board clock not synchronised",
+                "NTP server",
+            ),
+            (unknown, Status::Skip, "no time service", ""),
+        ];
+        for (clock, status, summary, remedy) in table {
+            let f = one("generic", &Board::new().clock(clock).build(), "clock.sync");
+            assert_eq!(f.status, status, "{}", f.summary);
+            assert!(f.summary.contains(summary), "{}", f.summary);
+            assert!(f.remedy.contains(remedy), "{}", f.remedy);
+        }
+    }
+}

@@ -30,3 +30,30 @@ pub(super) fn cause_remedy(cause: ProbeCause) -> String {
         ProbeCause::Other => "read the probe line in the kernel log: its error code names the cause".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cause_has_its_own_words_and_remedy() {
+        let causes = [
+            ProbeCause::Interrupts,
+            ProbeCause::ModuleForOtherKernel,
+            ProbeCause::DkmsBuildFailed,
+            ProbeCause::FirmwareMissing,
+            ProbeCause::Timeout,
+            ProbeCause::Collision,
+            ProbeCause::LinkLost,
+            ProbeCause::Other,
+        ];
+        let texts: std::collections::BTreeSet<_> = causes.iter().map(|c| cause_text(*c)).collect();
+        let remedies: std::collections::BTreeSet<_> =
+            causes.iter().map(|c| cause_remedy(*c)).collect();
+        assert_eq!(texts.len(), causes.len());
+        assert_eq!(remedies.len(), causes.len());
+        assert!(cause_text(ProbeCause::Collision).contains("EEXIST"));
+        assert!(cause_remedy(ProbeCause::DkmsBuildFailed).contains("dkms autoinstall"));
+        assert!(cause_remedy(ProbeCause::Timeout).contains("power the board off"));
+    }
+}

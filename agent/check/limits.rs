@@ -27,31 +27,69 @@ fn unit_hint(ctx: &Ctx<'_>) -> String {
         .unwrap_or_else(|| "<workload>.service".into())
 }
 
+/// Host-side log lines with an event matching `pred`.
+fn hits<'a>(ctx: &'a Ctx<'_>, pred: impl Fn(&LogEvent) -> bool) -> Vec<&'a LogHit> {
+    ctx.logs.host(pred).map(|(h, _)| h).collect()
+}
+
+/// The workload processes found (none when the process table could not be read).
+fn workload_procs<'a>(ctx: &'a Ctx<'_>) -> &'a [ProcessInfo] {
+    ctx.snap
+        .processes
+        .as_ref()
+        .map(|p| p.as_slice())
+        .unwrap_or(&[])
+}
+
 fn nofile(ctx: &Ctx<'_>) -> Finding {
     let id = "limits.nofile";
     let min = ctx.profile.limits.min_nofile;
-    let emfile: Vec<&LogHit> = ctx
-        .logs
-        .host(|e| matches!(e, LogEvent::Errno { errno: 24 }))
-        .map(|(h, _)| h)
-        .collect();
-    let enfile: Vec<&LogHit> = ctx
-        .logs
-        .host(|e| matches!(e, LogEvent::Errno { errno: 23 }))
-        .map(|(h, _)| h)
-        .collect();
+    let emfile = hits(ctx, |e| matches!(e, LogEvent::Errno { errno: 24 }));
+    let enfile = hits(ctx, |e| matches!(e, LogEvent::Errno { errno: 23 }));
     let unit = unit_hint(ctx);
     let remedy = format!(
         "for a service: sudo systemctl edit {unit} → [Service] LimitNOFILE=65536, then restart it; from a shell: ulimit -n 65536 before starting the workload (a shell's ulimit never reaches a service)"
     );
     let mut f = Finding::new(id, Status::Pass, "").expected("nofile_soft", min);
     let mut low = Vec::new();
-    let procs: &[ProcessInfo] = ctx
-        .snap
-        .processes
-        .as_ref()
-        .map(|p| p.as_slice())
-        .unwrap_or(&[]);
+    let procs = workload_procs(ctx);
+    let seen = nofile_per_process(procs, min, &mut f, &mut low);
+    f = f.observed("workloads", seen.clone());
+    f = file_table(ctx, f, &mut low);
+    low_unit_nofile(ctx, min, &mut f, &mut low);
+    if !enfile.is_empty() {
+        f.status = Status::Fail;
+        f.summary = format!(
+            "the system-wide file table ran out (errno 23, ENFILE) in {} log line(s); RKNN turns every buffer into an fd",
+            enfile.len()
+        );
+        return f.with_hits(enfile).remedy("raise fs.file-max: echo 'fs.file-max = 2097152' | sudo tee /etc/sysctl.d/90-npu.conf && sudo sysctl --system");
+    }
+    if !emfile.is_empty() {
+        f.status = Status::Fail;
+        f.summary = format!(
+            "the NPU workload ran out of file descriptors (errno 24, EMFILE) in {} log line(s){}; RKNN turns every buffer into an fd and fails near the 1024 default",
+            emfile.len(),
+            if low.is_empty() { String::new() } else { format!("; {}", low.join("; ")) }
+        );
+        return f.with_hits(emfile).remedy(remedy);
+    }
+    if !low.is_empty() {
+        f.status = Status::Warn;
+        f.summary = format!("open-file limit below {min}: {}", low.join("; "));
+        return f.remedy(remedy);
+    }
+    nofile_quiet(ctx, f, procs, &seen, min)
+}
+
+/// Each workload's soft `nofile` (`comm[pid]=value`); those below `min` go to `low` with their
+/// `/proc/<pid>/limits` line as evidence.
+fn nofile_per_process(
+    procs: &[ProcessInfo],
+    min: u64,
+    f: &mut Finding,
+    low: &mut Vec<String>,
+) -> Vec<String> {
     let mut seen = Vec::new();
     for p in procs {
         let path = format!("/proc/{}/limits", p.pid);
@@ -83,25 +121,33 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
             }
         }
     }
-    f = f.observed("workloads", seen.clone());
-    if let Ok(nr) = &ctx.snap.file_nr {
-        f = f
-            .observed("file_handles_allocated", nr.allocated)
-            .observed("file_max", nr.max);
-        if nr.max > 0 && nr.allocated.saturating_mul(10) >= nr.max.saturating_mul(9) {
-            low.push(format!(
-                "the system file table is {}% full ({} of {})",
-                nr.allocated * 100 / nr.max,
-                nr.allocated,
-                nr.max
-            ));
-            f.push_evidence(
-                "/proc/sys/fs/file-nr",
-                None,
-                &format!("{} {}", nr.allocated, nr.max),
-            );
-        }
+    seen
+}
+
+/// Observes the system file table and adds to `low` when it is at least 90% full.
+fn file_table(ctx: &Ctx<'_>, mut f: Finding, low: &mut Vec<String>) -> Finding {
+    let Ok(nr) = &ctx.snap.file_nr else { return f };
+    f = f
+        .observed("file_handles_allocated", nr.allocated)
+        .observed("file_max", nr.max);
+    if nr.max > 0 && nr.allocated.saturating_mul(10) >= nr.max.saturating_mul(9) {
+        low.push(format!(
+            "the system file table is {}% full ({} of {})",
+            nr.allocated * 100 / nr.max,
+            nr.allocated,
+            nr.max
+        ));
+        f.push_evidence(
+            "/proc/sys/fs/file-nr",
+            None,
+            &format!("{} {}", nr.allocated, nr.max),
+        );
     }
+    f
+}
+
+/// Units configured with `LimitNOFILE=` below `min` go to `low`.
+fn low_unit_nofile(ctx: &Ctx<'_>, min: u64, f: &mut Finding, low: &mut Vec<String>) {
     for c in ctx
         .snap
         .configured_limits
@@ -113,28 +159,18 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
             f.push_evidence(&c.file, Some(c.line), &c.text);
         }
     }
-    if !enfile.is_empty() {
-        f.status = Status::Fail;
-        f.summary = format!(
-            "the system-wide file table ran out (errno 23, ENFILE) in {} log line(s); RKNN turns every buffer into an fd",
-            enfile.len()
-        );
-        return f.with_hits(enfile).remedy("raise fs.file-max: echo 'fs.file-max = 2097152' | sudo tee /etc/sysctl.d/90-npu.conf && sudo sysctl --system");
-    }
-    if !emfile.is_empty() {
-        f.status = Status::Fail;
-        f.summary = format!(
-            "the NPU workload ran out of file descriptors (errno 24, EMFILE) in {} log line(s){}; RKNN turns every buffer into an fd and fails near the 1024 default",
-            emfile.len(),
-            if low.is_empty() { String::new() } else { format!("; {}", low.join("; ")) }
-        );
-        return f.with_hits(emfile).remedy(remedy);
-    }
-    if !low.is_empty() {
-        f.status = Status::Warn;
-        f.summary = format!("open-file limit below {min}: {}", low.join("; "));
-        return f.remedy(remedy);
-    }
+}
+
+/// The `limits.nofile` verdict when no log error and no low limit was found: skip without
+/// processes, error when a process's limits are unreadable, else pass.
+fn nofile_quiet(
+    ctx: &Ctx<'_>,
+    mut f: Finding,
+    procs: &[ProcessInfo],
+    seen: &[String],
+    min: u64,
+) -> Finding {
+    let id = "limits.nofile";
     if let Err(e) = &ctx.snap.processes {
         return Finding::skip(id, format!("cannot list processes: {e}"));
     }
@@ -165,93 +201,27 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
     f
 }
 
+/// What the memlock scan of the workloads found.
+#[derive(Default)]
+struct MemlockScan {
+    /// `comm[pid]=soft` per readable process.
+    seen: Vec<String>,
+    /// Sentences for the warn summary.
+    problems: Vec<String>,
+    /// Processes whose limits could not be read.
+    unreadable: Vec<String>,
+}
+
 fn memlock(ctx: &Ctx<'_>) -> Finding {
     let id = "limits.memlock";
     let min = ctx.profile.limits.min_memlock_bytes;
-    let mlock_fail: Vec<&LogHit> = ctx
-        .logs
-        .host(|e| matches!(e, LogEvent::MlockFail))
-        .map(|(h, _)| h)
-        .collect();
+    let mlock_fail = hits(ctx, |e| matches!(e, LogEvent::MlockFail));
     let unit = unit_hint(ctx);
-    let procs: &[ProcessInfo] = ctx
-        .snap
-        .processes
-        .as_ref()
-        .map(|p| p.as_slice())
-        .unwrap_or(&[]);
     let mut f = Finding::new(id, Status::Pass, "");
     if min > 0 {
         f = f.expected("memlock_soft_bytes", min);
     }
-    let mut seen = Vec::new();
-    let mut problems = Vec::new();
-    let configured: Vec<&ConfiguredLimit> = ctx
-        .snap
-        .configured_limits
-        .iter()
-        .filter(|c| c.item == "memlock")
-        .collect();
-    let mut unreadable = Vec::new();
-    for p in procs {
-        let l = match &p.limits {
-            Ok(l) => l,
-            Err(e) => {
-                unreadable.push(format!("{} (pid {}): {e}", p.comm, p.pid));
-                continue;
-            }
-        };
-        let eff = l.memlock_bytes.soft;
-        let path = format!("/proc/{}/limits", p.pid);
-        seen.push(format!("{}[{}]={}", p.comm, p.pid, show(eff)));
-        f = f.observed(
-            &format!("memlock_soft_bytes.{}", p.pid),
-            eff.map(serde_json::Value::from)
-                .unwrap_or("unlimited".into()),
-        );
-        let below = |want: Option<u64>| match (eff, want) {
-            (None, _) => false,
-            (Some(_), None) => true,
-            (Some(e), Some(w)) => e < w,
-        };
-        for c in &configured {
-            if below(c.value) {
-                let why = if c.scope.starts_with("pam:") {
-                    "limits.conf applies only to PAM logins (ssh, login, sudo), never to services"
-                } else {
-                    "the running process predates the setting or another unit starts it"
-                };
-                problems.push(format!(
-                    "{} (pid {}) runs with Max locked memory {} bytes although {} line {} says `{}`: {why}",
-                    p.comm,
-                    p.pid,
-                    show(eff),
-                    c.file,
-                    c.line,
-                    c.text
-                ));
-                f.push_evidence(&c.file, Some(c.line), &c.text);
-                f.push_evidence(
-                    &path,
-                    None,
-                    &format!(
-                        "Max locked memory {} {} bytes",
-                        show(eff),
-                        show(l.memlock_bytes.hard)
-                    ),
-                );
-            }
-        }
-        if min > 0 && below(Some(min)) {
-            problems.push(format!(
-                "{} (pid {}) has Max locked memory {} bytes, below {min}",
-                p.comm,
-                p.pid,
-                show(eff)
-            ));
-            f.push_evidence(&path, None, &format!("Max locked memory {}", show(eff)));
-        }
-    }
+    let (mut f, scan) = memlock_scan(ctx, min, f);
     let remedy = format!(
         "sudo systemctl edit {unit} → [Service] LimitMEMLOCK=infinity (or DefaultLimitMEMLOCK= in /etc/systemd/system.conf), restart it, and verify in /proc/<pid>/limits"
     );
@@ -263,20 +233,20 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
         );
         return f.with_hits(mlock_fail).remedy(remedy);
     }
-    if !problems.is_empty() {
+    if !scan.problems.is_empty() {
         f.status = Status::Warn;
-        f.summary = problems.join("; ");
+        f.summary = scan.problems.join("; ");
         return f.remedy(remedy);
     }
     if let Err(e) = &ctx.snap.processes {
         return Finding::skip(id, format!("cannot list processes: {e}"));
     }
-    if !unreadable.is_empty() {
+    if !scan.unreadable.is_empty() {
         f.status = Status::Error;
-        f.summary = format!("cannot read the limits of {}", unreadable.join("; "));
+        f.summary = format!("cannot read the limits of {}", scan.unreadable.join("; "));
         return f;
     }
-    if seen.is_empty() {
+    if scan.seen.is_empty() {
         return Finding::skip(
             id,
             format!(
@@ -287,7 +257,173 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
     }
     f.summary = format!(
         "locked-memory limits (bytes; neither rknpu nor HailoRT needs more): {}",
-        seen.join(", ")
+        scan.seen.join(", ")
     );
     f
+}
+
+/// Each workload's soft memlock (bytes) against the configured limits and `min`; observations
+/// and evidence go to `f`, returned with the scan.
+fn memlock_scan(ctx: &Ctx<'_>, min: u64, mut f: Finding) -> (Finding, MemlockScan) {
+    let mut scan = MemlockScan::default();
+    let configured: Vec<&ConfiguredLimit> = ctx
+        .snap
+        .configured_limits
+        .iter()
+        .filter(|c| c.item == "memlock")
+        .collect();
+    for p in workload_procs(ctx) {
+        let l = match &p.limits {
+            Ok(l) => l,
+            Err(e) => {
+                scan.unreadable
+                    .push(format!("{} (pid {}): {e}", p.comm, p.pid));
+                continue;
+            }
+        };
+        let eff = l.memlock_bytes.soft;
+        let path = format!("/proc/{}/limits", p.pid);
+        scan.seen
+            .push(format!("{}[{}]={}", p.comm, p.pid, show(eff)));
+        f = f.observed(
+            &format!("memlock_soft_bytes.{}", p.pid),
+            eff.map(serde_json::Value::from)
+                .unwrap_or("unlimited".into()),
+        );
+        let below = |want: Option<u64>| match (eff, want) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(e), Some(w)) => e < w,
+        };
+        for c in configured.iter().filter(|c| below(c.value)) {
+            scan.problems.push(memlock_conflict(p, eff, c));
+            f.push_evidence(&c.file, Some(c.line), &c.text);
+            f.push_evidence(
+                &path,
+                None,
+                &format!(
+                    "Max locked memory {} {} bytes",
+                    show(eff),
+                    show(l.memlock_bytes.hard)
+                ),
+            );
+        }
+        if min > 0 && below(Some(min)) {
+            scan.problems.push(format!(
+                "{} (pid {}) has Max locked memory {} bytes, below {min}",
+                p.comm,
+                p.pid,
+                show(eff)
+            ));
+            f.push_evidence(&path, None, &format!("Max locked memory {}", show(eff)));
+        }
+    }
+    (f, scan)
+}
+
+/// A process running below a configured memlock line, and why the line did not reach it.
+fn memlock_conflict(p: &ProcessInfo, eff: Option<u64>, c: &ConfiguredLimit) -> String {
+    let why = if c.scope.starts_with("pam:") {
+        "limits.conf applies only to PAM logins (ssh, login, sudo), never to services"
+    } else {
+        "the running process predates the setting or another unit starts it"
+    };
+    format!(
+        "{} (pid {}) runs with Max locked memory {} bytes although {} line {} says `{}`: {why}",
+        p.comm,
+        p.pid,
+        show(eff),
+        c.file,
+        c.line,
+        c.text
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testkit::{one, Board};
+    use crate::model::{LogClass, Status};
+
+    #[test]
+    fn nofile_verdicts() {
+        let table = [
+            (
+                Board::new().process(10, "hailortcli", Some(4096), None),
+                "rpi5-hailo8",
+                Status::Pass,
+                "open-file limits are at least 1024: hailortcli[10]=4096",
+            ),
+            (
+                Board::new()
+                    .process(11, "rkllm_server", Some(1024), None)
+                    .configured_limit(
+                        "/etc/systemd/system/rkllm.service",
+                        "nofile",
+                        Some(1024),
+                        "unit:rkllm.service",
+                    ),
+                "rk3588-rknpu",
+                Status::Warn,
+                "open-file limit below 65536: rkllm_server (pid 11) runs with Max open files 1024",
+            ),
+            (
+                Board::new().log(
+                    "/var/log/kern.log",
+                    LogClass::Kernel,
+                    &["rkllm: Too many open files"],
+                ),
+                "rk3588-rknpu",
+                Status::Fail,
+                "ran out of file descriptors (errno 24, EMFILE)",
+            ),
+            (
+                Board::new().no_processes(),
+                "rk3588-rknpu",
+                Status::Skip,
+                "no NPU workload is running",
+            ),
+            (
+                Board::new(),
+                "rk3588-rknpu",
+                Status::Skip,
+                "cannot list processes",
+            ),
+        ];
+        for (board, profile, status, summary) in table {
+            let f = one(profile, &board.build(), "limits.nofile");
+            assert_eq!(f.status, status, "{}", f.summary);
+            assert!(f.summary.contains(summary), "{}", f.summary);
+            if status == Status::Warn {
+                assert!(f.remedy.contains("LimitNOFILE=65536"), "{}", f.remedy);
+            }
+        }
+    }
+
+    #[test]
+    fn memlock_verdicts() {
+        let unit = "/etc/systemd/system/rkllm.service";
+        let table = [
+            (
+                Board::new().process(11, "rkllm_server", Some(65536), Some(65536)),
+                Status::Pass,
+                "locked-memory limits (bytes; neither rknpu nor HailoRT needs more): rkllm_server[11]=65536",
+            ),
+            (
+                Board::new()
+                    .process(11, "rkllm_server", Some(65536), Some(65536))
+                    .configured_limit(unit, "memlock", None, "unit:rkllm.service"),
+                Status::Warn,
+                "although /etc/systemd/system/rkllm.service line 1 says",
+            ),
+            (Board::new().no_processes(), Status::Skip, "no NPU workload is running"),
+        ];
+        for (board, status, summary) in table {
+            let f = one("rk3588-rknpu", &board.build(), "limits.memlock");
+            assert_eq!(f.status, status, "{}", f.summary);
+            assert!(f.summary.contains(summary), "{}", f.summary);
+            if status == Status::Warn {
+                assert!(f.remedy.contains("LimitMEMLOCK=infinity"), "{}", f.remedy);
+            }
+        }
+    }
 }

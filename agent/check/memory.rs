@@ -270,3 +270,47 @@ fn oom_check(ctx: &Ctx<'_>, oom: Vec<&LogHit>) -> Finding {
     );
     f
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testkit::{one, Board, MIB};
+    use crate::model::Status;
+
+    #[test]
+    fn memory_verdicts() {
+        let gib = 1024 * MIB;
+        let read = Board::new().meminfo(8 * gib, 4 * gib, None).build();
+        let empty = Board::new().build();
+        let table = [
+            (
+                &read,
+                "memory.oom",
+                Status::Pass,
+                "no OOM in the logs read; MemAvailable 50% of RAM",
+            ),
+            (
+                &empty,
+                "memory.oom",
+                Status::Skip,
+                "no /proc/meminfo and no OOM lines",
+            ),
+            (
+                &empty,
+                "memory.fragmentation",
+                Status::Skip,
+                "no /proc/buddyinfo in this tree",
+            ),
+            (
+                &empty,
+                "memory.compaction",
+                Status::Skip,
+                "no /proc/vmstat and no kernel log",
+            ),
+        ];
+        for (snap, id, status, summary) in table {
+            let f = one("rpi5-hailo8", snap, id);
+            assert_eq!(f.status, status, "{id}: {}", f.summary);
+            assert!(f.summary.contains(summary), "{id}: {}", f.summary);
+        }
+    }
+}

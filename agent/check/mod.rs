@@ -23,6 +23,8 @@ mod rknpu;
 pub mod server;
 mod sources;
 pub use sources::{kernel_log_unavailable, KERNEL_LOG_CHECKS};
+#[cfg(test)]
+pub(crate) mod testkit;
 mod thermal;
 
 pub use crate::model::finding::{Evidence, Finding, Status, CHECK_IDS};

@@ -171,3 +171,34 @@ pub(super) fn power(ctx: &Ctx<'_>) -> Finding {
     }
     f
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testkit::{one, Board};
+    use crate::model::{LogClass, Status};
+
+    #[test]
+    fn power_verdicts() {
+        let under = Board::new().log(
+            "/var/log/kern.log",
+            LogClass::Kernel,
+            &["[    1.0] hwmon hwmon1: Undervoltage detected!"],
+        );
+        let f = one("rpi5-hailo8", &under.build(), "board.power");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary
+                .contains("the kernel reports under-voltage (1 event(s) since boot)"),
+            "{}",
+            f.summary
+        );
+        assert!(f.remedy.contains("Use a supply"), "{}", f.remedy);
+        let f = one("rpi5-hailo8", &Board::new().build(), "board.power");
+        assert_eq!(f.status, Status::Skip);
+        assert!(
+            f.summary.contains("no under-voltage sensor on this board"),
+            "{}",
+            f.summary
+        );
+    }
+}

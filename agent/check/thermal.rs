@@ -80,24 +80,7 @@ pub(super) fn thermal(ctx: &Ctx<'_>) -> Finding {
         }
         let (status, trip) = judge(z, temp);
         if let Some(trip) = trip {
-            let what = if status == Status::Fail {
-                format!(
-                    "{} at {:.1} °C, within {} °C of its critical trip {:.1} °C: the kernel \
-                     shuts the board down there",
-                    zone_label(&z.kind),
-                    celsius(temp),
-                    CRITICAL_MARGIN_MC / 1000,
-                    celsius(trip.temp_mc)
-                )
-            } else {
-                format!(
-                    "{} at {:.1} °C, past its {} trip {:.1} °C: throttled",
-                    zone_label(&z.kind),
-                    celsius(temp),
-                    trip.kind,
-                    celsius(trip.temp_mc)
-                )
-            };
+            let what = trip_sentence(z, temp, status, trip);
             worst.push((status, what));
             evidence.push((z.temp_path(), z.kind.clone(), temp, trip.clone()));
         }
@@ -141,6 +124,43 @@ pub(super) fn thermal(ctx: &Ctx<'_>) -> Finding {
     if !unreadable.is_empty() {
         f = f.observed("unreadable_zones", unreadable);
     }
+    f = hailo_temp(f, sensors);
+    if status != Status::Pass {
+        let npu = worst.iter().any(|w| w.1.starts_with("NPU"));
+        f = f.remedy(thermal_remedy(ctx, status, npu));
+    }
+    f
+}
+
+/// The sentence for a zone that reached `trip`: near critical (`fail`) or throttled.
+fn trip_sentence(
+    z: &ThermalZone,
+    temp: i64,
+    status: Status,
+    trip: &crate::model::sensors::TripPoint,
+) -> String {
+    if status == Status::Fail {
+        format!(
+            "{} at {:.1} °C, within {} °C of its critical trip {:.1} °C: the kernel \
+             shuts the board down there",
+            zone_label(&z.kind),
+            celsius(temp),
+            CRITICAL_MARGIN_MC / 1000,
+            celsius(trip.temp_mc)
+        )
+    } else {
+        format!(
+            "{} at {:.1} °C, past its {} trip {:.1} °C: throttled",
+            zone_label(&z.kind),
+            celsius(temp),
+            trip.kind,
+            celsius(trip.temp_mc)
+        )
+    }
+}
+
+/// Adds the Hailo chip's own temperature, when the board has one.
+fn hailo_temp(mut f: Finding, sensors: &crate::model::sensors::Sensors) -> Finding {
     if let Some(h) = &sensors.hailo_temp_mc {
         match &h.value {
             Ok(t) => {
@@ -151,39 +171,41 @@ pub(super) fn thermal(ctx: &Ctx<'_>) -> Finding {
             Err(e) => f = f.observed("hailo_temp_error", e.to_string()),
         }
     }
-    if status != Status::Pass {
-        let npu = worst.iter().any(|w| w.1.starts_with("NPU"));
-        let mut r = if status == Status::Fail {
-            "Stop the NPU workload now and let the board cool; then fix the cooling before \
-             restarting it: "
-                .to_string()
-        } else {
-            "The kernel is throttling to stay below its limits: ".to_string()
-        };
-        let pi = ctx
-            .snap
-            .identity
-            .model
-            .as_deref()
-            .is_ok_and(|m| m.contains("Raspberry Pi"));
-        r.push_str(if pi {
-            "fit a heatsink with a fan on the SoC (the Raspberry Pi Active Cooler on a Pi 5), "
-        } else {
-            "fit a heatsink with a fan on the SoC and the NPU, "
-        });
-        r.push_str(
-            "give the case airflow, and check that the fan spins (`cat \
-             /sys/class/thermal/cooling_device*/cur_state`).",
-        );
-        if npu {
-            r.push_str(
-                " The NPU's devfreq lowers its clock at this trip, so inference slows down \
-                 until it cools.",
-            );
-        }
-        f = f.remedy(r);
-    }
     f
+}
+
+/// The remedy for a hot board: stop first when near critical; cooling advice for the board
+/// (the Pi Active Cooler on a Pi); the NPU's devfreq note when an NPU zone is hot.
+fn thermal_remedy(ctx: &Ctx<'_>, status: Status, npu: bool) -> String {
+    let mut r = if status == Status::Fail {
+        "Stop the NPU workload now and let the board cool; then fix the cooling before \
+         restarting it: "
+            .to_string()
+    } else {
+        "The kernel is throttling to stay below its limits: ".to_string()
+    };
+    let pi = ctx
+        .snap
+        .identity
+        .model
+        .as_deref()
+        .is_ok_and(|m| m.contains("Raspberry Pi"));
+    r.push_str(if pi {
+        "fit a heatsink with a fan on the SoC (the Raspberry Pi Active Cooler on a Pi 5), "
+    } else {
+        "fit a heatsink with a fan on the SoC and the NPU, "
+    });
+    r.push_str(
+        "give the case airflow, and check that the fan spins (`cat \
+         /sys/class/thermal/cooling_device*/cur_state`).",
+    );
+    if npu {
+        r.push_str(
+            " The NPU's devfreq lowers its clock at this trip, so inference slows down \
+             until it cools.",
+        );
+    }
+    r
 }
 
 #[cfg(test)]
@@ -229,5 +251,41 @@ mod tests {
         assert_eq!(zone_label("acpitz"), "acpitz");
         assert_eq!(celsius(91_547), 91.5);
         assert_eq!(celsius(-5_000), -5.0);
+    }
+
+    #[test]
+    fn thermal_verdicts_on_a_board() {
+        use crate::check::testkit::{one, Board};
+        let trips = [("passive", 85_000), ("critical", 115_000)];
+        let table = [
+            (
+                50_000,
+                Status::Pass,
+                "hottest zone NPU (npu-thermal) at 50.0 °C",
+                "",
+            ),
+            (
+                96_000,
+                Status::Warn,
+                "past its passive trip 85.0 °C: throttled",
+                "The kernel is throttling",
+            ),
+            (
+                112_000,
+                Status::Fail,
+                "within 5 °C of its critical trip 115.0 °C",
+                "Stop the NPU workload now",
+            ),
+        ];
+        for (temp, status, summary, remedy) in table {
+            let b = Board::new().thermal_zone("npu-thermal", temp, &trips);
+            let f = one("rk3588-rknpu", &b.build(), "board.thermal");
+            assert_eq!(f.status, status, "{}", f.summary);
+            assert!(f.summary.contains(summary), "{}", f.summary);
+            assert!(f.remedy.contains(remedy), "{}", f.remedy);
+        }
+        let f = one("rk3588-rknpu", &Board::new().build(), "board.thermal");
+        assert_eq!(f.status, Status::Skip);
+        assert!(f.summary.contains("no thermal zones"), "{}", f.summary);
     }
 }

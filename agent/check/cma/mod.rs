@@ -1,14 +1,21 @@
 //! CMA checks: pool size, free space, the boot-time `cma=` and whether a reboot is pending.
 
-mod boot;
-use boot::*;
-
 use super::{mib, Ctx, Finding, LogHit, Status};
 use crate::model::LogClass;
 use crate::parse::bootfile::{find_boot_cma, BootCma, BootFileKind};
 use crate::parse::cmdline::{find_cma, CmaParam};
 use crate::parse::logline::LogEvent;
 use crate::profile::CmdlineCma;
+
+mod boot_param;
+mod free;
+mod pool;
+mod reboot;
+
+use boot_param::*;
+use free::*;
+use pool::*;
+use reboot::*;
 
 pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     vec![
@@ -131,275 +138,213 @@ fn consumers<'a>(ctx: &'a Ctx<'_>) -> (Vec<String>, Vec<&'a LogHit>) {
     (names, hits)
 }
 
-fn pool_size(ctx: &Ctx<'_>) -> Finding {
-    let id = "cma.pool_size";
-    let spec = &ctx.profile.cma;
-    let fig = figures(ctx);
-    if let Some(e) = &fig.malformed {
-        return Finding::new(id, Status::Error, format!("cannot read CmaTotal: {e}"));
-    }
-    let min = spec.min_total_bytes.unwrap_or(0);
-    let Some((total, source)) = fig.total.clone() else {
-        let complete = ctx.snap.meminfo.as_ref().is_ok_and(|m| m.is_complete());
-        if !complete {
-            return Finding::skip(
-                id,
-                format!(
-                    "CmaTotal unknown: {} and no CMA reservation line in the kernel log",
-                    fig.meminfo_gap.clone().unwrap_or_default()
-                ),
-            );
-        }
-        return if min == 0 {
-            Finding::new(id, Status::Pass, "no CMA pool: this kernel has no CONFIG_CMA (no CmaTotal line), and the profile needs none")
-        } else {
-            Finding::new(
-                id,
-                Status::Fail,
-                format!(
-                    "no CmaTotal line: the kernel has no CONFIG_CMA, but the profile needs {}",
-                    mib(min)
-                ),
-            )
-            .expected("cma_total_bytes", min)
-        };
-    };
-    let suggest = if spec.suggested_size.is_empty() {
-        "256M".to_string()
-    } else {
-        spec.suggested_size.clone()
-    };
-    let f = Finding::new(id, Status::Pass, format!("CmaTotal {}", mib(total)))
-        .observed("cma_total_bytes", total)
-        .observed("sources", vec![source.clone()])
-        .expected("cma_total_bytes", min)
-        .evidence(
-            &source,
-            None,
-            &if source == "/proc/meminfo" {
-                format!("CmaTotal: {} kB", total / 1024)
-            } else {
-                format!("CMA pool reserved at boot: {}", mib(total))
-            },
-        );
-    if total < min {
-        let mut f = f;
-        f.status = Status::Fail;
-        f.summary = format!(
-            "CmaTotal is {}, below the {} the profile needs",
-            mib(total),
-            mib(min)
-        );
-        return f.remedy(format!("sudo npu-agent cma set {suggest} && sudo reboot"));
-    }
-    // Other devices (display, capture, NVMe, codecs) that ran out of contiguous memory: a
-    // profile whose NPU does not need CMA must not hide them.
-    let failures: Vec<&LogHit> = ctx
-        .logs
-        .find(Some(LogClass::Kernel), |e| {
-            matches!(e, LogEvent::CmaAllocFail { ret: -12, .. })
-        })
-        .map(|(h, _)| h)
-        .collect();
-    if !failures.is_empty() && total < (256 << 20) {
-        let (names, hits) = consumers(ctx);
-        let mut f = f.with_hits(failures.iter().copied()).with_hits(hits);
-        f.status = Status::Warn;
-        f.summary = format!(
-            "CmaTotal is {} and contiguous allocations already failed (cma_alloc -12){}; the NPU may not need the pool, but these devices do",
-            mib(total),
-            if names.is_empty() { String::new() } else { format!(": {}", names.join(", ")) }
-        );
-        return f
-            .observed("cma_consumers", names)
-            .remedy(format!("sudo npu-agent cma set {suggest} && sudo reboot"));
-    }
-    if let Some(rec) = spec.recommended_total_bytes {
-        if total < rec {
-            let mut f = f.expected("recommended_cma_total_bytes", rec);
-            f.status = Status::Info;
-            f.summary = format!(
-                "CmaTotal is {}; large models on this NPU have needed about {}",
-                mib(total),
-                mib(rec)
-            );
-            return f.remedy(format!("only if a model fails to allocate: sudo npu-agent cma set {suggest} && sudo reboot"));
-        }
-    }
-    let mut f = f;
-    if total == 0 && spec.npu_behind_iommu {
-        f.summary = "CmaTotal is 0: fine for the NPU, which allocates through its IOMMU; MPP/RGA/display may still want a pool".into();
-    }
-    f
+/// The `cma=` of the kernel-argument boot files and the Pi `config.txt` overlay.
+struct BootView {
+    /// (path, kind, parsed) of the first kernel-argument file holding `cma=` (or the first one
+    /// present when none holds it).
+    cmdline_file: Option<(String, BootFileKind, BootCma)>,
+    /// (path, parsed) of the Pi config.txt overlay pool.
+    overlay: Option<(String, CmaParam, usize)>,
 }
 
-fn free(ctx: &Ctx<'_>) -> Finding {
-    let id = "cma.free";
-    let fig = figures(ctx);
-    let suggest = if ctx.profile.cma.suggested_size.is_empty() {
-        "256M"
-    } else {
-        &ctx.profile.cma.suggested_size
-    };
-    let (names, consumer_hits) = consumers(ctx);
-    let enomem: Vec<&LogHit> = ctx
-        .logs
-        .find(Some(LogClass::Kernel), |e| {
-            matches!(e, LogEvent::CmaAllocFail { ret: -12, .. })
-        })
-        .map(|(h, _)| h)
-        .collect();
-    let mut sources: Vec<String> = Vec::new();
-    for (_, src) in fig.total.iter().chain(fig.free.iter()) {
-        if !sources.contains(src) {
-            sources.push(src.clone());
-        }
-    }
-    // 1. The kernel log already shows the pool running out: that is enough, whatever else can
-    //    be read.
-    if !enomem.is_empty() {
-        for h in &enomem {
-            if !sources.contains(&h.file) {
-                sources.push(h.file.clone());
+fn boot_view(ctx: &Ctx<'_>) -> BootView {
+    let mut cmdline_file: Option<(String, BootFileKind, BootCma)> = None;
+    let mut overlay = None;
+    for b in &ctx.snap.boot_files {
+        let Ok(text) = &b.text else { continue };
+        let parsed = find_boot_cma(b.kind, text);
+        if b.kind == BootFileKind::PiConfig {
+            if overlay.is_none() {
+                if let (Some(c), Some(line)) = (parsed.cma, parsed.line) {
+                    overlay = Some((b.path.clone(), c, line));
+                }
             }
+            continue;
         }
-        let largest = ctx
-            .logs
-            .find(Some(LogClass::Kernel), |e| {
-                matches!(e, LogEvent::CmaAllocFail { ret: -12, .. })
-            })
-            .filter_map(|(_, e)| match e {
-                LogEvent::CmaAllocFail { pages, .. } => Some(*pages),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(0);
-        let now = match (&fig.total, &fig.free) {
-            (Some((t, _)), Some((fr, src))) => {
-                format!("; CmaFree {} of {} ({src})", mib(*fr), mib(*t))
-            }
-            (Some((t, src)), None) => format!("; CmaTotal {} ({src}), CmaFree unknown", mib(*t)),
-            _ => format!(
-                "; CmaTotal/CmaFree could not be read ({})",
-                fig.meminfo_gap
-                    .clone()
-                    .unwrap_or_else(|| "no figures".into())
-            ),
+        let replace = match &cmdline_file {
+            None => true,
+            Some((_, _, cur)) => cur.cma.is_none() && parsed.cma.is_some(),
         };
-        let mut f = Finding::new(
-            id,
-            Status::Fail,
-            format!(
-                "CMA ran out: {} cma_alloc failure(s) with -12 (ENOMEM, no free range; largest request {} pages = {}) in the kernel log{}{now}",
-                enomem.len(),
-                largest,
-                mib(largest.saturating_mul(ctx.snap.page_size.bytes)),
-                if names.is_empty() { String::new() } else { format!("; CMA users in the log: {}", names.join(", ")) },
+        if replace {
+            cmdline_file = Some((b.path.clone(), b.kind, parsed));
+        }
+    }
+    BootView {
+        cmdline_file,
+        overlay,
+    }
+}
+
+fn show_cma(c: &Option<CmaParam>) -> String {
+    c.as_ref()
+        .map(|c| format!("cma={}", c.raw))
+        .unwrap_or_else(|| "no cma=".into())
+}
+
+/// The command line the kernel booted with: `/proc/cmdline`, else the `Kernel command line:`
+/// line of the kernel log. Returns the line and where it came from.
+fn booted_cmdline(ctx: &Ctx<'_>) -> (Option<String>, String) {
+    if let Ok(l) = &ctx.snap.cmdline {
+        return (Some(l.clone()), "/proc/cmdline".into());
+    }
+    for log in ctx.snap.logs.iter().filter(|l| l.class == LogClass::Kernel) {
+        if let Some(rest) = log
+            .lines
+            .iter()
+            .rev()
+            .find_map(|l| l.split_once("Kernel command line: ").map(|(_, r)| r))
+        {
+            return (Some(rest.trim().to_string()), log.path.clone());
+        }
+    }
+    (None, "/proc/cmdline".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testkit::{one, Board, MIB};
+    use crate::model::Status;
+
+    const GIB: u64 = 1024 * MIB;
+
+    fn board(cma_total: u64, cma_free: u64) -> Board {
+        Board::new().meminfo(8 * GIB, 4 * GIB, Some((cma_total, cma_free)))
+    }
+
+    #[test]
+    fn pool_and_free_verdicts() {
+        let table = [
+            (
+                "rpi5-hailo8",
+                board(256 * MIB, 200 * MIB),
+                "cma.pool_size",
+                Status::Pass,
+                "CmaTotal 256 MiB",
             ),
-        )
-        .observed("cma_alloc_enomem_failures", enomem.len() as u64)
-        .observed("largest_failed_request_bytes", largest.saturating_mul(ctx.snap.page_size.bytes))
-        .observed("cma_consumers", names.clone())
-        .with_hits(enomem.iter().copied())
-        .with_hits(consumer_hits.iter().copied());
-        if let Some((t, _)) = &fig.total {
-            f = f.observed("cma_total_bytes", *t);
-        }
-        if let Some((fr, _)) = &fig.free {
-            f = f.observed("cma_free_bytes", *fr);
-        }
-        return f.observed("sources", sources).remedy(format!(
-            "the pool is too small or held by other devices: give the device that failed its own reserved-memory pool (device tree), or enlarge the pool: sudo npu-agent cma set {suggest} && sudo reboot; compaction does not help with -12"
-        ));
-    }
-    if let Some(e) = &fig.malformed {
-        return Finding::new(id, Status::Error, format!("cannot read CmaFree: {e}"));
-    }
-    let (Some((total, _)), Some((free, free_src))) = (fig.total.clone(), fig.free.clone()) else {
-        return Finding::skip(
-            id,
-            format!(
-                "CmaFree unknown ({}) and no cma_alloc failure in the kernel log",
-                fig.meminfo_gap
-                    .clone()
-                    .unwrap_or_else(|| "no CmaFree line".into())
+            (
+                "rpi5-hailo8",
+                board(16 * MIB, MIB),
+                "cma.pool_size",
+                Status::Fail,
+                "below the 64 MiB the profile needs",
             ),
+            (
+                "rk3588-rknpu",
+                board(0, 0),
+                "cma.pool_size",
+                Status::Pass,
+                "fine for the NPU, which allocates through its IOMMU",
+            ),
+            (
+                "rpi5-hailo8",
+                Board::new(),
+                "cma.pool_size",
+                Status::Skip,
+                "CmaTotal unknown",
+            ),
+            (
+                "rpi5-hailo8",
+                board(256 * MIB, 200 * MIB),
+                "cma.free",
+                Status::Pass,
+                "CmaFree 200 MiB of 256 MiB (78%)",
+            ),
+            (
+                "rpi5-hailo8",
+                board(16 * MIB, MIB),
+                "cma.free",
+                Status::Fail,
+                "CMA is held by real CMA users",
+            ),
+            (
+                "rk3588-rknpu",
+                board(0, 0),
+                "cma.free",
+                Status::Skip,
+                "no CMA pool",
+            ),
+        ];
+        let lent = Board::new().meminfo(8 * GIB, 300 * MIB, Some((256 * MIB, 10 * MIB)));
+        let f = one("rpi5-hailo8", &lent.build(), "cma.free");
+        assert_eq!(f.status, Status::Info, "{}", f.summary);
+        assert!(
+            f.summary.contains("free CMA may be lent to movable pages"),
+            "{}",
+            f.summary
         );
-    };
-    if total == 0 {
-        return Finding::skip(id, "no CMA pool (CmaTotal 0 kB): nothing can be exhausted");
-    }
-    let pct = free.saturating_mul(100) / total;
-    let min_pct = ctx.profile.cma.min_free_percent;
-    let mut f = Finding::new(
-        id,
-        Status::Pass,
-        format!("CmaFree {} of {} ({pct}%)", mib(free), mib(total)),
-    )
-    .observed("cma_free_bytes", free)
-    .observed("cma_total_bytes", total)
-    .observed("cma_free_percent", pct)
-    .observed("sources", sources)
-    .expected("cma_free_percent", format!(">= {min_pct}"))
-    .evidence(&free_src, None, &format!("CmaFree: {} kB", free / 1024));
-    let fails = ctx
-        .snap
-        .vmstat
-        .as_ref()
-        .ok()
-        .and_then(|v| v.get("cma_alloc_fail").copied())
-        .unwrap_or(0);
-    if fails > 0 {
-        f = f.observed("cma_alloc_fail", fails).evidence(
-            "/proc/vmstat",
-            None,
-            &format!("cma_alloc_fail {fails}"),
-        );
-    }
-    if pct >= min_pct {
-        return f;
-    }
-    // The kernel serves movable allocations from CMA only while free CMA is more than half of
-    // the free memory. With MemFree at least twice the whole pool that can never have been the
-    // case lately, so the used part of the pool is held by real CMA allocations.
-    if let Some(mem_free) = fig.mem_free.filter(|m| *m >= total.saturating_mul(2)) {
-        f.status = Status::Fail;
-        if let Some(h) = consumer_hits.first() {
-            if let Some(serde_json::Value::Array(a)) = f.observed.get_mut("sources") {
-                a.push(h.file.clone().into());
-            }
+        assert!(f.remedy.contains("compact --drop-caches"), "{}", f.remedy);
+        for (profile, b, id, status, summary) in table {
+            let f = one(profile, &b.build(), id);
+            assert_eq!(f.status, status, "{id}: {}", f.summary);
+            assert!(f.summary.contains(summary), "{id}: {}", f.summary);
         }
-        f.summary = format!(
-            "CMA is held by real CMA users: CmaFree is {} of {} ({pct}%) while MemFree is {} — the kernel lends CMA to movable pages only when free CMA exceeds half of free memory, so this is not page cache; the next contiguous allocation will fail{}",
-            mib(free),
-            mib(total),
-            mib(mem_free),
-            if names.is_empty() {
-                "; the kernel log read names no CMA user (display, video capture, NVMe host memory buffers and the NPU are the usual ones)".to_string()
-            } else {
-                format!("; CMA users in the kernel log: {}", names.join(", "))
-            }
+        let f = one(
+            "rpi5-hailo8",
+            &board(16 * MIB, MIB).build(),
+            "cma.pool_size",
         );
-        return f
-            .observed("mem_free_bytes", mem_free)
-            .observed("cma_consumers", names)
-            .with_hits(consumer_hits)
-            .remedy(format!("enlarge the pool so every device fits (sudo npu-agent cma set {suggest} && sudo reboot), or give the largest user its own reserved-memory pool; compaction cannot free memory that drivers hold"));
+        assert!(f.remedy.contains("npu-agent cma set 256M"), "{}", f.remedy);
     }
-    f.status = if fails > 0 {
-        Status::Warn
-    } else {
-        Status::Info
-    };
-    f.summary = format!(
-        "CmaFree is {} of {} ({pct}%){}; {}, so free CMA may be lent to movable pages and this alone is not proof of exhaustion",
-        mib(free),
-        mib(total),
-        if fails > 0 { format!(", and {fails} CMA allocation(s) failed since boot") } else { String::new() },
-        match fig.mem_free {
-            Some(m) => format!("MemFree ({}) is under twice the pool", mib(m)),
-            None => "MemFree is unknown".to_string(),
-        }
-    );
-    f.remedy("if allocations fail: sudo npu-agent compact --drop-caches; if they keep failing, enlarge the pool")
+
+    #[test]
+    fn boot_param_and_reboot_verdicts() {
+        let plain = board(256 * MIB, 200 * MIB).cmdline("console=tty1 root=/dev/mmcblk0p2");
+        let f = one("rpi5-hailo8", &plain.build(), "cma.boot_param");
+        assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        assert!(f.summary.contains("no cma= set"), "{}", f.summary);
+        let unplaced = board(0, 0).cmdline("console=ttyS2 cma=256M");
+        let f = one("rk3588-rknpu", &unplaced.build(), "cma.boot_param");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary.contains("the kernel could not reserve it"),
+            "{}",
+            f.summary
+        );
+        assert!(f.remedy.contains("keep a single cma="), "{}", f.remedy);
+        let f = one("rpi5-hailo8", &Board::new().build(), "cma.boot_param");
+        assert_eq!(f.status, Status::Skip);
+        let f = one("rpi5-hailo8", &plain_board().build(), "reboot.pending");
+        assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        assert!(
+            f.summary.contains("no boot-time cma= change"),
+            "{}",
+            f.summary
+        );
+        let f = one("rpi5-hailo8", &Board::new().build(), "reboot.pending");
+        assert_eq!(f.status, Status::Skip);
+        assert!(
+            f.summary.contains("no boot file and no /proc/cmdline"),
+            "{}",
+            f.summary
+        );
+    }
+
+    #[test]
+    fn reboot_pending_when_boot_file_and_kernel_differ() {
+        use crate::parse::bootfile::BootFileKind;
+        let path = "/boot/firmware/cmdline.txt";
+        let pending =
+            plain_board().boot_file(path, BootFileKind::PiCmdline, "console=tty1 cma=256M");
+        let f = one("rpi5-hailo8", &pending.build(), "reboot.pending");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert_eq!(
+            f.summary,
+            format!("{path} sets cma=256M but the kernel booted with no cma=: a reboot is pending")
+        );
+        assert!(f.remedy.starts_with("sudo reboot"), "{}", f.remedy);
+        let applied = board(256 * MIB, 200 * MIB)
+            .cmdline("console=tty1 cma=256M")
+            .boot_file(path, BootFileKind::PiCmdline, "console=tty1 cma=256M");
+        let f = one("rpi5-hailo8", &applied.build(), "reboot.pending");
+        assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        assert!(
+            f.summary.contains("and /proc/cmdline agree (cma=256M)"),
+            "{}",
+            f.summary
+        );
+    }
+
+    fn plain_board() -> Board {
+        board(256 * MIB, 200 * MIB).cmdline("console=tty1")
+    }
 }

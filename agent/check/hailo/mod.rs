@@ -1,15 +1,22 @@
 //! Hailo checks (Raspberry Pi 5 + Hailo-8/8L/10H).
 
-mod device;
-mod packages;
-use device::*;
-use packages::*;
-
 use super::{Ctx, Finding, Status};
 use crate::model::{LogClass, PciDevice};
 use crate::parse::logline::{LogEvent, ProbeCause};
 use crate::parse::version::Version;
 use crate::profile::{parse_pci_id, NpuKind};
+
+mod driver;
+mod firmware;
+mod package;
+mod pcie;
+mod runtime;
+
+use driver::*;
+use firmware::*;
+use package::*;
+use pcie::*;
+use runtime::*;
 
 const HAILO_VENDOR: u16 = 0x1e60;
 
@@ -169,275 +176,6 @@ fn probe_cause_advice(
     }
 }
 
-fn pci_path(d: &PciDevice, attr: &str) -> String {
-    format!("/sys/bus/pci/devices/{}/{attr}", d.bdf)
-}
-
-fn pci_device(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
-    let id = "hailo.pci_device";
-    let chip = &ctx.profile.npu.chip;
-    let pci = match &ctx.snap.pci {
-        Ok(p) => p,
-        Err(e) => return Finding::skip(id, format!("cannot list PCI devices: {e}")),
-    };
-    let expected = ctx.profile.npu.pci_ids.join(", ");
-    match dev {
-        None => Finding::new(
-            id,
-            Status::Fail,
-            format!("no Hailo device on PCI ({} functions seen): the {chip} is not detected — a seating, ribbon-cable or pciex1 problem, not software", pci.len()),
-        )
-        .expected("pci_id", expected)
-        .remedy("power off; reseat the HAT and its ribbon cable (contacts the right way round); if it still is missing add `dtparam=pciex1` to /boot/firmware/config.txt and reboot"),
-        Some(d) => {
-            let pci_id = format!("{:04x}:{:04x}", d.vendor, d.device);
-            let f = Finding::new(id, Status::Pass, format!("{} ({pci_id}) at {}", chip_name(d.device), d.bdf))
-                .observed("pci_id", pci_id.clone())
-                .observed("pci_address", d.bdf.clone())
-                .observed("chip", chip_name(d.device))
-                .expected("pci_id", expected)
-                .evidence(&pci_path(d, "device"), None, &format!("0x{:04x}", d.device));
-            if expected_ids(ctx).contains(&(d.vendor, d.device)) {
-                // The chip is on the bus, but the logs may already show it unusable.
-                let fails = probe_failures(ctx, Some(d));
-                match (fails.last(), &d.driver) {
-                    (Some((cause, _)), None) => {
-                        let (what, remedy) = probe_cause_advice(ctx, *cause, Some(d));
-                        let mut f = f.with_hits(fails.iter().map(|(_, h)| *h));
-                        f.status = Status::Fail;
-                        f.summary = format!("{} ({pci_id}) at {}: {what}", chip_name(d.device), d.bdf);
-                        f.observed("probe_failure", format!("{cause:?}")).remedy(remedy)
-                    }
-                    (Some((cause, _)), Some(drv)) => {
-                        let mut f = f.with_hits(fails.iter().map(|(_, h)| *h));
-                        f.status = Status::Info;
-                        f.summary = format!("{} ({pci_id}) at {}, bound to {drv}; an earlier probe failed ({})", chip_name(d.device), d.bdf, super::driver_probe::cause_text(*cause));
-                        f
-                    }
-                    _ => f,
-                }
-            } else {
-                let mut f = f;
-                f.status = Status::Fail;
-                f.summary = format!(
-                    "a {} ({pci_id}) is fitted but profile {} expects a {chip}",
-                    chip_name(d.device),
-                    ctx.profile.id
-                );
-                f.remedy("run `npu-agent check` without --profile so the matching profile is chosen")
-            }
-        }
-    }
-}
-
-fn module_version(ctx: &Ctx<'_>, name: &str) -> Option<(String, Version)> {
-    ctx.snap
-        .modules
-        .iter()
-        .find(|m| m.name.eq_ignore_ascii_case(name))
-        .and_then(|m| m.version.as_deref())
-        .and_then(|v| Version::parse_loose(v).map(|p| (format!("/sys/module/{name}/version"), p)))
-}
-
-/// Module behind a PCI driver name (`hailo1x` -> `hailo1x_pci`).
-fn module_of_driver(driver: &str) -> String {
-    format!("{}_pci", driver.to_ascii_lowercase())
-}
-
-fn gen_remedy(ctx: &Ctx<'_>) -> String {
-    match ctx.profile.npu.generation {
-        Some(5) => "sudo apt purge 'hailo-all' 'hailort' 'hailort-pcie-driver' 'python3-hailort' 'hailo-dkms' 'hailofw' && sudo apt install dkms hailo-h10-all && sudo reboot".into(),
-        Some(4) => "sudo apt purge 'hailo-h10-all' 'h10-hailort' 'h10-hailort-pcie-driver' 'python3-h10-hailort' && sudo apt install dkms hailo-all && sudo reboot".into(),
-        _ => "install the HailoRT line that matches the chip, then reboot".into(),
-    }
-}
-
-fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
-    let id = "hailo.driver_binding";
-    let Some(d) = dev else {
-        return Finding::skip(id, "no Hailo device on PCI (see hailo.pci_device)");
-    };
-    let npu = &ctx.profile.npu;
-    let right = npu.drivers.join(" or ");
-    let mut f = match &d.driver {
-        Some(drv) if npu.drivers.iter().any(|x| x.eq_ignore_ascii_case(drv)) => Finding::new(
-            id,
-            Status::Pass,
-            format!(
-                "{} is bound to {drv}, the right driver for the {}",
-                d.bdf, npu.chip
-            ),
-        ),
-        Some(drv) => {
-            let ver = module_version(ctx, &module_of_driver(drv))
-                .map(|(_, v)| format!(" {v}"))
-                .unwrap_or_default();
-            let why = if npu
-                .wrong_drivers
-                .iter()
-                .any(|x| x.eq_ignore_ascii_case(drv))
-            {
-                format!(
-                    "the other generation's driver ({}{ver})",
-                    module_of_driver(drv)
-                )
-            } else {
-                "an unexpected driver".into()
-            };
-            Finding::new(
-                id,
-                Status::Fail,
-                format!(
-                    "{} ({}) is bound to {drv}: {why}; the {} needs {right}",
-                    d.bdf,
-                    chip_name(d.device),
-                    npu.chip
-                ),
-            )
-            .remedy(gen_remedy(ctx))
-        }
-        None => {
-            let loaded: Vec<String> = ctx
-                .snap
-                .modules
-                .iter()
-                .filter(|m| m.name.to_ascii_lowercase().starts_with("hailo"))
-                .map(|m| {
-                    format!("{} {}", m.name, m.version.clone().unwrap_or_default())
-                        .trim()
-                        .to_string()
-                })
-                .collect();
-            let detail = if loaded.is_empty() {
-                "no Hailo module is loaded".to_string()
-            } else {
-                format!(
-                    "loaded: {} (HailoRT 4.23 hailo_pci claims only 1e60:2864)",
-                    loaded.join(", ")
-                )
-            };
-            let fails = probe_failures(ctx, Some(d));
-            match fails.last() {
-                Some((cause, _)) => {
-                    let (what, remedy) = probe_cause_advice(ctx, *cause, Some(d));
-                    Finding::new(
-                        id,
-                        Status::Fail,
-                        format!(
-                            "no driver is bound to {} ({}): {what}; {detail}",
-                            d.bdf,
-                            chip_name(d.device)
-                        ),
-                    )
-                    .observed("probe_failure", format!("{cause:?}"))
-                    .with_hits(fails.iter().map(|(_, h)| *h))
-                    .remedy(remedy)
-                }
-                None => Finding::new(
-                    id,
-                    Status::Fail,
-                    format!(
-                        "no driver is bound to {} ({}); {detail}",
-                        d.bdf,
-                        chip_name(d.device)
-                    ),
-                )
-                .remedy(gen_remedy(ctx)),
-            }
-        }
-    };
-    f = f
-        .observed("driver", d.driver.clone().unwrap_or_default())
-        .expected("driver", right)
-        .evidence(
-            &pci_path(d, "driver"),
-            None,
-            d.driver.as_deref().unwrap_or("(no driver link)"),
-        );
-    if let Some(drv) = &d.driver {
-        if let Some((path, v)) = module_version(ctx, &module_of_driver(drv)) {
-            f = f
-                .observed("driver_version", v.to_string())
-                .evidence(&path, None, &v.to_string());
-        }
-    }
-    // HAILO_OUT_OF_PHYSICAL_DEVICES(74) with no usable binding is this check's evidence.
-    if f.status != Status::Pass {
-        let hits: Vec<_> = ctx
-            .logs
-            .host(|e| matches!(e, LogEvent::HailoStatus { code: 74 }))
-            .map(|(h, _)| h)
-            .collect();
-        f = f.with_hits(hits);
-    }
-    f
-}
-
-fn stale_driver(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
-    let id = "hailo.stale_driver";
-    let npu = &ctx.profile.npu;
-    let bound = dev.and_then(|d| d.driver.clone());
-    if bound
-        .as_ref()
-        .is_some_and(|b| npu.wrong_drivers.iter().any(|x| x.eq_ignore_ascii_case(b)))
-    {
-        return Finding::new(
-            id,
-            Status::Pass,
-            "the wrong-family driver is bound, not merely installed: see hailo.driver_binding",
-        );
-    }
-    let mut stale = Vec::new();
-    let mut f = Finding::new(id, Status::Pass, "");
-    for m in &npu.wrong_modules {
-        if let Some(mv) = ctx
-            .snap
-            .modules
-            .iter()
-            .find(|x| x.name.eq_ignore_ascii_case(m))
-        {
-            stale.push(format!(
-                "{m} loaded{}",
-                mv.version
-                    .as_ref()
-                    .map(|v| format!(" ({v})"))
-                    .unwrap_or_default()
-            ));
-            f.push_evidence(
-                &format!("/sys/module/{m}"),
-                None,
-                mv.version.as_deref().unwrap_or(""),
-            );
-        }
-        for file in ctx.snap.module_files.iter().filter(|p| {
-            p.rsplit('/')
-                .next()
-                .is_some_and(|n| n.starts_with(&format!("{m}.ko")))
-        }) {
-            stale.push(format!("{m} installed at {file}"));
-            f.push_evidence(file, None, "");
-        }
-    }
-    if stale.is_empty() {
-        f.summary = format!(
-            "no {} module is installed or loaded",
-            npu.wrong_modules.join("/")
-        );
-        return f;
-    }
-    f.status = Status::Warn;
-    f.summary = format!(
-        "a wrong-family Hailo module is present but not bound: {}; it can take the device on a later boot or collide with {}",
-        stale.join("; "),
-        npu.modules.join("/")
-    );
-    f.observed("stale_modules", stale).remedy(format!(
-        "echo 'blacklist {}' | sudo tee /etc/modprobe.d/blacklist-{}.conf (or purge the package that installed it)",
-        npu.wrong_modules.first().cloned().unwrap_or_default(),
-        npu.wrong_modules.first().cloned().unwrap_or_default()
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,5 +188,108 @@ mod tests {
         assert_eq!(gts("8.0 GT/s PCIe"), Some(8.0));
         assert_eq!(gts("8 GT/s"), Some(8.0));
         assert_eq!(gts(""), None);
+    }
+
+    use crate::check::testkit::{one, Board};
+
+    const H8: (u16, u16) = (0x1e60, 0x2864);
+
+    fn healthy() -> Board {
+        Board::new()
+            .pci(H8.0, H8.1, Some("hailo"))
+            .module("hailo_pci", Some("4.20.0"))
+            .package("hailo-all", "4.20.0")
+            .package("hailort", "4.20.0")
+            .device_node("/dev/hailo0")
+    }
+
+    #[test]
+    fn healthy_board_passes() {
+        let snap = healthy().build();
+        let table = [
+            ("hailo.pci_device", "Hailo-8/8L (1e60:2864) at 0001:01:00.0"),
+            (
+                "hailo.driver_binding",
+                "is bound to hailo, the right driver",
+            ),
+            ("hailo.package_generation", "HailoRT 4.x packages only"),
+            (
+                "hailo.version_mismatch",
+                "driver 4.20.0 == libhailort 4.20.0",
+            ),
+            ("hailo.pcie_link", "8.0 GT/s PCIe x1"),
+        ];
+        for (id, summary) in table {
+            let f = one("rpi5-hailo8", &snap, id);
+            assert_eq!(f.status, Status::Pass, "{id}: {}", f.summary);
+            assert!(f.summary.contains(summary), "{id}: {}", f.summary);
+        }
+    }
+
+    #[test]
+    fn faults_and_skips() {
+        let wrong = Board::new().pci(H8.0, H8.1, Some("hailo1x")).build();
+        let f = one("rpi5-hailo8", &wrong, "hailo.driver_binding");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary.contains("the other generation's driver"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.remedy.contains("sudo apt install dkms hailo-all"),
+            "{}",
+            f.remedy
+        );
+        let absent = Board::new().pci(0x10ec, 0x8168, None).build();
+        let f = one("rpi5-hailo8", &absent, "hailo.pci_device");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary.contains("no Hailo device on PCI"),
+            "{}",
+            f.summary
+        );
+        assert!(f.remedy.contains("reseat the HAT"), "{}", f.remedy);
+        let f = one("rk3588-rknpu", &absent, "hailo.firmware");
+        assert_eq!(f.status, Status::Skip);
+        assert!(f.summary.contains("has no Hailo NPU"), "{}", f.summary);
+        let f = one(
+            "rpi5-hailo8",
+            &Board::new().build(),
+            "hailo.package_generation",
+        );
+        assert_eq!(f.status, Status::Skip);
+        assert!(f.summary.contains("no dpkg database"), "{}", f.summary);
+    }
+
+    #[test]
+    fn runtime_library_verdicts() {
+        let id = "hailo.runtime_library";
+        let lost = Board::new().binary("/usr/bin/hailortcli", &["libhailort.so.4.20.0"]);
+        let f = one("rpi5-hailo8", &lost.build(), id);
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary
+                .contains("/usr/bin/hailortcli needs libhailort.so.4.20.0, which is not installed"),
+            "{}",
+            f.summary
+        );
+        let split = Board::new()
+            .package("hailort", "4.20.0")
+            .package("python3-hailort", "4.19.0");
+        let f = one("rpi5-hailo8", &split.build(), id);
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary.contains("the Hailo packages are not one release"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.remedy.contains("sudo apt install python3-hailort=4.20.0"),
+            "{}",
+            f.remedy
+        );
+        let f = one("rpi5-hailo8", &Board::new().build(), id);
+        assert_eq!(f.status, Status::Skip);
     }
 }

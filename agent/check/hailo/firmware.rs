@@ -1,7 +1,15 @@
-//! `hailo.firmware`, `hailo.firmware_mismatch`, `hailo.pcie_link` and `hailo.device_degraded`:
-//! the device side — its firmware files and version, the PCIe link, faults it reports.
+//! Firmware file presence and firmware/driver agreement.
 
 use super::*;
+
+pub(super) fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((pre, suf)) => {
+            name.len() >= pre.len() + suf.len() && name.starts_with(pre) && name.ends_with(suf)
+        }
+    }
+}
 
 pub(super) fn firmware(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     let id = "hailo.firmware";
@@ -139,76 +147,4 @@ pub(super) fn firmware_mismatch(ctx: &Ctx<'_>) -> Finding {
         );
     }
     f.evidence("/proc/uptime", None, &format!("{uptime}"))
-}
-
-/// "8.0 GT/s PCIe" / "8 GT/s" -> 8.0.
-pub(super) fn gts(s: &str) -> Option<f64> {
-    s.split_whitespace().next()?.parse().ok()
-}
-
-pub(super) fn pcie_link(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
-    let id = "hailo.pcie_link";
-    let npu = &ctx.profile.npu;
-    let Some(d) = dev else {
-        return Finding::skip(id, "no Hailo device on PCI");
-    };
-    let Some(speed) = &d.link_speed else {
-        return Finding::skip(
-            id,
-            format!("{} not readable", pci_path(d, "current_link_speed")),
-        );
-    };
-    let want = gts(&npu.pcie_link_speed);
-    let have = gts(speed);
-    let mut f = Finding::new(
-        id,
-        Status::Pass,
-        format!(
-            "{speed} x{}",
-            d.link_width.map(|w| w.to_string()).unwrap_or("?".into())
-        ),
-    )
-    .observed("link_speed", speed.clone())
-    .observed("link_width", d.link_width)
-    .expected("link_speed", npu.pcie_link_speed.clone())
-    .expected("link_width", npu.pcie_link_width)
-    .evidence(&pci_path(d, "current_link_speed"), None, speed);
-    let slow = matches!((have, want), (Some(h), Some(w)) if h + 0.01 < w);
-    let narrow = matches!((d.link_width, npu.pcie_link_width), (Some(h), Some(w)) if h < w);
-    if slow || narrow {
-        f.status = Status::Warn;
-        f.summary = format!(
-            "the link trained at {speed} x{}, below {} x{}",
-            d.link_width.unwrap_or(0),
-            npu.pcie_link_speed,
-            npu.pcie_link_width.unwrap_or(1)
-        );
-        f = f.remedy("add `dtparam=pciex1_gen=3` under [all] in /boot/firmware/config.txt and reboot; if it stays low, reseat the ribbon cable");
-    }
-    f
-}
-
-pub(super) fn device_degraded(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
-    let id = "hailo.device_degraded";
-    let device_side: Vec<_> = ctx
-        .logs
-        .find(Some(LogClass::Device), |e| {
-            matches!(e, LogEvent::CmaAllocFail { .. })
-        })
-        .collect();
-    if !device_side.is_empty() {
-        let n = device_side.len();
-        return Finding::new(
-            id,
-            Status::Warn,
-            format!("{n} CMA allocation failure(s) inside the accelerator's own Linux (device-side runtime log): the chip degrades until reset; host CMA is not involved, so host compaction will not help"),
-        )
-        .observed("device_cma_failures", n as u64)
-        .with_hits(device_side.iter().map(|(h, _)| *h))
-        .remedy("schedule a host reboot (driver reload, PCIe rescan and chip reset were reported not to recover it) and report it to Hailo with the device log");
-    }
-    match dev {
-        None => Finding::skip(id, "no Hailo device on PCI"),
-        Some(_) => Finding::new(id, Status::Pass, "no device-side faults in the logs read"),
-    }
 }

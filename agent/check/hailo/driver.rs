@@ -1,0 +1,211 @@
+//! Kernel driver checks: binding and stale drivers.
+
+use super::*;
+
+pub(super) fn module_version(ctx: &Ctx<'_>, name: &str) -> Option<(String, Version)> {
+    ctx.snap
+        .modules
+        .iter()
+        .find(|m| m.name.eq_ignore_ascii_case(name))
+        .and_then(|m| m.version.as_deref())
+        .and_then(|v| Version::parse_loose(v).map(|p| (format!("/sys/module/{name}/version"), p)))
+}
+
+/// Module behind a PCI driver name (`hailo1x` -> `hailo1x_pci`).
+pub(super) fn module_of_driver(driver: &str) -> String {
+    format!("{}_pci", driver.to_ascii_lowercase())
+}
+
+pub(super) fn gen_remedy(ctx: &Ctx<'_>) -> String {
+    match ctx.profile.npu.generation {
+        Some(5) => "sudo apt purge 'hailo-all' 'hailort' 'hailort-pcie-driver' 'python3-hailort' 'hailo-dkms' 'hailofw' && sudo apt install dkms hailo-h10-all && sudo reboot".into(),
+        Some(4) => "sudo apt purge 'hailo-h10-all' 'h10-hailort' 'h10-hailort-pcie-driver' 'python3-h10-hailort' && sudo apt install dkms hailo-all && sudo reboot".into(),
+        _ => "install the HailoRT line that matches the chip, then reboot".into(),
+    }
+}
+
+pub(super) fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
+    let id = "hailo.driver_binding";
+    let Some(d) = dev else {
+        return Finding::skip(id, "no Hailo device on PCI (see hailo.pci_device)");
+    };
+    let npu = &ctx.profile.npu;
+    let right = npu.drivers.join(" or ");
+    let mut f = match &d.driver {
+        Some(drv) if npu.drivers.iter().any(|x| x.eq_ignore_ascii_case(drv)) => Finding::new(
+            id,
+            Status::Pass,
+            format!(
+                "{} is bound to {drv}, the right driver for the {}",
+                d.bdf, npu.chip
+            ),
+        ),
+        Some(drv) => {
+            let ver = module_version(ctx, &module_of_driver(drv))
+                .map(|(_, v)| format!(" {v}"))
+                .unwrap_or_default();
+            let why = if npu
+                .wrong_drivers
+                .iter()
+                .any(|x| x.eq_ignore_ascii_case(drv))
+            {
+                format!(
+                    "the other generation's driver ({}{ver})",
+                    module_of_driver(drv)
+                )
+            } else {
+                "an unexpected driver".into()
+            };
+            Finding::new(
+                id,
+                Status::Fail,
+                format!(
+                    "{} ({}) is bound to {drv}: {why}; the {} needs {right}",
+                    d.bdf,
+                    chip_name(d.device),
+                    npu.chip
+                ),
+            )
+            .remedy(gen_remedy(ctx))
+        }
+        None => {
+            let loaded: Vec<String> = ctx
+                .snap
+                .modules
+                .iter()
+                .filter(|m| m.name.to_ascii_lowercase().starts_with("hailo"))
+                .map(|m| {
+                    format!("{} {}", m.name, m.version.clone().unwrap_or_default())
+                        .trim()
+                        .to_string()
+                })
+                .collect();
+            let detail = if loaded.is_empty() {
+                "no Hailo module is loaded".to_string()
+            } else {
+                format!(
+                    "loaded: {} (HailoRT 4.23 hailo_pci claims only 1e60:2864)",
+                    loaded.join(", ")
+                )
+            };
+            let fails = probe_failures(ctx, Some(d));
+            match fails.last() {
+                Some((cause, _)) => {
+                    let (what, remedy) = probe_cause_advice(ctx, *cause, Some(d));
+                    Finding::new(
+                        id,
+                        Status::Fail,
+                        format!(
+                            "no driver is bound to {} ({}): {what}; {detail}",
+                            d.bdf,
+                            chip_name(d.device)
+                        ),
+                    )
+                    .observed("probe_failure", format!("{cause:?}"))
+                    .with_hits(fails.iter().map(|(_, h)| *h))
+                    .remedy(remedy)
+                }
+                None => Finding::new(
+                    id,
+                    Status::Fail,
+                    format!(
+                        "no driver is bound to {} ({}); {detail}",
+                        d.bdf,
+                        chip_name(d.device)
+                    ),
+                )
+                .remedy(gen_remedy(ctx)),
+            }
+        }
+    };
+    f = f
+        .observed("driver", d.driver.clone().unwrap_or_default())
+        .expected("driver", right)
+        .evidence(
+            &pci_path(d, "driver"),
+            None,
+            d.driver.as_deref().unwrap_or("(no driver link)"),
+        );
+    if let Some(drv) = &d.driver {
+        if let Some((path, v)) = module_version(ctx, &module_of_driver(drv)) {
+            f = f
+                .observed("driver_version", v.to_string())
+                .evidence(&path, None, &v.to_string());
+        }
+    }
+    // HAILO_OUT_OF_PHYSICAL_DEVICES(74) with no usable binding is this check's evidence.
+    if f.status != Status::Pass {
+        let hits: Vec<_> = ctx
+            .logs
+            .host(|e| matches!(e, LogEvent::HailoStatus { code: 74 }))
+            .map(|(h, _)| h)
+            .collect();
+        f = f.with_hits(hits);
+    }
+    f
+}
+
+pub(super) fn stale_driver(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
+    let id = "hailo.stale_driver";
+    let npu = &ctx.profile.npu;
+    let bound = dev.and_then(|d| d.driver.clone());
+    if bound
+        .as_ref()
+        .is_some_and(|b| npu.wrong_drivers.iter().any(|x| x.eq_ignore_ascii_case(b)))
+    {
+        return Finding::new(
+            id,
+            Status::Pass,
+            "the wrong-family driver is bound, not merely installed: see hailo.driver_binding",
+        );
+    }
+    let mut stale = Vec::new();
+    let mut f = Finding::new(id, Status::Pass, "");
+    for m in &npu.wrong_modules {
+        if let Some(mv) = ctx
+            .snap
+            .modules
+            .iter()
+            .find(|x| x.name.eq_ignore_ascii_case(m))
+        {
+            stale.push(format!(
+                "{m} loaded{}",
+                mv.version
+                    .as_ref()
+                    .map(|v| format!(" ({v})"))
+                    .unwrap_or_default()
+            ));
+            f.push_evidence(
+                &format!("/sys/module/{m}"),
+                None,
+                mv.version.as_deref().unwrap_or(""),
+            );
+        }
+        for file in ctx.snap.module_files.iter().filter(|p| {
+            p.rsplit('/')
+                .next()
+                .is_some_and(|n| n.starts_with(&format!("{m}.ko")))
+        }) {
+            stale.push(format!("{m} installed at {file}"));
+            f.push_evidence(file, None, "");
+        }
+    }
+    if stale.is_empty() {
+        f.summary = format!(
+            "no {} module is installed or loaded",
+            npu.wrong_modules.join("/")
+        );
+        return f;
+    }
+    f.status = Status::Warn;
+    f.summary = format!(
+        "a wrong-family Hailo module is present but not bound: {}; it can take the device on a later boot or collide with {}",
+        stale.join("; "),
+        npu.modules.join("/")
+    );
+    f.observed("stale_modules", stale).remedy(format!(
+        "echo 'blacklist {}' | sudo tee /etc/modprobe.d/blacklist-{}.conf (or purge the package that installed it)",
+        npu.wrong_modules.first().cloned().unwrap_or_default(),
+        npu.wrong_modules.first().cloned().unwrap_or_default()
+    ))
+}

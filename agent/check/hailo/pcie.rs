@@ -1,0 +1,136 @@
+//! PCI presence, PCIe link and device-side fault checks.
+
+use super::*;
+
+pub(super) fn pci_path(d: &PciDevice, attr: &str) -> String {
+    format!("/sys/bus/pci/devices/{}/{attr}", d.bdf)
+}
+
+pub(super) fn pci_device(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
+    let id = "hailo.pci_device";
+    let chip = &ctx.profile.npu.chip;
+    let pci = match &ctx.snap.pci {
+        Ok(p) => p,
+        Err(e) => return Finding::skip(id, format!("cannot list PCI devices: {e}")),
+    };
+    let expected = ctx.profile.npu.pci_ids.join(", ");
+    match dev {
+        None => Finding::new(
+            id,
+            Status::Fail,
+            format!("no Hailo device on PCI ({} functions seen): the {chip} is not detected — a seating, ribbon-cable or pciex1 problem, not software", pci.len()),
+        )
+        .expected("pci_id", expected)
+        .remedy("power off; reseat the HAT and its ribbon cable (contacts the right way round); if it still is missing add `dtparam=pciex1` to /boot/firmware/config.txt and reboot"),
+        Some(d) => {
+            let pci_id = format!("{:04x}:{:04x}", d.vendor, d.device);
+            let f = Finding::new(id, Status::Pass, format!("{} ({pci_id}) at {}", chip_name(d.device), d.bdf))
+                .observed("pci_id", pci_id.clone())
+                .observed("pci_address", d.bdf.clone())
+                .observed("chip", chip_name(d.device))
+                .expected("pci_id", expected)
+                .evidence(&pci_path(d, "device"), None, &format!("0x{:04x}", d.device));
+            if expected_ids(ctx).contains(&(d.vendor, d.device)) {
+                // The chip is on the bus, but the logs may already show it unusable.
+                let fails = probe_failures(ctx, Some(d));
+                match (fails.last(), &d.driver) {
+                    (Some((cause, _)), None) => {
+                        let (what, remedy) = probe_cause_advice(ctx, *cause, Some(d));
+                        let mut f = f.with_hits(fails.iter().map(|(_, h)| *h));
+                        f.status = Status::Fail;
+                        f.summary = format!("{} ({pci_id}) at {}: {what}", chip_name(d.device), d.bdf);
+                        f.observed("probe_failure", format!("{cause:?}")).remedy(remedy)
+                    }
+                    (Some((cause, _)), Some(drv)) => {
+                        let mut f = f.with_hits(fails.iter().map(|(_, h)| *h));
+                        f.status = Status::Info;
+                        f.summary = format!("{} ({pci_id}) at {}, bound to {drv}; an earlier probe failed ({})", chip_name(d.device), d.bdf, crate::check::driver_probe::cause_text(*cause));
+                        f
+                    }
+                    _ => f,
+                }
+            } else {
+                let mut f = f;
+                f.status = Status::Fail;
+                f.summary = format!(
+                    "a {} ({pci_id}) is fitted but profile {} expects a {chip}",
+                    chip_name(d.device),
+                    ctx.profile.id
+                );
+                f.remedy("run `npu-agent check` without --profile so the matching profile is chosen")
+            }
+        }
+    }
+}
+
+/// "8.0 GT/s PCIe" / "8 GT/s" -> 8.0.
+pub(super) fn gts(s: &str) -> Option<f64> {
+    s.split_whitespace().next()?.parse().ok()
+}
+
+pub(super) fn pcie_link(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
+    let id = "hailo.pcie_link";
+    let npu = &ctx.profile.npu;
+    let Some(d) = dev else {
+        return Finding::skip(id, "no Hailo device on PCI");
+    };
+    let Some(speed) = &d.link_speed else {
+        return Finding::skip(
+            id,
+            format!("{} not readable", pci_path(d, "current_link_speed")),
+        );
+    };
+    let want = gts(&npu.pcie_link_speed);
+    let have = gts(speed);
+    let mut f = Finding::new(
+        id,
+        Status::Pass,
+        format!(
+            "{speed} x{}",
+            d.link_width.map(|w| w.to_string()).unwrap_or("?".into())
+        ),
+    )
+    .observed("link_speed", speed.clone())
+    .observed("link_width", d.link_width)
+    .expected("link_speed", npu.pcie_link_speed.clone())
+    .expected("link_width", npu.pcie_link_width)
+    .evidence(&pci_path(d, "current_link_speed"), None, speed);
+    let slow = matches!((have, want), (Some(h), Some(w)) if h + 0.01 < w);
+    let narrow = matches!((d.link_width, npu.pcie_link_width), (Some(h), Some(w)) if h < w);
+    if slow || narrow {
+        f.status = Status::Warn;
+        f.summary = format!(
+            "the link trained at {speed} x{}, below {} x{}",
+            d.link_width.unwrap_or(0),
+            npu.pcie_link_speed,
+            npu.pcie_link_width.unwrap_or(1)
+        );
+        f = f.remedy("add `dtparam=pciex1_gen=3` under [all] in /boot/firmware/config.txt and reboot; if it stays low, reseat the ribbon cable");
+    }
+    f
+}
+
+pub(super) fn device_degraded(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
+    let id = "hailo.device_degraded";
+    let device_side: Vec<_> = ctx
+        .logs
+        .find(Some(LogClass::Device), |e| {
+            matches!(e, LogEvent::CmaAllocFail { .. })
+        })
+        .collect();
+    if !device_side.is_empty() {
+        let n = device_side.len();
+        return Finding::new(
+            id,
+            Status::Warn,
+            format!("{n} CMA allocation failure(s) inside the accelerator's own Linux (device-side runtime log): the chip degrades until reset; host CMA is not involved, so host compaction will not help"),
+        )
+        .observed("device_cma_failures", n as u64)
+        .with_hits(device_side.iter().map(|(h, _)| *h))
+        .remedy("schedule a host reboot (driver reload, PCIe rescan and chip reset were reported not to recover it) and report it to Hailo with the device log");
+    }
+    match dev {
+        None => Finding::skip(id, "no Hailo device on PCI"),
+        Some(_) => Finding::new(id, Status::Pass, "no device-side faults in the logs read"),
+    }
+}
