@@ -71,6 +71,66 @@ fn lifecycle(c: &Client, topic: &str, status: &str) -> Value {
     .json()
 }
 
+/// Publishes an unsigned reboot (always refused; a refusal uses no rate-limit slot) and returns
+/// every message received until its `rejected` answer. The agent handles one connection's
+/// messages in order, so whatever an earlier message caused was published before this answer:
+/// a negative check needs this marker, not a fixed wait. `c` must subscribe to `board`'s commands.
+fn until_marker(c: &Client, board: &str, id: &str) -> Vec<Msg> {
+    let topic = format!("npu-fleet/{board}/cmd/reboot/{id}");
+    let p = init_payload(board, "reboot", id, json!({}), now_s(), 60, None);
+    c.publish(&topic, &p, false);
+    let t0 = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        for m in c.drain() {
+            let done = m.topic == topic && m.json()["status"] == "rejected";
+            seen.push(m);
+            if done {
+                return seen;
+            }
+        }
+        assert!(t0.elapsed() < T, "no answer to the ordering marker {topic}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Collects `c`'s messages until `enough` holds for all of them or `max` has passed (a settle
+/// period that ends as soon as its condition is met).
+fn collect_for(c: &Client, max: Duration, enough: impl Fn(&[Msg]) -> bool) -> Vec<Msg> {
+    let t0 = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        seen.extend(c.drain());
+        if enough(&seen) || t0.elapsed() >= max {
+            return seen;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The last status seen on each topic.
+fn last_status(msgs: &[Msg]) -> std::collections::HashMap<String, String> {
+    msgs.iter()
+        .map(|m| {
+            let st = m.json()["status"].as_str().unwrap_or("").to_string();
+            (m.topic.clone(), st)
+        })
+        .collect()
+}
+
+/// Waits until the agent's log holds one of `needles` (a link event the test depends on).
+fn wait_log(agent: &Agent, needles: &[&str]) {
+    let t0 = Instant::now();
+    while !needles.iter().any(|n| agent.log_text().contains(n)) {
+        assert!(
+            t0.elapsed() < T,
+            "none of {needles:?} logged:\n{}",
+            agent.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn agent_bin() -> &'static str {
     env!("CARGO_BIN_EXE_npu-agent")
 }
@@ -161,11 +221,12 @@ fn br24_broker_restart_restores_subscriptions_and_status() {
     let Some((mut broker, board)) = setup("b1", "") else {
         return;
     };
-    let _agent = Agent::start(&board);
+    let agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     let s1 = status_of(&c, "b1").json()["session"].as_u64().unwrap();
     broker.stop();
-    std::thread::sleep(Duration::from_secs(2));
+    // The agent has seen the broker go before it comes back empty.
+    wait_log(&agent, &["MQTT connection lost"]);
     broker.restart();
     let restarted = Instant::now();
     // The agent cannot know the broker lost everything: it must re-publish and re-subscribe.
@@ -211,7 +272,8 @@ fn broker_absent_at_start_then_status_arrives() {
         &agent_config(&format!("mqtt://127.0.0.1:{port}"), "b1", ""),
     );
     let mut agent = Agent::start(&board);
-    std::thread::sleep(Duration::from_secs(3));
+    // It has tried and failed to connect (and must survive that).
+    wait_log(&agent, &["cannot connect to the MQTT broker"]);
     assert!(
         agent.is_running(),
         "the agent must keep running without a broker: {}",
@@ -237,8 +299,8 @@ fn duplicate_delivery_executes_once() {
     c.publish(topic, &p, false);
     c.publish(topic, &p, false);
     lifecycle(&c, topic, "successful");
-    std::thread::sleep(Duration::from_secs(2));
-    let later = c.drain();
+    // Any answer to a duplicate would arrive before the marker's.
+    let later = until_marker(&c, "b1", "dup-marker");
     let states: Vec<String> = later
         .iter()
         .filter(|m| m.topic == topic)
@@ -359,10 +421,10 @@ fn hostile_commands_are_rejected_and_the_agent_keeps_serving() {
         true,
     );
     lifecycle(&c, topic, "successful");
-    std::thread::sleep(Duration::from_millis(1100));
+    // Issued a second earlier, so the bytes differ from the first (not a redelivery).
     c.publish(
         topic,
-        &init_payload("b1", "rescan", "rp-1", json!({}), now_s(), 60, None),
+        &init_payload("b1", "rescan", "rp-1", json!({}), now - 1, 60, None),
         true,
     );
     // Answered without destroying the record: the retained state stays the real outcome, and
@@ -504,10 +566,19 @@ fn fleet_send_and_watch_end_to_end() {
     assert!(lines.last().unwrap().contains(" successful"), "{out}");
     // The requester clears the retained command at the end.
     let cmd_id = lines[0].split_whitespace().nth(1).unwrap().to_string();
-    let probe = Client::connect(broker.port, &[&format!("npu-fleet/b1/cmd/rescan/{cmd_id}")]);
-    std::thread::sleep(Duration::from_millis(500));
+    let marker = "test/marker/retained-probe";
+    let probe = Client::connect(
+        broker.port,
+        &[&format!("npu-fleet/b1/cmd/rescan/{cmd_id}"), marker],
+    );
+    // The broker sends retained messages when it takes the subscription, so before this echo.
+    probe.publish(marker, b"m", false);
+    let got = collect_for(&probe, T, |ms| ms.iter().any(|m| m.topic == marker));
+    assert!(got.iter().any(|m| m.topic == marker), "no marker echo");
     assert!(
-        probe.drain().iter().all(|m| m.payload.is_empty()),
+        got.iter()
+            .filter(|m| m.topic != marker)
+            .all(|m| m.payload.is_empty()),
         "retained command not cleared"
     );
     // Unsigned destructive: rejected, exit 1.
@@ -789,7 +860,11 @@ fn mutual_tls_with_generated_certificates() {
         ),
     );
     let agent2 = Agent::start(&board2);
-    std::thread::sleep(Duration::from_secs(3));
+    // The refusal has happened (an agent that got in would have published on connect).
+    wait_log(
+        &agent2,
+        &["cannot connect to the MQTT broker", "MQTT connection lost"],
+    );
     assert!(
         c.drain()
             .iter()
@@ -807,7 +882,11 @@ fn home_assistant_discovery_and_buttons() {
     board.write("/proc/sys/vm/compact_memory", "0\n");
     let c = Client::connect(
         broker.port,
-        &["homeassistant/device/b1/config", "npu-fleet/b1/status"],
+        &[
+            "homeassistant/device/b1/config",
+            "npu-fleet/b1/status",
+            "npu-fleet/b1/cmd/#",
+        ],
     );
     let _agent = Agent::start(&board);
     let d = c
@@ -842,9 +921,8 @@ fn home_assistant_discovery_and_buttons() {
     c.wait_for(T, "discovery re-sent", |m| {
         m.topic == "homeassistant/device/b1/config"
     });
-    std::thread::sleep(Duration::from_secs(2));
-    let resent = c
-        .drain()
+    // Any further re-send would be published before the marker's answer.
+    let resent = until_marker(&c, "b1", "ha-flood-marker")
         .iter()
         .filter(|m| m.topic == "homeassistant/device/b1/config")
         .count();
@@ -864,10 +942,12 @@ fn home_assistant_discovery_and_buttons() {
         assert!(t0.elapsed() < T, "the compact button did nothing");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // ... once: the presses pass the same rate limit as unsigned commands (30 s).
-    std::thread::sleep(Duration::from_secs(1));
+    // ... once: the presses pass the same rate limit as unsigned commands (30 s). Every press
+    // has been admitted or refused before the marker's answer; a second admitted compaction
+    // runs on the executor, so give it a moment to land.
     board.write("/proc/sys/vm/compact_memory", "0\n");
-    std::thread::sleep(Duration::from_secs(3));
+    until_marker(&c, "b1", "ha-press-marker");
+    std::thread::sleep(Duration::from_secs(1));
     assert_eq!(
         board.read("/proc/sys/vm/compact_memory").unwrap().trim(),
         "0",
@@ -1276,13 +1356,13 @@ fn no_planted_secret_leaves_the_board() {
     );
     lifecycle(&c, "npu-fleet/b1/cmd/reboot/leak-1", "rejected");
     c.publish("npu-fleet/b1/ha/rescan", b"PRESS", false);
-    std::thread::sleep(Duration::from_secs(3));
+    // The press is handled before the marker; the rescan it runs ends with a status.
+    let mut msgs = until_marker(&c, "b1", "leak-marker");
+    msgs.extend(collect_for(&c, T, |ms| {
+        ms.iter().any(|m| m.topic == "npu-fleet/b1/status")
+    }));
     let mut seen: Vec<String> = vec![st.text()];
-    seen.extend(
-        c.drain()
-            .iter()
-            .map(|m| format!("{} {}", m.topic, m.text())),
-    );
+    seen.extend(msgs.iter().map(|m| format!("{} {}", m.topic, m.text())));
     let _ = agent.terminate();
     seen.push(agent.log_text());
     // The CLI: the effective config, a check, and a refused broker URL with user info.
@@ -1498,8 +1578,7 @@ fn retained_commands_waiting_at_start_all_get_a_final_state() {
     let t0 = Instant::now();
     loop {
         let check = Client::connect(broker.port, &["npu-fleet/b1/cmd/rescan/+"]);
-        std::thread::sleep(Duration::from_secs(2));
-        let n = check.drain().len();
+        let n = collect_for(&check, Duration::from_secs(2), |ms| ms.len() > waiting).len();
         if n == waiting + 1 {
             break;
         }
@@ -1509,12 +1588,18 @@ fn retained_commands_waiting_at_start_all_get_a_final_state() {
     let t0 = Instant::now();
     loop {
         let check = Client::connect(broker.port, &["npu-fleet/b1/cmd/rescan/+"]);
-        std::thread::sleep(Duration::from_secs(3));
-        let mut finals = std::collections::HashMap::new();
-        for m in check.drain() {
-            let st = m.json()["status"].as_str().unwrap_or("").to_string();
-            finals.insert(m.topic.clone(), st);
-        }
+        // One subscriber sees the retained states, then every later change in order.
+        let finals = last_status(&collect_for(&check, Duration::from_secs(3), |ms| {
+            let f = last_status(ms);
+            let done = f
+                .values()
+                .filter(|v| *v == "successful" || *v == "rejected")
+                .count();
+            done == waiting + 1
+                && f.get("npu-fleet/b1/cmd/rescan/signed-waiting")
+                    .map(String::as_str)
+                    == Some("successful")
+        }));
         let count = |s: &str| finals.values().filter(|v| v.as_str() == s).count();
         let signed = finals
             .get("npu-fleet/b1/cmd/rescan/signed-waiting")
@@ -1636,7 +1721,7 @@ fn junk_on_a_used_command_topic_keeps_the_real_outcome() {
             .json();
         assert_eq!(v["status"], "successful", "{v}");
     }
-    std::thread::sleep(Duration::from_millis(500));
+    // The answer above came through the broker after the junk, so the retained record is set.
     let fresh = Client::connect(broker.port, &[topic]);
     let v = fresh
         .wait_for(T, "the retained record", |m| m.topic == topic)
@@ -1864,14 +1949,21 @@ fn a_session_takeover_is_not_read_as_a_status_too_large() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_secs(1));
-    for log in [a.log_text(), b.log_text()] {
-        // The compact form may have been chosen before the takeover was recognised, but then
-        // it is undone: the last word on the status form is never "compact".
+    // The compact form may have been chosen before the takeover was recognised, but then it
+    // is undone: the last word on the status form is never "compact".
+    let undone = |log: &str| {
         let last_compact = log.rfind(compact);
-        let last_full = log.rfind(full_again);
+        last_compact.is_none() || log.rfind(full_again) > last_compact
+    };
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(5)
+        && ![a.log_text(), b.log_text()].iter().all(|l| undone(l))
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for log in [a.log_text(), b.log_text()] {
         assert!(
-            last_compact.is_none() || last_full > last_compact,
+            undone(&log),
             "the compact status stays on after a takeover:\n{log}"
         );
     }
@@ -1914,7 +2006,7 @@ fn a_qos2_flood_with_session_takeovers_leaves_no_command_without_a_final_state()
         return;
     };
     let signed_topic = "npu-fleet/b1/cmd/rescan/signed-q2";
-    let watch = Client::connect(broker.port, &[signed_topic]);
+    let watch = Client::connect(broker.port, &[signed_topic, "npu-fleet/b1/cmd/reboot/+"]);
     let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
     let agent = Agent::start(&board);
     status_of(&c, "b1");
@@ -1948,10 +2040,10 @@ fn a_qos2_flood_with_session_takeovers_leaves_no_command_without_a_final_state()
             agent.log_text()
         );
     }
-    std::thread::sleep(Duration::from_secs(2));
-    let seen: Vec<String> = watch
-        .drain()
+    // A second run of the signed command would be published before the marker's answer.
+    let seen: Vec<String> = until_marker(&watch, "b1", "q2-marker")
         .iter()
+        .filter(|m| m.topic == signed_topic)
         .map(|m| m.json()["status"].as_str().unwrap_or("").to_string())
         .collect();
     let count = |s: &str| seen.iter().filter(|v| v.as_str() == s).count();
@@ -2002,24 +2094,35 @@ fn rescan_flood(
     out
 }
 
-/// What a fresh subscriber to `b1`'s retained rescan commands sees after `settle`: how many
+/// What a fresh subscriber to `b1`'s retained rescan commands sees within `settle`: how many
 /// are in a final state (`successful`, `rejected`, `failed`), how many topics it saw, and the
-/// status of `signed_topic`.
+/// status of `signed_topic`. Returns early once every topic seen is final, the signed one is
+/// `successful` and nothing new came for 200 ms (the retained burst has been delivered).
 fn retained_rescan_finals(
     port: u16,
     settle: Duration,
     signed_topic: &str,
 ) -> (usize, usize, Option<String>) {
     let check = Client::connect(port, &["npu-fleet/b1/cmd/rescan/+"]);
-    std::thread::sleep(settle);
+    let is_final = |s: &String| ["successful", "rejected", "failed"].contains(&s.as_str());
+    let t0 = Instant::now();
+    let mut quiet_since = Instant::now();
     let mut finals = std::collections::HashMap::new();
-    for m in check.drain() {
-        let st = m.json()["status"].as_str().unwrap_or("").to_string();
-        finals.insert(m.topic.clone(), st);
+    loop {
+        let new = check.drain();
+        if !new.is_empty() {
+            quiet_since = Instant::now();
+        }
+        finals.extend(last_status(&new));
+        let settled = !finals.is_empty()
+            && finals.values().all(is_final)
+            && finals.get(signed_topic).map(String::as_str) == Some("successful")
+            && quiet_since.elapsed() >= Duration::from_millis(200);
+        if settled || t0.elapsed() >= settle {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    let done = finals
-        .values()
-        .filter(|s| ["successful", "rejected", "failed"].contains(&s.as_str()))
-        .count();
+    let done = finals.values().filter(|s| is_final(s)).count();
     (done, finals.len(), finals.get(signed_topic).cloned())
 }
