@@ -5,7 +5,7 @@
 //! "exactly one of" pair. The help texts and usage lines are generated from the same specs, so
 //! what `--help` lists is what the parser accepts.
 //!
-//! Rules, as the README's "Commands" states them: `--flag value` and `--flag=value` are the same;
+//! Rules, as docs/reference.md "Commands" states them: `--flag value` and `--flag=value` are the same;
 //! a value that starts with `-` must be attached (`--root=-dir`) unless the option takes any
 //! text (`--llm-cmdline`); an option given twice is an error unless it is repeatable
 //! (`--arg`); `--` ends the options. Values of path options may be any bytes; other values,
