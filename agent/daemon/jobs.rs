@@ -262,20 +262,14 @@ fn on_action_done(
     } else {
         CmdStatus::Failed
     };
-    let cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-");
-    let detail = &o.message;
-    if o.ok {
-        tracing::info!(action = %name, origin = job.origin.as_str(), cmd_id, %detail, "action successful");
-    } else {
-        tracing::warn!(action = %name, origin = job.origin.as_str(), cmd_id, reason = %detail, "action failed");
-    }
+    // The executor has logged the outcome (action::executor); the lifecycle goes out here.
     let shown = if o.reboot_pending {
         CmdStatus::Executing
     } else {
         status
     };
     agent.last_action = Some(json!({
-        "action": name, "status": shown, "detail": detail,
+        "action": name, "status": shown, "detail": &o.message,
         "time": crate::sys::time::rfc3339_now(),
         "cmd_id": job.cmd.as_ref().map(|c| c.cmd_id.clone()),
     }));

@@ -64,17 +64,7 @@ pub fn on_message(ctx: HaContext<'_>, topic: &str, payload: &[u8]) -> HaMessage 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ctx() -> HaContext<'static> {
-        HaContext {
-            prefix: "homeassistant",
-            topic_root: "npu-fleet",
-            board: "b1",
-            model: "Radxa ROCK 5B",
-            profile: "rk3588-rknpu",
-            buttons: vec!["compact", "rescan"],
-        }
-    }
+    use crate::report::ha::tests::ctx;
 
     #[test]
     fn messages() {

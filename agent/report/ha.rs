@@ -213,10 +213,12 @@ pub fn sensor_components(b: &str, status: &str) -> Vec<(String, Value)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn ctx() -> HaContext<'static> {
+    /// A board `b1` under `npu-fleet` with the compact and rescan buttons (shared with the link's
+    /// tests in `crate::mqtt::ha`).
+    pub(crate) fn ctx() -> HaContext<'static> {
         HaContext {
             prefix: "homeassistant",
             topic_root: "npu-fleet",
