@@ -76,6 +76,9 @@ pub struct ProcessInfo {
     pub cmdline: Vec<String>,
     /// `/proc/<pid>/limits`.
     pub limits: Probed<limits::ProcessLimits>,
+    /// The container it runs in, from `/proc/<pid>/cgroup` (`docker`, `containerd`, `libpod`,
+    /// `kubepods`, `lxc`), if any.
+    pub container: Option<String>,
 }
 
 /// `/proc/sys/fs/file-nr`: allocated handles, free handles, maximum.
@@ -237,4 +240,6 @@ pub struct Snapshot {
     /// Power, thermal and NPU-load sensors (and, live, file-system free space and the agent's
     /// own footprint).
     pub sensors: Sensors,
+    /// How the software is installed: os-release, dpkg, systemd, DKMS, platform NPUs.
+    pub stack: super::stack::StackFacts,
 }

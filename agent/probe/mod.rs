@@ -10,6 +10,7 @@ pub mod evidence;
 mod files;
 pub mod llm;
 pub mod sensors;
+pub mod stack;
 
 pub use crate::model::logs::{LogClass, LogFile, LOG_TAIL_BYTES};
 pub use crate::model::snapshot::*;
@@ -265,6 +266,7 @@ pub fn probe(
         #[cfg(not(feature = "server"))]
         llm: crate::model::llm::LlmProbe::disabled(),
         sensors: sensors::probe_sensors(root),
+        stack: stack::probe_stack(root),
         identity,
         pci,
     }

@@ -129,8 +129,29 @@ pub(super) fn device_degraded(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding
         .with_hits(device_side.iter().map(|(h, _)| *h))
         .remedy("schedule a host reboot (driver reload, PCIe rescan and chip reset were reported not to recover it) and report it to Hailo with the device log");
     }
+    if let Some(d) = crate::check::throughput::worst_decay(ctx) {
+        return throughput_fall(id, d);
+    }
     match dev {
         None => Finding::skip(id, "no Hailo device on PCI"),
         Some(_) => Finding::new(id, Status::Pass, "no device-side faults in the logs read"),
     }
+}
+
+/// The same model running far slower than before on this host: the chip is stuck in a slow
+/// state. A reboot is not promised to clear it (reports show it surviving power cycles).
+fn throughput_fall(id: &str, d: crate::check::throughput::Decay) -> Finding {
+    Finding::new(
+        id,
+        Status::Warn,
+        format!(
+            "the same model runs far slower on the chip: {}; with driver, library, link and power fine this is the device itself (a clock or power state stuck low)",
+            d.describe()
+        ),
+    )
+    .observed("fps_before", d.best.0)
+    .observed("fps_now", d.latest.0)
+    .evidence(&d.file, Some(d.best.1), &format!("{} FPS", d.best.0))
+    .evidence(&d.file, Some(d.latest.1), &format!("{} FPS", d.latest.0))
+    .remedy("collect `hailortcli fw-control identify` and the benchmark output and report it to Hailo support (RMA if a cold power cycle has not cleared it); reinstalling HailoRT or changing packages will not help")
 }
