@@ -122,19 +122,25 @@ pub(super) fn package_generation(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Find
         }
     }
     if f.status != Status::Pass {
-        let hits: Vec<_> = ctx
-            .logs
-            .host(|e| {
-                matches!(
-                    e,
-                    LogEvent::HailoStatus { code: 74 } | LogEvent::HailoLibraryMissing { .. }
-                )
-            })
-            .map(|(h, _)| h)
-            .collect();
-        f = f.with_hits(hits);
+        f = with_missing_runtime_hits(ctx, f);
     }
     f
+}
+
+/// Adds the log lines of a runtime that found no device or no library (status 74, a missing
+/// `libhailort.so`).
+fn with_missing_runtime_hits(ctx: &Ctx<'_>, f: Finding) -> Finding {
+    let hits: Vec<_> = ctx
+        .logs
+        .host(|e| {
+            matches!(
+                e,
+                LogEvent::HailoStatus { code: 74 } | LogEvent::HailoLibraryMissing { .. }
+            )
+        })
+        .map(|(h, _)| h)
+        .collect();
+    f.with_hits(hits)
 }
 
 /// No Hailo package, and the runtime is not one (a source build, a vendor copy, a container):
