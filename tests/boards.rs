@@ -371,6 +371,25 @@ cases! {
     own23_pi5_16k_pages => "own-pi5-16k-pages-hailo10h-buddy-orders", own23_extra;
     own40_pi5_undervoltage => "own-pi5-hailo10h-undervoltage-3a-supply", own40_extra;
     own41_rk3588_npu_thermal => "own-rk3588-npu-thermal-throttled", own41_extra;
+    own50_rk3588_failed_to_submit => "own-rk3588-opi5plus-rknpu-0.9.3-failed-to-submit-npu-cores-1-2", own50_extra;
+}
+
+/// The job that never ran is carried by the driver finding, and the remedy is the kernel's.
+fn own50_extra(r: &Value) {
+    let f = finding(r, "rknpu.driver_version");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("the NPU workload fails with it"),
+        "{f}"
+    );
+    assert!(
+        f["evidence"].to_string().contains("failed to submit!"),
+        "{f}"
+    );
+    assert_remedy_mentions(r, "rknpu.driver_version", "kernel");
+    assert_remedy_lacks(r, "rknpu.driver_version", "librknnrt");
 }
 
 /// The remedy and summary of a finding do NOT contain `needle` (a remedy for another cause).

@@ -5,7 +5,7 @@
 
 use super::{Ctx, Finding, Status};
 use crate::model::LogClass;
-use crate::parse::workload::is_failure;
+use crate::parse::workload::{class_of, is_failure, is_kernel_npu_failure, FailureClass};
 
 const ID: &str = "npu.workload";
 
@@ -29,6 +29,17 @@ impl Block {
     fn last(&self) -> usize {
         self.lines.last().map(|l| l.0).unwrap_or(0)
     }
+    /// True when `f` explains this failure: it cites one of its lines, or it is a finding that
+    /// causes failures of this class (an rknpu driver below the minimum explains jobs that never
+    /// complete).
+    fn explained_by(&self, f: &Finding) -> bool {
+        self.cited_by(f)
+            || self
+                .lines
+                .iter()
+                .any(|(_, t)| explainers(class_of(t)).contains(&f.id.as_str()))
+    }
+
     /// True when `f` cites one of this block's lines.
     fn cited_by(&self, f: &Finding) -> bool {
         f.evidence.iter().any(|e| {
@@ -41,17 +52,43 @@ impl Block {
     }
 }
 
-/// The failure blocks of the host-side workload logs (package-manager logs left out).
+/// The findings that cause failures of a class.
+fn explainers(class: FailureClass) -> &'static [&'static str] {
+    match class {
+        FailureClass::JobNeverCompleted => &["rknpu.driver_version", "rknpu.runtime_library"],
+        FailureClass::NpuMemory => &[
+            "rknpu.driver_version",
+            "cma.free",
+            "cma.pool_size",
+            "memory.oom",
+            "limits.memlock",
+        ],
+        FailureClass::FileDescriptors => &["limits.nofile"],
+        FailureClass::DriverOrDevice => &[
+            "hailo.version_mismatch",
+            "hailo.driver_binding",
+            "hailo.package_generation",
+            "hailo.pci_device",
+            "hailo.runtime_library",
+            "rknpu.driver_version",
+        ],
+        FailureClass::Other => &[],
+    }
+}
+
+/// The failure blocks of the host-side workload logs (package-manager logs left out) and the
+/// kernel's NPU job failures.
 fn failure_blocks(ctx: &Ctx<'_>) -> Vec<Block> {
     let mut out = Vec::new();
-    for log in ctx
-        .snap
-        .logs
-        .iter()
-        .filter(|l| l.class == LogClass::Workload && !l.path.contains("/apt/"))
-    {
+    for log in ctx.snap.logs.iter().filter(|l| {
+        l.class == LogClass::Kernel || l.class == LogClass::Workload && !l.path.contains("/apt/")
+    }) {
+        let fails: fn(&str) -> bool = match log.class {
+            LogClass::Kernel => is_kernel_npu_failure,
+            _ => is_failure,
+        };
         let mut cur: Option<Block> = None;
-        for (i, line) in log.lines.iter().enumerate().filter(|(_, l)| is_failure(l)) {
+        for (i, line) in log.lines.iter().enumerate().filter(|(_, l)| fails(l)) {
             let n = i + 1;
             match cur.as_mut() {
                 Some(b) if n - b.last() <= BLOCK_GAP_LINES => b.lines.push((n, line.clone())),
@@ -79,10 +116,10 @@ pub(super) fn workload(ctx: &Ctx<'_>, findings: &mut [Finding]) -> Finding {
         .iter()
         .filter(|l| l.class == LogClass::Workload)
         .count();
-    if workload_logs == 0 {
-        return Finding::skip(ID, "no NPU workload log was read (the profile's [logs] workload files and the journal hold none)");
-    }
     let blocks = failure_blocks(ctx);
+    if blocks.is_empty() && workload_logs == 0 {
+        return Finding::skip(ID, "no NPU workload log was read (the profile's [logs] workload files and the journal hold none) and the kernel log has no NPU job failure");
+    }
     if blocks.is_empty() {
         return Finding::new(
             ID,
@@ -95,7 +132,7 @@ pub(super) fn workload(ctx: &Ctx<'_>, findings: &mut [Finding]) -> Finding {
     for b in &blocks {
         let by: Vec<String> = findings
             .iter_mut()
-            .filter(|f| f.id != ID && f.status.fires() && b.cited_by(f))
+            .filter(|f| f.id != ID && f.status.fires() && b.explained_by(f))
             .map(|f| carry(f, b))
             .collect();
         if by.is_empty() {
@@ -169,6 +206,13 @@ fn hint(ctx: &Ctx<'_>, blocks: &[&Block]) -> String {
     if text("failed to malloc npu memory") && (text("errno: 14") || text("Bad address")) {
         return "errno 14 (Bad address) while mapping NPU memory with a current driver: the NPU's IOMMU address space is cut into 4 GiB domains, and a large model already loaded can fill the first one; load the LLM into another domain (RKLLMParam.extend_param.base_domain_id = 1) or use a smaller model; RAM, CMA, ulimit and the driver are not the cause".into();
     }
+    if blocks.iter().any(|b| {
+        b.lines
+            .iter()
+            .any(|(_, t)| class_of(t) == FailureClass::JobNeverCompleted)
+    }) {
+        return "an NPU job was accepted and never completed (run task counter 0, or the kernel's job timeout): keep librknnrt and the rknpu driver one release apart at most (the runtime's `RKNN Driver Information` line names the driver), give each thread its own rknn_context, and where only some NPU cores fail boot a kernel with a newer rknpu; a reboot resets a hung NPU".into();
+    }
     let capture = if ctx.snap.live {
         "sudo npu-agent capture"
     } else {
@@ -225,6 +269,39 @@ mod tests {
         );
         let m = one("rpi5-hailo8", &b, "hailo.version_mismatch");
         assert_eq!(m.status, Status::Fail, "{}", m.summary);
+    }
+
+    #[test]
+    fn a_class_of_failure_is_explained_by_its_cause() {
+        let b = Board::new()
+            .rknpu_version_file("/sys/kernel/debug/rknpu/version", "RKNPU driver: v0.9.3")
+            .log(
+                "/var/log/rknn/app.log",
+                LogClass::Workload,
+                &["E RKNN: [17:19:34.670] failed to submit!, op id: 1, op name: Conv:/model.0/conv/Conv, flags: 0x1, task start: 0, task number: 30, run task counter: 0, int status: 0"],
+            )
+            .build();
+        let f = one("rk3588-rknpu", &b, "npu.workload");
+        assert_eq!(f.status, Status::Info, "{}", f.summary);
+        assert!(f.summary.contains("rknpu.driver_version"), "{}", f.summary);
+        let d = one("rk3588-rknpu", &b, "rknpu.driver_version");
+        assert_eq!(d.status, Status::Fail, "{}", d.summary);
+        assert!(
+            d.summary.contains("the NPU workload fails with it"),
+            "{}",
+            d.summary
+        );
+        // The kernel's side of the same fault, with no workload log at all.
+        let k = Board::new()
+            .log(
+                "/var/log/kern.log",
+                LogClass::Kernel,
+                &["[  578.9] RKNPU: job timeout, flags: 0x1"],
+            )
+            .build();
+        let f = one("rk3588-rknpu", &k, "npu.workload");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("RKNPU: job timeout"), "{}", f.summary);
     }
 
     #[test]

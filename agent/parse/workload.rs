@@ -29,9 +29,95 @@ pub fn is_failure(line: &str) -> bool {
     npu && failed
 }
 
+/// True when a kernel line reports an NPU job that never completed (`RKNPU: job timeout`,
+/// `RKNPU: failed to wait job`, `RKNPU: job abort`).
+pub fn is_kernel_npu_failure(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    lower.contains("rknpu")
+        && (lower.contains("job timeout")
+            || lower.contains("failed to wait job")
+            || lower.contains("job abort")
+            || lower.contains("soft reset"))
+}
+
+/// The class of a failure line, which decides the findings that can explain it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// An NPU job was submitted and never completed (`failed to submit!`, `job timeout`).
+    JobNeverCompleted,
+    /// NPU memory could not be allocated or mapped (`failed to malloc npu memory`, errno 12/14).
+    NpuMemory,
+    /// Out of file descriptors (errno 23/24).
+    FileDescriptors,
+    /// The runtime refused the driver or the device (HailoRT status 74/76, `driver version`).
+    DriverOrDevice,
+    /// Anything else.
+    Other,
+}
+
+/// Classifies a failure line.
+pub fn class_of(line: &str) -> FailureClass {
+    let lower = line.to_ascii_lowercase();
+    if lower.contains("failed to submit")
+        || is_kernel_npu_failure(line)
+        || lower.contains("run task counter: 0")
+    {
+        FailureClass::JobNeverCompleted
+    } else if lower.contains("malloc npu memory")
+        || lower.contains("failed to allocate handle")
+        || lower.contains("errno: 14")
+        || lower.contains("errno: 12")
+    {
+        FailureClass::NpuMemory
+    } else if lower.contains("too many open files")
+        || lower.contains("errno: 24")
+        || lower.contains("errno: 23")
+    {
+        FailureClass::FileDescriptors
+    } else if lower.contains("driver_version")
+        || lower.contains("driver version")
+        || lower.contains("(74)")
+        || lower.contains("(76)")
+    {
+        FailureClass::DriverOrDevice
+    } else {
+        FailureClass::Other
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::is_failure;
+    use super::*;
+
+    #[test]
+    fn kernel_lines_and_classes() {
+        assert!(is_kernel_npu_failure(
+            "[  578.9] RKNPU: job timeout, flags: 0x1, ret: -110"
+        ));
+        assert!(is_kernel_npu_failure(
+            "RKNPU: failed to wait job, task counter: 74, flags: 0x1, ret = -512"
+        ));
+        assert!(!is_kernel_npu_failure(
+            "RKNPU fdab0000.npu: RKNPU: rknpu iommu is enabled"
+        ));
+        assert_eq!(
+            class_of("E RKNN: failed to submit!, op id: 1, op name: Conv:/model.0/conv/Conv, flags: 0x1, task start: 0, task number: 30, run task counter: 0, int status: 0"),
+            FailureClass::JobNeverCompleted
+        );
+        assert_eq!(
+            class_of("E RKNN: failed to malloc npu memory, size: 1427746880"),
+            FailureClass::NpuMemory
+        );
+        assert_eq!(
+            class_of("open failed: Too many open files"),
+            FailureClass::FileDescriptors
+        );
+        assert_eq!(
+            class_of("status=HAILO_INVALID_DRIVER_VERSION(76)"),
+            FailureClass::DriverOrDevice
+        );
+        assert_eq!(class_of("E RKNN: something else"), FailureClass::Other);
+    }
 
     #[test]
     fn runtime_error_lines() {
