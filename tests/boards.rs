@@ -371,6 +371,7 @@ cases! {
     own23_pi5_16k_pages => "own-pi5-16k-pages-hailo10h-buddy-orders", own23_extra;
     own40_pi5_undervoltage => "own-pi5-hailo10h-undervoltage-3a-supply", own40_extra;
     own41_rk3588_npu_thermal => "own-rk3588-npu-thermal-throttled", own41_extra;
+    own51_pi5_platform_health => "own-pi5-hailo8-3a-supply-old-bootloader-gen3-link-errors";
     own50_rk3588_failed_to_submit => "own-rk3588-opi5plus-rknpu-0.9.3-failed-to-submit-npu-cores-1-2", own50_extra;
 }
 

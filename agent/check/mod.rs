@@ -17,6 +17,7 @@ mod llm;
 mod memory;
 #[cfg(feature = "server")]
 mod moe;
+mod pi_platform;
 mod power;
 pub use memory::buddy_summary;
 mod rknpu;

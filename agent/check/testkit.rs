@@ -94,6 +94,7 @@ impl Board {
             usb_max_current_enable: None,
             fs: Vec::new(),
             agent: None,
+            pi: Default::default(),
         };
         let snap = Snapshot {
             live: false,
@@ -190,6 +191,7 @@ impl Board {
     pub(crate) fn pci(mut self, vendor: u16, device: u16, driver: Option<&str>) -> Self {
         let list = read_list(&mut self.snap.pci);
         list.push(PciDevice {
+            aer: None,
             bdf: format!("0001:{:02x}:00.0", list.len() + 1),
             vendor,
             device,

@@ -322,6 +322,36 @@ mod tests {
     }
 
     #[test]
+    fn a_failing_link_is_never_told_to_run_at_gen_3() {
+        use crate::model::{AerTotals, LogClass};
+        let mut snap = healthy().build();
+        if let Ok(devs) = snap.pci.as_mut() {
+            devs[0].aer = Some(AerTotals {
+                correctable: 12,
+                nonfatal: 0,
+                fatal: 0,
+            });
+        }
+        let f = one("rpi5-hailo8", &snap, "hailo.pcie_link");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("12 corrected"), "{}", f.summary);
+        assert!(f.remedy.contains("pciex1_gen=2"), "{}", f.remedy);
+        assert!(!f.remedy.contains("`dtparam=pciex1_gen=3`"), "{}", f.remedy);
+        let down = healthy().log(
+            "/var/log/kern.log",
+            LogClass::Kernel,
+            &["[  812.1] brcm-pcie 1000110000.pcie: link down"],
+        );
+        let f = one("rpi5-hailo8", &down.build(), "hailo.pcie_link");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.evidence.iter().any(|e| e.text.contains("link down")),
+            "{:?}",
+            f.evidence
+        );
+    }
+
+    #[test]
     fn runtime_library_verdicts() {
         let id = "hailo.runtime_library";
         let lost = Board::new().binary("/usr/bin/hailortcli", &["libhailort.so.4.20.0"]);
