@@ -169,8 +169,13 @@ pub(super) fn power(ctx: &Ctx<'_>) -> Finding {
     if let Some(c) = &sensors.usb_max_current_enable {
         f = f.observed("usb_max_current_enable", c.value.clone());
     }
+    with_firmware(ctx, f)
+}
+
+/// Folds the Pi firmware's reports into `f`, with the remedies they call for.
+fn with_firmware(ctx: &Ctx<'_>, mut f: Finding) -> Finding {
     let hat = ctx.profile.npu.kind == crate::profile::NpuKind::Hailo;
-    let (supply, bootloader) = super::pi_platform::fold(&sensors.pi, hat, &mut f);
+    let (supply, bootloader) = super::pi_platform::fold(&ctx.snap.sensors.pi, hat, &mut f);
     if supply && f.remedy.is_empty() {
         f.remedy = remedy(ctx);
     }
