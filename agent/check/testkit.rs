@@ -91,6 +91,7 @@ impl Board {
             hailo_temp_mc: None,
             npu_load: None,
             npu_freq_hz: None,
+            npu_devfreq: None,
             usb_max_current_enable: None,
             fs: Vec::new(),
             agent: None,

@@ -121,6 +121,12 @@ pub(super) fn workload(ctx: &Ctx<'_>, findings: &mut [Finding]) -> Finding {
         return Finding::skip(ID, "no NPU workload log was read (the profile's [logs] workload files and the journal hold none) and the kernel log has no NPU job failure");
     }
     if blocks.is_empty() {
+        // Hailo's decay is hailo.device_degraded's; the Rockchip NPU's is reported here.
+        if ctx.profile.npu.kind == crate::profile::NpuKind::Rknpu {
+            if let Some(d) = super::throughput::worst_decay(ctx) {
+                return rknpu_decay(ctx, d);
+            }
+        }
         return Finding::new(
             ID,
             Status::Pass,
@@ -166,6 +172,52 @@ fn carry(f: &mut Finding, b: &Block) -> String {
             .push_str(&format!("; the NPU workload fails with it ({})", b.file));
     }
     f.id.clone()
+}
+
+/// The same RKNN model far slower than before; the NPU's devfreq policy says whether the clock
+/// is held down (vendor benchmarks assume the NPU pinned at its highest frequency).
+fn rknpu_decay(ctx: &Ctx<'_>, d: super::throughput::Decay) -> Finding {
+    let sensors = &ctx.snap.sensors;
+    let cur = sensors
+        .npu_freq_hz
+        .as_ref()
+        .and_then(|f| f.value.as_ref().ok().copied());
+    let policy = sensors.npu_devfreq.as_ref();
+    let max = policy.and_then(|p| p.available_max_hz);
+    let governor = policy.and_then(|p| p.governor.clone());
+    let clock = match (cur, max) {
+        (Some(c), Some(m)) => format!(
+            "; the NPU clock is {} of {} MHz{}",
+            c / 1_000_000,
+            m / 1_000_000,
+            governor
+                .as_ref()
+                .map(|g| format!(" (governor {g})"))
+                .unwrap_or_default()
+        ),
+        _ => String::new(),
+    };
+    let held_low = matches!((cur, max), (Some(c), Some(m)) if c < m);
+    let mut f = Finding::new(
+        ID,
+        Status::Warn,
+        format!(
+            "the NPU runs the same model far slower than before: {}{clock}",
+            d.describe()
+        ),
+    )
+    .observed("fps_before", d.best.0)
+    .observed("fps_now", d.latest.0)
+    .evidence(&d.file, Some(d.best.1), &format!("{} FPS", d.best.0))
+    .evidence(&d.file, Some(d.latest.1), &format!("{} FPS", d.latest.0));
+    if let Some(p) = policy {
+        f.push_evidence(&p.dir, None, governor.as_deref().unwrap_or(""));
+    }
+    f.remedy(if held_low {
+        "the NPU clock is below its maximum: compare with the board's thermal zones (board.thermal) and pin it for a benchmark (echo performance | sudo tee /sys/class/devfreq/<npu>/governor); if it stays slow at the maximum clock, check the model and runtime versions"
+    } else {
+        "compare the runtime and model versions of the fast and the slow run, and the NPU temperature (board.thermal); the NPU clock is not held below its maximum"
+    })
 }
 
 fn unexplained_finding(ctx: &Ctx<'_>, blocks: &[&Block], explained: usize) -> Finding {
@@ -302,6 +354,42 @@ mod tests {
         let f = one("rk3588-rknpu", &k, "npu.workload");
         assert_eq!(f.status, Status::Warn, "{}", f.summary);
         assert!(f.summary.contains("RKNPU: job timeout"), "{}", f.summary);
+    }
+
+    #[test]
+    fn rknpu_decay_names_the_npu_clock() {
+        use crate::model::sensors::{FileValue, NpuDevfreq};
+        let mut b = Board::new()
+            .log(
+                "/var/log/rknn/bench.log",
+                LogClass::Workload,
+                &[
+                    "model: ./yolov5s.rknn",
+                    "Avg Time 13.21ms, Avg FPS = 75.7",
+                    "model: ./yolov5s.rknn",
+                    "Avg Time 66.0ms, Avg FPS = 15.1",
+                ],
+            )
+            .build();
+        b.sensors.npu_freq_hz = Some(FileValue {
+            path: "/sys/class/devfreq/fdab0000.npu/cur_freq".into(),
+            value: Ok(300_000_000),
+        });
+        b.sensors.npu_devfreq = Some(NpuDevfreq {
+            dir: "/sys/class/devfreq/fdab0000.npu".into(),
+            governor: Some("rknpu_ondemand".into()),
+            available_max_hz: Some(1_000_000_000),
+        });
+        let f = one("rk3588-rknpu", &b, "npu.workload");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("75.70 to 15.10 FPS"), "{}", f.summary);
+        assert!(
+            f.summary
+                .contains("300 of 1000 MHz (governor rknpu_ondemand)"),
+            "{}",
+            f.summary
+        );
+        assert!(f.remedy.contains("performance"), "{}", f.remedy);
     }
 
     #[test]

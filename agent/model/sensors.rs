@@ -105,6 +105,8 @@ pub struct Sensors {
     pub npu_load: Option<FileValue<Vec<u32>>>,
     /// The NPU's devfreq `cur_freq`, Hz, when a devfreq device named `*npu*` exists.
     pub npu_freq_hz: Option<FileValue<u64>>,
+    /// The same devfreq device's `governor` and the highest of its `available_frequencies` (Hz).
+    pub npu_devfreq: Option<NpuDevfreq>,
     /// `usb_max_current_enable=` in the Pi's config.txt (last one wins), when present.
     pub usb_max_current_enable: Option<ConfigLine>,
     /// File-system free space of `/` and of the boot partition (live system only).
@@ -113,6 +115,17 @@ pub struct Sensors {
     pub agent: Option<SelfUsage>,
     /// What the Raspberry Pi firmware reports (other boards: all `None`).
     pub pi: PiFirmware,
+}
+
+/// The NPU's devfreq policy (`/sys/class/devfreq/<dev>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpuDevfreq {
+    /// Board path of the devfreq directory.
+    pub dir: String,
+    /// `governor` (`rknpu_ondemand`, `simple_ondemand`, `performance`, `userspace`).
+    pub governor: Option<String>,
+    /// The highest of `available_frequencies`, Hz.
+    pub available_max_hz: Option<u64>,
 }
 
 /// What the Raspberry Pi firmware tells the kernel: throttling, the negotiated supply current,

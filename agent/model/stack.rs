@@ -34,6 +34,9 @@ pub struct StackFacts {
     pub dkms_modules: Vec<String>,
     /// Platform devices of an on-chip NPU (`fdab0000.npu`) and the driver bound to each.
     pub platform_npus: Vec<PlatformDevice>,
+    /// Device-tree NPU nodes (`/proc/device-tree/npu@fdab0000`) and their `status` (`okay` when
+    /// the node has none).
+    pub npu_dt_nodes: Vec<(String, String)>,
 }
 
 /// A platform device and its bound driver (`/sys/bus/platform/devices/<name>/driver`).

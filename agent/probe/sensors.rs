@@ -72,8 +72,10 @@ pub fn probe_sensors(root: &SysRoot) -> Sensors {
                 path,
             }
         });
+    let npu_devfreq = probe_npu_devfreq(root);
     let live = root.is_live();
     Sensors {
+        npu_devfreq,
         thermal: probe_thermal(root),
         hwmon,
         rpi_volt,
@@ -85,6 +87,34 @@ pub fn probe_sensors(root: &SysRoot) -> Sensors {
         agent: live.then(|| probe_self(root)),
         pi: super::pi_firmware::probe_pi_firmware(root),
     }
+}
+
+/// The NPU devfreq device's governor and highest available frequency.
+fn probe_npu_devfreq(root: &SysRoot) -> Option<crate::model::sensors::NpuDevfreq> {
+    let name = root
+        .list_dir(DEVFREQ_DIR)
+        .ok()?
+        .into_iter()
+        .find(|n| n.contains("npu"))?;
+    let dir = format!("{DEVFREQ_DIR}/{name}");
+    let governor = root
+        .read_string(&format!("{dir}/governor"))
+        .ok()
+        .map(|g| g.trim().chars().take(40).collect::<String>())
+        .filter(|g| !g.is_empty());
+    let available_max_hz = root
+        .read_string(&format!("{dir}/available_frequencies"))
+        .ok()
+        .and_then(|t| {
+            t.split_whitespace()
+                .filter_map(|f| f.parse::<u64>().ok())
+                .max()
+        });
+    Some(crate::model::sensors::NpuDevfreq {
+        dir,
+        governor,
+        available_max_hz,
+    })
 }
 
 /// Reads a file holding one integer.

@@ -28,7 +28,28 @@ pub fn probe_stack(root: &SysRoot) -> StackFacts {
         systemd,
         dkms_modules: root.list_dir("/var/lib/dkms").unwrap_or_default(),
         platform_npus: probe_platform_npus(root),
+        npu_dt_nodes: probe_npu_dt_nodes(root),
     }
+}
+
+/// `npu@...` nodes at the device tree's top level and their `status`.
+pub fn probe_npu_dt_nodes(root: &SysRoot) -> Vec<(String, String)> {
+    let base = "/proc/device-tree";
+    let mut out: Vec<(String, String)> = root
+        .list_dir(base)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.starts_with("npu@"))
+        .map(|n| {
+            let status = root
+                .read(&format!("{base}/{n}/status"))
+                .map(|b| crate::parse::devicetree::string(&b))
+                .unwrap_or_else(|_| "okay".into());
+            (n, status)
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// Parses os-release(5) text; `ID` defaults to `linux` as the spec says.

@@ -106,6 +106,38 @@ fn kernel_log_from_boot(ctx: &Ctx<'_>) -> bool {
     })
 }
 
+/// No driver came up because the NPU itself is not described or not powered: its device-tree
+/// node is disabled, or its supply regulator failed (the kernel's lines about it).
+fn npu_node_fault(ctx: &Ctx<'_>) -> Option<Finding> {
+    let id = "rknpu.driver_version";
+    for log in ctx.snap.logs.iter().filter(|l| l.class == LogClass::Kernel) {
+        for (i, t) in log.lines.iter().enumerate() {
+            let l = t.to_ascii_lowercase();
+            let npu = l.contains("rknpu") || l.contains(".npu");
+            let bad = ["fail", "not found", "-517", "dummy regulator", "error"]
+                .iter()
+                .any(|w| l.contains(w));
+            if npu && l.contains("regulator") && bad {
+                return Some(
+                    Finding::new(id, Status::Warn, format!("the NPU's supply regulator did not come up, so no driver can run it: {}", t.trim()))
+                        .evidence(&log.path, (!log.cut).then_some(i + 1), t)
+                        .remedy("boot the device tree made for this board (its NPU supply, `rknpu-supply`/`vdd_npu`, comes from the board's own DTB or image); a kernel or DTB for another board leaves the NPU unpowered"),
+                );
+            }
+        }
+    }
+    let nodes = &ctx.snap.stack.npu_dt_nodes;
+    if !nodes.is_empty() && nodes.iter().all(|(_, s)| s == "disabled") {
+        let (name, _) = &nodes[0];
+        return Some(
+            Finding::new(id, Status::Warn, format!("the NPU's device-tree node {name} is disabled (status = \"disabled\"): no driver binds to it"))
+                .evidence(&format!("/proc/device-tree/{name}/status"), None, "disabled")
+                .remedy("enable the NPU in the device tree: the board's NPU overlay (Armbian: add it to overlays= in /boot/armbianEnv.txt) or status = \"okay\" in its DTS, then reboot"),
+        );
+    }
+    None
+}
+
 /// Where the version came from, its text and the parsed version.
 struct Found {
     file: String,
@@ -270,6 +302,10 @@ fn version_unknown(ctx: &Ctx<'_>, min: Version, kernel: &str) -> Finding {
         .rknpu_version_files
         .iter()
         .find(|(_, r)| r.as_ref().is_err_and(|e| !e.is_not_found()));
+    // Before "the driver is present": a driver that speaks but cannot power the NPU is no driver.
+    if let Some(f) = npu_node_fault(ctx) {
+        return f;
+    }
     if let Some((file, why)) = driver_present(ctx) {
         let how = match denied {
             Some((path, Err(e))) => format!("{path} is not readable ({e}): run the agent as root"),
@@ -556,6 +592,28 @@ mod tests {
             "{}",
             f.summary
         );
+    }
+
+    #[test]
+    fn an_npu_without_node_or_supply_is_named() {
+        let id = "rknpu.driver_version";
+        let mut snap = Board::new().build();
+        snap.stack.npu_dt_nodes = vec![("npu@fdab0000".into(), "disabled".into())];
+        let f = one("rk3588-rknpu", &snap, id);
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(
+            f.summary.contains("npu@fdab0000 is disabled"),
+            "{}",
+            f.summary
+        );
+        let reg = Board::new().log(
+            "/var/log/kern.log",
+            LogClass::Kernel,
+            &["[    5.1] RKNPU fdab0000.npu: Looking up rknpu-supply from device tree, failed to get regulator"],
+        );
+        let f = one("rk3588-rknpu", &reg.build(), id);
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("supply regulator"), "{}", f.summary);
     }
 
     #[test]
