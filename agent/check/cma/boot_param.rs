@@ -285,3 +285,74 @@ pub(super) fn boot_param(ctx: &Ctx<'_>) -> Finding {
     );
     f
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testkit::{one, Board, MIB};
+    use crate::model::{LogClass, Status};
+
+    fn board(cmdline: &str, cma_total: u64) -> Board {
+        Board::new()
+            .meminfo(8192 * MIB, 4096 * MIB, Some((cma_total, cma_total / 2)))
+            .cmdline(cmdline)
+    }
+
+    /// The rungs of the ladder the board tests do not reach, pinned word for word.
+    #[test]
+    fn boot_param_ladder() {
+        let failed = board("console=ttyS2 cma=256M", 64 * MIB).log(
+            "/var/log/kern.log",
+            LogClass::Kernel,
+            &["[    0.000000] cma: Failed to reserve 256 MiB"],
+        );
+        let table = [
+            (
+                "rk3588-rknpu",
+                board("console=ttyS2 cma=128M cma=256M", 256 * MIB),
+                Status::Warn,
+                "cma= is set 2 times in /proc/cmdline; only the last one counts",
+                "keep a single cma= (sudo npu-agent cma set 256M rewrites the one that wins)",
+            ),
+            (
+                "rk3588-rknpu",
+                board("console=ttyS2 cma=256M", 64 * MIB),
+                Status::Warn,
+                "cma=256M is on the command line but CmaTotal is 64 MiB: something overrides it (device tree, firmware, NUMA emulation) or the reservation failed",
+                "check `dmesg | grep -i cma` for the reservation line; try a smaller size",
+            ),
+            (
+                "rk3588-rknpu",
+                failed,
+                Status::Warn,
+                "cma=256M asks for a 256 MiB pool but the kernel could not reserve it (\"cma: Failed to reserve 256 MiB\"); CmaTotal is 64 MiB",
+                "keep a single cma= with a size this kernel can place (smaller, e.g. sudo npu-agent cma set 64M; a 32-bit kernel needs the pool below the highmem boundary; on a Raspberry Pi size it with the overlay's cma-NNN parameter instead), then reboot and check CmaTotal",
+            ),
+            (
+                "rpi5-hailo8",
+                board("console=tty1 cma=lots", 64 * MIB),
+                Status::Fail,
+                "cma=lots is not a size: the kernel's memparse reads it as 0, so there is no CMA pool at all (CmaTotal 64 MiB)",
+                "sudo npu-agent cma set 256M && sudo reboot",
+            ),
+            (
+                "generic",
+                board("console=ttyS2 cma=lots", 64 * MIB),
+                Status::Warn,
+                "cma=lots is not a size: the kernel's memparse reads it as 0, so there is no CMA pool at all (CmaTotal 64 MiB)",
+                "sudo npu-agent cma set 256M && sudo reboot",
+            ),
+            (
+                "rk3588-rknpu",
+                board("console=ttyS2 cma=0", 0),
+                Status::Info,
+                "CMA is deliberately disabled (cma=0), CmaTotal 0 B: fine for blocks behind an IOMMU (the RK3588 NPU, VPUs); raise it only for a device that needs contiguous memory",
+                "",
+            ),
+        ];
+        for (profile, b, status, summary, remedy) in table {
+            let f = one(profile, &b.build(), "cma.boot_param");
+            assert_eq!((f.status, f.summary.as_str()), (status, summary));
+            assert_eq!(f.remedy, remedy, "{summary}");
+        }
+    }
+}

@@ -139,3 +139,118 @@ pub(super) fn numa_balancing(ctx: &Ctx<'_>) -> Finding {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testkit::{not_read, one, Board};
+    use crate::model::llm::SysctlSetting;
+    use crate::model::{Snapshot, Status};
+    use crate::root::{ReadError, ReadErrorKind};
+
+    const ID: &str = "kernel.numa_balancing";
+
+    /// A board with `nodes` NUMA nodes (None: not listed) and `value` in numa_balancing
+    /// (None: no such file).
+    fn snap(live: bool, nodes: Option<Vec<u32>>, value: Option<&str>) -> Snapshot {
+        let mut s = Board::new().build();
+        s.live = live;
+        s.llm.enabled = true;
+        s.llm.numa_nodes = nodes
+            .map(Ok)
+            .unwrap_or_else(|| not_read("/sys/devices/system/node"));
+        s.llm.numa_balancing = value
+            .map(|v| Ok(v.to_string()))
+            .unwrap_or_else(|| not_read("/proc/sys/kernel/numa_balancing"));
+        s
+    }
+
+    fn setting(file: &str, line: usize, value: &str) -> SysctlSetting {
+        SysctlSetting {
+            file: file.into(),
+            line,
+            value: value.into(),
+            text: format!("kernel.numa_balancing = {value}"),
+        }
+    }
+
+    /// The rungs the server tests do not reach, pinned word for word.
+    #[test]
+    fn numa_balancing_ladder() {
+        let table = [
+            (
+                snap(false, Some(vec![]), None),
+                Status::Skip,
+                "no node directories under /sys/devices/system/node in this tree",
+            ),
+            (
+                snap(true, None, None),
+                Status::Pass,
+                "this kernel has no automatic NUMA balancing (no /proc/sys/kernel/numa_balancing)",
+            ),
+            (
+                snap(false, Some(vec![0]), None),
+                Status::Pass,
+                "one NUMA node with memory: automatic NUMA balancing has nothing to migrate",
+            ),
+            (
+                snap(false, Some(vec![0, 1]), None),
+                Status::Skip,
+                "/proc/sys/kernel/numa_balancing is not in this tree",
+            ),
+        ];
+        for (s, status, summary) in table {
+            let f = one("x86-hybrid-moe", &s, ID);
+            assert_eq!((f.status, f.summary.as_str()), (status, summary));
+        }
+        let mut s = snap(false, Some(vec![0, 1]), None);
+        let denied = ReadError {
+            path: "/proc/sys/kernel/numa_balancing".into(),
+            kind: ReadErrorKind::PermissionDenied,
+            detail: "permission denied".into(),
+        };
+        s.llm.numa_balancing = Err(denied.clone());
+        let f = one("x86-hybrid-moe", &s, ID);
+        assert_eq!(f.status, Status::Error);
+        assert_eq!(
+            f.summary,
+            format!("cannot read kernel.numa_balancing: {denied}")
+        );
+    }
+
+    /// Balancing on, with a sysctl file that sets 0, one that sets 1 and a command-line override.
+    #[test]
+    fn numa_balancing_on_names_every_override() {
+        let mut s = snap(false, Some(vec![0, 1]), Some("1"));
+        s.cmdline = Ok("ro numa_balancing=enable".into());
+        s.llm.sysctl_settings = vec![
+            setting("/etc/sysctl.d/10-on.conf", 3, "1"),
+            setting("/etc/sysctl.d/99-off.conf", 1, "0"),
+        ];
+        let f = one("x86-hybrid-moe", &s, ID);
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(
+            f.summary,
+            "automatic NUMA balancing is on (kernel.numa_balancing = 1) on this 2-node host: the kernel keeps migrating the model's weight pages between nodes while the experts run on the CPU, and decode speed collapses (about 14 to 4 tok/s in the guide); /etc/sysctl.d/99-off.conf line 1 sets 0 but it is not in effect (not applied since boot, or overridden); the kernel command line has numa_balancing=enable"
+        );
+        assert_eq!(
+            f.remedy,
+            "sudo sysctl -w kernel.numa_balancing=0 && echo 'kernel.numa_balancing = 0' | sudo tee /etc/sysctl.d/99-numa-balancing.conf; remove `kernel.numa_balancing = 1` from /etc/sysctl.d/10-on.conf line 3; drop numa_balancing=enable from the kernel command line; then restart the server so its pages are placed anew (numactl --interleave=all spreads them over every node)"
+        );
+        let files: Vec<&str> = f.evidence.iter().map(|e| e.file.as_str()).collect();
+        assert_eq!(
+            files,
+            [
+                "/sys/devices/system/node",
+                "/proc/sys/kernel/numa_balancing",
+                "/etc/sysctl.d/99-off.conf",
+                "/proc/cmdline",
+                "/etc/sysctl.d/10-on.conf"
+            ]
+        );
+        assert_eq!(
+            f.observed["sysctl_settings"].as_array().map(Vec::len),
+            Some(2)
+        );
+        assert_eq!(f.expected["numa_balancing"], 0);
+    }
+}
