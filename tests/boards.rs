@@ -932,3 +932,67 @@ fn every_fixture_on_an_appliance_os_gets_runnable_remedies() {
     }
     assert!(fired > 50, "only {fired} remedies were walked");
 }
+
+/// Every NPU fixture again with its workload's log ending in a failure the agent has no check
+/// for: the report's health is never `ok` (`npu.workload` reports it, unexplained).
+#[test]
+fn a_workload_log_ending_in_a_failure_is_never_health_ok() {
+    let mut walked = 0;
+    for case in CASES {
+        let (before, _) = check_tree(&fixtures().join(case).join("root"));
+        let profile = before["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == "board.identity")
+            .and_then(|f| f["observed"]["profile"].as_str())
+            .unwrap_or("")
+            .to_string();
+        let (log, line) = match profile.as_str() {
+            "rk3588-rknpu" => (
+                "var/log/rknn/app.log",
+                "E RKNN: [10:00:00.000] rknn_query fail! ret=-1 unexpected state",
+            ),
+            p if p.starts_with("rpi5-hailo") => (
+                "var/log/hailo-app.log",
+                "[HailoRT] [error] CHECK failed - unexpected state",
+            ),
+            _ => continue,
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(fixtures().join(case).join("root"))
+            .arg(&root)
+            .status()
+            .expect("cp");
+        assert!(st.success());
+        let path = root.join(log);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+        text.push_str("inference started\n");
+        text.push_str(line);
+        text.push('\n');
+        std::fs::write(&path, text).unwrap();
+        let (report, worst) = check_tree(&root);
+        assert!(
+            report["health"].is_string(),
+            "{case}: no health in {report}"
+        );
+        assert_ne!(
+            report["health"], "ok",
+            "{case}: health ok with a failing workload"
+        );
+        assert!(
+            matches!(
+                worst.get("npu.workload").map(String::as_str),
+                Some("info" | "warn" | "fail")
+            ),
+            "{case}: npu.workload {:?}",
+            worst.get("npu.workload")
+        );
+        walked += 1;
+    }
+    assert!(walked >= 30, "only {walked} NPU fixtures walked");
+}
