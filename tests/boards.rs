@@ -337,17 +337,12 @@ cases! {
     br32_rpi4_cma_no_pool => "rpi4-nerves-32bit-cma-64M-and-256M-tokens-no-pool", br32_extra;
     br34_youyeetoo_hdmirx_cma_enomem => "youyeetoo-r1-rk3588s-hdmirx-cma-alloc-enomem", br34_extra;
     br35_rock5b_rkllm_query_platform => "rock5b-rkllm-1.0.1-query-platform-error-rknpu-0.9.6-module", br35_extra;
-    // BR-40, 43, 44, 47 came with issue 24 (advice that fits how the stack was installed, every
-    // workload failure accounted for, drivers found wherever the kernel names them); they run
-    // with `cargo test --test boards -- --ignored` and stop being ignored as that issue lands.
-
-    br40_pi5_haos_frigate_hailort_4_19 => "pi5-8gb-haos-15.0-hailo8-driver-4.20.1-vs-frigate-hailort-4.19-status-76";
-
-    br43_rk3588_rkllm_iommu_domain_full => "rk3588-16gb-rkllm-1.1.4-vlm-errno14-npu-iommu-domain-full-rknpu-0.9.8";
-
-    br44_lz_d3588_mainline_rocket => "lz-d3588-ophub-armbian-bookworm-6.12.77-mainline-rocket-no-rknpu";
-
-    br47_pi5_ubuntu_hailo8_source_build => "pi5-8gb-ubuntu-24.04-hailo8-4.20-source-build-clock-stuck-400mhz-fps-398-to-38";
+    // Advice that fits how the stack was installed, every workload failure accounted for,
+    // drivers found wherever the kernel names them, performance decay.
+    br40_pi5_haos_frigate_hailort_4_19 => "pi5-8gb-haos-15.0-hailo8-driver-4.20.1-vs-frigate-hailort-4.19-status-76", br40_extra;
+    br43_rk3588_rkllm_iommu_domain_full => "rk3588-16gb-rkllm-1.1.4-vlm-errno14-npu-iommu-domain-full-rknpu-0.9.8", br43_extra;
+    br44_lz_d3588_mainline_rocket => "lz-d3588-ophub-armbian-bookworm-6.12.77-mainline-rocket-no-rknpu", br44_extra;
+    br47_pi5_ubuntu_hailo8_source_build => "pi5-8gb-ubuntu-24.04-hailo8-4.20-source-build-clock-stuck-400mhz-fps-398-to-38", br47_extra;
     own01_pi5_hailo10h_healthy => "own-pi5-hailo10h-5.1.1-healthy";
     own02_rk3588_healthy => "own-rk3588-opi5plus-rknpu-0.9.8-healthy", own02_extra;
     own03_pi5_hailo8_healthy => "own-pi5-hailo8-4.23-healthy";
@@ -373,6 +368,56 @@ cases! {
     own41_rk3588_npu_thermal => "own-rk3588-npu-thermal-throttled", own41_extra;
     own51_pi5_platform_health => "own-pi5-hailo8-3a-supply-old-bootloader-gen3-link-errors";
     own50_rk3588_failed_to_submit => "own-rk3588-opi5plus-rknpu-0.9.3-failed-to-submit-npu-cores-1-2", own50_extra;
+}
+
+/// Status 76 decides without the container's library version; the identity names HAOS and the
+/// add-on; no package line anywhere.
+fn br40_extra(r: &Value) {
+    let id = finding(r, "board.identity")["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(id.contains("Home Assistant OS 15.0"), "{id}");
+    assert!(id.contains("Frigate"), "{id}");
+    assert_remedy_mentions(r, "hailo.version_mismatch", "4.20.1");
+    assert_eq!(finding(r, "npu.workload")["status"], "info");
+}
+
+/// The unexplained errno 14 is reported with the IOMMU-domain hint, not blamed on the driver.
+fn br43_extra(r: &Value) {
+    assert_eq!(finding(r, "npu.workload")["status"], "warn");
+    assert_remedy_mentions(r, "npu.workload", "base_domain_id");
+}
+
+/// rocket is named from the platform devices' driver links.
+fn br44_extra(r: &Value) {
+    let f = finding(r, "rknpu.driver_version");
+    assert!(
+        f["evidence"].to_string().contains("fdab0000.npu/driver"),
+        "{f}"
+    );
+    assert!(f["summary"].as_str().unwrap().contains("rocket"), "{f}");
+}
+
+/// A source build is no missing package; the decay is named with both figures.
+fn br47_extra(r: &Value) {
+    let id = finding(r, "board.identity")["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        id.contains("/usr/local/lib/libhailort.so.4.20.0, outside any package"),
+        "{id}"
+    );
+    assert_eq!(finding(r, "hailo.package_generation")["status"], "pass");
+    let f = finding(r, "hailo.device_degraded");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("398.43 to 38.00 FPS"),
+        "{f}"
+    );
 }
 
 /// The job that never ran is carried by the driver finding, and the remedy is the kernel's.
