@@ -64,17 +64,7 @@
 //! `<target>/vboard-cache/`). Missing ones fail the tests when CI is set, and skip them otherwise.
 //! Every boot's console is kept in `<target>/vboard-logs/`.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "vboard/common.rs"]
-mod common;
-#[path = "vboard/fleet.rs"]
-mod fleet;
-#[path = "vboard/harness.rs"]
-mod harness;
-#[path = "vboard/newc.rs"]
-mod newc;
+use crate::{common, fleet, harness};
 
 use harness::{Board, BoardSpec, Boot, BootEnd, Personality};
 use serde_json::Value;

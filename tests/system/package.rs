@@ -11,14 +11,11 @@
 //! Under `CI=true` a missing tool (dpkg, lintian, systemd-analyze) or a missing package is a
 //! failure; otherwise the test prints why it skips.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const UNIT: &str = include_str!("../systemd/npu-agent.service");
-const AGENT_TOML: &str = include_str!("../packaging/agent.toml");
+const UNIT: &str = include_str!("../../systemd/npu-agent.service");
+const AGENT_TOML: &str = include_str!("../../packaging/agent.toml");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const UNIT_PATH: &str = "/usr/lib/systemd/system/npu-agent.service";
 
@@ -201,7 +198,7 @@ fn both_packages_carry_the_agent_unit_and_config() {
         );
         assert_eq!(
             String::from_utf8(member(deb, "/usr/share/npu-agent/npu-agent.toml.example")).unwrap(),
-            include_str!("../image/npu-agent.toml.example")
+            include_str!("../../image/npu-agent.toml.example")
         );
         // Config is a conffile: dpkg keeps an admin's edits on upgrade.
         let conffiles: Vec<String> = control_file(deb, "conffiles")

@@ -5,16 +5,10 @@
 //! Fixture cases BR-24 (subscriptions lost after reconnect) and BR-26 (a full request channel
 //! freezing the loop) are asserted by `br24_*` and `br26_*`.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "support/mqtt.rs"]
-mod support;
-
+use crate::support::mqtt::*;
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::*;
 
 const CASE: &str = "own-rk3588-opi5plus-rknpu-0.9.8-healthy";
 const T: Duration = Duration::from_secs(15);

@@ -24,17 +24,7 @@
 //! Needs root, the tools `.ci/run` installs, and the packages from `packaging/build-debs.sh`:
 //! under `CI=true` anything missing fails the test, otherwise it is skipped with a printed reason.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "vboard/common.rs"]
-mod common;
-#[path = "vboard/fleet.rs"]
-mod fleet;
-#[path = "vboard/harness.rs"]
-mod harness;
-#[path = "vboard/newc.rs"]
-mod newc;
+use crate::{common, fleet, harness};
 
 use common::{say, skip};
 use harness::Mosquitto;
@@ -944,8 +934,8 @@ fn dpkg_installs_upgrades_removes_and_purges_in_a_throwaway_arm64_chroot() {
     fs::copy(&deb, root.join("tmp/a.deb")).unwrap();
     let next = rebuilt_with_version(&deb, &format!("{VERSION}-2"), tmp.path());
     fs::copy(&next, root.join("tmp/b.deb")).unwrap();
-    let unit = include_str!("../systemd/npu-agent.service");
-    let agent_toml = include_str!("../packaging/agent.toml");
+    let unit = include_str!("../../systemd/npu-agent.service");
+    let agent_toml = include_str!("../../packaging/agent.toml");
 
     // Install: files, modes, enabled (not started: no systemd runs in a chroot).
     let o = chroot_ok(&root, "dpkg -i /tmp/a.deb 2>&1");
@@ -1063,6 +1053,6 @@ fn dpkg_installs_upgrades_removes_and_purges_in_a_throwaway_arm64_chroot() {
     );
     assert_eq!(
         fs::read_to_string(root.join("boot/firmware/npu-agent.toml.example")).unwrap(),
-        include_str!("../image/npu-agent.toml.example")
+        include_str!("../../image/npu-agent.toml.example")
     );
 }
