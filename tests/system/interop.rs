@@ -187,14 +187,38 @@ fn br38_two_agents_with_one_board_id_do_not_storm() {
     // The second twin starts once the first is online.
     let first_online = observer.wait_for(T, "the first twin online", |m| m.text() == "online");
     let agent_b = Agent::start(&b);
-    std::thread::sleep(Duration::from_secs(30));
+    let started = Instant::now();
+    // Each twin reports the takeover after three kicks in a row; every kick is followed by a
+    // back-off (1.6 s doubled per kick, at least 2 x 1.6 s x 0.75 here) and the twins take turns.
+    let takeover = "another client uses this board id";
+    let deadline = started + Duration::from_secs(60);
+    while ![&agent_a, &agent_b]
+        .iter()
+        .all(|a| a.log_text().contains(takeover))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no takeover reported by both twins in 60 s:\n{}\n---\n{}",
+            agent_a.log_text(),
+            agent_b.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = started.elapsed();
     let mut msgs = vec![first_online];
     msgs.extend(observer.drain());
     let onlines = msgs.iter().filter(|m| m.text() == "online").count();
     let offlines = msgs.iter().filter(|m| m.text() == "offline").count();
+    eprintln!("br38: both twins reported the takeover after {took:?}: {onlines} online, {offlines} offline");
+    // Without a back-off the six kicks before both reports take well under a second.
+    let two_kick_backoffs = (npu_agent::mqtt::link::BACKOFF_MAX * 2).mul_f64(0.75 * 2.0);
+    assert!(
+        took >= two_kick_backoffs,
+        "both twins reported after {took:?} ({onlines} online messages): no back-off on a kick"
+    );
     // "No more than a few connects per minute" per side after the first kicks.
-    assert!(onlines <= 16, "{onlines} online messages in 30 s");
-    assert!(offlines <= 16, "{offlines} offline messages in 30 s");
+    assert!(onlines <= 16, "{onlines} online messages in {took:?}");
+    assert!(offlines <= 16, "{offlines} offline messages in {took:?}");
     let logs = format!("{}{}", agent_a.log_text(), agent_b.log_text());
     let reports = logs.matches("another client uses this board id").count();
     assert!(reports >= 1, "{logs}");
