@@ -264,8 +264,10 @@ impl Guest {
     /// Waits for the autologin on the serial console and makes the shell quiet (no echo, no
     /// prompt), so `sh` reads only what a command prints.
     fn login(&mut self) {
-        self.wait_for(0, "(automatic login)", BOOT_TIMEOUT);
-        std::thread::sleep(Duration::from_secs(2));
+        let login = self.wait_for(0, "(automatic login)", BOOT_TIMEOUT);
+        // Input typed before the shell's first prompt can be lost: wait for root's bash prompt
+        // (`root@<board>-image:~# `, Debian's /etc/bash.bashrc).
+        self.wait_for(login, ":~# ", SH_TIMEOUT);
         let from = self.console().len();
         writeln!(
             self.stdin,

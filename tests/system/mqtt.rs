@@ -1520,7 +1520,23 @@ fn command_path_attacks_hold_against_a_real_broker() {
     c.publish("npu-fleet/b1/cmd/set_cma/s-256", b"", true);
     c.publish("npu-fleet/b1/cmd/set_cma/s-256", &first, true);
     tried += 1;
-    std::thread::sleep(Duration::from_secs(2));
+    // Ordering marker through the executor: a signed rescan (no rate limit) is admitted after
+    // the replay and runs after any job the replay queued, one job at a time in that order.
+    let marker = "npu-fleet/b1/cmd/rescan/after-replay";
+    c.publish(
+        marker,
+        &init_payload(
+            "b1",
+            "rescan",
+            "after-replay",
+            json!({}),
+            now_s(),
+            60,
+            Some(&key(1)),
+        ),
+        false,
+    );
+    lifecycle(&c, marker, "successful");
     assert!(board
         .read("/boot/armbianEnv.txt")
         .unwrap()
