@@ -336,7 +336,7 @@ cases! {
     br35_rock5b_rkllm_query_platform => "rock5b-rkllm-1.0.1-query-platform-error-rknpu-0.9.6-module", br35_extra;
     // BR-40, 43, 44, 47 came with issue 24 (advice that fits how the stack was installed, every
     // workload failure accounted for, drivers found wherever the kernel names them); they run
-    // with `cargo test --test boards -- --ignored` and stop being ignored as that issue lands.
+    // with `cargo test --test fast boards:: -- --ignored` and stop being ignored as that issue lands.
     #[ignore = "issue 24: runtime inside the Frigate add-on on HAOS (no dpkg) is not seen"]
     br40_pi5_haos_frigate_hailort_4_19 => "pi5-8gb-haos-15.0-hailo8-driver-4.20.1-vs-frigate-hailort-4.19-status-76";
     #[ignore = "issue 24: RKLLM errno 14 / rknn_init fail is still reported as health ok"]
@@ -666,7 +666,7 @@ fn every_fixture_folder_has_a_test() {
         let Ok(text) = std::fs::read_to_string(entry.path().join("expected.toml")) else {
             continue;
         };
-        // MQTT behaviour cases (kind = "mqtt-behaviour") are asserted in tests/interop.rs.
+        // MQTT behaviour cases (kind = "mqtt-behaviour") are asserted in tests/system/interop.rs.
         if text.contains("kind = \"mqtt-behaviour\"") {
             continue;
         }

@@ -11,7 +11,7 @@
 //! The normal suite runs a short version. The long run prints its execution counts:
 //!
 //! ```text
-//! FUZZ_EXECUTIONS=1000000 cargo test --release --test fuzz_gate -- --ignored --nocapture
+//! FUZZ_EXECUTIONS=1000000 cargo test --release --test fast fuzz_gate:: -- --ignored --nocapture
 //! ```
 
 use npu_agent::action::gate::{

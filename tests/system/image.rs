@@ -644,7 +644,7 @@ fn rock5b_image_provisions_runs_sandboxed_actions_watchdog_upgrade_and_reboots()
     say(&format!(
         "bench: systemd-analyze security npu-agent under systemd in the image: {score:.1}"
     ));
-    // The same bound tests/package.rs holds the offline review of the unit file to.
+    // The same bound tests/system/package.rs holds the offline review of the unit file to.
     assert!(score <= 3.0, "exposure {score} above 3.0:\n{sec}");
 
     // (3) Watchdog: a stopped agent is killed after WatchdogSec and restarted; the fleet sees the

@@ -5,7 +5,7 @@
 //! These tests check both packages' fields and files (a stale package fails: its unit and
 //! config must equal the tree's), lint them and review the unit's sandbox. They never install
 //! anything on this machine: installing, upgrading, removing and purging happen inside a
-//! throwaway arm64 chroot and a booted image (tests/image.rs), and tests/host.rs asserts that
+//! throwaway arm64 chroot and a booted image (tests/system/image.rs), and tests/host.rs asserts that
 //! this machine's own npu-agent files and units are as they were before the suite.
 //!
 //! Under `CI=true` a missing tool (dpkg, lintian, systemd-analyze) or a missing package is a
