@@ -23,3 +23,4 @@ mod journal;
 mod llm;
 mod prometheus;
 mod provision;
+mod sleeps;

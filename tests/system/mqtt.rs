@@ -971,12 +971,26 @@ fn home_assistant_discovery_and_buttons() {
         assert!(t0.elapsed() < T, "the compact button did nothing");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // ... once: the presses pass the same rate limit as unsigned commands (30 s). Every press
-    // has been admitted or refused before the marker's answer; a second admitted compaction
-    // runs on the executor, so give it a moment to land.
+    // ... once: the presses pass the same rate limit as unsigned commands (30 s). The marker is
+    // an unsigned rescan (the first of this test, so admitted): it queues behind any compaction
+    // a press got admitted, and the executor runs one job at a time in that order, so its
+    // answer comes after such a compaction has landed.
     board.write("/proc/sys/vm/compact_memory", "0\n");
-    until_marker(&c, "b1", "ha-press-marker");
-    std::thread::sleep(Duration::from_secs(1));
+    let marker = "npu-fleet/b1/cmd/rescan/ha-press-marker";
+    c.publish(
+        marker,
+        &init_payload(
+            "b1",
+            "rescan",
+            "ha-press-marker",
+            json!({}),
+            now_s(),
+            60,
+            None,
+        ),
+        false,
+    );
+    lifecycle(&c, marker, "successful");
     assert_eq!(
         board.read("/proc/sys/vm/compact_memory").unwrap().trim(),
         "0",
