@@ -74,7 +74,7 @@ fn ok(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// The target directory this test binary was built in (`<target>/debug/deps/package-…`).
+/// The target directory this test binary was built in (`<target>/debug/deps/system-…`).
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     exe.ancestors().nth(3).unwrap().to_path_buf()
