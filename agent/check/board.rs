@@ -73,6 +73,10 @@ pub(super) fn identity(ctx: &Ctx<'_>) -> Finding {
         summary.push_str(&format!("; profile {} ({})", ctx.profile.id, ctx.reason));
         Status::Pass
     };
+    if ctx.profile.npu.kind != crate::profile::NpuKind::None {
+        // What a remedy has to fit: the OS and how the driver and runtime were installed.
+        summary.push_str(&format!("; {}", ctx.stack.describe()));
+    }
     let mut f = Finding::new("board.identity", status, summary)
         .observed("model", model.clone().unwrap_or_default())
         .observed("compatible", compatible.clone())
@@ -88,6 +92,13 @@ pub(super) fn identity(ctx: &Ctx<'_>) -> Finding {
     }
     if let Some(os) = &id.os_pretty_name {
         f = f.observed("os", os.clone());
+    }
+    f = f
+        .observed("os_family", format!("{:?}", ctx.stack.os))
+        .observed("driver_install", ctx.stack.driver_text())
+        .observed("runtime_install", ctx.stack.runtime_text());
+    if let Some(d) = ctx.stack.dpkg {
+        f = f.observed("dpkg", d);
     }
     if let Some(m) = model {
         f = f.evidence("/proc/device-tree/model", None, &m);

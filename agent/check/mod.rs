@@ -17,15 +17,19 @@ mod llm;
 mod memory;
 #[cfg(feature = "server")]
 mod moe;
+mod pi_platform;
 mod power;
 pub use memory::buddy_summary;
 mod rknpu;
 pub mod server;
 mod sources;
+pub mod stack;
 pub use sources::{kernel_log_unavailable, KERNEL_LOG_CHECKS};
 #[cfg(test)]
 pub(crate) mod testkit;
 mod thermal;
+mod throughput;
+mod workload;
 
 pub use crate::model::finding::{Evidence, Finding, Status, CHECK_IDS};
 pub use crate::model::logs::LogHit;
@@ -147,6 +151,8 @@ pub struct Ctx<'a> {
     pub reason: &'a str,
     /// True when no board profile matched (generic fallback).
     pub fallback: bool,
+    /// How the NPU stack is installed (OS, driver, runtime) and the tools a remedy may name.
+    pub stack: stack::Stack,
 }
 
 /// Runs every check and folds in the profile's log signatures. The result holds at least one
@@ -158,6 +164,7 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
         logs: LogIndex::build(snap, &profile.signature),
         reason,
         fallback,
+        stack: stack::Stack::derive(profile, snap),
     };
     let mut findings = vec![board::identity(&ctx)];
     findings.extend(hailo::all(&ctx));
@@ -171,6 +178,9 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.push(power::power(&ctx));
     findings.push(thermal::thermal(&ctx));
     apply_signatures(&ctx, &mut findings);
+    let w = workload::workload(&ctx, &mut findings);
+    findings.push(w);
+    stack::fit_remedies(&ctx, &mut findings);
     sources::annotate_blind_checks(&ctx, &mut findings);
     findings.sort_by_key(|f| {
         CHECK_IDS

@@ -169,6 +169,22 @@ pub(super) fn power(ctx: &Ctx<'_>) -> Finding {
     if let Some(c) = &sensors.usb_max_current_enable {
         f = f.observed("usb_max_current_enable", c.value.clone());
     }
+    with_firmware(ctx, f)
+}
+
+/// Folds the Pi firmware's reports into `f`, with the remedies they call for.
+fn with_firmware(ctx: &Ctx<'_>, mut f: Finding) -> Finding {
+    let hat = ctx.profile.npu.kind == crate::profile::NpuKind::Hailo;
+    let (supply, bootloader) = super::pi_platform::fold(&ctx.snap.sensors.pi, hat, &mut f);
+    if supply && f.remedy.is_empty() {
+        f.remedy = remedy(ctx);
+    }
+    if bootloader {
+        let sep = if f.remedy.is_empty() { "" } else { " " };
+        f.remedy.push_str(&format!(
+            "{sep}Update the bootloader: sudo rpi-eeprom-update -a && sudo reboot."
+        ));
+    }
     f
 }
 
@@ -200,5 +216,55 @@ mod tests {
             "{}",
             f.summary
         );
+    }
+
+    #[test]
+    fn pi_firmware_reports() {
+        use crate::model::sensors::{FileValue, PiFirmware};
+        let fv = |path: &str, v: u32| {
+            Some(FileValue {
+                path: path.to_string(),
+                value: Ok(v),
+            })
+        };
+        let mut b = Board::new().build();
+        b.identity.model = Ok("Raspberry Pi 5 Model B Rev 1.0".into());
+        b.sensors.pi = PiFirmware {
+            throttled: fv(
+                "/sys/devices/platform/soc@107c000000/soc@107c000000:firmware/get_throttled",
+                0x50000,
+            ),
+            supply_max_current_ma: fv("/proc/device-tree/chosen/power/max_current", 3000),
+            bootloader_build_unix_s: fv(
+                "/proc/device-tree/chosen/bootloader/build-timestamp",
+                1_699_000_000,
+            ),
+        };
+        let f = one("rpi5-hailo8", &b, "board.power");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(
+            f.summary
+                .contains("under-voltage since boot (get_throttled 0x50000)"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.summary.contains("negotiated only 3000 mA"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.summary.contains("the bootloader was built 2023-11-03"),
+            "{}",
+            f.summary
+        );
+        assert!(f.remedy.contains("5 A"), "{}", f.remedy);
+        assert!(f.remedy.contains("rpi-eeprom-update -a"), "{}", f.remedy);
+        b.sensors.pi.throttled = fv("/x/get_throttled", 0x1);
+        assert_eq!(one("rpi5-hailo8", &b, "board.power").status, Status::Fail);
+        // Without an NPU HAT a 3 A supply and an old bootloader are no fault.
+        b.sensors.pi.throttled = fv("/x/get_throttled", 0);
+        let f = one("generic", &b, "board.power");
+        assert_eq!(f.status, Status::Pass, "{}", f.summary);
     }
 }

@@ -94,6 +94,7 @@ impl Board {
             usb_max_current_enable: None,
             fs: Vec::new(),
             agent: None,
+            pi: Default::default(),
         };
         let snap = Snapshot {
             live: false,
@@ -133,6 +134,7 @@ impl Board {
             boot_id: not_read("/proc/sys/kernel/random/boot_id"),
             llm: llm::LlmProbe::disabled(),
             sensors,
+            stack: stack::StackFacts::default(),
         };
         Board { snap }
     }
@@ -189,6 +191,7 @@ impl Board {
     pub(crate) fn pci(mut self, vendor: u16, device: u16, driver: Option<&str>) -> Self {
         let list = read_list(&mut self.snap.pci);
         list.push(PciDevice {
+            aer: None,
             bdf: format!("0001:{:02x}:00.0", list.len() + 1),
             vendor,
             device,
@@ -256,7 +259,43 @@ impl Board {
             comm: comm.into(),
             cmdline: vec![comm.into()],
             limits: Ok(limits),
+            container: None,
         });
+        self
+    }
+
+    /// `/etc/os-release` with `ID` and `PRETTY_NAME`; Debian-like ids also get dpkg.
+    pub(crate) fn os(mut self, id: &str, pretty: &str) -> Self {
+        self.snap.stack.os_release = Some(stack::OsRelease {
+            id: id.into(),
+            pretty_name: Some(pretty.into()),
+            ..Default::default()
+        });
+        self.snap.identity.os_pretty_name = Some(pretty.into());
+        self
+    }
+
+    /// A `libhailort.so.*` (or other runtime library) file at `path`.
+    pub(crate) fn library(mut self, path: &str) -> Self {
+        self.snap.libraries.push(path.into());
+        self
+    }
+
+    /// A platform NPU device bound to `driver`.
+    pub(crate) fn platform_npu(mut self, name: &str, driver: Option<&str>) -> Self {
+        self.snap.stack.platform_npus.push(stack::PlatformDevice {
+            name: name.into(),
+            driver: driver.map(str::to_string),
+            source: format!("/sys/devices/platform/{name}/driver"),
+        });
+        self
+    }
+
+    /// The last workload process runs in a container (`docker`, ...).
+    pub(crate) fn in_container(mut self, runtime: &str) -> Self {
+        if let Some(p) = read_list(&mut self.snap.processes).last_mut() {
+            p.container = Some(runtime.into());
+        }
         self
     }
 

@@ -21,6 +21,7 @@ pub const CHECK_IDS: &[&str] = &[
     "hailo.device_degraded",
     "rknpu.driver_version",
     "rknpu.device_node",
+    "npu.workload",
     "limits.nofile",
     "limits.memlock",
     "cma.pool_size",

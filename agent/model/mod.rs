@@ -1,5 +1,5 @@
 //! The vocabulary every layer shares: what a probe reads ([`snapshot`], [`logs`], [`sensors`],
-//! [`clock`], [`llm`]), what a check says ([`finding`]) and what an action is and did
+//! [`clock`], [`llm`], [`stack`]), what a check says ([`finding`]) and what an action is and did
 //! ([`action`]). Plain data and pure helpers; no I/O, no policy.
 
 pub mod action;
@@ -10,6 +10,7 @@ pub mod logs;
 pub mod probed;
 pub mod sensors;
 pub mod snapshot;
+pub mod stack;
 
 pub use clock::ClockSync;
 pub use finding::{Evidence, Finding, Status, CHECK_IDS};

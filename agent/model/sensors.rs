@@ -111,7 +111,35 @@ pub struct Sensors {
     pub fs: Vec<FsFree>,
     /// The agent's own RSS and CPU time (live system only).
     pub agent: Option<SelfUsage>,
+    /// What the Raspberry Pi firmware reports (other boards: all `None`).
+    pub pi: PiFirmware,
 }
+
+/// What the Raspberry Pi firmware tells the kernel: throttling, the negotiated supply current,
+/// the bootloader's build date.
+#[derive(Debug, Clone, Default)]
+pub struct PiFirmware {
+    /// `get_throttled` of the firmware device (what `vcgencmd get_throttled` prints): bit 0
+    /// under-voltage now, 1 ARM frequency capped now, 2 throttled now, 3 soft temperature limit
+    /// now; bits 16..19 the same since boot.
+    pub throttled: Option<FileValue<u32>>,
+    /// `/proc/device-tree/chosen/power/max_current`: the current the supply negotiated, mA.
+    pub supply_max_current_ma: Option<FileValue<u32>>,
+    /// `/proc/device-tree/chosen/bootloader/build-timestamp`: the bootloader's build time,
+    /// seconds since the epoch.
+    pub bootloader_build_unix_s: Option<FileValue<u32>>,
+}
+
+/// `get_throttled` bit: under-voltage now.
+pub const THROTTLED_UNDERVOLTAGE_NOW: u32 = 1 << 0;
+/// `get_throttled` bit: ARM frequency capped now.
+pub const THROTTLED_CAPPED_NOW: u32 = 1 << 1;
+/// `get_throttled` bit: throttled now.
+pub const THROTTLED_NOW: u32 = 1 << 2;
+/// `get_throttled` bit: under-voltage has occurred since boot.
+pub const THROTTLED_UNDERVOLTAGE_SINCE_BOOT: u32 = 1 << 16;
+/// `get_throttled` bit: throttling has occurred since boot.
+pub const THROTTLED_SINCE_BOOT: u32 = 1 << 18;
 
 /// Kernel line the `rpi_volt` driver prints when the alarm rises.
 pub const UNDERVOLTAGE_DETECTED: &str = "Undervoltage detected!";

@@ -44,6 +44,20 @@ pub struct PciDevice {
     pub link_speed: Option<String>,
     /// `current_link_width`.
     pub link_width: Option<u32>,
+    /// PCIe AER totals (`aer_dev_correctable` `TOTAL_ERR_COR`, `aer_dev_nonfatal`
+    /// `TOTAL_ERR_NONFATAL`, `aer_dev_fatal` `TOTAL_ERR_FATAL`), when the kernel exports them.
+    pub aer: Option<AerTotals>,
+}
+
+/// PCIe Advanced Error Reporting totals of one device since boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AerTotals {
+    /// Corrected errors (the link retried: a marginal cable or connector).
+    pub correctable: u64,
+    /// Uncorrectable, non-fatal errors.
+    pub nonfatal: u64,
+    /// Uncorrectable, fatal errors.
+    pub fatal: u64,
 }
 
 /// A kernel module's version file.
@@ -76,6 +90,9 @@ pub struct ProcessInfo {
     pub cmdline: Vec<String>,
     /// `/proc/<pid>/limits`.
     pub limits: Probed<limits::ProcessLimits>,
+    /// The container it runs in, from `/proc/<pid>/cgroup` (`docker`, `containerd`, `libpod`,
+    /// `kubepods`, `lxc`), if any.
+    pub container: Option<String>,
 }
 
 /// `/proc/sys/fs/file-nr`: allocated handles, free handles, maximum.
@@ -237,4 +254,6 @@ pub struct Snapshot {
     /// Power, thermal and NPU-load sensors (and, live, file-system free space and the agent's
     /// own footprint).
     pub sensors: Sensors,
+    /// How the software is installed: os-release, dpkg, systemd, DKMS, platform NPUs.
+    pub stack: super::stack::StackFacts,
 }

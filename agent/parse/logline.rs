@@ -78,7 +78,8 @@ pub enum LogEvent {
         /// Driver version.
         version: Version,
     },
-    /// `[drm] Initialized rocket …`: the mainline accel driver owns the NPU.
+    /// `[drm] Initialized rocket …` or a `rocket fdab0000.npu: …` probe line: the mainline
+    /// accel driver owns the NPU.
     RocketInit,
     /// `invalid rknn llm model magic` (old driver, or a model for another runtime).
     RknnBadModelMagic,
@@ -399,6 +400,7 @@ fn classify_more(line: &str, out: &mut Vec<LogEvent>) {
     if line.contains(".npu: ") && lower.contains("rknpu ") {
         out.push(LogEvent::RknpuBound);
     }
+
     rockchip::runtime_events(line, &lower, out);
 }
 

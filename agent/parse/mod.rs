@@ -16,5 +16,7 @@ pub mod meminfo;
 pub mod numa;
 pub mod nvsmi;
 pub mod size;
+pub mod throughput;
 pub mod version;
 pub mod vmstat;
+pub mod workload;

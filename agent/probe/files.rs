@@ -307,6 +307,18 @@ pub fn is_workload(comm: &str, cmdline: &[String], names: &[String]) -> bool {
         })
 }
 
+/// The container runtime a `/proc/<pid>/cgroup` text names, if any.
+pub fn container_of_cgroup(text: &str) -> Option<String> {
+    const RUNTIMES: [&str; 5] = ["docker", "containerd", "libpod", "kubepods", "lxc"];
+    text.lines().find_map(|l| {
+        let path = l.rsplit(':').next().unwrap_or("");
+        RUNTIMES
+            .iter()
+            .find(|r| path.contains(*r))
+            .map(|r| r.to_string())
+    })
+}
+
 /// Workload processes: every `/proc/<pid>` whose name matches, with its limits.
 pub fn probe_processes(root: &SysRoot, names: &[String]) -> Probed<Vec<ProcessInfo>> {
     let mut out = Vec::new();
@@ -342,6 +354,10 @@ pub fn probe_processes(root: &SysRoot, names: &[String]) -> Probed<Vec<ProcessIn
             // Secret values (`--api-key`, tokens, passwords) never reach a finding.
             cmdline: crate::sys::secret::redact_argv(&cmdline),
             limits: read_parsed(root, &lpath, limits::parse_limits),
+            container: root
+                .read_string(&format!("/proc/{pid}/cgroup"))
+                .ok()
+                .and_then(|t| container_of_cgroup(&t)),
         });
     }
     Ok(out)

@@ -9,7 +9,9 @@ pub mod clock;
 pub mod evidence;
 mod files;
 pub mod llm;
+pub mod pi_firmware;
 pub mod sensors;
+pub mod stack;
 
 pub use crate::model::logs::{LogClass, LogFile, LOG_TAIL_BYTES};
 pub use crate::model::snapshot::*;
@@ -84,7 +86,9 @@ pub fn probe_pci(root: &SysRoot) -> Probed<Vec<PciDevice>> {
             .read_string(&format!("{dir}/current_link_width"))
             .ok()
             .and_then(|s| s.trim().parse().ok());
+        let aer = probe_aer(root, &dir);
         out.push(PciDevice {
+            aer,
             bdf,
             vendor,
             device,
@@ -94,6 +98,25 @@ pub fn probe_pci(root: &SysRoot) -> Probed<Vec<PciDevice>> {
         });
     }
     Ok(out)
+}
+
+/// The AER totals of a PCI device directory, when any of its `aer_dev_*` files exists.
+fn probe_aer(root: &SysRoot, dir: &str) -> Option<AerTotals> {
+    let total = |file: &str, key: &str| -> Option<u64> {
+        let t = root.read_string(&format!("{dir}/{file}")).ok()?;
+        t.lines().find_map(|l| {
+            let (k, v) = l.trim().split_once(char::is_whitespace)?;
+            (k == key).then(|| v.trim().parse().ok()).flatten()
+        })
+    };
+    let c = total("aer_dev_correctable", "TOTAL_ERR_COR");
+    let n = total("aer_dev_nonfatal", "TOTAL_ERR_NONFATAL");
+    let f = total("aer_dev_fatal", "TOTAL_ERR_FATAL");
+    (c.is_some() || n.is_some() || f.is_some()).then(|| AerTotals {
+        correctable: c.unwrap_or(0),
+        nonfatal: n.unwrap_or(0),
+        fatal: f.unwrap_or(0),
+    })
 }
 
 /// Reads the dpkg status database.
@@ -265,6 +288,7 @@ pub fn probe(
         #[cfg(not(feature = "server"))]
         llm: crate::model::llm::LlmProbe::disabled(),
         sensors: sensors::probe_sensors(root),
+        stack: stack::probe_stack(root),
         identity,
         pci,
     }

@@ -83,6 +83,7 @@ pub fn probe_sensors(root: &SysRoot) -> Sensors {
         usb_max_current_enable: probe_usb_max_current(root),
         fs: if live { probe_fs(root) } else { Vec::new() },
         agent: live.then(|| probe_self(root)),
+        pi: super::pi_firmware::probe_pi_firmware(root),
     }
 }
 

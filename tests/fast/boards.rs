@@ -337,13 +337,13 @@ cases! {
     // BR-40, 43, 44, 47 came with issue 24 (advice that fits how the stack was installed, every
     // workload failure accounted for, drivers found wherever the kernel names them); they run
     // with `cargo test --test fast boards:: -- --ignored` and stop being ignored as that issue lands.
-    #[ignore = "issue 24: runtime inside the Frigate add-on on HAOS (no dpkg) is not seen"]
+
     br40_pi5_haos_frigate_hailort_4_19 => "pi5-8gb-haos-15.0-hailo8-driver-4.20.1-vs-frigate-hailort-4.19-status-76";
-    #[ignore = "issue 24: RKLLM errno 14 / rknn_init fail is still reported as health ok"]
+
     br43_rk3588_rkllm_iommu_domain_full => "rk3588-16gb-rkllm-1.1.4-vlm-errno14-npu-iommu-domain-full-rknpu-0.9.8";
-    #[ignore = "issue 24: the driver is not found where this kernel names it"]
+
     br44_lz_d3588_mainline_rocket => "lz-d3588-ophub-armbian-bookworm-6.12.77-mainline-rocket-no-rknpu";
-    #[ignore = "issue 24: a source-built HailoRT raises the package-generation warning"]
+
     br47_pi5_ubuntu_hailo8_source_build => "pi5-8gb-ubuntu-24.04-hailo8-4.20-source-build-clock-stuck-400mhz-fps-398-to-38";
     own01_pi5_hailo10h_healthy => "own-pi5-hailo10h-5.1.1-healthy";
     own02_rk3588_healthy => "own-rk3588-opi5plus-rknpu-0.9.8-healthy", own02_extra;
@@ -368,6 +368,26 @@ cases! {
     own23_pi5_16k_pages => "own-pi5-16k-pages-hailo10h-buddy-orders", own23_extra;
     own40_pi5_undervoltage => "own-pi5-hailo10h-undervoltage-3a-supply", own40_extra;
     own41_rk3588_npu_thermal => "own-rk3588-npu-thermal-throttled", own41_extra;
+    own51_pi5_platform_health => "own-pi5-hailo8-3a-supply-old-bootloader-gen3-link-errors";
+    own50_rk3588_failed_to_submit => "own-rk3588-opi5plus-rknpu-0.9.3-failed-to-submit-npu-cores-1-2", own50_extra;
+}
+
+/// The job that never ran is carried by the driver finding, and the remedy is the kernel's.
+fn own50_extra(r: &Value) {
+    let f = finding(r, "rknpu.driver_version");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("the NPU workload fails with it"),
+        "{f}"
+    );
+    assert!(
+        f["evidence"].to_string().contains("failed to submit!"),
+        "{f}"
+    );
+    assert_remedy_mentions(r, "rknpu.driver_version", "kernel");
+    assert_remedy_lacks(r, "rknpu.driver_version", "librknnrt");
 }
 
 /// The remedy and summary of a finding do NOT contain `needle` (a remedy for another cause).
@@ -804,4 +824,108 @@ fn remedies_never_keep_a_driver_another_finding_rules_out() {
         checked > 0,
         "no remedy keeps a driver: the test checks nothing"
     );
+}
+
+/// The tools a board tree shows it lacks, read from the tree itself (not from the agent): dpkg
+/// where os-release names an OS that is not Debian-based and there is no dpkg database; systemd
+/// units and sudo on appliance OSes (Home Assistant OS, Buildroot).
+fn tools_absent(root: &Path) -> Vec<&'static str> {
+    let os = std::fs::read_to_string(root.join("etc/os-release")).unwrap_or_default();
+    let field = |k: &str| {
+        os.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .map(|v| v.trim_matches('"').to_ascii_lowercase())
+    };
+    let Some(id) = field("ID") else {
+        return Vec::new();
+    };
+    let like = field("ID_LIKE").unwrap_or_default();
+    let debian = ["debian", "ubuntu", "raspbian"]
+        .iter()
+        .any(|d| id == *d || like.split_whitespace().any(|l| l == *d));
+    let mut absent = Vec::new();
+    if !debian && !root.join("var/lib/dpkg/status").exists() {
+        absent.extend(["apt", "apt-get", "apt-mark", "dpkg", "dkms"]);
+    }
+    if matches!(id.as_str(), "haos" | "hassos" | "buildroot") {
+        absent.extend(["sudo", "systemctl"]);
+    }
+    absent
+}
+
+#[test]
+fn no_remedy_names_a_tool_the_board_lacks() {
+    let mut checked = 0;
+    for case in CASES {
+        let root = fixtures().join(case).join("root");
+        let absent = tools_absent(&root);
+        if absent.is_empty() {
+            continue;
+        }
+        checked += assert_runnable_remedies(case, &root, &absent);
+    }
+    // The Home Assistant OS case at least (BR-40).
+    assert!(checked >= 30, "only {checked} findings were walked");
+}
+
+/// Asserts no finding's remedy on `root` names one of the `absent` tools; returns the number of
+/// findings walked.
+fn assert_runnable_remedies(case: &str, root: &Path, absent: &[&str]) -> usize {
+    let (report, _) = check_tree(root);
+    let findings = report["findings"].as_array().expect("findings");
+    for f in findings {
+        let remedy = f["remedy"].as_str().unwrap_or("");
+        for tool in absent {
+            let named = remedy.match_indices(&format!("{tool} ")).any(|(i, _)| {
+                remedy[..i]
+                    .chars()
+                    .next_back()
+                    .is_none_or(|c| !c.is_ascii_alphanumeric() && c != '-' && c != '_')
+            });
+            assert!(!named, "{case}: {} names `{tool}`: {remedy}", f["id"]);
+        }
+    }
+    findings.len()
+}
+
+/// Every fixture again as if it ran Home Assistant OS or Buildroot (its os-release replaced, its
+/// dpkg database removed): every remedy of every finding must still be runnable there.
+#[test]
+fn every_fixture_on_an_appliance_os_gets_runnable_remedies() {
+    let os_releases = [
+        "NAME=\"Home Assistant OS\"\nID=haos\nVERSION_ID=15.0\nPRETTY_NAME=\"Home Assistant OS 15.0\"\n",
+        "NAME=Buildroot\nID=buildroot\nVERSION_ID=2024.02\nPRETTY_NAME=\"Buildroot 2024.02\"\n",
+    ];
+    let mut fired = 0;
+    for case in CASES {
+        for os in os_releases {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = tmp.path().join("root");
+            let st = Command::new("cp")
+                .arg("-a")
+                .arg(fixtures().join(case).join("root"))
+                .arg(&root)
+                .status()
+                .expect("cp");
+            assert!(st.success());
+            std::fs::create_dir_all(root.join("etc")).unwrap();
+            let _ = std::fs::remove_file(root.join("etc/os-release"));
+            std::fs::write(root.join("etc/os-release"), os).unwrap();
+            let _ = std::fs::remove_file(root.join("var/lib/dpkg/status"));
+            let absent = tools_absent(&root);
+            assert!(
+                absent.contains(&"apt") && absent.contains(&"sudo"),
+                "{absent:?}"
+            );
+            let (report, _) = check_tree(&root);
+            fired += report["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| !f["remedy"].as_str().unwrap_or("").is_empty())
+                .count();
+            assert_runnable_remedies(case, &root, &absent);
+        }
+    }
+    assert!(fired > 50, "only {fired} remedies were walked");
 }

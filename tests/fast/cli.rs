@@ -775,6 +775,23 @@ fn outside_code(text: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The user guide's check table has a row for every check id the agent reports.
+#[test]
+fn user_guide_lists_every_check_id() {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/user-guide.md"))
+            .expect("docs/user-guide.md");
+    let missing: Vec<&str> = npu_agent::check::CHECK_IDS
+        .iter()
+        .filter(|id| !guide.contains(&format!("\n| `{id}` | ")))
+        .copied()
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no row in docs/user-guide.md \"Checks\" for {missing:?}"
+    );
+}
+
 /// Every relative link in README.md, CHANGELOG.md and docs/*.md names a file that exists, and a
 /// `#fragment` into a Markdown file names one of its headings.
 #[test]

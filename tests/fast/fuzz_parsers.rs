@@ -60,6 +60,7 @@ proptest! {
         }
         for line in t.lines() {
             let _ = logline::classify(line);
+            let _ = npu_agent::parse::workload::is_failure(line);
             let _ = size::memparse(line);
             let _ = cmdline::parse_cma_value(line);
         }
@@ -74,6 +75,10 @@ proptest! {
             prop_assert!(!cores.is_empty() && cores.iter().all(|c| *c <= 100));
         }
         let _ = npu_agent::probe::sensors::parse_stat_cpu_ticks(&t);
+        let lines: Vec<String> = t.lines().map(str::to_string).collect();
+        prop_assert!(npu_agent::parse::throughput::samples(&lines).iter().all(|s| s.fps.is_finite() && s.fps >= 0.0));
+        let _ = npu_agent::probe::stack::parse_os_release(&t);
+        let _ = npu_agent::probe::container_of_cgroup(&t);
     }
 
     #[test]

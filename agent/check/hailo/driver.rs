@@ -17,6 +17,15 @@ pub(super) fn module_of_driver(driver: &str) -> String {
 }
 
 pub(super) fn gen_remedy(ctx: &Ctx<'_>) -> String {
+    let want = match ctx.profile.npu.generation {
+        Some(g) => format!("HailoRT {g}.x"),
+        None => "the HailoRT line of the chip".into(),
+    };
+    ctx.stack.runtime_update(&want, &apt_gen_remedy(ctx))
+}
+
+/// The package swap to the chip's HailoRT line, for a board where dpkg manages it.
+fn apt_gen_remedy(ctx: &Ctx<'_>) -> String {
     match ctx.profile.npu.generation {
         Some(5) => "sudo apt purge 'hailo-all' 'hailort' 'hailort-pcie-driver' 'python3-hailort' 'hailo-dkms' 'hailofw' && sudo apt install dkms hailo-h10-all && sudo reboot".into(),
         Some(4) => "sudo apt purge 'hailo-h10-all' 'h10-hailort' 'h10-hailort-pcie-driver' 'python3-h10-hailort' && sudo apt install dkms hailo-all && sudo reboot".into(),

@@ -263,6 +263,95 @@ mod tests {
     }
 
     #[test]
+    fn verdicts_fit_how_the_runtime_is_installed() {
+        use crate::model::LogClass;
+        // HAOS + Frigate: status 76 decides without the library's version; no apt.
+        let haos = Board::new()
+            .os("haos", "Home Assistant OS 15.0")
+            .pci(H8.0, H8.1, Some("hailo"))
+            .module("hailo_pci", Some("4.20.1"))
+            .log(
+                "/var/log/frigate.log",
+                LogClass::Workload,
+                &["[HailoRT] [error] CHECK_SUCCESS failed with status=HAILO_INVALID_DRIVER_VERSION(76)"],
+            )
+            .build();
+        let f = one("rpi5-hailo8", &haos, "hailo.version_mismatch");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary.contains("not visible on the host"),
+            "{}",
+            f.summary
+        );
+        assert!(f.remedy.contains("Frigate add-on"), "{}", f.remedy);
+        assert!(!f.remedy.contains("apt"), "{}", f.remedy);
+        let f = one("rpi5-hailo8", &haos, "hailo.package_generation");
+        assert_eq!(f.status, Status::Skip, "{}", f.summary);
+        // A source build in /usr/local/lib: no package needed, the library's major decides.
+        let src = Board::new()
+            .os("ubuntu", "Ubuntu 24.04 LTS")
+            .pci(H8.0, H8.1, Some("hailo"))
+            .module("hailo_pci", Some("4.20.0"))
+            .package("linux-image-6.8.0-1052-raspi", "6.8.0-1052.56")
+            .library("/usr/local/lib/libhailort.so.4.20.0");
+        let f = one("rpi5-hailo8", &src.build(), "hailo.package_generation");
+        assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        assert!(f.summary.contains("none is needed"), "{}", f.summary);
+        let wrong = Board::new()
+            .os("ubuntu", "Ubuntu 24.04 LTS")
+            .package("linux-image-6.8.0-1052-raspi", "6.8.0-1052.56")
+            .library("/usr/local/lib/libhailort.so.5.1.1");
+        let f = one("rpi5-hailo8", &wrong.build(), "hailo.package_generation");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(f.remedy.contains("source tag"), "{}", f.remedy);
+        // A throughput fall on the same model is device-side decay, with both figures.
+        let slow = Board::new().pci(H8.0, H8.1, Some("hailo")).log(
+            "/var/log/hailort.log",
+            LogClass::Workload,
+            &[
+                "hailortcli benchmark yolov8s.hef",
+                "FPS     (hw_only)  = 398.43",
+                "hailortcli benchmark yolov8s.hef",
+                "FPS     (hw_only)  = 38.00",
+            ],
+        );
+        let f = one("rpi5-hailo8", &slow.build(), "hailo.device_degraded");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("398.43 to 38.00 FPS"), "{}", f.summary);
+        assert!(!f.remedy.contains("apt"), "{}", f.remedy);
+    }
+
+    #[test]
+    fn a_failing_link_is_never_told_to_run_at_gen_3() {
+        use crate::model::{AerTotals, LogClass};
+        let mut snap = healthy().build();
+        if let Ok(devs) = snap.pci.as_mut() {
+            devs[0].aer = Some(AerTotals {
+                correctable: 12,
+                nonfatal: 0,
+                fatal: 0,
+            });
+        }
+        let f = one("rpi5-hailo8", &snap, "hailo.pcie_link");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("12 corrected"), "{}", f.summary);
+        assert!(f.remedy.contains("pciex1_gen=2"), "{}", f.remedy);
+        assert!(!f.remedy.contains("`dtparam=pciex1_gen=3`"), "{}", f.remedy);
+        let down = healthy().log(
+            "/var/log/kern.log",
+            LogClass::Kernel,
+            &["[  812.1] brcm-pcie 1000110000.pcie: link down"],
+        );
+        let f = one("rpi5-hailo8", &down.build(), "hailo.pcie_link");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.evidence.iter().any(|e| e.text.contains("link down")),
+            "{:?}",
+            f.evidence
+        );
+    }
+
+    #[test]
     fn runtime_library_verdicts() {
         let id = "hailo.runtime_library";
         let lost = Board::new().binary("/usr/bin/hailortcli", &["libhailort.so.4.20.0"]);

@@ -95,6 +95,9 @@ pub(super) fn pcie_link(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     .expected("link_speed", npu.pcie_link_speed.clone())
     .expected("link_width", npu.pcie_link_width)
     .evidence(&pci_path(d, "current_link_speed"), None, speed);
+    if let Some(failing) = link_errors(ctx, d) {
+        return failing_link(f, d, speed, have, failing);
+    }
     let slow = matches!((have, want), (Some(h), Some(w)) if h + 0.01 < w);
     let narrow = matches!((d.link_width, npu.pcie_link_width), (Some(h), Some(w)) if h < w);
     if slow || narrow {
@@ -129,8 +132,95 @@ pub(super) fn device_degraded(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding
         .with_hits(device_side.iter().map(|(h, _)| *h))
         .remedy("schedule a host reboot (driver reload, PCIe rescan and chip reset were reported not to recover it) and report it to Hailo with the device log");
     }
+    if let Some(d) = crate::check::throughput::worst_decay(ctx) {
+        return throughput_fall(id, d);
+    }
     match dev {
         None => Finding::skip(id, "no Hailo device on PCI"),
         Some(_) => Finding::new(id, Status::Pass, "no device-side faults in the logs read"),
     }
+}
+
+/// Evidence that the link is failing: AER totals of the device and the kernel's `link down`
+/// and `AER:` lines about it or its PCIe controller, as (file, line, text).
+struct LinkErrors {
+    aer: crate::model::AerTotals,
+    lines: Vec<(String, Option<usize>, String)>,
+}
+
+fn link_errors(ctx: &Ctx<'_>, d: &PciDevice) -> Option<LinkErrors> {
+    let aer = d.aer.unwrap_or_default();
+    let bdf = d.bdf.to_ascii_lowercase();
+    let mut lines = Vec::new();
+    for log in ctx.snap.logs.iter().filter(|l| l.class == LogClass::Kernel) {
+        for (i, text) in log.lines.iter().enumerate() {
+            let t = text.to_ascii_lowercase();
+            let about = t.contains(&bdf) || t.contains("pcie");
+            if about && (t.contains("link down") || t.contains("aer:") && t.contains("error")) {
+                lines.push((log.path.clone(), (!log.cut).then_some(i + 1), text.clone()));
+            }
+        }
+    }
+    (aer.correctable + aer.nonfatal + aer.fatal > 0 || !lines.is_empty())
+        .then_some(LinkErrors { aer, lines })
+}
+
+/// A link with errors: the remedy lowers the speed and reseats the cable; it never asks for
+/// Gen 3, which is what a failing Gen 3 link is already running.
+fn failing_link(
+    f: Finding,
+    d: &PciDevice,
+    speed: &str,
+    have: Option<f64>,
+    e: LinkErrors,
+) -> Finding {
+    let mut f = f
+        .observed("aer_correctable", e.aer.correctable)
+        .observed("aer_uncorrectable", e.aer.nonfatal + e.aer.fatal)
+        .observed("link_down_or_aer_lines", e.lines.len() as u64);
+    for (file, line, text) in &e.lines {
+        f.push_evidence(file, *line, text);
+    }
+    if d.aer.is_some() {
+        f.push_evidence(
+            &pci_path(d, "aer_dev_correctable"),
+            None,
+            &format!("TOTAL_ERR_COR {}", e.aer.correctable),
+        );
+    }
+    let uncorrectable = e.aer.nonfatal + e.aer.fatal;
+    f.status = if uncorrectable > 0 || !e.lines.is_empty() {
+        Status::Fail
+    } else {
+        Status::Warn
+    };
+    f.summary = format!(
+        "the link at {speed} is failing: {} corrected and {uncorrectable} uncorrectable AER error(s), {} link-down/AER line(s) in the kernel log",
+        e.aer.correctable,
+        e.lines.len()
+    );
+    let gen3 = have.is_some_and(|h| h >= 8.0);
+    f.remedy(if gen3 {
+        "run the link at Gen 2: set `dtparam=pciex1_gen=2` under [all] in /boot/firmware/config.txt (remove any `pciex1_gen=3`) and reboot; power off and reseat the ribbon cable; a link that fails at Gen 3 is not fixed by forcing Gen 3"
+    } else {
+        "power off and reseat the ribbon cable (contacts the right way round, fully latched); keep the link at its default speed; if errors continue, try another cable or HAT"
+    })
+}
+
+/// The same model running far slower than before on this host: the chip is stuck in a slow
+/// state. A reboot is not promised to clear it (reports show it surviving power cycles).
+fn throughput_fall(id: &str, d: crate::check::throughput::Decay) -> Finding {
+    Finding::new(
+        id,
+        Status::Warn,
+        format!(
+            "the same model runs far slower on the chip: {}; with driver, library, link and power fine this is the device itself (a clock or power state stuck low)",
+            d.describe()
+        ),
+    )
+    .observed("fps_before", d.best.0)
+    .observed("fps_now", d.latest.0)
+    .evidence(&d.file, Some(d.best.1), &format!("{} FPS", d.best.0))
+    .evidence(&d.file, Some(d.latest.1), &format!("{} FPS", d.latest.0))
+    .remedy("collect `hailortcli fw-control identify` and the benchmark output and report it to Hailo support (RMA if a cold power cycle has not cleared it); reinstalling HailoRT or changing packages will not help")
 }

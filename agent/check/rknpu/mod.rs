@@ -77,6 +77,15 @@ fn driver_present(ctx: &Ctx<'_>) -> Option<(String, String)> {
     if let Some(m) = ctx.snap.modules.iter().find(|m| is_rknpu(&m.name)) {
         return Some((format!("/sys/module/{}", m.name), "module loaded".into()));
     }
+    if let Some(d) = ctx
+        .snap
+        .stack
+        .platform_npus
+        .iter()
+        .find(|d| d.driver.as_deref().is_some_and(is_rknpu))
+    {
+        return Some((d.source.clone(), format!("{} is bound to rknpu", d.name)));
+    }
     ctx.logs
         .host(|e| matches!(e, LogEvent::RknpuBound))
         .next()
@@ -155,6 +164,13 @@ fn rocket_present(ctx: &Ctx<'_>) -> Vec<(String, String)> {
             "/sys/module/rocket".to_string(),
             "module rocket loaded".to_string(),
         ));
+    }
+    for d in ctx.snap.stack.platform_npus.iter().filter(|d| {
+        d.driver
+            .as_deref()
+            .is_some_and(|x| x.eq_ignore_ascii_case("rocket"))
+    }) {
+        why.push((d.source.clone(), format!("{} is bound to rocket", d.name)));
     }
     if let Some((h, _)) = ctx.logs.host(|e| matches!(e, LogEvent::RocketInit)).next() {
         why.push((h.file.clone(), h.text.clone()));
@@ -502,7 +518,7 @@ fn probe_failure<'a>(ctx: &'a Ctx<'_>) -> Option<(ProbeCause, &'a LogHit)> {
 #[cfg(test)]
 mod tests {
     use crate::check::testkit::{one, Board};
-    use crate::model::Status;
+    use crate::model::{LogClass, Status};
 
     const DEBUGFS: &str = "/sys/kernel/debug/rknpu/version";
 
@@ -540,6 +556,35 @@ mod tests {
             "{}",
             f.summary
         );
+    }
+
+    #[test]
+    fn rocket_found_wherever_the_kernel_names_it() {
+        let id = "rknpu.driver_version";
+        let bound = Board::new().platform_npu("fdab0000.npu", Some("rocket"));
+        let f = one("rk3588-rknpu", &bound.build(), id);
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("`rocket`"), "{}", f.summary);
+        assert_eq!(
+            f.evidence[0].file,
+            "/sys/devices/platform/fdab0000.npu/driver"
+        );
+        let logged = Board::new().log(
+            "/var/log/kern.log",
+            LogClass::Kernel,
+            &["[    9.681491] rocket fdab0000.npu: Rockchip NPU core 0 version: 1179210309"],
+        );
+        let f = one("rk3588-rknpu", &logged.build(), id);
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(
+            f.evidence[0].text.contains("rocket fdab0000.npu"),
+            "{:?}",
+            f.evidence
+        );
+        // The vendor driver bound without a readable version: present, version unknown.
+        let vendor = Board::new().platform_npu("fdab0000.npu", Some("RKNPU"));
+        let f = one("rk3588-rknpu", &vendor.build(), id);
+        assert_eq!(f.status, Status::Info, "{}", f.summary);
     }
 
     #[test]

@@ -31,9 +31,11 @@ pub(super) fn driver_events(line: &str, out: &mut Vec<LogEvent>) {
             out.push(LogEvent::RknpuDrmInit { version });
         }
     }
-    if line
-        .to_ascii_lowercase()
-        .contains("[drm] initialized rocket")
+    let lower = line.to_ascii_lowercase();
+    // `[drm] Initialized rocket …`, or its probe lines (`rocket fdab0000.npu: Rockchip NPU core 0
+    // version: N`), which 6.12 builds print without a DRM line.
+    if lower.contains("[drm] initialized rocket")
+        || lower.contains("rocket ") && line.contains(".npu: ")
     {
         out.push(LogEvent::RocketInit);
     }

@@ -316,6 +316,11 @@ fn kernel_names_match_as_the_kernel_spells_them() {
         classify("[drm] Initialized Rocket 0.0.0 for rknn on minor 0"),
         vec![LogEvent::RocketInit]
     );
+    assert_eq!(
+        classify("[    9.681491] rocket fdab0000.npu: Rockchip NPU core 0 version: 1179210309"),
+        vec![LogEvent::RocketInit]
+    );
+    assert!(classify("[    2.9] input: rk805 pwrkey as /devices/platform/feb20000.spi").is_empty());
 }
 
 #[test]

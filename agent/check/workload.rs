@@ -1,0 +1,323 @@
+//! `npu.workload`: the NPU workload's own failure lines, each accounted for. A failure is
+//! **explained** when another finding that fired cites it (that finding then carries it, and a
+//! warning becomes a failure: the fault is no longer potential, the jobs fail with it), or
+//! reported here as **unexplained**, so a board whose workload fails is never "health OK".
+
+use super::{Ctx, Finding, Status};
+use crate::model::LogClass;
+use crate::parse::workload::{class_of, is_failure, is_kernel_npu_failure, FailureClass};
+
+const ID: &str = "npu.workload";
+
+/// Failure lines this close together (in lines) are one failure.
+const BLOCK_GAP_LINES: usize = 4;
+
+/// One failure: consecutive error lines of one log.
+#[derive(Debug)]
+struct Block {
+    file: String,
+    /// Line numbers are known (the log was read whole).
+    numbered: bool,
+    /// (1-based line, text).
+    lines: Vec<(usize, String)>,
+}
+
+impl Block {
+    fn first(&self) -> usize {
+        self.lines.first().map(|l| l.0).unwrap_or(0)
+    }
+    fn last(&self) -> usize {
+        self.lines.last().map(|l| l.0).unwrap_or(0)
+    }
+    /// True when `f` explains this failure: it cites one of its lines, or it is a finding that
+    /// causes failures of this class (an rknpu driver below the minimum explains jobs that never
+    /// complete).
+    fn explained_by(&self, f: &Finding) -> bool {
+        self.cited_by(f)
+            || self
+                .lines
+                .iter()
+                .any(|(_, t)| explainers(class_of(t)).contains(&f.id.as_str()))
+    }
+
+    /// True when `f` cites one of this block's lines.
+    fn cited_by(&self, f: &Finding) -> bool {
+        f.evidence.iter().any(|e| {
+            e.file == self.file
+                && match e.line {
+                    Some(l) => (self.first()..=self.last()).contains(&l),
+                    None => self.lines.iter().any(|(_, t)| t.starts_with(&e.text)),
+                }
+        })
+    }
+}
+
+/// The findings that cause failures of a class.
+fn explainers(class: FailureClass) -> &'static [&'static str] {
+    match class {
+        FailureClass::JobNeverCompleted => &["rknpu.driver_version", "rknpu.runtime_library"],
+        FailureClass::NpuMemory => &[
+            "rknpu.driver_version",
+            "cma.free",
+            "cma.pool_size",
+            "memory.oom",
+            "limits.memlock",
+        ],
+        FailureClass::FileDescriptors => &["limits.nofile"],
+        FailureClass::DriverOrDevice => &[
+            "hailo.version_mismatch",
+            "hailo.driver_binding",
+            "hailo.package_generation",
+            "hailo.pci_device",
+            "hailo.runtime_library",
+            "rknpu.driver_version",
+        ],
+        FailureClass::Other => &[],
+    }
+}
+
+/// The failure blocks of the host-side workload logs (package-manager logs left out) and the
+/// kernel's NPU job failures.
+fn failure_blocks(ctx: &Ctx<'_>) -> Vec<Block> {
+    let mut out = Vec::new();
+    for log in ctx.snap.logs.iter().filter(|l| {
+        l.class == LogClass::Kernel || l.class == LogClass::Workload && !l.path.contains("/apt/")
+    }) {
+        let fails: fn(&str) -> bool = match log.class {
+            LogClass::Kernel => is_kernel_npu_failure,
+            _ => is_failure,
+        };
+        let mut cur: Option<Block> = None;
+        for (i, line) in log.lines.iter().enumerate().filter(|(_, l)| fails(l)) {
+            let n = i + 1;
+            match cur.as_mut() {
+                Some(b) if n - b.last() <= BLOCK_GAP_LINES => b.lines.push((n, line.clone())),
+                _ => {
+                    out.extend(cur.take());
+                    cur = Some(Block {
+                        file: log.path.clone(),
+                        numbered: !log.cut,
+                        lines: vec![(n, line.clone())],
+                    });
+                }
+            }
+        }
+        out.extend(cur);
+    }
+    out
+}
+
+/// Judges the workload's failures against the other findings, raising those that explain one,
+/// and returns the `npu.workload` finding.
+pub(super) fn workload(ctx: &Ctx<'_>, findings: &mut [Finding]) -> Finding {
+    let workload_logs = ctx
+        .snap
+        .logs
+        .iter()
+        .filter(|l| l.class == LogClass::Workload)
+        .count();
+    let blocks = failure_blocks(ctx);
+    if blocks.is_empty() && workload_logs == 0 {
+        return Finding::skip(ID, "no NPU workload log was read (the profile's [logs] workload files and the journal hold none) and the kernel log has no NPU job failure");
+    }
+    if blocks.is_empty() {
+        return Finding::new(
+            ID,
+            Status::Pass,
+            format!("no NPU workload failure in the {workload_logs} workload log(s) read"),
+        );
+    }
+    let mut explained = Vec::new();
+    let mut unexplained = Vec::new();
+    for b in &blocks {
+        let by: Vec<String> = findings
+            .iter_mut()
+            .filter(|f| f.id != ID && f.status.fires() && b.explained_by(f))
+            .map(|f| carry(f, b))
+            .collect();
+        if by.is_empty() {
+            unexplained.push(b);
+        } else {
+            explained.push(by.join(", "));
+        }
+    }
+    if unexplained.is_empty() {
+        explained.dedup();
+        return Finding::new(
+            ID,
+            Status::Info,
+            format!(
+                "the NPU workload failed ({} failure(s)); explained by {}",
+                blocks.len(),
+                explained.join("; ")
+            ),
+        );
+    }
+    unexplained_finding(ctx, &unexplained, explained.len())
+}
+
+/// Makes `f` carry the failure `b` and raises a warning to a failure. Returns `f`'s id.
+fn carry(f: &mut Finding, b: &Block) -> String {
+    let (n, text) = &b.lines[b.lines.len() - 1];
+    f.push_evidence(&b.file, b.numbered.then_some(*n), text);
+    if f.status == Status::Warn {
+        f.status = Status::Fail;
+        f.summary
+            .push_str(&format!("; the NPU workload fails with it ({})", b.file));
+    }
+    f.id.clone()
+}
+
+fn unexplained_finding(ctx: &Ctx<'_>, blocks: &[&Block], explained: usize) -> Finding {
+    let last = blocks[blocks.len() - 1];
+    let first_line = &last.lines[0].1;
+    let mut f = Finding::new(
+        ID,
+        Status::Warn,
+        format!(
+            "the NPU workload failed and no other check explains it: {} ({}{})",
+            first_line.trim(),
+            last.file,
+            if explained > 0 {
+                format!("; {explained} other failure(s) are explained")
+            } else {
+                String::new()
+            }
+        ),
+    )
+    .observed("unexplained_failures", blocks.len() as u64)
+    .observed("explained_failures", explained as u64)
+    .remedy(hint(ctx, blocks));
+    for b in blocks.iter().rev() {
+        for (n, t) in &b.lines {
+            f.push_evidence(&b.file, b.numbered.then_some(*n), t);
+        }
+    }
+    f
+}
+
+/// What the lines suggest where a known pattern fits, else how to take them further.
+fn hint(ctx: &Ctx<'_>, blocks: &[&Block]) -> String {
+    let text = |w: &str| {
+        blocks
+            .iter()
+            .any(|b| b.lines.iter().any(|(_, t)| t.contains(w)))
+    };
+    if text("failed to malloc npu memory") && (text("errno: 14") || text("Bad address")) {
+        return "errno 14 (Bad address) while mapping NPU memory with a current driver: the NPU's IOMMU address space is cut into 4 GiB domains, and a large model already loaded can fill the first one; load the LLM into another domain (RKLLMParam.extend_param.base_domain_id = 1) or use a smaller model; RAM, CMA, ulimit and the driver are not the cause".into();
+    }
+    if blocks.iter().any(|b| {
+        b.lines
+            .iter()
+            .any(|(_, t)| class_of(t) == FailureClass::JobNeverCompleted)
+    }) {
+        return "an NPU job was accepted and never completed (run task counter 0, or the kernel's job timeout): keep librknnrt and the rknpu driver one release apart at most (the runtime's `RKNN Driver Information` line names the driver), give each thread its own rknn_context, and where only some NPU cores fail boot a kernel with a newer rknpu; a reboot resets a hung NPU".into();
+    }
+    let capture = if ctx.snap.live {
+        "sudo npu-agent capture"
+    } else {
+        "npu-agent capture"
+    };
+    format!("the agent has no check that explains these lines: read them in the evidence, and attach a support bundle ({capture}) when you report them to the runtime's maintainers")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testkit::{one, Board};
+    use crate::model::{LogClass, Status};
+
+    #[test]
+    fn unexplained_failure_is_a_warning_with_its_lines() {
+        let b = Board::new().log(
+            "/var/log/rkllm/demo.log",
+            LogClass::Workload,
+            &[
+                "rkllm init success",
+                "E RKNN: [01:13:18.648] failed to allocate handle, ret: -1, errno: 14, errstr: Bad address",
+                "E RKNN: [01:13:18.656] failed to malloc npu memory, size: 1427746880, flags: 0x2",
+                "rknn_init fail! ret=-6",
+            ],
+        );
+        let f = one("rk3588-rknpu", &b.build(), "npu.workload");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(
+            f.summary.contains("no other check explains it"),
+            "{}",
+            f.summary
+        );
+        assert_eq!(f.evidence.len(), 3);
+        assert!(f.remedy.contains("base_domain_id"), "{}", f.remedy);
+    }
+
+    #[test]
+    fn explained_failure_raises_the_explaining_finding() {
+        let b = Board::new()
+            .pci(0x1e60, 0x2864, Some("hailo"))
+            .module("hailo_pci", Some("4.20.1"))
+            .log(
+                "/var/log/frigate.log",
+                LogClass::Workload,
+                &["x [HailoRT] [error] CHECK_SUCCESS failed with status=HAILO_INVALID_DRIVER_VERSION(76)"],
+            )
+            .build();
+        let f = one("rpi5-hailo8", &b, "npu.workload");
+        assert_eq!(f.status, Status::Info, "{}", f.summary);
+        assert!(
+            f.summary.contains("hailo.version_mismatch"),
+            "{}",
+            f.summary
+        );
+        let m = one("rpi5-hailo8", &b, "hailo.version_mismatch");
+        assert_eq!(m.status, Status::Fail, "{}", m.summary);
+    }
+
+    #[test]
+    fn a_class_of_failure_is_explained_by_its_cause() {
+        let b = Board::new()
+            .rknpu_version_file("/sys/kernel/debug/rknpu/version", "RKNPU driver: v0.9.3")
+            .log(
+                "/var/log/rknn/app.log",
+                LogClass::Workload,
+                &["E RKNN: [17:19:34.670] failed to submit!, op id: 1, op name: Conv:/model.0/conv/Conv, flags: 0x1, task start: 0, task number: 30, run task counter: 0, int status: 0"],
+            )
+            .build();
+        let f = one("rk3588-rknpu", &b, "npu.workload");
+        assert_eq!(f.status, Status::Info, "{}", f.summary);
+        assert!(f.summary.contains("rknpu.driver_version"), "{}", f.summary);
+        let d = one("rk3588-rknpu", &b, "rknpu.driver_version");
+        assert_eq!(d.status, Status::Fail, "{}", d.summary);
+        assert!(
+            d.summary.contains("the NPU workload fails with it"),
+            "{}",
+            d.summary
+        );
+        // The kernel's side of the same fault, with no workload log at all.
+        let k = Board::new()
+            .log(
+                "/var/log/kern.log",
+                LogClass::Kernel,
+                &["[  578.9] RKNPU: job timeout, flags: 0x1"],
+            )
+            .build();
+        let f = one("rk3588-rknpu", &k, "npu.workload");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("RKNPU: job timeout"), "{}", f.summary);
+    }
+
+    #[test]
+    fn quiet_logs_pass_and_no_logs_skip() {
+        let b = Board::new().log(
+            "/var/log/hailort.log",
+            LogClass::Workload,
+            &["[HailoRT] [info] ok"],
+        );
+        assert_eq!(
+            one("rpi5-hailo8", &b.build(), "npu.workload").status,
+            Status::Pass
+        );
+        assert_eq!(
+            one("rpi5-hailo8", &Board::new().build(), "npu.workload").status,
+            Status::Skip
+        );
+    }
+}
