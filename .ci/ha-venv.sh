@@ -1,5 +1,5 @@
 #!/bin/bash
-# Makes the Home Assistant venv tests/interop.rs validates the discovery payloads with:
+# Makes the Home Assistant venv tests/system/interop.rs validates the discovery payloads with:
 # Home Assistant 2025.4 (Python 3.13) and its pinned dependencies from PyPI, installed by uv
 # (fetched and unpacked in parallel: under a minute cold, where pip took about 20 minutes).
 # Usage: .ci/ha-venv.sh DEST   (DEST must not hold a working venv; .ci/run passes its cache path)

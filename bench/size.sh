@@ -2,7 +2,7 @@
 # Where the bytes of the static aarch64 agent go:
 #   bash bench/size.sh [N]
 # Builds the shipped binary (tests/vboard/build-aarch64.sh: release profile, stripped) and prints
-# its size against the size limit of tests/aarch64.rs, its ELF sections, its symbols
+# its size against the size limit of tests/system/aarch64.rs, its ELF sections, its symbols
 # grouped by what they belong to, and the N (default 25) largest crates and functions of the same code built with its symbols kept
 # (profile `release-symbols`). Crate figures come from `cargo bloat` (cargo install cargo-bloat)
 # when it is installed, else from the symbol table (`nm --size-sort`, functions only).
@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-25}"
 target=aarch64-unknown-linux-musl
-limit=3000000     # tests/aarch64.rs: aarch64_binary_fits_the_size_limit (SIZE_LIMIT_BYTES)
+limit=3000000     # tests/system/aarch64.rs: aarch64_binary_fits_the_size_limit (SIZE_LIMIT_BYTES)
 tdir="${CARGO_TARGET_DIR:-target}"
 
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ); machine: $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ //' || echo unknown cpu); $(rustc --version)"

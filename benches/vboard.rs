@@ -1,6 +1,6 @@
 //! The daemon's CPU cost on the virtual ROCK 5B (printed, not asserted): the static aarch64
 //! `npu-agent run` on Debian's arm64 kernel under `qemu-system-aarch64` (TCG, no KVM; see
-//! tests/vboard.rs), reporting to a mosquitto on the host.
+//! tests/system/vboard.rs), reporting to a mosquitto on the host.
 //!
 //! - busy: a check cycle and status every 2 s (`[report] interval_s = 2`); CPU time per cycle =
 //!   the process's utime+stime delta (`/proc/PID/stat`, all threads) over the statuses received;
@@ -12,7 +12,7 @@
 //! Cortex-A76 takes; compare them with each other, not with a board.
 //!
 //! Run: `cargo bench --bench vboard [-- SECONDS]` (default 120 s per phase; needs what
-//! tests/vboard.rs needs, and mosquitto).
+//! tests/system/vboard.rs needs, and mosquitto).
 
 // Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
 #![allow(clippy::disallowed_methods)]

@@ -1,5 +1,5 @@
 //! A panic in the shipped configuration of the static aarch64 agent: the release profile
-//! (`panic = "abort"`, LTO) and the target's link flags (.cargo/config.toml). tests/aarch64.rs
+//! (`panic = "abort"`, LTO) and the target's link flags (.cargo/config.toml). tests/system/aarch64.rs
 //! (`aarch64_panic_prints_its_message_and_aborts`) builds it with
 //! `cargo build --release --target aarch64-unknown-linux-musl --example panic_probe`, runs it
 //! under qemu-aarch64-static and checks that the panic still prints its message and aborts.

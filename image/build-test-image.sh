@@ -2,7 +2,7 @@
 # Builds a bootable arm64 Debian bookworm test image that holds npu-agent, the way a board image
 # gets it: a root file system made by mmdebstrap, the .deb installed through install-into-image.sh
 # (the entry point the Armbian and pi-gen hooks call) inside its chroot, and a separate boot
-# partition. Used by tests/image.rs; usable by a person to try the agent under systemd:
+# partition. Used by tests/system/image.rs; usable by a person to try the agent under systemd:
 #
 #   bash image/build-test-image.sh --deb target/debian/npu-agent_<v>-1_arm64.deb --board rock5b OUT
 #

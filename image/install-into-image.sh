@@ -5,7 +5,7 @@
 #   DEB       npu-agent_<version>-1_arm64.deb (packaging/build-debs.sh)
 #   BOOT_DIR  /boot/firmware on Raspberry Pi OS, /boot on Armbian
 # Called by image/armbian/userpatches/customize-image.sh and image/pi-gen/stage-npu-agent/;
-# tests/package.rs runs it on the CI machine (no systemd there either).
+# tests/system/package.rs runs it on the CI machine (no systemd there either).
 set -eu
 deb=${1:?usage: install-into-image.sh DEB BOOT_DIR}
 boot=${2:?usage: install-into-image.sh DEB BOOT_DIR}

@@ -8,7 +8,7 @@
 #   ${CARGO_TARGET_DIR:-target}/debian/npu-agent_<version>-1_amd64.deb  `cargo build --release`
 #       for the host (glibc; depends on libc6)
 # Needs: cargo-deb (cargo install cargo-deb --locked), dpkg-dev; for the lint and the review:
-# lintian, systemd (systemd-analyze). tests/package.rs asserts on these packages.
+# lintian, systemd (systemd-analyze). tests/system/package.rs asserts on these packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target_dir=${CARGO_TARGET_DIR:-target}
@@ -33,7 +33,7 @@ for deb in "$out/npu-agent_${version}-1_arm64.deb" "$out/npu-agent_${version}-1_
   dpkg-deb --info "$deb" | sed -n 's/^ \(Package\|Version\|Architecture\|Depends\|Installed-Size\):/  \1:/p' >&2
 done
 
-# Lint (informational here; tests/package.rs fails on any error or warning not overridden).
+# Lint (informational here; tests/system/package.rs fails on any error or warning not overridden).
 if command -v lintian >/dev/null; then
   for deb in "$out/npu-agent_${version}-1_arm64.deb" "$out/npu-agent_${version}-1_amd64.deb"; do
     echo "build-debs: lintian $(basename "$deb"):" >&2

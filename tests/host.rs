@@ -5,7 +5,7 @@
 //! `cargo test`, points `NPUAGENT_TEST_HOST_BEFORE` at it, and runs this test once more after the whole
 //! suite. It asserts the machine looks exactly as before: no test installed, upgraded, purged or
 //! enabled anything here (installing happens in a throwaway chroot and in a booted image, see
-//! tests/image.rs).
+//! tests/system/image.rs).
 //!
 //! Without `NPUAGENT_TEST_HOST_BEFORE` there is nothing to compare with: a failure under `CI=true`,
 //! a printed skip otherwise.

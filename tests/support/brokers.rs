@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 // Included beside `support/mqtt.rs` (as `support`), whose free loopback port it uses.
-use crate::support::free_port;
+use super::mqtt::free_port;
 
 fn wait_port(port: u16, within: Duration, child: &mut Child, log: &Path) {
     let t0 = Instant::now();

@@ -1,4 +1,4 @@
-//! Shared by tests/aarch64.rs and tests/vboard.rs: the project's rule for tests that need a tool
+//! Shared by tests/system/aarch64.rs and tests/system/vboard.rs: the project's rule for tests that need a tool
 //! (fail when CI is set, skip with a printed reason otherwise), where the target directory is, and
 //! the static aarch64 agent (located or built, and checked to be a static aarch64 ELF).
 #![allow(dead_code)]

@@ -1,7 +1,7 @@
 //! The virtual-board harness: Debian's arm64 cloud kernel under `qemu-system-aarch64 -M virt`, a
 //! device tree that reads like a real board, a boot partition and a persistent state disk, the
 //! static aarch64 agent in a busybox initramfs, and the harness itself as the board's bootloader.
-//! The API is documented at the top of tests/vboard.rs.
+//! The API is documented at the top of tests/system/vboard.rs.
 #![allow(dead_code)]
 
 use crate::common::{self, skip, which};

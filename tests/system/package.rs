@@ -5,20 +5,17 @@
 //! These tests check both packages' fields and files (a stale package fails: its unit and
 //! config must equal the tree's), lint them and review the unit's sandbox. They never install
 //! anything on this machine: installing, upgrading, removing and purging happen inside a
-//! throwaway arm64 chroot and a booted image (tests/image.rs), and tests/host.rs asserts that
+//! throwaway arm64 chroot and a booted image (tests/system/image.rs), and tests/host.rs asserts that
 //! this machine's own npu-agent files and units are as they were before the suite.
 //!
 //! Under `CI=true` a missing tool (dpkg, lintian, systemd-analyze) or a missing package is a
 //! failure; otherwise the test prints why it skips.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const UNIT: &str = include_str!("../systemd/npu-agent.service");
-const AGENT_TOML: &str = include_str!("../packaging/agent.toml");
+const UNIT: &str = include_str!("../../systemd/npu-agent.service");
+const AGENT_TOML: &str = include_str!("../../packaging/agent.toml");
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 const UNIT_PATH: &str = "/usr/lib/systemd/system/npu-agent.service";
 
@@ -77,7 +74,7 @@ fn ok(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// The target directory this test binary was built in (`<target>/debug/deps/package-…`).
+/// The target directory this test binary was built in (`<target>/debug/deps/system-…`).
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     exe.ancestors().nth(3).unwrap().to_path_buf()
@@ -201,7 +198,7 @@ fn both_packages_carry_the_agent_unit_and_config() {
         );
         assert_eq!(
             String::from_utf8(member(deb, "/usr/share/npu-agent/npu-agent.toml.example")).unwrap(),
-            include_str!("../image/npu-agent.toml.example")
+            include_str!("../../image/npu-agent.toml.example")
         );
         // Config is a conffile: dpkg keeps an admin's edits on upgrade.
         let conffiles: Vec<String> = control_file(deb, "conffiles")

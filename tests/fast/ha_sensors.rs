@@ -6,9 +6,6 @@
 //!
 //! Without Python or Jinja2 the test fails under `CI=true` and prints SKIP elsewhere.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;

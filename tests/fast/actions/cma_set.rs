@@ -1,7 +1,7 @@
 //! `cma set` / `cma show` end to end on temporary board trees (library API), including the
 //! `reboot.pending` check before and after an edit.
 
-use crate::util::{fixture_tree, meminfo, rk3588_tree, Tree};
+use super::util::{fixture_tree, meminfo, rk3588_tree, Tree};
 use npu_agent::action::atomic::RealStorage;
 use npu_agent::action::cma::{
     cma_set, cma_show, reconcile_boot_edit, CmaSetOutcome, CmaSetReport, CmaVerdict,
@@ -212,7 +212,7 @@ fn missing_boot_file_and_non_utf8_are_refused() {
 fn generated_extlinux_edits_etc_kernel_cmdline_instead() {
     let t = rk3588_tree(ENV, "root=UUID=0 rootwait", 8192);
     std::fs::remove_file(t.host("/boot/armbianEnv.txt")).unwrap();
-    let ext = crate::util::sample("extlinux-generated-u-boot-menu.conf");
+    let ext = super::util::sample("extlinux-generated-u-boot-menu.conf");
     t.file("/boot/extlinux/extlinux.conf", &ext);
     let r = set(&t, "256M", false);
     assert_eq!(

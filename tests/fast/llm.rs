@@ -4,12 +4,7 @@
 //! mistake the check names, the KV-cache arithmetic, NUMA balancing states, profile detection,
 //! and hostile GGUF bytes.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "support/gguf.rs"]
-mod gguf_writer;
-
+use crate::support::gguf as gguf_writer;
 use gguf_writer::*;
 use npu_agent::parse::gguf as reader;
 use proptest::prelude::*;

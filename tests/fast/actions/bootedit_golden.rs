@@ -1,7 +1,7 @@
 //! Golden-file tests of the pure boot-file edits, one per boot-file kind, on real samples
 //! (tests/fixtures/bootedit/README.md), plus CRLF, duplicate keys, missing keys and sizes.
 
-use crate::util::{fixtures, sample};
+use super::util::{fixtures, sample};
 use npu_agent::action::bootedit::{
     diff_with_header, edit_cmdline_cma, edit_pi_config_cma, parse_cma_size, remove_cmdline_cma,
     validate_cma_size, FileEdit, SizeError,

@@ -5,18 +5,11 @@
 //! `mqtt-reconnect-storm-no-backoff-after-broker-kick`, BR-38) and connection failures before the
 //! first connect (logged once per cause, with the broker's reason code).
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "support/brokers.rs"]
-mod brokers;
-#[path = "support/mqtt.rs"]
-mod support;
-
+use crate::support::mqtt::{agent_config, require_tool, Agent, Board, Broker, Client};
+use crate::support::{brokers, mqtt};
 use serde_json::Value;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{agent_config, require_tool, Agent, Board, Broker, Client};
 
 const CASE: &str = "own-rk3588-opi5plus-rknpu-0.9.8-healthy";
 const T: Duration = Duration::from_secs(30);
@@ -111,7 +104,7 @@ fn a_status_bigger_than_the_broker_allows_goes_out_compact_without_a_storm() {
         return;
     }
     for (protocol, announced) in [("5", true), ("3.1.1", false)] {
-        let broker = Broker::start_with(support::free_port(), "max_packet_size 4096");
+        let broker = Broker::start_with(mqtt::free_port(), "max_packet_size 4096");
         let board = Board::from_fixture(
             CASE,
             "b1",
@@ -136,7 +129,7 @@ fn a_status_bigger_than_the_broker_allows_goes_out_compact_without_a_storm() {
         let mut later = Vec::new();
         while later
             .iter()
-            .filter(|m: &&support::Msg| m.topic == "npu-fleet/b1/status")
+            .filter(|m: &&mqtt::Msg| m.topic == "npu-fleet/b1/status")
             .count()
             < 2
         {
@@ -156,7 +149,7 @@ fn a_status_bigger_than_the_broker_allows_goes_out_compact_without_a_storm() {
             onlines <= 1,
             "{protocol}: {onlines} reconnects in two status intervals"
         );
-        let statuses: Vec<&support::Msg> = later
+        let statuses: Vec<&mqtt::Msg> = later
             .iter()
             .filter(|m| m.topic == "npu-fleet/b1/status")
             .collect();
@@ -194,14 +187,38 @@ fn br38_two_agents_with_one_board_id_do_not_storm() {
     // The second twin starts once the first is online.
     let first_online = observer.wait_for(T, "the first twin online", |m| m.text() == "online");
     let agent_b = Agent::start(&b);
-    std::thread::sleep(Duration::from_secs(30));
+    let started = Instant::now();
+    // Each twin reports the takeover after three kicks in a row; every kick is followed by a
+    // back-off (1.6 s doubled per kick, at least 2 x 1.6 s x 0.75 here) and the twins take turns.
+    let takeover = "another client uses this board id";
+    let deadline = started + Duration::from_secs(60);
+    while ![&agent_a, &agent_b]
+        .iter()
+        .all(|a| a.log_text().contains(takeover))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no takeover reported by both twins in 60 s:\n{}\n---\n{}",
+            agent_a.log_text(),
+            agent_b.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = started.elapsed();
     let mut msgs = vec![first_online];
     msgs.extend(observer.drain());
     let onlines = msgs.iter().filter(|m| m.text() == "online").count();
     let offlines = msgs.iter().filter(|m| m.text() == "offline").count();
+    eprintln!("br38: both twins reported the takeover after {took:?}: {onlines} online, {offlines} offline");
+    // Without a back-off the six kicks before both reports take well under a second.
+    let two_kick_backoffs = (npu_agent::mqtt::link::BACKOFF_MAX * 2).mul_f64(0.75 * 2.0);
+    assert!(
+        took >= two_kick_backoffs,
+        "both twins reported after {took:?} ({onlines} online messages): no back-off on a kick"
+    );
     // "No more than a few connects per minute" per side after the first kicks.
-    assert!(onlines <= 16, "{onlines} online messages in 30 s");
-    assert!(offlines <= 16, "{offlines} offline messages in 30 s");
+    assert!(onlines <= 16, "{onlines} online messages in {took:?}");
+    assert!(offlines <= 16, "{offlines} offline messages in {took:?}");
     let logs = format!("{}{}", agent_a.log_text(), agent_b.log_text());
     let reports = logs.matches("another client uses this board id").count();
     assert!(reports >= 1, "{logs}");
@@ -235,7 +252,7 @@ fn connection_failures_before_the_first_connect_are_logged_once_per_cause() {
         return;
     }
     // Nothing listening.
-    let port = support::free_port();
+    let port = mqtt::free_port();
     let board = Board::from_fixture(
         CASE,
         "b1",
@@ -251,7 +268,7 @@ fn connection_failures_before_the_first_connect_are_logged_once_per_cause() {
     assert!(log.contains("network:"), "{log}");
     drop(agent);
     // A broker that refuses anonymous clients: MQTT 5 reason code 0x87 (not authorized) or 0x86.
-    let broker = Broker::start_with(support::free_port(), "allow_anonymous false");
+    let broker = Broker::start_with(mqtt::free_port(), "allow_anonymous false");
     let board = Board::from_fixture(CASE, "b1", &agent_config(&broker.url(), "b1", ""));
     let agent = Agent::start(&board);
     let log = retried_after_first_failure(&agent);
@@ -340,11 +357,11 @@ fn br37_unsynchronised_clock_holds_expiring_destructive_commands() {
         .unwrap()
         .clone();
     assert_eq!(f["status"], "warn", "{f}");
-    let now = support::now_s();
+    let now = mqtt::now_s();
     let send = |id: &str, issued: i64| {
         c.publish(
             &format!("npu-fleet/b1/cmd/set_cma/{id}"),
-            &support::init_payload(
+            &mqtt::init_payload(
                 "b1",
                 "set_cma",
                 id,

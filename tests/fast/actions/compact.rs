@@ -1,7 +1,7 @@
 //! Compaction on a temporary tree: the knobs get exactly `1`, before/after figures and counter
 //! deltas are reported, refusals are sentences, and the run is recorded for the cooldown.
 
-use crate::util::{meminfo, Tree};
+use super::util::{meminfo, Tree};
 use npu_agent::action::compact::{
     render_compact_text, run_compaction, CompactOptions, CompactOutcome, Knobs, RootKnobs,
 };

@@ -9,11 +9,7 @@
 //! test's own target directory — see `common::aarch64_agent`. `.ci/run` builds it first.
 //! A missing tool or target fails the test when `CI` is set, and skips it with a reason otherwise.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "vboard/common.rs"]
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

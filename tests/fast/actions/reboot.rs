@@ -1,7 +1,7 @@
 //! The reboot state machine with real processes that do not reboot anything (`true`, `false`,
 //! `sleep 5` with a 1 s timeout) and state files in a temporary root; `boot_id` changed or not.
 
-use crate::util::Tree;
+use super::util::Tree;
 use npu_agent::action::reboot::{
     reconcile_state, request_reboot, CommandRunner, ProcessRunner, RebootPhase, RebootProgress,
     RebootRefusal, RebootResult, RebootState, ReconcileWhen, RunOutcome, REBOOT_FILE,

@@ -24,17 +24,7 @@
 //! Needs root, the tools `.ci/run` installs, and the packages from `packaging/build-debs.sh`:
 //! under `CI=true` anything missing fails the test, otherwise it is skipped with a printed reason.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "vboard/common.rs"]
-mod common;
-#[path = "vboard/fleet.rs"]
-mod fleet;
-#[path = "vboard/harness.rs"]
-mod harness;
-#[path = "vboard/newc.rs"]
-mod newc;
+use crate::{common, fleet, harness};
 
 use common::{say, skip};
 use harness::Mosquitto;
@@ -274,8 +264,10 @@ impl Guest {
     /// Waits for the autologin on the serial console and makes the shell quiet (no echo, no
     /// prompt), so `sh` reads only what a command prints.
     fn login(&mut self) {
-        self.wait_for(0, "(automatic login)", BOOT_TIMEOUT);
-        std::thread::sleep(Duration::from_secs(2));
+        let login = self.wait_for(0, "(automatic login)", BOOT_TIMEOUT);
+        // Input typed before the shell's first prompt can be lost: wait for root's bash prompt
+        // (`root@<board>-image:~# `, Debian's /etc/bash.bashrc).
+        self.wait_for(login, ":~# ", SH_TIMEOUT);
         let from = self.console().len();
         writeln!(
             self.stdin,
@@ -652,7 +644,7 @@ fn rock5b_image_provisions_runs_sandboxed_actions_watchdog_upgrade_and_reboots()
     say(&format!(
         "bench: systemd-analyze security npu-agent under systemd in the image: {score:.1}"
     ));
-    // The same bound tests/package.rs holds the offline review of the unit file to.
+    // The same bound tests/system/package.rs holds the offline review of the unit file to.
     assert!(score <= 3.0, "exposure {score} above 3.0:\n{sec}");
 
     // (3) Watchdog: a stopped agent is killed after WatchdogSec and restarted; the fleet sees the
@@ -944,8 +936,8 @@ fn dpkg_installs_upgrades_removes_and_purges_in_a_throwaway_arm64_chroot() {
     fs::copy(&deb, root.join("tmp/a.deb")).unwrap();
     let next = rebuilt_with_version(&deb, &format!("{VERSION}-2"), tmp.path());
     fs::copy(&next, root.join("tmp/b.deb")).unwrap();
-    let unit = include_str!("../systemd/npu-agent.service");
-    let agent_toml = include_str!("../packaging/agent.toml");
+    let unit = include_str!("../../systemd/npu-agent.service");
+    let agent_toml = include_str!("../../packaging/agent.toml");
 
     // Install: files, modes, enabled (not started: no systemd runs in a chroot).
     let o = chroot_ok(&root, "dpkg -i /tmp/a.deb 2>&1");
@@ -1063,6 +1055,6 @@ fn dpkg_installs_upgrades_removes_and_purges_in_a_throwaway_arm64_chroot() {
     );
     assert_eq!(
         fs::read_to_string(root.join("boot/firmware/npu-agent.toml.example")).unwrap(),
-        include_str!("../image/npu-agent.toml.example")
+        include_str!("../../image/npu-agent.toml.example")
     );
 }

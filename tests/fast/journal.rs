@@ -3,13 +3,7 @@
 //! the tree's `var/log/journal` through `journalctl -D`, kernel lines by their transport and the
 //! workloads' lines by unit; the daemon's cursors read only what is new and survive a restart.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "support/journal.rs"]
-mod journal;
-
-use journal::{journal_tools, write_journal, Entry};
+use crate::support::journal::{journal_tools, write_journal, Entry};
 use npu_agent::probe::evidence::{probe_logs, LogCursors, SourceState};
 use npu_agent::probe::LogClass;
 use npu_agent::root::SysRoot;

@@ -1,7 +1,7 @@
 //! Attacks on the file side of the command path, on temporary roots with planted symlinks:
 //! writes never leave the root (issue items 3 and 7), concurrent edits never interleave.
 
-use crate::util::{rk3588_tree, Tree};
+use super::util::{rk3588_tree, Tree};
 use npu_agent::action::atomic::RealStorage;
 use npu_agent::action::cma::{cma_set, cma_show, CmaSetOutcome};
 use npu_agent::action::state::{StateDir, BOOT_EDIT_FILE};

@@ -2,7 +2,7 @@
 //! after it, not even cleanup) and the file is checked; a full disk (ENOSPC) and a read-only
 //! filesystem (EROFS) are failed writes the agent reports and cleans up after.
 
-use crate::util::rk3588_tree;
+use super::util::rk3588_tree;
 use npu_agent::action::atomic::{write_atomic, RealStorage, Step, Storage, StorageFile};
 use npu_agent::action::cma::{cma_set, CmaSetOutcome};
 use npu_agent::action::reboot::{

@@ -4,11 +4,7 @@
 //! input gives a partial bundle with a manifest, never a crash. Bundles are unpacked with the
 //! system's `tar`.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "support/journal.rs"]
-mod journal;
+use crate::support::journal;
 
 use serde_json::Value;
 use std::collections::BTreeMap;

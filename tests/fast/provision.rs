@@ -4,20 +4,14 @@
 //! stands by (READY=1 and a status line over a fake `NOTIFY_SOCKET`, watchdog pings) and starts
 //! once a provisioning file appears. The packaged default config loads.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "support/mqtt.rs"]
-mod support;
-
+use crate::support::mqtt::{agent_config, require_tool, Agent, Board, Broker, Client};
 use std::os::unix::net::UnixDatagram;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{agent_config, require_tool, Agent, Board, Broker, Client};
 
 const CASE: &str = "own-rk3588-opi5plus-rknpu-0.9.8-healthy";
 const T: Duration = Duration::from_secs(20);
-const PACKAGED_CONFIG: &str = include_str!("../packaging/agent.toml");
+const PACKAGED_CONFIG: &str = include_str!("../../packaging/agent.toml");
 const PI_BOOT_FILE: &str = "/boot/firmware/npu-agent.toml";
 const DROPIN: &str = "/etc/npu-agent/agent.d/90-provisioned.toml";
 
@@ -367,7 +361,7 @@ fn the_packaged_default_config_loads() {
         );
     }
     // The provisioning template is all comments too: saved as is, it provisions nothing.
-    let template = include_str!("../image/npu-agent.toml.example");
+    let template = include_str!("../../image/npu-agent.toml.example");
     let parsed: toml::Table = toml::from_str(template).unwrap();
     assert!(
         parsed

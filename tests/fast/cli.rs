@@ -1,9 +1,6 @@
 //! The command line as a user runs it: exit codes, usage errors, profiles, text and JSON output,
 //! and `check` on this very machine.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -722,7 +719,7 @@ fn help_and_usage_errors_go_where_they_belong() {
 /// argument each command takes (the parser's own list, `npu_agent::cli::TOP`).
 #[test]
 fn readme_command_table_lists_every_option() {
-    let readme = include_str!("../docs/reference.md");
+    let readme = include_str!("../../docs/reference.md");
     let mut todo = vec![(String::from("npu-agent"), &npu_agent::cli::TOP)];
     let mut leaves = 0;
     while let Some((name, spec)) = todo.pop() {

@@ -9,9 +9,6 @@
 //! Without Python, `prometheus_client` or promtool the tests fail under `CI=true` and print SKIP
 //! elsewhere.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
@@ -294,7 +291,7 @@ fn promtool_rejects_broken_and_badly_named_metrics() {
 
 /// The shipped service's `ExecStart=` with systemd's `$$` unescaped.
 fn unit_exec_start() -> String {
-    let unit = include_str!("../systemd/prometheus/npu-agent-prometheus.service");
+    let unit = include_str!("../../systemd/prometheus/npu-agent-prometheus.service");
     let line = unit
         .lines()
         .find_map(|l| l.strip_prefix("ExecStart="))
@@ -359,12 +356,12 @@ fn the_textfile_unit_writes_a_parsable_file_atomically() {
 #[test]
 fn the_textfile_units_are_shipped_disabled() {
     // A systemd-units entry of their own, with enable and start off.
-    let toml = include_str!("../Cargo.toml");
+    let toml = include_str!("../../Cargo.toml");
     assert!(
         toml.contains(r#"{ unit-name = "npu-agent-prometheus", unit-scripts = "systemd/prometheus/", enable = false, start = false }"#),
         "Cargo.toml [package.metadata.deb] systemd-units"
     );
-    let timer = include_str!("../systemd/prometheus/npu-agent-prometheus.timer");
+    let timer = include_str!("../../systemd/prometheus/npu-agent-prometheus.timer");
     assert!(timer.contains("WantedBy=timers.target"));
     assert!(timer.contains("OnUnitActiveSec=1min"));
     // The built packages (packaging/build-debs.sh, run by .ci/run before the tests) carry both

@@ -1,9 +1,6 @@
 //! Property tests: every parser takes arbitrary bytes (as lossy text, or raw for device-tree
 //! values and ELF) without panicking, and whole board trees full of garbage give a report.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
 use npu_agent::parse::*;
 use proptest::prelude::*;
 

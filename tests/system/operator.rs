@@ -6,17 +6,11 @@
 //! of `fleet send` / `fleet watch`, `release_npu` refused by profile, a failed compaction and
 //! `run --print-config`.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "support/mqtt.rs"]
-mod support;
-
+use crate::support::mqtt::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use support::*;
 
 const CASE: &str = "own-rk3588-opi5plus-rknpu-0.9.8-healthy";
 const T: Duration = Duration::from_secs(15);

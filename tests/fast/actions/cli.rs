@@ -1,7 +1,7 @@
 //! The `compact` and `cma show|set` subcommands through `npu_agent::cli::run`: output and exit
 //! codes.
 
-use crate::util::{rk3588_tree, Tree};
+use super::util::{rk3588_tree, Tree};
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let mut out = Vec::new();

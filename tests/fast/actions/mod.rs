@@ -3,9 +3,6 @@
 //! (fault injection) proof of the atomic writer, the planner against the board fixtures,
 //! compaction, the reboot state machine, and the `compact` / `cma` subcommands.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
 mod bootedit_golden;
 mod bootedit_props;
 mod cli;

@@ -5,16 +5,10 @@
 //! Fixture cases BR-24 (subscriptions lost after reconnect) and BR-26 (a full request channel
 //! freezing the loop) are asserted by `br24_*` and `br26_*`.
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
-#[path = "support/mqtt.rs"]
-mod support;
-
+use crate::support::mqtt::*;
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::*;
 
 const CASE: &str = "own-rk3588-opi5plus-rknpu-0.9.8-healthy";
 const T: Duration = Duration::from_secs(15);
@@ -505,15 +499,35 @@ fn br26_burst_of_commands_does_not_freeze_the_loop() {
     status_of(&c, "b1");
     assert!(agent.is_running());
     eprintln!("bench: 300-command burst answered in {burst_ms} ms");
-    // Unsigned rescans are rate limited (one per 5 s): the next one after the window runs.
-    std::thread::sleep(Duration::from_millis(5100));
-    let topic = "npu-fleet/b1/cmd/rescan/after-burst";
-    c.publish(
-        topic,
-        &init_payload("b1", "rescan", "after-burst", json!({}), now_s(), 60, None),
-        false,
-    );
-    lifecycle(&c, topic, "successful");
+    // Unsigned rescans are rate limited (one per 5 s; a refusal uses no slot): one sent after
+    // the window runs. Asked again every 250 ms until one does, within the window plus T.
+    let window_from = Instant::now();
+    for n in 0.. {
+        let id = format!("after-burst-{n}");
+        let topic = format!("npu-fleet/b1/cmd/rescan/{id}");
+        c.publish(
+            &topic,
+            &init_payload("b1", "rescan", &id, json!({}), now_s(), 60, None),
+            false,
+        );
+        let t = topic.clone();
+        let answer = c.wait_for(T, &format!("an answer on {topic}"), move |m| {
+            m.topic == t
+                && ["successful", "rejected", "failed"]
+                    .contains(&m.json()["status"].as_str().unwrap_or(""))
+        });
+        let status = answer.json()["status"].clone();
+        if status == "successful" {
+            break;
+        }
+        assert!(
+            status == "rejected" && window_from.elapsed() < Duration::from_secs(5) + T,
+            "no rescan ran {:?} after the burst: {}",
+            window_from.elapsed(),
+            answer.text()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
@@ -911,16 +925,31 @@ fn home_assistant_discovery_and_buttons() {
         "npu-fleet/b1/ha/compact"
     );
     assert_eq!(d["dev"]["mdl"], "Xunlong Orange Pi 5 Plus");
-    // Home Assistant restarts and announces itself: discovery is sent again, but a flood of
+    // Home Assistant restarts and announces itself: discovery is sent again (once the 5 s since
+    // the first one have passed: announced every 250 ms until it is), but a flood of
     // announcements gets one re-send per 5 s, not one each.
-    std::thread::sleep(Duration::from_millis(5200));
+    let announced_from = Instant::now();
     c.drain();
+    loop {
+        c.publish("homeassistant/status", b"online", false);
+        let resent = collect_for(&c, Duration::from_millis(250), |ms| {
+            ms.iter()
+                .any(|m| m.topic == "homeassistant/device/b1/config")
+        });
+        if resent
+            .iter()
+            .any(|m| m.topic == "homeassistant/device/b1/config")
+        {
+            break;
+        }
+        assert!(
+            announced_from.elapsed() < Duration::from_secs(5) + T,
+            "discovery not re-sent after Home Assistant announced itself"
+        );
+    }
     for _ in 0..500 {
         c.publish("homeassistant/status", b"online", false);
     }
-    c.wait_for(T, "discovery re-sent", |m| {
-        m.topic == "homeassistant/device/b1/config"
-    });
     // Any further re-send would be published before the marker's answer.
     let resent = until_marker(&c, "b1", "ha-flood-marker")
         .iter()
@@ -942,12 +971,26 @@ fn home_assistant_discovery_and_buttons() {
         assert!(t0.elapsed() < T, "the compact button did nothing");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // ... once: the presses pass the same rate limit as unsigned commands (30 s). Every press
-    // has been admitted or refused before the marker's answer; a second admitted compaction
-    // runs on the executor, so give it a moment to land.
+    // ... once: the presses pass the same rate limit as unsigned commands (30 s). The marker is
+    // an unsigned rescan (the first of this test, so admitted): it queues behind any compaction
+    // a press got admitted, and the executor runs one job at a time in that order, so its
+    // answer comes after such a compaction has landed.
     board.write("/proc/sys/vm/compact_memory", "0\n");
-    until_marker(&c, "b1", "ha-press-marker");
-    std::thread::sleep(Duration::from_secs(1));
+    let marker = "npu-fleet/b1/cmd/rescan/ha-press-marker";
+    c.publish(
+        marker,
+        &init_payload(
+            "b1",
+            "rescan",
+            "ha-press-marker",
+            json!({}),
+            now_s(),
+            60,
+            None,
+        ),
+        false,
+    );
+    lifecycle(&c, marker, "successful");
     assert_eq!(
         board.read("/proc/sys/vm/compact_memory").unwrap().trim(),
         "0",
@@ -1491,7 +1534,23 @@ fn command_path_attacks_hold_against_a_real_broker() {
     c.publish("npu-fleet/b1/cmd/set_cma/s-256", b"", true);
     c.publish("npu-fleet/b1/cmd/set_cma/s-256", &first, true);
     tried += 1;
-    std::thread::sleep(Duration::from_secs(2));
+    // Ordering marker through the executor: a signed rescan (no rate limit) is admitted after
+    // the replay and runs after any job the replay queued, one job at a time in that order.
+    let marker = "npu-fleet/b1/cmd/rescan/after-replay";
+    c.publish(
+        marker,
+        &init_payload(
+            "b1",
+            "rescan",
+            "after-replay",
+            json!({}),
+            now_s(),
+            60,
+            Some(&key(1)),
+        ),
+        false,
+    );
+    lifecycle(&c, marker, "successful");
     assert!(board
         .read("/boot/armbianEnv.txt")
         .unwrap()

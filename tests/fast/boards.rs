@@ -5,9 +5,6 @@
 //! advice expectations: `health_not`, `remedy_must_not_match`, `[remedy_must_match]`.
 //! One test per case and per `[[variant]]`; failure messages name the case id (BR-NN / OWN-NN).
 
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
-
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -734,7 +731,7 @@ fn every_fixture_folder_has_a_test() {
         let Ok(text) = std::fs::read_to_string(entry.path().join("expected.toml")) else {
             continue;
         };
-        // MQTT behaviour cases (kind = "mqtt-behaviour") are asserted in tests/interop.rs.
+        // MQTT behaviour cases (kind = "mqtt-behaviour") are asserted in tests/system/interop.rs.
         if text.contains("kind = \"mqtt-behaviour\"") {
             continue;
         }

@@ -2,7 +2,7 @@
 //! `memory.compaction` in `must_not_fire` (too-small pools, real OOM, device-side CMA, driver
 //! faults), and compaction for BR-11 (`cma_alloc` -16 while CMA has free pages).
 
-use crate::util::fixtures;
+use super::util::fixtures;
 use npu_agent::action::planner::{plan, ActionKind, PlannerState};
 use npu_agent::action::state::CompactState;
 use npu_agent::action::ActionConfig;

@@ -11,11 +11,8 @@
 //! The normal suite runs a short version. The long run prints its execution counts:
 //!
 //! ```text
-//! FUZZ_EXECUTIONS=1000000 cargo test --release --test fuzz_gate -- --ignored --nocapture
+//! FUZZ_EXECUTIONS=1000000 cargo test --release --test fast fuzz_gate:: -- --ignored --nocapture
 //! ```
-
-// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
-#![allow(clippy::disallowed_methods)]
 
 use npu_agent::action::gate::{
     Admission, Gate, Origin, Outcome, MAX_QUEUED_OTHER, MAX_QUEUED_SIGNED,

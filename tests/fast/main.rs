@@ -1,0 +1,26 @@
+//! The fast integration tests: in-process and quick, with no qemu and no image (run them with
+//! `cargo test --test fast`, one part with e.g. `cargo test --test fast cli::`). The board
+//! fixtures, the command line, the parsers and the gate under property tests, the GGUF reader,
+//! the journal as evidence, `capture`, the Prometheus and Home Assistant outputs, first-boot
+//! provisioning and the guarded actions.
+
+// Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
+#![allow(clippy::disallowed_methods)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod actions;
+mod boards;
+mod capture;
+mod cli;
+mod fuzz_gate;
+mod fuzz_parsers;
+mod ha_sensors;
+mod journal;
+// The x86 server checks exist only with the `server` feature (on by default).
+#[cfg(feature = "server")]
+mod llm;
+mod prometheus;
+mod provision;
+mod sleeps;
