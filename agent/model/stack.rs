@@ -34,6 +34,26 @@ pub struct StackFacts {
     pub dkms_modules: Vec<String>,
     /// Platform devices of an on-chip NPU (`fdab0000.npu`) and the driver bound to each.
     pub platform_npus: Vec<PlatformDevice>,
+    /// Processes with an NPU device node open (`/proc/<pid>/fd/*` -> `/dev/hailo0`, `/dev/rknpu`,
+    /// `/dev/dri/renderD*`, `/dev/accel/*`).
+    pub npu_users: Vec<NpuUser>,
+    /// Processes whose open files could not be read (another user's, without root).
+    pub npu_users_unreadable: usize,
+    /// The pid of HailoRT's multi-process service (`hailort_service`), when it runs.
+    pub hailort_service_pid: Option<u32>,
+}
+
+/// A process holding an NPU device node open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpuUser {
+    /// Process id.
+    pub pid: u32,
+    /// `/proc/<pid>/comm`.
+    pub comm: String,
+    /// The device node (`/dev/hailo0`).
+    pub device: String,
+    /// The fd link it was read from (`/proc/<pid>/fd/<n>`).
+    pub source: String,
 }
 
 /// A platform device and its bound driver (`/sys/bus/platform/devices/<name>/driver`).

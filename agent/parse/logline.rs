@@ -42,6 +42,14 @@ pub enum LogEvent {
         /// e.g. `libhailort.so.5.2.0`.
         soname: String,
     },
+    /// HailoRT: `max_desc_page_size given 16384 is bigger than hw max desc page size 4096`: the
+    /// driver offers DMA descriptor pages (the kernel's page size) larger than the chip takes.
+    HailoDescPageSize {
+        /// The descriptor page size the driver gave, bytes.
+        given_bytes: u32,
+        /// The largest the chip takes, bytes.
+        hw_max_bytes: u32,
+    },
     /// The chip runs firmware of another major.minor than the host library.
     HailoFirmwareMismatch {
         /// Version the host side expects.
@@ -211,6 +219,10 @@ pattern!(
 pattern!(
     re_cma_fail,
     r"cma_alloc: (?:[^:]*: )?alloc failed, req-size: (\d{1,12}) pages, ret: (-?\d{1,4})"
+);
+pattern!(
+    re_desc_page,
+    r"max_desc_page_size given (\d{1,9}) is bigger than hw max desc page size (\d{1,9})"
 );
 pattern!(re_page_alloc, r"page allocation failure: order:(\d{1,2})");
 pattern!(

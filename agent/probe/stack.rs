@@ -18,6 +18,7 @@ pub fn probe_stack(root: &SysRoot) -> StackFacts {
             || root.exists("/lib/systemd/systemd")
             || root.exists("/usr/lib/systemd/systemd")
     });
+    let users = super::npu_users::probe_npu_users(root);
     StackFacts {
         os_release: ["/etc/os-release", "/usr/lib/os-release"]
             .iter()
@@ -28,6 +29,9 @@ pub fn probe_stack(root: &SysRoot) -> StackFacts {
         systemd,
         dkms_modules: root.list_dir("/var/lib/dkms").unwrap_or_default(),
         platform_npus: probe_platform_npus(root),
+        npu_users: users.users,
+        npu_users_unreadable: users.unreadable,
+        hailort_service_pid: users.hailort_service_pid,
     }
 }
 

@@ -142,6 +142,9 @@ pub(super) fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding 
                 .evidence(&path, None, &v.to_string());
         }
     }
+    if f.status == Status::Pass {
+        f = desc_page_size(ctx, f);
+    }
     // HAILO_OUT_OF_PHYSICAL_DEVICES(74) with no usable binding is this check's evidence.
     if f.status != Status::Pass {
         let hits: Vec<_> = ctx
@@ -152,6 +155,34 @@ pub(super) fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding 
         f = f.with_hits(hits);
     }
     f
+}
+
+/// A bound driver HailoRT cannot use on this kernel: it offers DMA descriptor pages of the
+/// kernel's page size (16 KiB on the Pi 5's default kernel) and a Hailo-8/8L takes 4 KiB at most
+/// (`max_desc_page_size given 16384 is bigger than hw max desc page size 4096`).
+fn desc_page_size(ctx: &Ctx<'_>, f: Finding) -> Finding {
+    let hits: Vec<(&super::super::LogHit, (u32, u32))> = ctx.logs.host_pick(|e| match e {
+        LogEvent::HailoDescPageSize {
+            given_bytes,
+            hw_max_bytes,
+        } => Some((*given_bytes, *hw_max_bytes)),
+        _ => None,
+    });
+    let Some((_, (given, hw_max))) = hits.last().copied() else {
+        return f;
+    };
+    let mut f = f;
+    f.status = Status::Fail;
+    f.summary = format!(
+        "{}, but HailoRT cannot use it: the driver offers DMA descriptor pages of {given} bytes (the kernel pages are {} bytes) and the chip takes at most {hw_max}",
+        f.summary, ctx.snap.page_size.bytes
+    );
+    f.observed("desc_page_size_bytes", given as u64)
+        .expected("desc_page_size_bytes", hw_max as u64)
+        .with_hits(hits.iter().map(|(h, _)| *h))
+        .remedy(format!(
+            "make the driver use the chip's page size: echo 'options hailo_pci force_desc_page_size={hw_max}' | sudo tee /etc/modprobe.d/hailo_pci.conf, then reload it (sudo modprobe -r hailo_pci && sudo modprobe hailo_pci) or sudo reboot; the packages and the model are not the cause"
+        ))
 }
 
 pub(super) fn stale_driver(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
@@ -217,4 +248,68 @@ pub(super) fn stale_driver(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
         npu.wrong_modules.first().cloned().unwrap_or_default(),
         npu.wrong_modules.first().cloned().unwrap_or_default()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testkit::{one, Board};
+    use crate::model::{LogClass, Status};
+
+    const LINE: &str = "[HailoRT] [error] CHECK_AS_EXPECTED failed - max_desc_page_size given 16384 is bigger than hw max desc page size 4096";
+
+    #[test]
+    fn descriptor_pages_bigger_than_the_chip_takes() {
+        let b = Board::new()
+            .page_size(16384)
+            .pci(0x1e60, 0x2864, Some("hailo"))
+            .module("hailo_pci", Some("4.20.0"))
+            .log("/var/log/hailort.log", LogClass::Workload, &[LINE]);
+        let snap = b.build();
+        let f = one("rpi5-hailo8", &snap, "hailo.driver_binding");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary
+                .contains("descriptor pages of 16384 bytes (the kernel pages are 16384 bytes)"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.remedy
+                .contains("options hailo_pci force_desc_page_size=4096"),
+            "{}",
+            f.remedy
+        );
+        assert!(
+            f.remedy.contains("/etc/modprobe.d/hailo_pci.conf"),
+            "{}",
+            f.remedy
+        );
+        assert!(
+            f.evidence.iter().any(|e| e.text == LINE),
+            "{:?}",
+            f.evidence
+        );
+        // The workload's failure is this finding's: explained, not reported twice.
+        let w = one("rpi5-hailo8", &snap, "npu.workload");
+        assert_eq!(w.status, Status::Info, "{}", w.summary);
+        assert!(w.summary.contains("hailo.driver_binding"), "{}", w.summary);
+        // On Home Assistant OS the same advice loses sudo and reboots the host its own way.
+        let haos = Board::new()
+            .os("haos", "Home Assistant OS 16.0")
+            .pci(0x1e60, 0x2864, Some("hailo"))
+            .log("/var/log/hailort.log", LogClass::Workload, &[LINE])
+            .build();
+        let f = one("rpi5-hailo8", &haos, "hailo.driver_binding");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(!f.remedy.contains("sudo"), "{}", f.remedy);
+        // Without the line, a right binding passes whatever the page size.
+        let quiet = Board::new()
+            .page_size(16384)
+            .pci(0x1e60, 0x2864, Some("hailo"))
+            .build();
+        assert_eq!(
+            one("rpi5-hailo8", &quiet, "hailo.driver_binding").status,
+            Status::Pass
+        );
+    }
 }

@@ -58,6 +58,14 @@ fn hailort_lines() {
             device: Version::new(4, 21, 0)
         }]
     );
+    assert_eq!(
+        classify("[HailoRT] [error] CHECK_AS_EXPECTED failed - max_desc_page_size given 16384 is bigger than hw max desc page size 4096"),
+        vec![LogEvent::HailoDescPageSize { given_bytes: 16384, hw_max_bytes: 4096 }]
+    );
+    assert_eq!(
+        classify("max_desc_page_size given 99999999999 is bigger than hw max desc page size 4096"),
+        vec![]
+    );
 }
 
 #[test]
