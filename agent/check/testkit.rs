@@ -364,6 +364,7 @@ impl Board {
         self.snap.stack.npu_users.push(stack::NpuUser {
             pid,
             comm: comm.into(),
+            cmdline: String::new(),
             device: device.into(),
             source: format!("/proc/{pid}/fd/23"),
         });

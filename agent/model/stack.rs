@@ -50,6 +50,9 @@ pub struct NpuUser {
     pub pid: u32,
     /// `/proc/<pid>/comm`.
     pub comm: String,
+    /// The first arguments of `/proc/<pid>/cmdline` (secrets redacted), space-joined; empty
+    /// when unreadable.
+    pub cmdline: String,
     /// The device node (`/dev/hailo0`).
     pub device: String,
     /// The fd link it was read from (`/proc/<pid>/fd/<n>`).

@@ -5,6 +5,9 @@
 use crate::model::stack::NpuUser;
 use crate::root::{ReadErrorKind, SysRoot};
 
+/// Arguments of a holder's command line kept to name it (`python3 -m wyoming_hailo_whisper`).
+const CMDLINE_ARGS: usize = 3;
+
 /// Most processes whose open files are read (a board runs a few hundred).
 const MAX_PROCESSES: usize = 4096;
 
@@ -70,12 +73,24 @@ pub fn probe_npu_users(root: &SysRoot) -> NpuUsers {
             out.users.push(NpuUser {
                 pid,
                 comm: comm.clone(),
+                cmdline: cmdline_head(root, pid),
                 device,
                 source,
             });
         }
     }
     out
+}
+
+/// The first [`CMDLINE_ARGS`] arguments of a process, secrets redacted.
+fn cmdline_head(root: &SysRoot, pid: u32) -> String {
+    let argv = root
+        .read(&format!("/proc/{pid}/cmdline"))
+        .map(|b| crate::parse::devicetree::string_list(&b))
+        .unwrap_or_default();
+    let mut argv = crate::sys::secret::redact_argv(&argv);
+    argv.truncate(CMDLINE_ARGS);
+    argv.join(" ")
 }
 
 #[cfg(test)]
@@ -97,6 +112,11 @@ mod tests {
         std::os::unix::fs::symlink("/dev/hailo0", p.join("proc/412/fd/23")).unwrap();
         std::os::unix::fs::symlink("socket:[4711]", p.join("proc/412/fd/3")).unwrap();
         std::fs::write(p.join("proc/977/fd/9"), "/dev/hailo0\n").unwrap();
+        std::fs::write(
+            p.join("proc/977/cmdline"),
+            "python3\0-m\0whisper\0--token\0s3cret\0",
+        )
+        .unwrap();
         std::fs::write(p.join("proc/977/fd/10"), "/home/<user>/notes.txt\n").unwrap();
         std::fs::create_dir_all(p.join("proc/self")).unwrap();
         let got = probe_npu_users(&SysRoot::new(p));
@@ -108,6 +128,8 @@ mod tests {
         assert_eq!(pids, vec![(412, "/dev/hailo0"), (977, "/dev/hailo0")]);
         assert_eq!(got.users[0].comm, "frigate.detecto");
         assert_eq!(got.users[1].source, "/proc/977/fd/9");
+        assert_eq!(got.users[1].cmdline, "python3 -m whisper");
+        assert_eq!(got.users[0].cmdline, "");
         assert_eq!(got.hailort_service_pid, Some(5));
         assert_eq!(got.unreadable, 0);
         let none = probe_npu_users(&SysRoot::new(p.join("nothing-here")));

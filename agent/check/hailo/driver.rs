@@ -142,19 +142,21 @@ pub(super) fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding 
                 .evidence(&path, None, &v.to_string());
         }
     }
+    log_verdicts(ctx, f)
+}
+
+/// What the logs add to the binding's verdict: a right binding HailoRT still refuses (descriptor
+/// page size), or, with no usable binding, the runtime's `HAILO_OUT_OF_PHYSICAL_DEVICES(74)` lines.
+fn log_verdicts(ctx: &Ctx<'_>, f: Finding) -> Finding {
     if f.status == Status::Pass {
-        f = desc_page_size(ctx, f);
+        return desc_page_size(ctx, f);
     }
-    // HAILO_OUT_OF_PHYSICAL_DEVICES(74) with no usable binding is this check's evidence.
-    if f.status != Status::Pass {
-        let hits: Vec<_> = ctx
-            .logs
-            .host(|e| matches!(e, LogEvent::HailoStatus { code: 74 }))
-            .map(|(h, _)| h)
-            .collect();
-        f = f.with_hits(hits);
-    }
-    f
+    let hits: Vec<_> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::HailoStatus { code: 74 }))
+        .map(|(h, _)| h)
+        .collect();
+    f.with_hits(hits)
 }
 
 /// A bound driver HailoRT cannot use on this kernel: it offers DMA descriptor pages of the

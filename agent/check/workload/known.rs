@@ -171,7 +171,14 @@ fn held_finding(ctx: &Ctx<'_>, blocks: &[Block]) -> Finding {
         .collect();
     let holders: Vec<String> = users
         .iter()
-        .map(|u| format!("pid {} ({})", u.pid, u.comm))
+        .map(|u| {
+            let name = if u.cmdline.is_empty() {
+                &u.comm
+            } else {
+                &u.cmdline
+            };
+            format!("pid {} ({name})", u.pid)
+        })
         .collect();
     let device = users
         .first()
