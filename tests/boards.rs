@@ -372,6 +372,9 @@ cases! {
     own40_pi5_undervoltage => "own-pi5-hailo10h-undervoltage-3a-supply", own40_extra;
     own41_rk3588_npu_thermal => "own-rk3588-npu-thermal-throttled", own41_extra;
     own50_rk3588_failed_to_submit => "own-rk3588-opi5plus-rknpu-0.9.3-failed-to-submit-npu-cores-1-2", own50_extra;
+    own51_pi5_hailo8_16k_desc_page_size => "own-pi5-hailo8-16k-pages-max-desc-page-size", own51_extra;
+    own52_pi5_hailo8l_hef_for_hailo8 => "own-pi5-hailo8l-frigate-plus-hef-compiled-for-hailo8", own52_extra;
+    own53_pi5_haos_hailo_held_by_addon => "own-pi5-haos-hailo8l-held-by-second-addon-status-74", own53_extra;
 }
 
 /// The job that never ran is carried by the driver finding, and the remedy is the kernel's.
@@ -930,4 +933,51 @@ fn every_fixture_on_an_appliance_os_gets_runnable_remedies() {
         }
     }
     assert!(fired > 50, "only {fired} remedies were walked");
+}
+
+/// The HailoRT line is the driver finding's evidence, and the workload's failure is explained.
+fn own51_extra(r: &Value) {
+    let f = finding(r, "hailo.driver_binding");
+    assert!(
+        f["evidence"]
+            .to_string()
+            .contains("max_desc_page_size given 16384"),
+        "{f}"
+    );
+    assert_remedy_mentions(r, "hailo.driver_binding", "/etc/modprobe.d/hailo_pci.conf");
+    assert!(
+        finding(r, "npu.workload")["summary"]
+            .as_str()
+            .unwrap()
+            .contains("explained by hailo.driver_binding"),
+        "{r}"
+    );
+}
+
+/// The model's architecture decides; the driver is not named as the cause.
+fn own52_extra(r: &Value) {
+    let text = remedy_and_summary(r, "npu.workload");
+    assert!(
+        text.contains("HEF arch HAILO8, device arch HAILO8L"),
+        "{text}"
+    );
+    assert_remedy_lacks(r, "npu.workload", "driver");
+}
+
+/// The holder is named from its open file, with the service's state.
+fn own53_extra(r: &Value) {
+    let f = finding(r, "npu.workload");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("/dev/hailo0 is open in pid 2211 (python3 -m wyoming_hailo_whisper)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("hailort_service) is not running"),
+        "{summary}"
+    );
+    assert!(
+        f["evidence"].to_string().contains("/proc/2211/fd/17"),
+        "{f}"
+    );
 }
