@@ -375,6 +375,8 @@ cases! {
     own51_pi5_hailo8_16k_desc_page_size => "own-pi5-hailo8-16k-pages-max-desc-page-size", own51_extra;
     own52_pi5_hailo8l_hef_for_hailo8 => "own-pi5-hailo8l-frigate-plus-hef-compiled-for-hailo8", own52_extra;
     own53_pi5_haos_hailo_held_by_addon => "own-pi5-haos-hailo8l-held-by-second-addon-status-74", own53_extra;
+    own54_rk3588_rkllm_model_too_old => "own-rk3588-rkllm-1.0.1-model-converted-by-older-toolkit";
+    own55_firefly_rknn_app_other_header => "own-firefly-rk3588-rknn-demo-built-against-other-rknn-api-h";
 }
 
 /// The job that never ran is carried by the driver finding, and the remedy is the kernel's.

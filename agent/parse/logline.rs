@@ -271,6 +271,10 @@ pattern!(
 );
 pattern!(re_rknn_runtime, r"librknnrt version: v?([0-9][0-9.]*)");
 pattern!(
+    re_rknn_sdk,
+    r"^sdk version: v?([0-9][0-9.]*)\b.*?\bdriver version: v?([0-9][0-9.]*)"
+);
+pattern!(
     re_rkllm_runtime,
     r"(?i)rkllm[-_ ]runtime version: v?([0-9][0-9.]*)"
 );
