@@ -377,6 +377,16 @@ impl Board {
         self
     }
 
+    /// An `options <module> <options>` line of the modprobe.d file `file`.
+    pub(crate) fn module_option(mut self, file: &str, module: &str, options: &str) -> Self {
+        self.snap.stack.module_options.push(stack::ModuleOptions {
+            file: file.into(),
+            module: module.into(),
+            options: options.into(),
+        });
+        self
+    }
+
     /// The kernel's page size, bytes.
     pub(crate) fn page_size(mut self, bytes: u64) -> Self {
         self.snap.page_size = PageSize {

@@ -41,6 +41,19 @@ pub struct StackFacts {
     pub npu_users_unreadable: usize,
     /// The pid of HailoRT's multi-process service (`hailort_service`), when it runs.
     pub hailort_service_pid: Option<u32>,
+    /// `options <module> ...` lines of `/etc/modprobe.d/*.conf` and `/lib/modprobe.d/*.conf`.
+    pub module_options: Vec<ModuleOptions>,
+}
+
+/// One `options <module> key=value...` line of a modprobe.d file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleOptions {
+    /// The file (`/etc/modprobe.d/hailo_pci.conf`).
+    pub file: String,
+    /// The module (`hailo_pci`).
+    pub module: String,
+    /// The rest of the line (`force_desc_page_size=4096`).
+    pub options: String,
 }
 
 /// A process holding an NPU device node open.
