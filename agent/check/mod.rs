@@ -179,7 +179,7 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
     findings.push(thermal::thermal(&ctx));
     apply_signatures(&ctx, &mut findings);
     let w = workload::workload(&ctx, &mut findings);
-    findings.push(w);
+    findings.extend(w);
     stack::fit_remedies(&ctx, &mut findings);
     sources::annotate_blind_checks(&ctx, &mut findings);
     findings.sort_by_key(|f| {

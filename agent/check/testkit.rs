@@ -361,4 +361,41 @@ impl Board {
         self.snap.clock = clock;
         self
     }
+
+    /// A process `pid` (`comm`) holding the device node `device` open (as fd 23).
+    pub(crate) fn npu_user(mut self, pid: u32, comm: &str, device: &str) -> Self {
+        self.snap.stack.npu_users.push(stack::NpuUser {
+            pid,
+            comm: comm.into(),
+            cmdline: String::new(),
+            device: device.into(),
+            source: format!("/proc/{pid}/fd/23"),
+        });
+        self
+    }
+
+    /// HailoRT's multi-process service runs as `pid`.
+    pub(crate) fn hailort_service(mut self, pid: u32) -> Self {
+        self.snap.stack.hailort_service_pid = Some(pid);
+        self
+    }
+
+    /// An `options <module> <options>` line of the modprobe.d file `file`.
+    pub(crate) fn module_option(mut self, file: &str, module: &str, options: &str) -> Self {
+        self.snap.stack.module_options.push(stack::ModuleOptions {
+            file: file.into(),
+            module: module.into(),
+            options: options.into(),
+        });
+        self
+    }
+
+    /// The kernel's page size, bytes.
+    pub(crate) fn page_size(mut self, bytes: u64) -> Self {
+        self.snap.page_size = PageSize {
+            bytes,
+            source: "kernel".into(),
+        };
+        self
+    }
 }

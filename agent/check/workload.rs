@@ -2,10 +2,16 @@
 //! **explained** when another finding that fired cites it (that finding then carries it, and a
 //! warning becomes a failure: the fault is no longer potential, the jobs fail with it), or
 //! reported here as **unexplained**, so a board whose workload fails is never "health OK".
+//!
+//! Failures whose lines name their own cause are decided here at `fail`, before any other
+//! finding may claim them ([`known`]): a model (or app) built for another chip or runtime
+//! release, and a Hailo held by another process while its driver is bound right.
 
 use super::{Ctx, Finding, Status};
 use crate::model::LogClass;
 use crate::parse::workload::{class_of, is_failure, is_kernel_npu_failure, FailureClass};
+
+mod known;
 
 const ID: &str = "npu.workload";
 
@@ -72,7 +78,7 @@ fn explainers(class: FailureClass) -> &'static [&'static str] {
             "hailo.runtime_library",
             "rknpu.driver_version",
         ],
-        FailureClass::Other => &[],
+        FailureClass::Other | FailureClass::ModelForOtherTarget => &[],
     }
 }
 
@@ -107,16 +113,27 @@ fn failure_blocks(ctx: &Ctx<'_>) -> Vec<Block> {
     out
 }
 
-/// Judges the workload's failures against the other findings, raising those that explain one,
-/// and returns the `npu.workload` finding.
-pub(super) fn workload(ctx: &Ctx<'_>, findings: &mut [Finding]) -> Finding {
+/// Judges the workload's failures: the known causes first ([`known`]), then the rest against the
+/// other findings, raising those that explain one. Returns the `npu.workload` findings.
+pub(super) fn workload(ctx: &Ctx<'_>, findings: &mut [Finding]) -> Vec<Finding> {
+    let blocks = failure_blocks(ctx);
+    let (decided, rest) = known::decide(ctx, blocks);
+    if decided.is_empty() || !rest.is_empty() {
+        let mut out = decided;
+        out.push(judge(ctx, rest, findings));
+        return out;
+    }
+    decided
+}
+
+/// The `npu.workload` finding for the failures no known pattern decided.
+fn judge(ctx: &Ctx<'_>, blocks: Vec<Block>, findings: &mut [Finding]) -> Finding {
     let workload_logs = ctx
         .snap
         .logs
         .iter()
         .filter(|l| l.class == LogClass::Workload)
         .count();
-    let blocks = failure_blocks(ctx);
     if blocks.is_empty() && workload_logs == 0 {
         return Finding::skip(ID, "no NPU workload log was read (the profile's [logs] workload files and the journal hold none) and the kernel log has no NPU job failure");
     }

@@ -37,6 +37,42 @@ pub struct StackFacts {
     /// Device-tree NPU nodes (`/proc/device-tree/npu@fdab0000`) and their `status` (`okay` when
     /// the node has none).
     pub npu_dt_nodes: Vec<(String, String)>,
+    /// Processes with an NPU device node open (`/proc/<pid>/fd/*` -> `/dev/hailo0`, `/dev/rknpu`,
+    /// `/dev/dri/renderD*`, `/dev/accel/*`).
+    pub npu_users: Vec<NpuUser>,
+    /// Processes whose open files could not be read (another user's, without root).
+    pub npu_users_unreadable: usize,
+    /// The pid of HailoRT's multi-process service (`hailort_service`), when it runs.
+    pub hailort_service_pid: Option<u32>,
+    /// `options <module> ...` lines of `/etc/modprobe.d/*.conf` and `/lib/modprobe.d/*.conf`.
+    pub module_options: Vec<ModuleOptions>,
+}
+
+/// One `options <module> key=value...` line of a modprobe.d file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleOptions {
+    /// The file (`/etc/modprobe.d/hailo_pci.conf`).
+    pub file: String,
+    /// The module (`hailo_pci`).
+    pub module: String,
+    /// The rest of the line (`force_desc_page_size=4096`).
+    pub options: String,
+}
+
+/// A process holding an NPU device node open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NpuUser {
+    /// Process id.
+    pub pid: u32,
+    /// `/proc/<pid>/comm`.
+    pub comm: String,
+    /// The first arguments of `/proc/<pid>/cmdline` (secrets redacted), space-joined; empty
+    /// when unreadable.
+    pub cmdline: String,
+    /// The device node (`/dev/hailo0`).
+    pub device: String,
+    /// The fd link it was read from (`/proc/<pid>/fd/<n>`).
+    pub source: String,
 }
 
 /// A platform device and its bound driver (`/sys/bus/platform/devices/<name>/driver`).

@@ -42,6 +42,14 @@ pub enum LogEvent {
         /// e.g. `libhailort.so.5.2.0`.
         soname: String,
     },
+    /// HailoRT: `max_desc_page_size given 16384 is bigger than hw max desc page size 4096`: the
+    /// driver offers DMA descriptor pages (the kernel's page size) larger than the chip takes.
+    HailoDescPageSize {
+        /// The descriptor page size the driver gave, bytes.
+        given_bytes: u32,
+        /// The largest the chip takes, bytes.
+        hw_max_bytes: u32,
+    },
     /// The chip runs firmware of another major.minor than the host library.
     HailoFirmwareMismatch {
         /// Version the host side expects.
@@ -212,6 +220,10 @@ pattern!(
     re_cma_fail,
     r"cma_alloc: (?:[^:]*: )?alloc failed, req-size: (\d{1,12}) pages, ret: (-?\d{1,4})"
 );
+pattern!(
+    re_desc_page,
+    r"max_desc_page_size given (\d{1,9}) is bigger than hw max desc page size (\d{1,9})"
+);
 pattern!(re_page_alloc, r"page allocation failure: order:(\d{1,2})");
 pattern!(
     re_too_low,
@@ -258,6 +270,10 @@ pattern!(
     r"(?i)(?:enable MSI|Enabling interrupts|IRQ vectors?)\D{0,20}(-\d{1,4})"
 );
 pattern!(re_rknn_runtime, r"librknnrt version: v?([0-9][0-9.]*)");
+pattern!(
+    re_rknn_sdk,
+    r"^sdk version: v?([0-9][0-9.]*)\b.*?\bdriver version: v?([0-9][0-9.]*)"
+);
 pattern!(
     re_rkllm_runtime,
     r"(?i)rkllm[-_ ]runtime version: v?([0-9][0-9.]*)"

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod evidence;
 mod files;
 pub mod llm;
+pub mod npu_users;
 pub mod pi_firmware;
 pub mod sensors;
 pub mod stack;

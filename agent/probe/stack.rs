@@ -1,7 +1,7 @@
 //! Reads how the board's software is installed ([`StackFacts`]): os-release, dpkg, systemd,
 //! DKMS trees and the NPU's platform devices with their bound drivers.
 
-use crate::model::stack::{OsRelease, PlatformDevice, StackFacts};
+use crate::model::stack::{ModuleOptions, OsRelease, PlatformDevice, StackFacts};
 use crate::parse::kv;
 use crate::root::SysRoot;
 
@@ -18,6 +18,7 @@ pub fn probe_stack(root: &SysRoot) -> StackFacts {
             || root.exists("/lib/systemd/systemd")
             || root.exists("/usr/lib/systemd/systemd")
     });
+    let users = super::npu_users::probe_npu_users(root);
     StackFacts {
         os_release: ["/etc/os-release", "/usr/lib/os-release"]
             .iter()
@@ -29,7 +30,52 @@ pub fn probe_stack(root: &SysRoot) -> StackFacts {
         dkms_modules: root.list_dir("/var/lib/dkms").unwrap_or_default(),
         platform_npus: probe_platform_npus(root),
         npu_dt_nodes: probe_npu_dt_nodes(root),
+        npu_users: users.users,
+        npu_users_unreadable: users.unreadable,
+        hailort_service_pid: users.hailort_service_pid,
+        module_options: probe_module_options(root),
     }
+}
+
+/// Where modprobe reads module options (modprobe.d(5)); `/etc` first.
+const MODPROBE_DIRS: [&str; 2] = ["/etc/modprobe.d", "/lib/modprobe.d"];
+
+/// The `options <module> ...` lines of every `*.conf` in the modprobe.d directories.
+pub fn probe_module_options(root: &SysRoot) -> Vec<ModuleOptions> {
+    let mut out = Vec::new();
+    for dir in MODPROBE_DIRS {
+        let Ok(names) = root.list_dir(dir) else {
+            continue;
+        };
+        for name in names.iter().filter(|n| n.ends_with(".conf")) {
+            let file = format!("{dir}/{name}");
+            let Ok(text) = root.read_string(&file) else {
+                continue;
+            };
+            out.extend(
+                parse_module_options(&text)
+                    .into_iter()
+                    .map(|(module, options)| ModuleOptions {
+                        file: file.clone(),
+                        module,
+                        options,
+                    }),
+            );
+        }
+    }
+    out
+}
+
+/// `(module, options)` of each `options` line (comments and other commands left out).
+pub fn parse_module_options(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split('#').next()?.split_whitespace();
+            (w.next()? == "options").then_some(())?;
+            let module = w.next()?.replace('-', "_");
+            Some((module, w.collect::<Vec<_>>().join(" ")))
+        })
+        .collect()
 }
 
 /// `npu@...` nodes at the device tree's top level and their `status`.
@@ -111,6 +157,18 @@ mod tests {
         let u = parse_os_release("ID=ubuntu\nID_LIKE=debian\n");
         assert_eq!(u.id_like, vec!["debian".to_string()]);
         assert_eq!(parse_os_release("").id, "linux");
+    }
+
+    #[test]
+    fn modprobe_options_lines() {
+        assert_eq!(
+            parse_module_options("# Hailo\noptions hailo_pci force_desc_page_size=4096 # 16K\nblacklist x\noptions\n  options hailo-pci a=1 b=2\n"),
+            vec![
+                ("hailo_pci".to_string(), "force_desc_page_size=4096".to_string()),
+                ("hailo_pci".to_string(), "a=1 b=2".to_string())
+            ]
+        );
+        assert!(parse_module_options("").is_empty());
     }
 
     #[test]

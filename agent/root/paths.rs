@@ -3,6 +3,30 @@
 use super::*;
 
 impl SysRoot {
+    /// The target of a link as written (`/dev/hailo0`, `socket:[4711]`), or the text of a plain
+    /// file standing for one in a captured tree, when `keep` accepts it; only a kept link is
+    /// recorded for a capture (a process's other open files are none of the bundle's business).
+    /// The link is never followed.
+    pub fn link_target_if(
+        &self,
+        board_path: &str,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Option<String>, ReadError> {
+        let host = self.join(board_path)?;
+        let target = match fs::read_link(&host) {
+            Ok(t) => t.to_string_lossy().into_owned(),
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                self.read_string(board_path)?.trim().to_string()
+            }
+            Err(e) => return Err(Self::io_error(board_path, &e)),
+        };
+        if !keep(&target) {
+            return Ok(None);
+        }
+        self.note_as(board_path, true);
+        Ok(Some(target))
+    }
+
     /// The basename a sysfs link points to (`driver` -> `hailo1x`). Captured trees may store the
     /// link target as the content of a plain file instead of a symlink; both are accepted. The
     /// link is never followed.

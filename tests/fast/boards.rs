@@ -363,8 +363,13 @@ cases! {
     own23_pi5_16k_pages => "own-pi5-16k-pages-hailo10h-buddy-orders", own23_extra;
     own40_pi5_undervoltage => "own-pi5-hailo10h-undervoltage-3a-supply", own40_extra;
     own41_rk3588_npu_thermal => "own-rk3588-npu-thermal-throttled", own41_extra;
-    own51_pi5_platform_health => "own-pi5-hailo8-3a-supply-old-bootloader-gen3-link-errors";
+    own56_pi5_platform_health => "own-pi5-hailo8-3a-supply-old-bootloader-gen3-link-errors";
     own50_rk3588_failed_to_submit => "own-rk3588-opi5plus-rknpu-0.9.3-failed-to-submit-npu-cores-1-2", own50_extra;
+    own51_pi5_hailo8_16k_desc_page_size => "own-pi5-hailo8-16k-pages-max-desc-page-size", own51_extra;
+    own52_pi5_hailo8l_hef_for_hailo8 => "own-pi5-hailo8l-frigate-plus-hef-compiled-for-hailo8", own52_extra;
+    own53_pi5_haos_hailo_held_by_addon => "own-pi5-haos-hailo8l-held-by-second-addon-status-74", own53_extra;
+    own54_rk3588_rkllm_model_too_old => "own-rk3588-rkllm-1.0.1-model-converted-by-older-toolkit";
+    own55_firefly_rknn_app_other_header => "own-firefly-rk3588-rknn-demo-built-against-other-rknn-api-h";
 }
 
 /// Status 76 decides without the container's library version; the identity names HAOS and the
@@ -1037,4 +1042,51 @@ fn a_workload_log_ending_in_a_failure_is_never_health_ok() {
         walked += 1;
     }
     assert!(walked >= 30, "only {walked} NPU fixtures walked");
+}
+
+/// The HailoRT line is the driver finding's evidence, and the workload's failure is explained.
+fn own51_extra(r: &Value) {
+    let f = finding(r, "hailo.driver_binding");
+    assert!(
+        f["evidence"]
+            .to_string()
+            .contains("max_desc_page_size given 16384"),
+        "{f}"
+    );
+    assert_remedy_mentions(r, "hailo.driver_binding", "/etc/modprobe.d/hailo_pci.conf");
+    assert!(
+        finding(r, "npu.workload")["summary"]
+            .as_str()
+            .unwrap()
+            .contains("explained by hailo.driver_binding"),
+        "{r}"
+    );
+}
+
+/// The model's architecture decides; the driver is not named as the cause.
+fn own52_extra(r: &Value) {
+    let text = remedy_and_summary(r, "npu.workload");
+    assert!(
+        text.contains("HEF arch HAILO8, device arch HAILO8L"),
+        "{text}"
+    );
+    assert_remedy_lacks(r, "npu.workload", "driver");
+}
+
+/// The holder is named from its open file, with the service's state.
+fn own53_extra(r: &Value) {
+    let f = finding(r, "npu.workload");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("/dev/hailo0 is open in pid 2211 (python3 -m wyoming_hailo_whisper)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("hailort_service) is not running"),
+        "{summary}"
+    );
+    assert!(
+        f["evidence"].to_string().contains("/proc/2211/fd/17"),
+        "{f}"
+    );
 }

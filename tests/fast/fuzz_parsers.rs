@@ -61,6 +61,9 @@ proptest! {
         for line in t.lines() {
             let _ = logline::classify(line);
             let _ = npu_agent::parse::workload::is_failure(line);
+            let _ = npu_agent::parse::workload::class_of(line);
+            let _ = npu_agent::parse::workload::model_mismatch(line);
+            let _ = npu_agent::parse::workload::model_file(line);
             let _ = size::memparse(line);
             let _ = cmdline::parse_cma_value(line);
         }
@@ -142,6 +145,8 @@ fn garbage_tree_gives_a_full_report() {
         "proc/42/comm",
         "proc/42/cmdline",
         "proc/42/limits",
+        "proc/42/fd/3",
+        "var/log/hailort.log",
         "var/lib/dpkg/status",
         "var/log/dpkg.log",
         "var/log/kern.log",

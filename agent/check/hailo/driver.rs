@@ -142,16 +142,79 @@ pub(super) fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding 
                 .evidence(&path, None, &v.to_string());
         }
     }
-    // HAILO_OUT_OF_PHYSICAL_DEVICES(74) with no usable binding is this check's evidence.
-    if f.status != Status::Pass {
-        let hits: Vec<_> = ctx
-            .logs
-            .host(|e| matches!(e, LogEvent::HailoStatus { code: 74 }))
-            .map(|(h, _)| h)
-            .collect();
-        f = f.with_hits(hits);
+    log_verdicts(ctx, f)
+}
+
+/// What the logs add to the binding's verdict: a right binding HailoRT still refuses (descriptor
+/// page size), or, with no usable binding, the runtime's `HAILO_OUT_OF_PHYSICAL_DEVICES(74)` lines.
+fn log_verdicts(ctx: &Ctx<'_>, f: Finding) -> Finding {
+    if f.status == Status::Pass {
+        return desc_page_size(ctx, f);
     }
-    f
+    let hits: Vec<_> = ctx
+        .logs
+        .host(|e| matches!(e, LogEvent::HailoStatus { code: 74 }))
+        .map(|(h, _)| h)
+        .collect();
+    f.with_hits(hits)
+}
+
+/// A bound driver HailoRT cannot use on this kernel: it offers DMA descriptor pages of the
+/// kernel's page size (16 KiB on the Pi 5's default kernel) and a Hailo-8/8L takes 4 KiB at most
+/// (`max_desc_page_size given 16384 is bigger than hw max desc page size 4096`). Without that
+/// line, a 4.x chip on a kernel with pages over 4 KiB and no `force_desc_page_size` option is an
+/// `info` hint.
+fn desc_page_size(ctx: &Ctx<'_>, f: Finding) -> Finding {
+    let hits: Vec<(&super::super::LogHit, (u32, u32))> = ctx.logs.host_pick(|e| match e {
+        LogEvent::HailoDescPageSize {
+            given_bytes,
+            hw_max_bytes,
+        } => Some((*given_bytes, *hw_max_bytes)),
+        _ => None,
+    });
+    let set = ctx
+        .snap
+        .stack
+        .module_options
+        .iter()
+        .find(|o| o.module == "hailo_pci" && o.options.contains("force_desc_page_size="));
+    let page = &ctx.snap.page_size;
+    let Some((_, (given, hw_max))) = hits.last().copied() else {
+        let big_pages = page.bytes > 4096 && !page.source.starts_with("fallback");
+        if !big_pages || set.is_some() || ctx.profile.npu.generation != Some(4) {
+            return f;
+        }
+        let mut f = f;
+        f.status = Status::Info;
+        f.summary = format!("{}; the kernel uses {}-byte pages and no /etc/modprobe.d file sets hailo_pci's force_desc_page_size, so HailoRT may refuse the chip (max_desc_page_size)", f.summary, page.bytes);
+        return f.remedy(desc_page_remedy(4096));
+    };
+    let mut f = f;
+    f.status = Status::Fail;
+    f.summary = format!(
+        "{}, but HailoRT cannot use it: the driver offers DMA descriptor pages of {given} bytes (the kernel pages are {} bytes) and the chip takes at most {hw_max}",
+        f.summary, page.bytes
+    );
+    let remedy = match set {
+        // The option is written but the running driver was loaded without it.
+        Some(o) => {
+            f.summary.push_str(&format!(
+                "; {} sets `{}` but the loaded driver does not use it",
+                o.file, o.options
+            ));
+            "reload the driver so it reads its options (sudo modprobe -r hailo_pci && sudo modprobe hailo_pci) or sudo reboot".to_string()
+        }
+        None => desc_page_remedy(hw_max),
+    };
+    f.observed("desc_page_size_bytes", given as u64)
+        .expected("desc_page_size_bytes", hw_max as u64)
+        .with_hits(hits.iter().map(|(h, _)| *h))
+        .remedy(remedy)
+}
+
+/// How to make hailo_pci use descriptor pages of `bytes`.
+fn desc_page_remedy(bytes: u32) -> String {
+    format!("make the driver use the chip's page size: echo 'options hailo_pci force_desc_page_size={bytes}' | sudo tee /etc/modprobe.d/hailo_pci.conf, then reload it (sudo modprobe -r hailo_pci && sudo modprobe hailo_pci) or sudo reboot; the packages and the model are not the cause")
 }
 
 pub(super) fn stale_driver(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
@@ -217,4 +280,116 @@ pub(super) fn stale_driver(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
         npu.wrong_modules.first().cloned().unwrap_or_default(),
         npu.wrong_modules.first().cloned().unwrap_or_default()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::testkit::{one, Board};
+    use crate::model::{LogClass, Status};
+
+    const LINE: &str = "[HailoRT] [error] CHECK_AS_EXPECTED failed - max_desc_page_size given 16384 is bigger than hw max desc page size 4096";
+
+    #[test]
+    fn descriptor_pages_bigger_than_the_chip_takes() {
+        let b = Board::new()
+            .page_size(16384)
+            .pci(0x1e60, 0x2864, Some("hailo"))
+            .module("hailo_pci", Some("4.20.0"))
+            .log("/var/log/hailort.log", LogClass::Workload, &[LINE]);
+        let snap = b.build();
+        let f = one("rpi5-hailo8", &snap, "hailo.driver_binding");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary
+                .contains("descriptor pages of 16384 bytes (the kernel pages are 16384 bytes)"),
+            "{}",
+            f.summary
+        );
+        assert!(
+            f.remedy
+                .contains("options hailo_pci force_desc_page_size=4096"),
+            "{}",
+            f.remedy
+        );
+        assert!(
+            f.remedy.contains("/etc/modprobe.d/hailo_pci.conf"),
+            "{}",
+            f.remedy
+        );
+        assert!(
+            f.evidence.iter().any(|e| e.text == LINE),
+            "{:?}",
+            f.evidence
+        );
+        // The workload's failure is this finding's: explained, not reported twice.
+        let w = one("rpi5-hailo8", &snap, "npu.workload");
+        assert_eq!(w.status, Status::Info, "{}", w.summary);
+        assert!(w.summary.contains("hailo.driver_binding"), "{}", w.summary);
+        // On Home Assistant OS the same advice loses sudo and reboots the host its own way.
+        let haos = Board::new()
+            .os("haos", "Home Assistant OS 16.0")
+            .pci(0x1e60, 0x2864, Some("hailo"))
+            .log("/var/log/hailort.log", LogClass::Workload, &[LINE])
+            .build();
+        let f = one("rpi5-hailo8", &haos, "hailo.driver_binding");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(!f.remedy.contains("sudo"), "{}", f.remedy);
+        // Without the line: a hint on 16 KiB pages with no option set, a pass with it.
+        let quiet = Board::new()
+            .page_size(16384)
+            .pci(0x1e60, 0x2864, Some("hailo"));
+        let f = one("rpi5-hailo8", &quiet.build(), "hailo.driver_binding");
+        assert_eq!(f.status, Status::Info, "{}", f.summary);
+        assert!(
+            f.remedy.contains("force_desc_page_size=4096"),
+            "{}",
+            f.remedy
+        );
+        let set = Board::new()
+            .page_size(16384)
+            .pci(0x1e60, 0x2864, Some("hailo"))
+            .module_option(
+                "/etc/modprobe.d/hailo_pci.conf",
+                "hailo_pci",
+                "force_desc_page_size=4096",
+            );
+        let snap = set.build();
+        assert_eq!(
+            one("rpi5-hailo8", &snap, "hailo.driver_binding").status,
+            Status::Pass
+        );
+        // The 10H's driver is another one: no hint there; nor on 4 KiB pages.
+        let h10 = Board::new()
+            .page_size(16384)
+            .pci(0x1e60, 0x45c4, Some("hailo1x"))
+            .build();
+        assert_eq!(
+            one("rpi5-hailo10h", &h10, "hailo.driver_binding").status,
+            Status::Pass
+        );
+        let small = Board::new().pci(0x1e60, 0x2864, Some("hailo")).build();
+        assert_eq!(
+            one("rpi5-hailo8", &small, "hailo.driver_binding").status,
+            Status::Pass
+        );
+        // Set but not in effect: the remedy is the reload, not the file again.
+        let stale = Board::new()
+            .page_size(16384)
+            .pci(0x1e60, 0x2864, Some("hailo"))
+            .module_option(
+                "/etc/modprobe.d/hailo_pci.conf",
+                "hailo_pci",
+                "force_desc_page_size=4096",
+            )
+            .log("/var/log/hailort.log", LogClass::Workload, &[LINE])
+            .build();
+        let f = one("rpi5-hailo8", &stale, "hailo.driver_binding");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary.contains("but the loaded driver does not use it"),
+            "{}",
+            f.summary
+        );
+        assert!(f.remedy.starts_with("reload the driver"), "{}", f.remedy);
+    }
 }

@@ -122,21 +122,28 @@ pub(super) fn package_generation(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Find
         }
     }
     if f.status != Status::Pass {
-        f = with_missing_runtime_hits(ctx, f);
+        f = with_missing_runtime_hits(ctx, f, dev);
     }
     f
 }
 
 /// Adds the log lines of a runtime that found no device or no library (status 74, a missing
-/// `libhailort.so`).
-fn with_missing_runtime_hits(ctx: &Ctx<'_>, f: Finding) -> Finding {
+/// `libhailort.so`). With the chip bound to the right driver, status 74 means another process
+/// holds it (`npu.workload`), not a package problem, so those lines stay out.
+fn with_missing_runtime_hits(ctx: &Ctx<'_>, f: Finding, dev: Option<&PciDevice>) -> Finding {
+    let bound_right = dev.and_then(|d| d.driver.as_ref()).is_some_and(|b| {
+        ctx.profile
+            .npu
+            .drivers
+            .iter()
+            .any(|x| x.eq_ignore_ascii_case(b))
+    });
     let hits: Vec<_> = ctx
         .logs
-        .host(|e| {
-            matches!(
-                e,
-                LogEvent::HailoStatus { code: 74 } | LogEvent::HailoLibraryMissing { .. }
-            )
+        .host(|e| match e {
+            LogEvent::HailoStatus { code: 74 } => !bound_right,
+            LogEvent::HailoLibraryMissing { .. } => true,
+            _ => false,
         })
         .map(|(h, _)| h)
         .collect();

@@ -49,4 +49,16 @@ pub(super) fn events(line: &str, out: &mut Vec<LogEvent>) {
             out.push(LogEvent::HailoFirmwareMismatch { host, device });
         }
     }
+    if let Some(c) = line
+        .contains("max_desc_page_size given")
+        .then(|| re_desc_page().captures(line))
+        .flatten()
+    {
+        if let (Ok(given_bytes), Ok(hw_max_bytes)) = (c[1].parse(), c[2].parse()) {
+            out.push(LogEvent::HailoDescPageSize {
+                given_bytes,
+                hw_max_bytes,
+            });
+        }
+    }
 }

@@ -55,6 +55,17 @@ pub(super) fn runtime_events(line: &str, lower: &str, out: &mut Vec<LogEvent>) {
             out.push(LogEvent::RknnRuntimeVersion { version });
         }
     }
+    // The rknpu2 demos print rknn_query(RKNN_QUERY_SDK_VERSION): the runtime's and the driver's.
+    if let Some(c) = line
+        .starts_with("sdk version:")
+        .then(|| re_rknn_sdk().captures(line))
+        .flatten()
+    {
+        if let (Some(version), Some(driver)) = (ver(&c[1]), ver(&c[2])) {
+            out.push(LogEvent::RknnRuntimeVersion { version });
+            out.push(LogEvent::RknpuReported { driver });
+        }
+    }
     if let Some(c) = lower
         .contains("runtime version")
         .then(|| re_rkllm_runtime().captures(line))

@@ -19,6 +19,25 @@ fn rknn_errno_lines() {
 }
 
 #[test]
+fn rknpu2_demo_sdk_line() {
+    assert_eq!(
+        classify("sdk version: 1.6.0 (9a7b5d24c@2023-12-13T17:31:11) driver version: 0.8.2"),
+        vec![
+            LogEvent::RknnRuntimeVersion {
+                version: Version::new(1, 6, 0)
+            },
+            LogEvent::RknpuReported {
+                driver: Version::new(0, 8, 2)
+            }
+        ]
+    );
+    assert_eq!(
+        classify("sdk version: garbage driver version: 0.8.2"),
+        vec![]
+    );
+}
+
+#[test]
 fn hailort_lines() {
     let l = "[HailoRT] [error] CHECK failed - Driver version (4.20.0) is different from library version (4.19.0)";
     assert_eq!(
@@ -57,6 +76,14 @@ fn hailort_lines() {
             host: Version::new(4, 20, 0),
             device: Version::new(4, 21, 0)
         }]
+    );
+    assert_eq!(
+        classify("[HailoRT] [error] CHECK_AS_EXPECTED failed - max_desc_page_size given 16384 is bigger than hw max desc page size 4096"),
+        vec![LogEvent::HailoDescPageSize { given_bytes: 16384, hw_max_bytes: 4096 }]
+    );
+    assert_eq!(
+        classify("max_desc_page_size given 99999999999 is bigger than hw max desc page size 4096"),
+        vec![]
     );
 }
 
