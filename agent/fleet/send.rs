@@ -145,7 +145,7 @@ pub(super) async fn send_async(
     let mut finals: BTreeMap<String, CmdStatus> = BTreeMap::new();
     let mut online: BTreeMap<String, bool> = BTreeMap::new();
     let mut last_error = String::new();
-    let mut code = EXIT_FAILED;
+    let mut answered = false;
     let mut started = Instant::now();
     let mut connected = false;
     // When the first CONNACK came, and whether the target board (any board for --all) has ever
@@ -162,16 +162,12 @@ pub(super) async fn send_async(
         // An unreachable broker is reported after 10 s (per protocol version tried), not after
         // the whole --wait.
         if !connected && started.elapsed() > Duration::from_secs(10) {
-            let _ = writeln!(
-                err,
-                "npu-agent: cannot reach {}: {}",
-                a.broker,
-                if last_error.is_empty() {
-                    "no answer"
-                } else {
-                    last_error.as_str()
-                }
-            );
+            let why = if last_error.is_empty() {
+                "no answer"
+            } else {
+                last_error.as_str()
+            };
+            let _ = writeln!(err, "npu-agent: cannot reach {}: {why}", a.broker);
             link.abort();
             return EXIT_FAILED;
         }
@@ -181,25 +177,7 @@ pub(super) async fn send_async(
             break;
         }
         if left.is_zero() {
-            let _ = writeln!(
-                err,
-                "npu-agent: no final state within {} s{}",
-                a.wait_s,
-                if last_error.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (last connection error: {last_error})")
-                }
-            );
-            if sent {
-                let _ = writeln!(
-                    err,
-                    "npu-agent: the command is cleared now, but a board that still answers \
-                     later leaves its final state retained on {reply_filter}; clear it with \
-                     `mosquitto_pub -h HOST -p PORT -r -n -t '<that topic>'` (an empty \
-                     retained message)"
-                );
-            }
+            report_no_final_state(a, sent, &last_error, &reply_filter, err);
             break;
         }
         let ev =
@@ -222,20 +200,7 @@ pub(super) async fn send_async(
             LinkEvent::Connected { .. } => {
                 connected = true;
                 connected_at.get_or_insert_with(Instant::now);
-                let _ = link
-                    .client
-                    .try_subscribe(reply_filter.clone(), QoS::AtLeastOnce);
-                if a.board.is_none() {
-                    let _ = link
-                        .client
-                        .try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
-                } else {
-                    for leaf in ["availability", "status"] {
-                        let _ = link
-                            .client
-                            .try_subscribe(format!("{root}/{board}/{leaf}"), QoS::AtMostOnce);
-                    }
-                }
+                subscribe_replies(&link, a, board, &reply_filter);
                 if !sent
                     && link
                         .client
@@ -251,93 +216,199 @@ pub(super) async fn send_async(
             LinkEvent::Message {
                 topic, payload: p, ..
             } => {
-                if let Some(b) = topics::parse_board_leaf(root, &topic, "availability") {
-                    target_seen |= !p.is_empty();
-                    if a.board.is_none() {
-                        online.insert(b.to_string(), p == b"online");
-                    }
-                    continue;
-                }
-                if topics::parse_board_leaf(root, &topic, "status").is_some() {
-                    target_seen |= !p.is_empty();
-                    continue;
-                }
-                let Some(t) = topics::parse_command(root, &topic) else {
-                    continue;
+                let seen = Replies {
+                    target_seen: &mut target_seen,
+                    online: &mut online,
+                    finals: &mut finals,
                 };
-                if t.cmd_id != cmd_id || p.is_empty() {
+                if !on_reply(a, cmd_id, &topic, &p, seen, out) {
                     continue;
                 }
-                let Ok(l) = serde_json::from_slice::<Lifecycle>(&p) else {
-                    continue;
-                };
-                if l.status == CmdStatus::Init {
-                    continue;
-                }
-                let mut line = format!(
-                    "{} {cmd_id} {}",
-                    clean(&t.board),
-                    serde_json::to_value(l.status)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
-                );
-                if let Some(r) = &l.reason {
-                    line.push_str(&format!(": {}", clean(r)));
-                }
-                if let (CmdStatus::Successful, Some(res)) = (l.status, &l.result) {
-                    line.push_str(&format!(" {res}"));
-                }
-                let _ = writeln!(out, "{line}");
-                if l.status.is_final() {
-                    finals.insert(t.board.clone(), l.status);
-                }
-                let done = if a.board.is_some() {
-                    !finals.is_empty()
-                } else {
-                    let up: Vec<&String> = online
-                        .iter()
-                        .filter(|(_, on)| **on)
-                        .map(|(b, _)| b)
-                        .collect();
-                    !up.is_empty() && up.iter().all(|b| finals.contains_key(*b))
-                };
-                if done {
-                    code = if finals.values().all(|s| *s == CmdStatus::Successful) {
-                        EXIT_OK
-                    } else {
-                        EXIT_FAILED
-                    };
+                if all_answered(a, &finals, &online) {
+                    answered = true;
                     break;
                 }
             }
         }
     }
-    if a.board.is_none()
-        && !finals.is_empty()
-        && code != EXIT_OK
-        && finals.values().all(|s| *s == CmdStatus::Successful)
-    {
-        code = EXIT_OK;
-    }
-    // The requester clears the retained command (and every board's answer for fleet-wide ones).
+    let code = exit_code(a, &finals, answered);
     if sent {
-        let _ = link
-            .client
-            .try_publish(init_topic.clone(), QoS::AtLeastOnce, true, Vec::new());
-        if a.board.is_none() {
-            for b in finals.keys() {
-                let _ = link.client.try_publish(
-                    topics::command(root, b, &a.action, cmd_id),
-                    QoS::AtLeastOnce,
-                    true,
-                    Vec::new(),
-                );
-            }
-        }
+        clear_retained(&link, a, &init_topic, &finals, cmd_id);
     }
     link.shutdown(Duration::from_secs(2)).await;
     code
+}
+
+/// 0 when every final state is successful and either every target answered or (for `--all`)
+/// at least one board did; else 1.
+fn exit_code(a: &SendArgs, finals: &BTreeMap<String, CmdStatus>, answered: bool) -> i32 {
+    let all_ok = finals.values().all(|s| *s == CmdStatus::Successful);
+    if all_ok && (answered || (a.board.is_none() && !finals.is_empty())) {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    }
+}
+
+/// What the replies so far have shown: whether the target exists, which boards are online
+/// (for `--all`), and each board's final state.
+struct Replies<'a> {
+    target_seen: &'a mut bool,
+    online: &'a mut BTreeMap<String, bool>,
+    finals: &'a mut BTreeMap<String, CmdStatus>,
+}
+
+/// Takes one message: an availability or status of the target marks it seen; a lifecycle
+/// message of this command is printed and a final state recorded (true: the caller checks
+/// whether every target has answered).
+fn on_reply(
+    a: &SendArgs,
+    cmd_id: &str,
+    topic: &str,
+    p: &[u8],
+    seen: Replies<'_>,
+    out: &mut dyn Write,
+) -> bool {
+    let root = &a.topic_root;
+    if let Some(b) = topics::parse_board_leaf(root, topic, "availability") {
+        *seen.target_seen |= !p.is_empty();
+        if a.board.is_none() {
+            seen.online.insert(b.to_string(), p == b"online");
+        }
+        return false;
+    }
+    if topics::parse_board_leaf(root, topic, "status").is_some() {
+        *seen.target_seen |= !p.is_empty();
+        return false;
+    }
+    let Some(t) = topics::parse_command(root, topic) else {
+        return false;
+    };
+    if t.cmd_id != cmd_id || p.is_empty() {
+        return false;
+    }
+    let Ok(l) = serde_json::from_slice::<Lifecycle>(p) else {
+        return false;
+    };
+    if l.status == CmdStatus::Init {
+        return false;
+    }
+    let _ = writeln!(out, "{}", lifecycle_line(&t.board, cmd_id, &l));
+    if l.status.is_final() {
+        seen.finals.insert(t.board.clone(), l.status);
+    }
+    true
+}
+
+/// After a connection: subscribes to the command's replies and to the target's availability
+/// (and status, for one board), whose retained messages tell whether the target exists.
+fn subscribe_replies(link: &Link, a: &SendArgs, board: &str, reply_filter: &str) {
+    let root = &a.topic_root;
+    let _ = link
+        .client
+        .try_subscribe(reply_filter.to_string(), QoS::AtLeastOnce);
+    if a.board.is_none() {
+        let _ = link
+            .client
+            .try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
+    } else {
+        for leaf in ["availability", "status"] {
+            let _ = link
+                .client
+                .try_subscribe(format!("{root}/{board}/{leaf}"), QoS::AtMostOnce);
+        }
+    }
+}
+
+/// `BOARD CMD_ID STATUS[: reason][ result]`: one line of a command's lifecycle, board text
+/// cleaned for the terminal.
+fn lifecycle_line(board: &str, cmd_id: &str, l: &Lifecycle) -> String {
+    let mut line = format!(
+        "{} {cmd_id} {}",
+        clean(board),
+        serde_json::to_value(l.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    );
+    if let Some(r) = &l.reason {
+        line.push_str(&format!(": {}", clean(r)));
+    }
+    if let (CmdStatus::Successful, Some(res)) = (l.status, &l.result) {
+        line.push_str(&format!(" {res}"));
+    }
+    line
+}
+
+/// Whether every target has answered with a final state: the one board, or (for `--all`)
+/// every board that is online, at least one.
+fn all_answered(
+    a: &SendArgs,
+    finals: &BTreeMap<String, CmdStatus>,
+    online: &BTreeMap<String, bool>,
+) -> bool {
+    if a.board.is_some() {
+        return !finals.is_empty();
+    }
+    let up: Vec<&String> = online
+        .iter()
+        .filter(|(_, on)| **on)
+        .map(|(b, _)| b)
+        .collect();
+    !up.is_empty() && up.iter().all(|b| finals.contains_key(*b))
+}
+
+/// `--wait` ran out: says so, with the last connection error, and how to clear a final state
+/// a board may still retain after the command was cleared.
+fn report_no_final_state(
+    a: &SendArgs,
+    sent: bool,
+    last_error: &str,
+    reply_filter: &str,
+    err: &mut dyn Write,
+) {
+    let _ = writeln!(
+        err,
+        "npu-agent: no final state within {} s{}",
+        a.wait_s,
+        if last_error.is_empty() {
+            String::new()
+        } else {
+            format!(" (last connection error: {last_error})")
+        }
+    );
+    if sent {
+        let _ = writeln!(
+            err,
+            "npu-agent: the command is cleared now, but a board that still answers \
+             later leaves its final state retained on {reply_filter}; clear it with \
+             `mosquitto_pub -h HOST -p PORT -r -n -t '<that topic>'` (an empty \
+             retained message)"
+        );
+    }
+}
+
+/// The requester clears the retained command (and every board's answer for fleet-wide ones).
+fn clear_retained(
+    link: &Link,
+    a: &SendArgs,
+    init_topic: &str,
+    finals: &BTreeMap<String, CmdStatus>,
+    cmd_id: &str,
+) {
+    let _ = link
+        .client
+        .try_publish(init_topic.to_string(), QoS::AtLeastOnce, true, Vec::new());
+    if a.board.is_none() {
+        for b in finals.keys() {
+            let _ = link.client.try_publish(
+                topics::command(&a.topic_root, b, &a.action, cmd_id),
+                QoS::AtLeastOnce,
+                true,
+                Vec::new(),
+            );
+        }
+    }
 }
 
 /// How long after connecting `fleet send` waits for any sign of its target board (retained

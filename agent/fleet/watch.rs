@@ -217,18 +217,12 @@ pub(super) async fn watch_async(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    use std::collections::BTreeSet;
     use std::io::IsTerminal;
     let root = &a.topic_root;
     let mut link = Link::start(&opts);
     let mut rows: BTreeMap<String, BoardRow> = BTreeMap::new();
     let mut link_started = Instant::now();
     let mut last_msg: Option<Instant> = None;
-    // When the current phase began and when its last retained message came (live traffic does
-    // not extend a phase).
-    let mut phase = Phase::Connecting;
-    let mut phase_started = Instant::now();
-    let mut last_retained: Option<Instant> = None;
     // Retained statuses received at all (live ones do not show that the broker delivers retained
     // messages to this wildcard subscription).
     let mut retained_statuses: usize = 0;
@@ -237,104 +231,14 @@ pub(super) async fn watch_async(
     let mut said_unreachable = false;
     let mut last_error = String::new();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
-    // Board ids with a retained availability (all passes; this pass), and with any status.
-    let mut known: BTreeSet<String> = BTreeSet::new();
-    let mut pass_seen: BTreeSet<String> = BTreeSet::new();
-    let mut have_status: BTreeSet<String> = BTreeSet::new();
-    // Boards still to be fetched with exact subscriptions.
-    let mut missing: Vec<String> = Vec::new();
-    let mut avail_passes = 1u32;
-    let mut incomplete_passes: Option<(u32, usize, usize)> = None;
-    let mut timed_out = false;
     let tty = std::io::stdout().is_terminal();
-    let avail_filter = format!("{root}/+/availability");
+    let mut st = Retained::new();
     loop {
-        // The current burst of retained messages is over when it went quiet (or nothing came at
-        // all), or, for an exact batch, when every board in it has answered.
-        let burst_over = match &phase {
-            Phase::Exact(waiting) if waiting.is_empty() => true,
-            _ => match last_retained {
-                Some(t) => t.elapsed() > Duration::from_millis(300),
-                None => phase_started.elapsed() > Duration::from_millis(1500),
-            },
-        };
-        if connected && !matches!(phase, Phase::Live | Phase::Connecting) {
-            if !burst_over && a.once && phase_started.elapsed() > BURST_LIMIT {
-                timed_out = true;
-                phase = Phase::Live;
-            }
-            if burst_over {
-                // Availability(1) → Statuses → exact batches for boards still without a status →
-                // one more availability pass, which shows whether an earlier one missed boards
-                // (then batches for those, and so on, up to MAX_AVAILABILITY_PASSES).
-                let mut fill_missing = false;
-                phase = match phase {
-                    Phase::Availability(n) => {
-                        let new = pass_seen.difference(&known).count();
-                        known.extend(pass_seen.iter().cloned());
-                        if n == 1 {
-                            Phase::Statuses
-                        } else if new == 0 || pass_seen.is_empty() {
-                            // Nothing new (or a broker that does not re-send retained messages
-                            // on a repeated subscription): the list stands.
-                            Phase::Live
-                        } else if n >= MAX_AVAILABILITY_PASSES {
-                            incomplete_passes = Some((n, new, known.len()));
-                            Phase::Live
-                        } else {
-                            fill_missing = true;
-                            Phase::Batches
-                        }
-                    }
-                    Phase::Statuses if known.is_empty() && have_status.is_empty() => Phase::Live,
-                    Phase::Statuses => {
-                        fill_missing = true;
-                        Phase::Batches
-                    }
-                    _ => Phase::Batches,
-                };
-                if fill_missing {
-                    missing = known
-                        .iter()
-                        .filter(|b| !have_status.contains(*b))
-                        .cloned()
-                        .collect();
-                }
-                if matches!(phase, Phase::Batches) {
-                    phase = if missing.is_empty() {
-                        avail_passes += 1;
-                        Phase::Availability(avail_passes)
-                    } else {
-                        let at = missing.len().saturating_sub(EXACT_BATCH);
-                        Phase::Exact(std::collections::BTreeSet::from_iter(missing.split_off(at)))
-                    };
-                }
-                phase_started = Instant::now();
-                last_retained = None;
-                match &phase {
-                    Phase::Availability(_) => {
-                        pass_seen.clear();
-                        let _ = link
-                            .client
-                            .try_subscribe(avail_filter.clone(), QoS::AtMostOnce);
-                    }
-                    Phase::Statuses => {
-                        let _ = link
-                            .client
-                            .try_subscribe(format!("{root}/+/status"), QoS::AtMostOnce);
-                    }
-                    Phase::Exact(batch) => {
-                        let filters: Vec<String> =
-                            batch.iter().map(|b| topics::status(root, b)).collect();
-                        let _ = link.client.try_subscribe_many(&filters, QoS::AtMostOnce);
-                    }
-                    Phase::Live | Phase::Connecting | Phase::Batches => {}
-                }
-                continue;
-            }
+        if connected && st.advance(&link, root, a.once) {
+            continue;
         }
         if a.once {
-            if matches!(phase, Phase::Live) {
+            if matches!(st.phase, Phase::Live) {
                 break;
             }
             if !connected && link_started.elapsed() > Duration::from_secs(10) {
@@ -380,14 +284,7 @@ pub(super) async fn watch_async(
                 // at once and drops what does not fit in the socket's buffers plus
                 // max_queued_messages packets; over QoS 1 a dropped packet would also stay "in
                 // flight" at the broker and use up the receive quota of later passes.
-                phase = Phase::Availability(1);
-                avail_passes = 1;
-                phase_started = Instant::now();
-                last_retained = None;
-                pass_seen.clear();
-                let _ = link
-                    .client
-                    .try_subscribe(avail_filter.clone(), QoS::AtMostOnce);
+                st.start(&link, root);
             }
             Some(LinkEvent::Disconnected { reason, .. }) => last_error = reason,
             Some(LinkEvent::SessionTakenOver { reason }) => last_error = reason,
@@ -399,39 +296,15 @@ pub(super) async fn watch_async(
             }) => {
                 last_msg = Some(Instant::now());
                 if retain {
-                    last_retained = last_msg;
+                    st.last_retained = last_msg;
                 }
-                if let Some(b) = topics::parse_board_leaf(root, &topic, "status") {
-                    if payload.is_empty() {
-                        rows.remove(b);
-                        continue;
-                    }
-                    if retain {
-                        retained_statuses += 1;
-                    }
-                    have_status.insert(b.to_string());
-                    if let Phase::Exact(waiting) = &mut phase {
-                        waiting.remove(b);
-                    }
-                    let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow {
-                        board: b.to_string(),
-                        availability: "unknown".into(),
-                        ..Default::default()
-                    });
-                    apply_status(row, &payload);
-                } else if let Some(b) = topics::parse_board_leaf(root, &topic, "availability") {
-                    if payload.is_empty() {
-                        continue;
-                    }
-                    if retain && matches!(phase, Phase::Availability(_)) {
-                        pass_seen.insert(b.to_string());
-                    }
-                    let row = rows.entry(b.to_string()).or_insert_with(|| BoardRow {
-                        board: b.to_string(),
-                        ..Default::default()
-                    });
-                    row.availability = String::from_utf8_lossy(&payload).chars().take(16).collect();
-                }
+                let seen = Seen {
+                    rows: &mut rows,
+                    have_status: &mut st.have_status,
+                    pass_seen: &mut st.pass_seen,
+                    retained_statuses: &mut retained_statuses,
+                };
+                record_message(seen, &mut st.phase, root, &topic, &payload, retain);
             }
             None => {}
         }
@@ -439,18 +312,278 @@ pub(super) async fn watch_async(
             && last_draw.elapsed() > Duration::from_millis(250)
             && last_msg.is_some_and(|t| t > last_draw)
         {
-            let list: Vec<BoardRow> = rows.values().cloned().collect();
-            let text = render_rows(&list);
-            let _ = if tty {
-                write!(out, "\x1b[H\x1b[2J{text}")
-            } else {
-                writeln!(out, "{text}")
-            };
-            let _ = out.flush();
+            redraw(&rows, tty, out);
             last_draw = Instant::now();
         }
     }
-    if a.once && retained_statuses == 0 && fell_back {
+    let end = End {
+        rows,
+        retained_statuses,
+        fell_back,
+        incomplete: incomplete_reason(
+            st.passes.incomplete,
+            st.timed_out,
+            link.dropped.load(std::sync::atomic::Ordering::Relaxed),
+        ),
+    };
+    finish(a, link, end, out, err).await
+}
+
+/// Where the reading of the retained state stands: the phase, when it began and when its last
+/// retained message came (live traffic does not extend a phase), the board ids with a retained
+/// availability (all passes; this pass) and with any status, the boards still to be fetched
+/// with exact subscriptions, and how the passes went.
+struct Retained {
+    phase: Phase,
+    phase_started: Instant,
+    last_retained: Option<Instant>,
+    known: std::collections::BTreeSet<String>,
+    pass_seen: std::collections::BTreeSet<String>,
+    have_status: std::collections::BTreeSet<String>,
+    missing: Vec<String>,
+    passes: Passes,
+    /// A burst did not end within BURST_LIMIT (`--once`).
+    timed_out: bool,
+}
+
+impl Retained {
+    fn new() -> Retained {
+        Retained {
+            phase: Phase::Connecting,
+            phase_started: Instant::now(),
+            last_retained: None,
+            known: Default::default(),
+            pass_seen: Default::default(),
+            have_status: Default::default(),
+            missing: Vec::new(),
+            passes: Passes {
+                availability: 1,
+                incomplete: None,
+            },
+            timed_out: false,
+        }
+    }
+
+    /// On (re)connecting: the first availability pass, from the start.
+    fn start(&mut self, link: &Link, root: &str) {
+        self.phase = Phase::Availability(1);
+        self.passes.availability = 1;
+        self.phase_started = Instant::now();
+        self.last_retained = None;
+        self.pass_seen.clear();
+        subscribe_phase(link, &self.phase, root);
+    }
+
+    /// When the current burst is over, moves to the next phase and subscribes for it (true:
+    /// the caller loops again at once). A burst is over when it went quiet (or nothing came at
+    /// all), or, for an exact batch, when every board in it has answered; with `once`, one that
+    /// outlasts BURST_LIMIT ends the reading, marked as timed out.
+    fn advance(&mut self, link: &Link, root: &str, once: bool) -> bool {
+        if matches!(self.phase, Phase::Live | Phase::Connecting) {
+            return false;
+        }
+        let burst_over = match &self.phase {
+            Phase::Exact(waiting) if waiting.is_empty() => true,
+            _ => match self.last_retained {
+                Some(t) => t.elapsed() > Duration::from_millis(300),
+                None => self.phase_started.elapsed() > Duration::from_millis(1500),
+            },
+        };
+        if !burst_over {
+            if once && self.phase_started.elapsed() > BURST_LIMIT {
+                self.timed_out = true;
+                self.phase = Phase::Live;
+            }
+            return false;
+        }
+        let phase = std::mem::replace(&mut self.phase, Phase::Live);
+        self.phase = next_phase(
+            phase,
+            &mut self.passes,
+            &self.pass_seen,
+            &mut self.known,
+            &self.have_status,
+            &mut self.missing,
+        );
+        self.phase_started = Instant::now();
+        self.last_retained = None;
+        if matches!(self.phase, Phase::Availability(_)) {
+            self.pass_seen.clear();
+        }
+        subscribe_phase(link, &self.phase, root);
+        true
+    }
+}
+
+/// How the availability passes went: the current pass number, and (when the last allowed
+/// pass still revealed boards) the pass, the boards it added and the boards known.
+struct Passes {
+    availability: u32,
+    incomplete: Option<(u32, usize, usize)>,
+}
+
+/// The phase after a retained burst is over. Availability(1) → Statuses → exact batches for
+/// boards still without a status → one more availability pass, which shows whether an earlier
+/// one missed boards (then batches for those, and so on, up to MAX_AVAILABILITY_PASSES).
+fn next_phase(
+    phase: Phase,
+    passes: &mut Passes,
+    pass_seen: &std::collections::BTreeSet<String>,
+    known: &mut std::collections::BTreeSet<String>,
+    have_status: &std::collections::BTreeSet<String>,
+    missing: &mut Vec<String>,
+) -> Phase {
+    let mut fill_missing = false;
+    let mut phase = match phase {
+        Phase::Availability(n) => {
+            let new = pass_seen.difference(known).count();
+            known.extend(pass_seen.iter().cloned());
+            if n == 1 {
+                Phase::Statuses
+            } else if new == 0 || pass_seen.is_empty() {
+                // Nothing new (or a broker that does not re-send retained messages
+                // on a repeated subscription): the list stands.
+                Phase::Live
+            } else if n >= MAX_AVAILABILITY_PASSES {
+                passes.incomplete = Some((n, new, known.len()));
+                Phase::Live
+            } else {
+                fill_missing = true;
+                Phase::Batches
+            }
+        }
+        Phase::Statuses if known.is_empty() && have_status.is_empty() => Phase::Live,
+        Phase::Statuses => {
+            fill_missing = true;
+            Phase::Batches
+        }
+        _ => Phase::Batches,
+    };
+    if fill_missing {
+        *missing = known
+            .iter()
+            .filter(|b| !have_status.contains(*b))
+            .cloned()
+            .collect();
+    }
+    if matches!(phase, Phase::Batches) {
+        phase = if missing.is_empty() {
+            passes.availability += 1;
+            Phase::Availability(passes.availability)
+        } else {
+            let at = missing.len().saturating_sub(EXACT_BATCH);
+            Phase::Exact(std::collections::BTreeSet::from_iter(missing.split_off(at)))
+        };
+    }
+    phase
+}
+
+/// Subscribes to what `phase` reads: the availability or status wildcard, or an exact batch.
+/// QoS 0: mosquitto writes a subscription's retained messages out at once and drops what does
+/// not fit; over QoS 1 a dropped packet would stay "in flight" and use up later passes' quota.
+fn subscribe_phase(link: &Link, phase: &Phase, root: &str) {
+    match phase {
+        Phase::Availability(_) => {
+            let _ = link
+                .client
+                .try_subscribe(format!("{root}/+/availability"), QoS::AtMostOnce);
+        }
+        Phase::Statuses => {
+            let _ = link
+                .client
+                .try_subscribe(format!("{root}/+/status"), QoS::AtMostOnce);
+        }
+        Phase::Exact(batch) => {
+            let filters: Vec<String> = batch.iter().map(|b| topics::status(root, b)).collect();
+            let _ = link.client.try_subscribe_many(&filters, QoS::AtMostOnce);
+        }
+        Phase::Live | Phase::Connecting | Phase::Batches => {}
+    }
+}
+
+/// What the messages so far have shown: the table's rows, boards with a status, boards seen in
+/// this availability pass, and how many statuses came retained.
+struct Seen<'a> {
+    rows: &'a mut BTreeMap<String, BoardRow>,
+    have_status: &'a mut std::collections::BTreeSet<String>,
+    pass_seen: &'a mut std::collections::BTreeSet<String>,
+    retained_statuses: &'a mut usize,
+}
+
+/// Takes one status or availability message into the table (an empty status removes the row).
+fn record_message(
+    seen: Seen<'_>,
+    phase: &mut Phase,
+    root: &str,
+    topic: &str,
+    payload: &[u8],
+    retain: bool,
+) {
+    if let Some(b) = topics::parse_board_leaf(root, topic, "status") {
+        if payload.is_empty() {
+            seen.rows.remove(b);
+            return;
+        }
+        if retain {
+            *seen.retained_statuses += 1;
+        }
+        seen.have_status.insert(b.to_string());
+        if let Phase::Exact(waiting) = phase {
+            waiting.remove(b);
+        }
+        let row = seen.rows.entry(b.to_string()).or_insert_with(|| BoardRow {
+            board: b.to_string(),
+            availability: "unknown".into(),
+            ..Default::default()
+        });
+        apply_status(row, payload);
+    } else if let Some(b) = topics::parse_board_leaf(root, topic, "availability") {
+        if payload.is_empty() {
+            return;
+        }
+        if retain && matches!(phase, Phase::Availability(_)) {
+            seen.pass_seen.insert(b.to_string());
+        }
+        let row = seen.rows.entry(b.to_string()).or_insert_with(|| BoardRow {
+            board: b.to_string(),
+            ..Default::default()
+        });
+        row.availability = String::from_utf8_lossy(payload).chars().take(16).collect();
+    }
+}
+
+/// Redraws the live table: cursor home and clear screen on a terminal, else the table again.
+fn redraw(rows: &BTreeMap<String, BoardRow>, tty: bool, out: &mut dyn Write) {
+    let list: Vec<BoardRow> = rows.values().cloned().collect();
+    let text = render_rows(&list);
+    let _ = if tty {
+        write!(out, "\x1b[H\x1b[2J{text}")
+    } else {
+        writeln!(out, "{text}")
+    };
+    let _ = out.flush();
+}
+
+/// What `watch` ends with: the rows, retained statuses received, whether the link fell back
+/// to MQTT 3.1.1, and why the list is incomplete (if it is).
+struct End {
+    rows: BTreeMap<String, BoardRow>,
+    retained_statuses: usize,
+    fell_back: bool,
+    incomplete: Option<String>,
+}
+
+/// Prints the final list (table or JSON) and the reasons it may be empty or incomplete, closes
+/// the link, and gives the exit code.
+async fn finish(
+    a: &WatchArgs,
+    link: Link,
+    end: End,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let root = &a.topic_root;
+    if a.once && end.retained_statuses == 0 && end.fell_back {
         let _ = writeln!(
             err,
             "npu-agent: no retained status arrived from {} over MQTT 3.1.1. Brokers that refuse \
@@ -464,7 +597,7 @@ pub(super) async fn watch_async(
         link.shutdown(Duration::from_millis(500)).await;
         return EXIT_FAILED;
     }
-    let list: Vec<BoardRow> = rows.into_values().collect();
+    let list: Vec<BoardRow> = end.rows.into_values().collect();
     if list.is_empty() && a.once {
         let _ = writeln!(
             err,
@@ -473,8 +606,7 @@ pub(super) async fn watch_async(
             a.broker
         );
     }
-    let dropped = link.dropped.load(std::sync::atomic::Ordering::Relaxed);
-    let incomplete = incomplete_reason(incomplete_passes, timed_out, dropped);
+    let incomplete = end.incomplete;
     if a.json {
         // Written straight from the rows: no JSON tree of the whole fleet in memory.
         let doc = WatchDoc {
