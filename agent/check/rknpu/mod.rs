@@ -455,6 +455,17 @@ fn device_node(ctx: &Ctx<'_>) -> Finding {
             .observed("drm_nodes", listed)
             .remedy("for RKNN/RKLLM boot a vendor kernel with the rknpu driver (CONFIG_ROCKCHIP_RKNPU)");
         }
+        // A DMA_HEAP build (CONFIG_ROCKCHIP_RKNPU_DMA_HEAP) serves the misc device /dev/rknpu and
+        // no DRM node; DRM_GEM builds the reverse. The flip between kernel builds is no fault.
+        if stray {
+            return Finding::new(
+                id,
+                Status::Pass,
+                "/dev/rknpu, the rknpu misc device of a DMA_HEAP build (no DRM node is rknpu's; librknnrt opens /dev/rknpu first)",
+            )
+            .observed("drm_nodes", listed)
+            .evidence("/dev/rknpu", None, "misc device");
+        }
         if drm.is_empty() {
             return Finding::skip(id, "/sys/class/drm lists no DRM node in this tree");
         }
@@ -614,6 +625,18 @@ mod tests {
         let f = one("rk3588-rknpu", &reg.build(), id);
         assert_eq!(f.status, Status::Warn, "{}", f.summary);
         assert!(f.summary.contains("supply regulator"), "{}", f.summary);
+    }
+
+    #[test]
+    fn a_dma_heap_build_serves_dev_rknpu() {
+        let mut snap = Board::new().device_node("/dev/rknpu").build();
+        snap.drm = Ok(vec![crate::model::DrmNode {
+            name: "card0".into(),
+            driver: Some("rockchip-drm".into()),
+        }]);
+        let f = one("rk3588-rknpu", &snap, "rknpu.device_node");
+        assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        assert!(f.summary.contains("DMA_HEAP"), "{}", f.summary);
     }
 
     #[test]
