@@ -4,7 +4,7 @@
 
 use super::driver_probe::{cause_remedy, cause_text};
 use super::{Ctx, Finding, LogHit, Status};
-use crate::model::LogClass;
+use crate::model::{DrmNode, LogClass};
 use crate::parse::logline::{LogEvent, ProbeCause};
 use crate::parse::version::Version;
 use crate::profile::NpuKind;
@@ -445,55 +445,7 @@ fn device_node(ctx: &Ctx<'_>) -> Finding {
         .map(|n| format!("{}={}", n.name, n.driver.clone().unwrap_or_default()))
         .collect();
     if nodes.is_empty() {
-        let rocket = !rocket_present(ctx).is_empty();
-        if rocket {
-            return Finding::new(
-                id,
-                Status::Warn,
-                "no DRM node is driven by rknpu; the NPU belongs to the mainline rocket driver (/dev/accel)",
-            )
-            .observed("drm_nodes", listed)
-            .remedy("for RKNN/RKLLM boot a vendor kernel with the rknpu driver (CONFIG_ROCKCHIP_RKNPU)");
-        }
-        // A DMA_HEAP build (CONFIG_ROCKCHIP_RKNPU_DMA_HEAP) serves the misc device /dev/rknpu and
-        // no DRM node; DRM_GEM builds the reverse. The flip between kernel builds is no fault.
-        if stray {
-            return Finding::new(
-                id,
-                Status::Pass,
-                "/dev/rknpu, the rknpu misc device of a DMA_HEAP build (no DRM node is rknpu's; librknnrt opens /dev/rknpu first)",
-            )
-            .observed("drm_nodes", listed)
-            .evidence("/dev/rknpu", None, "misc device");
-        }
-        if drm.is_empty() {
-            return Finding::skip(id, "/sys/class/drm lists no DRM node in this tree");
-        }
-        // Severity follows the consequence: only a workload that wants the NPU is hurt.
-        let workload = npu_workload(ctx);
-        let probe = probe_failure(ctx);
-        let mut f = Finding::new(
-            id,
-            if workload.is_some() || probe.is_some() {
-                Status::Fail
-            } else {
-                Status::Info
-            },
-            match (&probe, &workload) {
-                (Some((cause, _)), _) => format!("no DRM node is driven by rknpu: the driver failed to probe ({})", cause_text(*cause)),
-                (None, Some(w)) => format!("no DRM node is driven by rknpu, but {w} wants the NPU: RKNN/RKLLM cannot run"),
-                (None, None) => "no DRM node is driven by rknpu and nothing here uses the NPU".to_string(),
-            },
-        )
-        .observed("drm_nodes", listed)
-        .remedy(match &probe {
-            Some((cause, _)) => cause_remedy(*cause),
-            None => "to use the NPU: boot a vendor kernel with the rknpu driver enabled (CONFIG_ROCKCHIP_RKNPU) and the npu@fdab0000 node".to_string(),
-        });
-        if let Some((_, h)) = probe {
-            f.push_evidence(&h.file, h.line_no(), &h.text);
-        }
-        return f;
+        return no_rknpu_drm_node(ctx, drm, listed, stray);
     }
     let names: Vec<&str> = nodes.iter().map(|(n, _)| *n).collect();
     let mut f = Finding::new(
@@ -512,37 +464,97 @@ fn device_node(ctx: &Ctx<'_>) -> Finding {
         f.push_evidence(&format!("/sys/class/drm/{n}/device/driver"), None, d);
     }
     if stray {
-        // librknnrt tries /dev/rknpu first and then speaks the legacy misc-device ioctls,
-        // which a DRM build does not have.
-        let broken: Vec<&LogHit> = ctx
-            .logs
-            .host(|e| {
-                matches!(
-                    e,
-                    LogEvent::RknnLegacyPathFailed | LogEvent::Errno { errno: 25 }
-                )
-            })
-            .map(|(h, _)| h)
-            .collect();
-        f.status = if broken.is_empty() {
-            Status::Warn
-        } else {
-            Status::Fail
-        };
-        f.summary = format!(
-            "/dev/rknpu exists on a DRM build of rknpu ({}): librknnrt then uses the legacy ioctls, which fail (ENOTTY, hw_version = -1){}",
-            names.join(", "),
-            if broken.is_empty() {
-                String::new()
-            } else {
-                format!("; the workload log shows it failing ({} line(s))", broken.len())
-            }
-        );
-        f = f
-            .evidence("/dev/rknpu", None, "")
-            .with_hits(broken)
-            .remedy("remove the /dev/rknpu link or node (and the udev rule, container entrypoint or script that creates it); pass /dev/dri/* into containers and let librknnrt find the render node whose driver is rknpu");
+        f = stray_misc_node(ctx, f, &names);
     }
+    f
+}
+
+/// The verdict when no DRM node is rknpu's: rocket, a DMA_HEAP misc device, or no driver.
+fn no_rknpu_drm_node(ctx: &Ctx<'_>, drm: &[DrmNode], listed: Vec<String>, stray: bool) -> Finding {
+    let id = "rknpu.device_node";
+    let rocket = !rocket_present(ctx).is_empty();
+    if rocket {
+        return Finding::new(
+            id,
+            Status::Warn,
+            "no DRM node is driven by rknpu; the NPU belongs to the mainline rocket driver (/dev/accel)",
+        )
+        .observed("drm_nodes", listed)
+        .remedy("for RKNN/RKLLM boot a vendor kernel with the rknpu driver (CONFIG_ROCKCHIP_RKNPU)");
+    }
+    // A DMA_HEAP build (CONFIG_ROCKCHIP_RKNPU_DMA_HEAP) serves the misc device /dev/rknpu and
+    // no DRM node; DRM_GEM builds the reverse. The flip between kernel builds is no fault.
+    if stray {
+        return Finding::new(
+            id,
+            Status::Pass,
+            "/dev/rknpu, the rknpu misc device of a DMA_HEAP build (no DRM node is rknpu's; librknnrt opens /dev/rknpu first)",
+        )
+        .observed("drm_nodes", listed)
+        .evidence("/dev/rknpu", None, "misc device");
+    }
+    if drm.is_empty() {
+        return Finding::skip(id, "/sys/class/drm lists no DRM node in this tree");
+    }
+    // Severity follows the consequence: only a workload that wants the NPU is hurt.
+    let workload = npu_workload(ctx);
+    let probe = probe_failure(ctx);
+    let mut f = Finding::new(
+        id,
+        if workload.is_some() || probe.is_some() {
+            Status::Fail
+        } else {
+            Status::Info
+        },
+        match (&probe, &workload) {
+            (Some((cause, _)), _) => format!("no DRM node is driven by rknpu: the driver failed to probe ({})", cause_text(*cause)),
+            (None, Some(w)) => format!("no DRM node is driven by rknpu, but {w} wants the NPU: RKNN/RKLLM cannot run"),
+            (None, None) => "no DRM node is driven by rknpu and nothing here uses the NPU".to_string(),
+        },
+    )
+    .observed("drm_nodes", listed)
+    .remedy(match &probe {
+        Some((cause, _)) => cause_remedy(*cause),
+        None => "to use the NPU: boot a vendor kernel with the rknpu driver enabled (CONFIG_ROCKCHIP_RKNPU) and the npu@fdab0000 node".to_string(),
+    });
+    if let Some((_, h)) = probe {
+        f.push_evidence(&h.file, h.line_no(), &h.text);
+    }
+    f
+}
+
+/// A /dev/rknpu beside an rknpu DRM node: librknnrt takes the legacy path and fails.
+fn stray_misc_node(ctx: &Ctx<'_>, mut f: Finding, names: &[&str]) -> Finding {
+    // librknnrt tries /dev/rknpu first and then speaks the legacy misc-device ioctls,
+    // which a DRM build does not have.
+    let broken: Vec<&LogHit> = ctx
+        .logs
+        .host(|e| {
+            matches!(
+                e,
+                LogEvent::RknnLegacyPathFailed | LogEvent::Errno { errno: 25 }
+            )
+        })
+        .map(|(h, _)| h)
+        .collect();
+    f.status = if broken.is_empty() {
+        Status::Warn
+    } else {
+        Status::Fail
+    };
+    f.summary = format!(
+        "/dev/rknpu exists on a DRM build of rknpu ({}): librknnrt then uses the legacy ioctls, which fail (ENOTTY, hw_version = -1){}",
+        names.join(", "),
+        if broken.is_empty() {
+            String::new()
+        } else {
+            format!("; the workload log shows it failing ({} line(s))", broken.len())
+        }
+    );
+    f = f
+        .evidence("/dev/rknpu", None, "")
+        .with_hits(broken)
+        .remedy("remove the /dev/rknpu link or node (and the udev rule, container entrypoint or script that creates it); pass /dev/dri/* into containers and let librknnrt find the render node whose driver is rknpu");
     f
 }
 
