@@ -382,6 +382,9 @@ fn names_tool(text: &str, tool: &str) -> bool {
 pub(super) fn fit_remedies(ctx: &Ctx<'_>, findings: &mut [Finding]) {
     let stack = &ctx.stack;
     for f in findings.iter_mut().filter(|f| !f.remedy.is_empty()) {
+        if let Some(fix) = &f.fix {
+            f.remedy = fix.text(stack.sudo);
+        }
         if !stack.sudo {
             // An appliance's shell is root already: its own reboot, then the bare command.
             f.remedy = f.remedy.replace("sudo reboot", stack.reboot_cmd());
@@ -391,6 +394,8 @@ pub(super) fn fit_remedies(ctx: &Ctx<'_>, findings: &mut [Finding]) {
             f.remedy = f.remedy.replace("sudo ", "");
         }
         if let Some(tool) = stack.missing_tool(&f.remedy) {
+            // No automatic fix either: its steps would need the same tool.
+            f.fix = None;
             f.remedy = format!(
                 "{} (the usual fix names `{tool}`, which {} does not have)",
                 stack.no_packages_note_for(tool),

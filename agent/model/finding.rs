@@ -2,6 +2,7 @@
 //! check returns and what every report (status, text, Prometheus, Home Assistant) is made from.
 
 use super::logs::LogHit;
+use super::remedy::Remedy;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -123,6 +124,9 @@ pub struct Finding {
     /// Files and lines the verdict rests on.
     #[serde(default)]
     pub evidence: Vec<Evidence>,
+    /// The remedy as steps the `fix` action can carry out; `remedy` is then its text.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fix: Option<Remedy>,
 }
 
 impl Finding {
@@ -142,6 +146,7 @@ impl Finding {
             expected: BTreeMap::new(),
             remedy: String::new(),
             evidence: Vec::new(),
+            fix: None,
         }
     }
 
@@ -170,6 +175,14 @@ impl Finding {
     #[inline(never)]
     fn with_remedy(mut self, r: String) -> Self {
         self.remedy = r;
+        self
+    }
+
+    /// Sets the remedy as steps; the printed remedy is made from them (with `sudo`; the stack's
+    /// last pass renders it again for the board).
+    pub fn with_fix(mut self, fix: Remedy) -> Self {
+        self.remedy = fix.text(true);
+        self.fix = Some(fix);
         self
     }
 

@@ -1,6 +1,7 @@
 //! The vocabulary every layer shares: what a probe reads ([`snapshot`], [`logs`], [`sensors`],
 //! [`clock`], [`llm`], [`stack`]), what a check says ([`finding`]) and what an action is and did
-//! ([`action`]). Plain data and pure helpers; no I/O, no policy.
+//! ([`action`]) and how a finding is fixed ([`remedy`]). Plain data and pure helpers; no I/O,
+//! no policy.
 
 pub mod action;
 pub mod clock;
@@ -8,6 +9,7 @@ pub mod finding;
 pub mod llm;
 pub mod logs;
 pub mod probed;
+pub mod remedy;
 pub mod sensors;
 pub mod snapshot;
 pub mod stack;
