@@ -19,6 +19,7 @@
 //!   trait so tests can inject a power cut or `ENOSPC` at any step.
 //! - [`reboot`]: the reboot state machine (intent with `boot_id` persisted before acting,
 //!   `sync`, command with a timeout, reconcile on start).
+//! - [`fix`]: a finding's remedy steps as a plan, and each step carried out.
 //! - [`state`]: JSON state files in `/var/lib/npu-agent/` under the root.
 //!
 //! Every write goes through [`crate::root::SysRoot`], so `--root DIR` confines it to DIR.
@@ -29,6 +30,7 @@ pub mod clock_hold;
 pub mod cma;
 pub mod compact;
 pub mod executor;
+pub mod fix;
 pub mod gate;
 pub mod limits;
 pub mod planner;

@@ -1,0 +1,1 @@
+//! Carrying out the steps of a fix under the root (see the module above).

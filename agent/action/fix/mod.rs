@@ -1,0 +1,9 @@
+//! `fix`: a finding's remedy ([`crate::model::remedy::Remedy`]) carried out as an action.
+//!
+//! - [`plan`]: which steps would run for which findings on this board, and why a finding has no
+//!   automatic fix (pure: diagnosis and stack in, plan out).
+//! - [`apply`]: each step carried out under the root — files with backup, atomic write, re-read
+//!   and undo; packages through an `apt-get -s` simulation first; systemd through `systemctl`.
+
+pub mod apply;
+pub mod plan;

@@ -1,0 +1,1 @@
+//! The plan of a fix: steps per finding, or why there is no automatic fix.
