@@ -153,7 +153,9 @@ pub(super) fn admit_cli(
     err: &mut dyn Write,
 ) -> Result<(crate::action::gate::Gate, crate::action::state::StateDir), i32> {
     use crate::action::gate::{Gate, Origin};
-    let s = match crate::config::Settings::load(root, None, &agent_env()) {
+    let loaded =
+        crate::config::agent_env().and_then(|env| crate::config::Settings::load(root, None, &env));
+    let s = match loaded {
         Ok((s, _)) => s,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
@@ -184,13 +186,6 @@ pub(super) fn cli_executor(
         crate::action::ActionConfig::default(),
         ProfileChoice::parse("auto"),
     )
-}
-
-/// The `NPU_AGENT_*` environment variables (config overrides).
-pub(super) fn agent_env() -> Vec<(String, String)> {
-    std::env::vars()
-        .filter(|(k, _)| k.starts_with("NPU_AGENT_"))
-        .collect()
 }
 
 /// Records in the ledger that `action` ran from the command line; a failure is said, not fatal
@@ -227,7 +222,9 @@ pub(super) fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -
     match action {
         CmaAction::Show { .. } => {
             // The state directory `cma set` records its edits in: the config's (under the root).
-            let state = match crate::config::load(&root, None, &agent_env()) {
+            let loaded =
+                crate::config::agent_env().and_then(|env| crate::config::load(&root, None, &env));
+            let state = match loaded {
                 Ok((c, _)) => crate::action::state::StateDir::new(&root, &c.state_dir),
                 Err(e) => {
                     let _ = writeln!(

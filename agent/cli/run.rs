@@ -65,9 +65,13 @@ impl RunArgs {
 
 /// `npu-agent run`.
 pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let env: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("NPU_AGENT_"))
-        .collect();
+    let env = match config::agent_env() {
+        Ok(env) => env,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
     if let Some(r) = &a.root {
         if let Err(code) = crate::cli::require_root_dir(r, err) {
             return code;

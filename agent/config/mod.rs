@@ -17,10 +17,12 @@ use layer::{env_layer, parse_layer};
 use serde::Serialize;
 use std::fmt;
 
+mod env;
 mod layer;
 mod settings;
 mod validate;
 
+pub use env::agent_env;
 pub use layer::{check_layer, redact_values};
 pub use settings::Settings;
 

@@ -79,8 +79,8 @@ impl Config {
                 ));
             }
         }
-        if self.report.interval_s == 0 {
-            return err("report.interval_s must be at least 1".into());
+        if let Err(m) = self.check_bounds().and_then(|()| self.check_names()) {
+            return err(m);
         }
         if self.actions.reboot_command.is_empty() {
             return err("actions.reboot_command must name a program".into());
@@ -126,6 +126,70 @@ impl Config {
             return err(format!(
                 "mqtt.topic_root {:?} must not contain wildcards or leading/trailing '/'",
                 self.mqtt.topic_root
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Inclusive ranges of the duration keys: no later arithmetic on a config value can overflow
+/// (a deadline of `now + u64::MAX` seconds panics).
+const BOUNDS_S: &[(&str, u64, u64)] = &[
+    ("report.interval_s", 1, 86_400),
+    ("actions.compact_cooldown_s", 0, 604_800),
+    ("actions.reboot_timeout_s", 1, 86_400),
+    ("actions.rate_limit_overrides_s", 0, 604_800),
+];
+
+impl Config {
+    /// Every duration key within its range (`BOUNDS_S`).
+    fn check_bounds(&self) -> Result<(), String> {
+        let values = [
+            ("report.interval_s", self.report.interval_s),
+            (
+                "actions.compact_cooldown_s",
+                self.actions.compact_cooldown_s,
+            ),
+            ("actions.reboot_timeout_s", self.actions.reboot_timeout_s),
+        ]
+        .into_iter()
+        .chain(
+            self.actions
+                .rate_limit_overrides_s
+                .values()
+                .map(|v| ("actions.rate_limit_overrides_s", *v)),
+        );
+        for (key, v) in values {
+            let Some((_, min, max)) = BOUNDS_S.iter().find(|(k, _, _)| *k == key) else {
+                continue;
+            };
+            if !(*min..=*max).contains(&v) {
+                return Err(format!("{key} = {v} is outside {min}..={max} s"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Names that become topic levels: no control character (MQTT forbids U+0000 in a topic),
+    /// and a board id that is not the fleet-wide `all`.
+    fn check_names(&self) -> Result<(), String> {
+        for (key, value) in [
+            ("mqtt.topic_root", &self.mqtt.topic_root),
+            ("board_id", &self.board_id),
+            (
+                "home_assistant.discovery_prefix",
+                &self.home_assistant.discovery_prefix,
+            ),
+        ] {
+            if value.chars().any(char::is_control) {
+                return Err(format!("{key} contains a control character"));
+            }
+        }
+        if crate::diagnose::sanitize_board_id(&self.board_id) == crate::mqtt::topics::ALL {
+            return Err(format!(
+                "board_id {:?} is reserved: `{}` addresses every board",
+                self.board_id,
+                crate::mqtt::topics::ALL
             ));
         }
         Ok(())

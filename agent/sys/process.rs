@@ -81,11 +81,12 @@ pub fn run_with_timeout(
             scope.spawn(move || read_lines(out, &mut on_line));
         }
         let err_reader = scope.spawn(move || stderr.map(keep_start).unwrap_or_default());
-        let deadline = Instant::now() + timeout;
+        // A timeout past the clock's range waits without a deadline rather than panicking.
+        let deadline = Instant::now().checked_add(timeout);
         let status = loop {
             match child.try_wait() {
                 Ok(Some(s)) => break Ok(s),
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(POLL),
+                Ok(None) if deadline.is_none_or(|d| Instant::now() < d) => std::thread::sleep(POLL),
                 Ok(None) => {
                     kill_group(&mut child);
                     break Err(RunError::TimedOut {
@@ -165,6 +166,12 @@ mod tests {
         let mut c = Command::new("sh");
         c.args(["-c", script]);
         c
+    }
+
+    #[test]
+    fn a_timeout_past_the_clock_range_does_not_panic() {
+        let done = run_with_timeout(&mut sh("echo ok"), Duration::MAX, |_| {}).unwrap();
+        assert!(done.status.success());
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod actions;
 mod boards;
 mod capture;
 mod cli;
+mod config_edges;
 mod fuzz_gate;
 mod fuzz_parsers;
 mod ha_sensors;
