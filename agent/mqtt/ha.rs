@@ -4,7 +4,7 @@
 
 use crate::mqtt::command::Action;
 use crate::mqtt::link::MqttClient as AsyncClient;
-use crate::report::ha::{button_topic, discovery_payload, discovery_topic, HaContext};
+use crate::report::ha::{button_topic, discovery_payload, discovery_topic, HaContext, PRESS};
 use rumqttc::v5::mqttbytes::QoS;
 
 /// On every connect: publish discovery and subscribe to Home Assistant's status and the buttons.
@@ -49,11 +49,20 @@ pub fn on_message(ctx: HaContext<'_>, topic: &str, payload: &[u8]) -> HaMessage 
         }
         return HaMessage::Handled;
     }
+    // Only the payload discovery announced (`payload_press`) is a press; anything else
+    // published on a button topic is consumed and ignored.
+    let press = payload == PRESS.as_bytes();
     if topic == button_topic(&ctx, "compact") {
-        return HaMessage::Press(Action::Compact { drop_caches: false });
+        return match press {
+            true => HaMessage::Press(Action::Compact { drop_caches: false }),
+            false => HaMessage::Handled,
+        };
     }
     if topic == button_topic(&ctx, "rescan") {
-        return HaMessage::Press(Action::Rescan);
+        return match press {
+            true => HaMessage::Press(Action::Rescan),
+            false => HaMessage::Handled,
+        };
     }
     if topic.starts_with(&format!("{}/{}/ha/", ctx.topic_root, ctx.board)) {
         return HaMessage::Handled;
@@ -71,6 +80,17 @@ mod tests {
         assert_eq!(
             on_message(ctx(), "npu-fleet/b1/ha/compact", b"PRESS"),
             HaMessage::Press(Action::Compact { drop_caches: false })
+        );
+        for junk in [&b""[..], b"press", b"PRESS\n", b"{\"a\":1}", b"\xff"] {
+            assert_eq!(
+                on_message(ctx(), "npu-fleet/b1/ha/rescan", junk),
+                HaMessage::Handled,
+                "{junk:?}"
+            );
+        }
+        assert_eq!(
+            on_message(ctx(), "npu-fleet/b1/ha/rescan", b"PRESS"),
+            HaMessage::Press(Action::Rescan)
         );
         assert_eq!(
             on_message(ctx(), "homeassistant/status", b"online"),

@@ -7,6 +7,9 @@
 use crate::check::CHECK_IDS;
 use serde_json::{Map, Value};
 
+/// The payload a Home Assistant button publishes (`payload_press` in its discovery).
+pub const PRESS: &str = "PRESS";
+
 /// A JSON object from `(key, value)` pairs: one out-of-line copy of the insert loop for every
 /// object this module builds (the `json!` macro expands it at each key).
 #[inline(never)]
@@ -125,7 +128,7 @@ pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
                 ("unique_id", format!("{b}_{action}").into()),
                 ("name", action.into()),
                 ("command_topic", button_topic(ctx, action).into()),
-                ("payload_press", "PRESS".into()),
+                ("payload_press", PRESS.into()),
                 ("entity_category", "config".into()),
             ]),
         );

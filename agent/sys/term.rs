@@ -1,11 +1,13 @@
 //! [`TerminalSafe`]: the writer every command's output goes through, so board-controlled text
 //! (model strings, finding ids, log lines, file names, a fleet's statuses) cannot drive an
 //! operator's terminal. It drops C0 control characters other than newline and tab, DEL, C1
-//! controls (U+0080..U+009F), and every escape sequence except the three the agent writes
-//! itself: SGR colours (`ESC [ digits/; m`, only the codes the agent uses: no conceal, no
-//! black or background colour), and, for `fleet watch` only ([`TerminalSafe::with_redraw`]),
-//! cursor home (`ESC [ H`) and clear screen (`ESC [ 2 J`). JSON output is unaffected (serde
-//! escapes control characters inside strings).
+//! controls (U+0080..U+009F), the direction marks, embeddings, overrides and isolates and the
+//! line and paragraph separators (U+061C, U+200E/F, U+202A..E, U+2066..9, U+2028/9), and every
+//! escape sequence except the three the agent writes itself: SGR colours (`ESC [ digits/; m`,
+//! only the codes the agent uses: no conceal, no black or background colour), and, for `fleet
+//! watch` only ([`TerminalSafe::with_redraw`]), cursor home (`ESC [ H`) and clear screen
+//! (`ESC [ 2 J`). JSON output keeps its meaning: serde escapes control characters inside
+//! strings, and only the invisible direction and separator characters are left out.
 
 use std::io::{self, Write};
 
@@ -15,6 +17,21 @@ enum State {
     Esc,
     Csi(Vec<u8>),
     C2,
+    /// A multi-byte UTF-8 sequence that may be a direction or separator character: the bytes
+    /// so far and the length it will have.
+    Utf8(Vec<u8>, usize),
+}
+
+/// Direction marks, embeddings, overrides and isolates (which reorder what follows on the line,
+/// so a verdict can read backwards) and the line and paragraph separators.
+fn hidden_format(seq: &[u8]) -> bool {
+    std::str::from_utf8(seq)
+        .ok()
+        .and_then(|s| s.chars().next())
+        .is_some_and(|c| {
+            matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+        })
 }
 
 /// SGR parameters the agent's own colours use (reset, bold, dim, red, green, yellow, magenta,
@@ -100,6 +117,21 @@ impl<W: Write> TerminalSafe<W> {
                     out.push(0xc2);
                     Self::normal(b, &mut out)
                 }
+                State::Utf8(mut seq, len) if b & 0xc0 == 0x80 => {
+                    seq.push(b);
+                    if seq.len() < len {
+                        State::Utf8(seq, len)
+                    } else {
+                        if !hidden_format(&seq) {
+                            out.extend_from_slice(&seq);
+                        }
+                        State::Normal
+                    }
+                }
+                State::Utf8(seq, _) => {
+                    out.extend_from_slice(&seq);
+                    Self::normal(b, &mut out)
+                }
             };
         }
         out
@@ -109,6 +141,9 @@ impl<W: Write> TerminalSafe<W> {
         match b {
             0x1b => State::Esc,
             0xc2 => State::C2,
+            // Leads of U+061C (ALM) and of U+2000..U+2FFF (marks, overrides, separators).
+            0xd8 => State::Utf8(vec![b], 2),
+            0xe2 => State::Utf8(vec![b], 3),
             b'\n' | b'\t' => {
                 out.push(b);
                 State::Normal
@@ -149,6 +184,24 @@ mod tests {
             w.write_all(p).unwrap();
         }
         w.inner
+    }
+
+    #[test]
+    fn direction_and_separator_characters_are_dropped() {
+        let hostile = "ok\u{202E}liaf\u{202C} \u{2066}x\u{2069}\u{200F}\u{2028}y\u{2029}\u{061C}z";
+        let bytes = hostile.as_bytes();
+        // Whole, and split inside every multi-byte sequence.
+        let (a, b) = bytes.split_at(3);
+        for out in [
+            safe(&[bytes]),
+            safe(&[a, b]),
+            safe(&[&bytes[..6], &bytes[6..]]),
+        ] {
+            assert_eq!(String::from_utf8_lossy(&out), "okliaf xyz");
+        }
+        // Other text in the same UTF-8 ranges passes: arrows, ellipsis, box drawing, Arabic.
+        let fine = "a → b … ─ ص";
+        assert_eq!(String::from_utf8_lossy(&safe(&[fine.as_bytes()])), fine);
     }
 
     #[test]
