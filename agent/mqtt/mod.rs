@@ -116,7 +116,7 @@ pub fn tls_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, String>
         files.ca_pem.clone()
     };
     for cert in CertificateDer::pem_slice_iter(&ca) {
-        let cert = cert.map_err(|e| format!("CA file: {e}"))?;
+        let cert = cert.map_err(|e| format!("CA file: not PEM ({})", pem_error_kind(&e)))?;
         roots
             .add(cert)
             .map_err(|e| format!("CA certificate: {e}"))?;
@@ -133,7 +133,12 @@ pub fn tls_config(files: &TlsFiles) -> Result<Arc<rustls::ClientConfig>, String>
         Some((cert, key)) => {
             let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
                 .collect::<Result<_, _>>()
-                .map_err(|e| format!("client certificate (cert_file): not PEM: {e}"))?;
+                .map_err(|e| {
+                    format!(
+                        "client certificate (cert_file): not PEM ({})",
+                        pem_error_kind(&e)
+                    )
+                })?;
             if chain.is_empty() {
                 return Err("client certificate (cert_file) holds no PEM certificate".into());
             }
@@ -163,7 +168,26 @@ fn client_key(pem: &[u8]) -> Result<rustls::pki_types::PrivateKeyDer<'static>, S
         );
     }
     PrivateKeyDer::from_pem_slice(pem)
-        .map_err(|e| format!("client key (key_file): not a PEM private key: {e}"))
+        .map_err(|e| {
+            format!(
+                "client key (key_file): not a PEM private key ({}); a key pasted on one line needs its line breaks back",
+                pem_error_kind(&e)
+            )
+        })
+}
+
+/// The kind of a PEM decoding error, without its payload: the `Display` and `Debug` of some
+/// kinds carry the offending line as a list of bytes, which may be the private key itself.
+pub fn pem_error_kind(e: &rustls::pki_types::pem::Error) -> String {
+    let kind: String = format!("{e:?}")
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .collect();
+    if kind.is_empty() {
+        "unreadable".into()
+    } else {
+        kind
+    }
 }
 
 /// Pairs the client certificate chain with its key, checking they belong together.
@@ -284,6 +308,24 @@ pub fn explain_connection_error(error: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_pasted_on_one_line_is_never_echoed() {
+        let pem = rcgen::KeyPair::generate().unwrap().serialize_pem();
+        let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        for one_line in [pem.replace('\n', " "), pem.replace('\n', "")] {
+            let e = client_key(one_line.as_bytes()).unwrap_err();
+            assert!(e.contains("key_file") && e.contains("line breaks"), "{e}");
+            // Neither the base64 text nor its bytes as a decimal list.
+            assert!(!e.contains(&body[..16]) && !e.contains(", "), "{e}");
+            let files = TlsFiles {
+                ca_pem: one_line.clone().into_bytes(),
+                client: None,
+            };
+            let e = tls_config(&files).err().unwrap();
+            assert!(!e.contains(&body[..16]) && !e.contains(", "), "{e}");
+        }
+    }
 
     #[test]
     fn client_certificate_pairing_reads_the_spki_and_says_what_is_wrong() {

@@ -24,13 +24,9 @@ pub(super) fn key_paths(table: &toml::Table) -> Vec<String> {
     out
 }
 
-/// The kind of a PEM decoding error, without its payload: rustls' `Debug` of some kinds carries
-/// the offending line as a list of bytes, which may be the key itself.
+/// The kind of a PEM decoding error, without its payload.
 pub(super) fn pem_error_kind(e: &rustls::pki_types::pem::Error) -> String {
-    format!("{e:?}")
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric())
-        .collect()
+    crate::mqtt::pem_error_kind(e)
 }
 
 /// Checks an inline value is what its name says. Messages never quote the value.
