@@ -13,7 +13,7 @@
 //!    directory fsync), then the configuration, rewritten to reference them (`password_file`,
 //!    `key_file`, `ca_file`, `cert_file`, `trusted_keys`), to [`DROPIN`] — so the config in
 //!    `agent.d/` only ever holds file references;
-//! 3. removes the boot file (on a FAT partition a file cannot be protected) and syncs its
+//! 3. overwrites the boot file with zeros and removes it (on a FAT partition a file cannot be protected) and syncs its
 //!    directory.
 //!
 //! Nothing is written before everything validated. If a write fails, every file already written
@@ -598,6 +598,11 @@ pub fn provision_with(root: &SysRoot, storage: &mut dyn Storage, now: &str) -> P
         .entry_path(source)
         .map_err(|e| e.to_string())
         .and_then(|host| {
+            // The password must not stay in the freed clusters; a symlinked entry is only
+            // unlinked (scrub refuses to follow it), and a scrub that fails still removes.
+            if let Err(e) = storage.scrub(&host) {
+                tracing::warn!(file = %host.display(), error = %e, "boot file not overwritten before removal");
+            }
             storage.remove_file(&host).map_err(|e| e.to_string())?;
             if let Some(dir) = host.parent() {
                 // FAT has no directory fsync worth failing over.

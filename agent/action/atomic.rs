@@ -91,6 +91,24 @@ pub trait Storage {
     fn sync_dir(&mut self, dir: &Path) -> io::Result<()>;
     /// Removes a file (cleanup of a temp file after a failure).
     fn remove_file(&mut self, path: &Path) -> io::Result<()>;
+    /// Overwrites the regular file `path` in place with zeros and syncs it, so that its old
+    /// bytes do not stay in the clusters a later unlink frees (FAT writes in place). A symlink
+    /// is not followed (`ELOOP`): its target is not the file being removed.
+    fn scrub(&mut self, path: &Path) -> io::Result<()> {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(path)?;
+        let len = f.metadata()?.len();
+        let zeros = [0u8; 4096];
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(zeros.len() as u64) as usize;
+            f.write_all(&zeros[..n])?;
+            left -= n as u64;
+        }
+        f.sync_all()
+    }
 }
 
 /// [`Storage`] on the real filesystem (`std::fs`).

@@ -31,7 +31,13 @@ pub const CONFIG_FILE: &str = "/etc/npu-agent/agent.toml";
 /// Drop-in directory merged after it, in name order.
 pub const CONFIG_DIR: &str = "/etc/npu-agent/agent.d";
 /// First-boot provisioning files on the boot partition, Pi OS then Armbian.
-pub const FIRST_BOOT_FILES: &[&str] = &["/boot/firmware/npu-agent.toml", "/boot/npu-agent.toml"];
+pub const FIRST_BOOT_FILES: &[&str] = &[
+    "/boot/firmware/npu-agent.toml",
+    "/boot/npu-agent.toml",
+    // What Notepad saves when "Save as type" stays on text files (Windows hides the extension).
+    "/boot/firmware/npu-agent.toml.txt",
+    "/boot/npu-agent.toml.txt",
+];
 
 /// Largest config or profile file read from a host path (`--config`, `--profile FILE`): 1 MiB.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;

@@ -553,3 +553,60 @@ fn annotate_adds_the_finding_first_once_and_sets_health() {
     assert_eq!(r2.findings.len(), 2);
     assert_eq!(r2.health, crate::report::Health::Ok);
 }
+
+#[test]
+fn the_boot_file_is_zeroed_in_place_before_it_is_removed() {
+    let text = "board_id = \"cam-9\"\n[secrets]\nmqtt_password = \"pw-in-the-clusters\"\n";
+    let d = tree(&[("/boot/firmware/npu-agent.toml", text)]);
+    // A second name for the same inode sees what the unlinked file's blocks held.
+    let other = d.path().join("inode-view");
+    fs::hard_link(d.path().join("boot/firmware/npu-agent.toml"), &other).unwrap();
+    let o = provision(&SysRoot::new(d.path()));
+    assert!(
+        matches!(
+            o,
+            ProvisionOutcome::Applied {
+                boot_file_removed: true,
+                ..
+            }
+        ),
+        "{o:?}"
+    );
+    assert_eq!(read(&d, "/boot/firmware/npu-agent.toml"), None);
+    let left = fs::read(&other).unwrap();
+    assert_eq!(left.len(), text.len());
+    assert!(left.iter().all(|b| *b == 0), "{left:?}");
+}
+
+#[test]
+fn a_symlinked_boot_file_is_unlinked_and_its_target_kept() {
+    let d = tree(&[("/elsewhere/keep.toml", "board_id = \"cam-3\"\n")]);
+    fs::create_dir_all(d.path().join("boot")).unwrap();
+    std::os::unix::fs::symlink(
+        "../elsewhere/keep.toml",
+        d.path().join("boot/npu-agent.toml"),
+    )
+    .unwrap();
+    let o = provision(&SysRoot::new(d.path()));
+    assert!(matches!(o, ProvisionOutcome::Applied { .. }), "{o:?}");
+    assert_eq!(
+        read(&d, "/elsewhere/keep.toml").as_deref(),
+        Some("board_id = \"cam-3\"\n")
+    );
+}
+
+#[test]
+fn a_file_notepad_saved_as_toml_txt_is_taken() {
+    let d = tree(&[(
+        "/boot/firmware/npu-agent.toml.txt",
+        "board_id = \"cam-5\"\n",
+    )]);
+    let root = SysRoot::new(d.path());
+    let o = provision(&root);
+    let ProvisionOutcome::Applied { plan, .. } = &o else {
+        panic!("{o:?}")
+    };
+    assert_eq!(plan.source, "/boot/firmware/npu-agent.toml.txt");
+    assert_eq!(config::load(&root, None, &[]).unwrap().0.board_id, "cam-5");
+    assert_eq!(read(&d, "/boot/firmware/npu-agent.toml.txt"), None);
+}
