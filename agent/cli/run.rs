@@ -65,6 +65,9 @@ impl RunArgs {
 
 /// `npu-agent run`.
 pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    if let Err(e) = crate::sys::runtime::survive_file_size_limit() {
+        let _ = writeln!(err, "npu-agent: cannot handle SIGXFSZ: {e}");
+    }
     let env = match config::agent_env() {
         Ok(env) => env,
         Err(e) => {

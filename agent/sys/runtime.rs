@@ -38,6 +38,22 @@ pub fn current_thread() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// Keeps a write past `RLIMIT_FSIZE` (`ulimit -f`) from killing the process: `SIGXFSZ`'s
+/// default action terminates it, so the agent died on the first state write over the limit.
+/// With a handler installed (tokio's, which stays for the life of the process) the write fails
+/// with `EFBIG` instead and is reported like any other write error.
+///
+/// Errors: the runtime's or the signal registration's own.
+pub fn survive_file_size_limit() -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    rt.block_on(async {
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ))
+            .map(drop)
+    })
+}
+
 /// Sets `PR_SET_THP_DISABLE` (Linux 3.15+) so that the kernel never backs this process's memory
 /// with transparent huge pages, whatever `/sys/kernel/mm/transparent_hugepage/enabled` says.
 /// The flag is inherited by child processes (a reboot command, `nvidia-smi`), which do not need

@@ -370,3 +370,58 @@ fn the_packaged_default_config_loads() {
         "{parsed:?}"
     );
 }
+
+#[test]
+fn a_file_size_limit_fails_the_write_and_does_not_kill_the_agent() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let root = tempfile::tempdir().unwrap();
+    let boot = root.path().join("boot/firmware");
+    std::fs::create_dir_all(&boot).unwrap();
+    std::fs::write(boot.join("npu-agent.toml"), "board_id = \"cam-fsize\"\n").unwrap();
+    // `ulimit -f 0`: the first byte the agent writes to a file is past RLIMIT_FSIZE. Its stderr
+    // is a pipe, which the limit does not cover.
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -f 0 && exec \"$0\" run --root \"$1\""])
+        .arg(bin())
+        .arg(root.path())
+        .env("NPU_AGENT_LOG_LEVEL", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + T;
+    let mut seen = Vec::new();
+    let failed = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l)
+                if l.contains("File too large")
+                    || l.contains("EFBIG")
+                    || l.contains("os error 27") =>
+            {
+                break l
+            }
+            Ok(l) => seen.push(l),
+            Err(_) => panic!(
+                "no write failure reported within {T:?}: {seen:?}; {:?}",
+                child.try_wait()
+            ),
+        }
+    };
+    // Run by hand with no broker it then stops as a config error would, by itself: the failed
+    // write was reported, not fatal.
+    let status = child.wait().unwrap();
+    assert_ne!(status.signal(), Some(25), "killed by SIGXFSZ");
+    assert_eq!(status.code(), Some(2), "{status:?}: {failed}");
+    assert!(failed.contains("every write was undone"), "{failed}");
+    // Nothing was applied, so the boot file is still there for the next start.
+    assert!(boot.join("npu-agent.toml").exists());
+}
