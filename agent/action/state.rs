@@ -96,6 +96,20 @@ impl StateDir {
     /// of [`load`](Self::load) that is the same for every state type).
     fn read_file(&self, name: &str) -> Result<Option<(String, Vec<u8>)>, StateError> {
         let path = self.board_path(name);
+        // A state file is the agent's own: a symlink planted in its place is never followed
+        // (it could point at the config or a key); it reads as corrupt and the next save
+        // replaces the link itself.
+        if let Ok(entry) = self.root.entry_path(&path) {
+            if entry
+                .symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+            {
+                return Err(StateError::Corrupt {
+                    path,
+                    detail: "it is a symbolic link, which a state file never is".into(),
+                });
+            }
+        }
         match self.root.read(&path) {
             Ok(b) => Ok(Some((path, b))),
             Err(e) if e.is_not_found() => Ok(None),
@@ -141,8 +155,15 @@ impl StateDir {
         let path = self.board_path(name);
         text.push('\n');
         self.root.create_dir_all(&self.dir)?;
-        let host = self.root.write_path(&path)?;
-        let mode = existing_mode(&host).unwrap_or(STATE_FILE_MODE);
+        // The entry itself: a symlink at a state file is replaced by the rename, never followed.
+        let host = self.root.entry_path(&path)?;
+        let is_link = host
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink());
+        let mode = match is_link {
+            true => STATE_FILE_MODE,
+            false => existing_mode(&host).unwrap_or(STATE_FILE_MODE),
+        };
         write_atomic(storage, &host, text.as_bytes(), None, mode)?;
         Ok(())
     }
@@ -239,6 +260,32 @@ pub struct BootEditState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_symlink_at_a_state_file_is_replaced_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = SysRoot::new(dir.path());
+        let st = StateDir::default_for(&root);
+        let etc = dir.path().join("etc/npu-agent");
+        std::fs::create_dir_all(&etc).unwrap();
+        std::fs::write(etc.join("agent.toml"), "board_id = \"b1\"\n").unwrap();
+        let state = dir.path().join("var/lib/npu-agent");
+        std::fs::create_dir_all(&state).unwrap();
+        let link = state.join(COMPACT_FILE);
+        std::os::unix::fs::symlink("/etc/npu-agent/agent.toml", &link).unwrap();
+        let e = st.load::<CompactState>(COMPACT_FILE).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        st.save(COMPACT_FILE, &CompactState::default()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(etc.join("agent.toml")).unwrap(),
+            "board_id = \"b1\"\n"
+        );
+        assert!(!link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(
+            st.load::<CompactState>(COMPACT_FILE).unwrap(),
+            Some(CompactState::default())
+        );
+    }
 
     #[test]
     fn round_trip_and_missing_file() {

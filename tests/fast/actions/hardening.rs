@@ -67,8 +67,12 @@ fn planted_temp_backup_and_state_links_are_never_followed_out_of_the_root() {
         .file_type()
         .is_symlink());
     assert!(t.read("/boot/armbianEnv.txt").contains("cma=512M"));
-    // Every state file a link to a host path: resolved in the root it names a file in a
-    // directory the tree does not have, so the edit is refused before anything is written.
+    // Every state file a link to a host path (planted by someone who can write the state
+    // directory): a state file is the agent's own, so the link is replaced, never followed,
+    // whether or not its target exists in the tree.
+    let inside = t.host(outside.to_str().unwrap());
+    std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
+    std::fs::write(&inside, "the tree's own file\n").unwrap();
     for f in [
         BOOT_EDIT_FILE,
         "compact.json",
@@ -80,27 +84,27 @@ fn planted_temp_backup_and_state_links_are_never_followed_out_of_the_root() {
         symlink(&outside, p).unwrap();
     }
     let r = set(&t, "768M");
-    assert_eq!(r.outcome, CmaSetOutcome::Failed, "{r:?}");
-    assert!(t.read("/boot/armbianEnv.txt").contains("cma=512M"));
+    assert_eq!(r.outcome, CmaSetOutcome::Written, "{r:?}");
+    assert!(t.read("/boot/armbianEnv.txt").contains("cma=768M"));
     let st = StateDir::default_for(&t.root());
     for f in ["compact.json", "session.json", "commands.json"] {
-        assert!(st.save(f, &serde_json::json!({"session": 1})).is_err());
+        st.save(f, &serde_json::json!({"session": 1})).unwrap();
+        let p = t.host(&format!("/var/lib/npu-agent/{f}"));
+        assert!(
+            !std::fs::symlink_metadata(&p)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{f}"
+        );
     }
     assert_eq!(
         std::fs::read_to_string(&outside).unwrap(),
         "outside the root\n"
     );
-    // With the host path's directories present in the tree, the link is the tree's own file.
-    let inside = t.host(outside.to_str().unwrap());
-    std::fs::create_dir_all(inside.parent().unwrap()).unwrap();
-    st.save("session.json", &serde_json::json!({"session": 2}))
-        .unwrap();
-    assert!(std::fs::read_to_string(&inside)
-        .unwrap()
-        .contains("\"session\": 2"));
     assert_eq!(
-        std::fs::read_to_string(&outside).unwrap(),
-        "outside the root\n"
+        std::fs::read_to_string(&inside).unwrap(),
+        "the tree's own file\n"
     );
 }
 
