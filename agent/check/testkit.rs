@@ -261,6 +261,7 @@ impl Board {
             cmdline: vec![comm.into()],
             limits: Ok(limits),
             container: None,
+            unit: None,
         });
         self
     }

@@ -93,6 +93,8 @@ pub struct ProcessInfo {
     /// The container it runs in, from `/proc/<pid>/cgroup` (`docker`, `containerd`, `libpod`,
     /// `kubepods`, `lxc`), if any.
     pub container: Option<String>,
+    /// The systemd service it runs in, from `/proc/<pid>/cgroup` (`rkllm.service`), if any.
+    pub unit: Option<String>,
 }
 
 /// `/proc/sys/fs/file-nr`: allocated handles, free handles, maximum.

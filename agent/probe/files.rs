@@ -319,6 +319,27 @@ pub fn container_of_cgroup(text: &str) -> Option<String> {
     })
 }
 
+/// The systemd service a `/proc/<pid>/cgroup` text names (`0::/system.slice/rkllm.service` ->
+/// `rkllm.service`), if any; a container's scope or a user session is none.
+pub fn unit_of_cgroup(text: &str) -> Option<String> {
+    if container_of_cgroup(text).is_some() {
+        return None;
+    }
+    text.lines().find_map(|l| {
+        let path = l.splitn(3, ':').nth(2)?;
+        if !path.starts_with("/system.slice/") {
+            return None;
+        }
+        path.split('/')
+            .find(|seg| seg.ends_with(".service") && seg.len() > ".service".len())
+            .filter(|seg| {
+                seg.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.@:\\".contains(&b))
+            })
+            .map(str::to_string)
+    })
+}
+
 /// Workload processes: every `/proc/<pid>` whose name matches, with its limits.
 pub fn probe_processes(root: &SysRoot, names: &[String]) -> Probed<Vec<ProcessInfo>> {
     let mut out = Vec::new();
@@ -348,16 +369,15 @@ pub fn probe_processes(root: &SysRoot, names: &[String]) -> Probed<Vec<ProcessIn
             continue;
         }
         let lpath = format!("/proc/{pid}/limits");
+        let cgroup = root.read_string(&format!("/proc/{pid}/cgroup")).ok();
         out.push(ProcessInfo {
             pid,
             comm,
             // Secret values (`--api-key`, tokens, passwords) never reach a finding.
             cmdline: crate::sys::secret::redact_argv(&cmdline),
             limits: read_parsed(root, &lpath, limits::parse_limits),
-            container: root
-                .read_string(&format!("/proc/{pid}/cgroup"))
-                .ok()
-                .and_then(|t| container_of_cgroup(&t)),
+            container: cgroup.as_deref().and_then(container_of_cgroup),
+            unit: cgroup.as_deref().and_then(unit_of_cgroup),
         });
     }
     Ok(out)
@@ -571,6 +591,33 @@ mod tests {
             &["bash".into(), "flask_server.py".into()],
             &names
         ));
+    }
+
+    #[test]
+    fn service_from_cgroup() {
+        let unit = |t: &str| unit_of_cgroup(t);
+        assert_eq!(
+            unit("0::/system.slice/rkllm.service\n").as_deref(),
+            Some("rkllm.service")
+        );
+        // cgroup v1: the name=systemd hierarchy carries it.
+        assert_eq!(
+            unit("12:pids:/system.slice/hailo-ollama.service\n1:name=systemd:/system.slice/hailo-ollama.service\n")
+                .as_deref(),
+            Some("hailo-ollama.service")
+        );
+        assert_eq!(
+            unit("0::/user.slice/user-1000.slice/session-3.scope\n"),
+            None
+        );
+        assert_eq!(
+            unit("0::/system.slice/docker-0123abcd.scope\n"),
+            None,
+            "a container is no unit"
+        );
+        assert_eq!(unit("0::/system.slice/.service\n"), None);
+        assert_eq!(unit("0::/system.slice/a b.service\n"), None);
+        assert_eq!(unit(""), None);
     }
 
     #[test]
