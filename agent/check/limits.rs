@@ -2,6 +2,7 @@
 //! (`/proc/<pid>/limits`), against the profile and against what is configured.
 
 use super::{Ctx, Finding, LogHit, Status};
+use crate::model::remedy::{Remedy, Step};
 use crate::model::{ConfiguredLimit, ProcessInfo};
 use crate::parse::limits::show;
 use crate::parse::logline::LogEvent;
@@ -27,6 +28,53 @@ fn unit_hint(ctx: &Ctx<'_>) -> String {
         .unwrap_or_else(|| "<workload>.service".into())
 }
 
+/// The workload's systemd service when the board says which: the service a workload process
+/// runs in (its cgroup), else a profile unit whose file sets the `item` limit. `None` when only
+/// the profile's guess (or the `<workload>.service` placeholder) is left.
+fn known_unit(ctx: &Ctx<'_>, item: &str) -> Option<String> {
+    workload_procs(ctx)
+        .iter()
+        .find_map(|p| p.unit.clone())
+        .or_else(|| {
+            ctx.snap
+                .configured_limits
+                .iter()
+                .filter(|c| c.item == item)
+                .find_map(|c| c.scope.strip_prefix("unit:").map(str::to_string))
+        })
+}
+
+/// Sets a limit remedy: a drop-in for the known unit with `key=value` under `[Service]`,
+/// daemon-reload and a restart of the unit as steps (the text of `note` before them); without a
+/// known unit, or where `/etc` is not the board's own, the `text` only.
+fn with_limit_remedy(
+    ctx: &Ctx<'_>,
+    f: Finding,
+    item: &str,
+    (key, value): (&str, &str),
+    note: &str,
+    text: String,
+) -> Finding {
+    let Some(unit) = known_unit(ctx, item).filter(|_| ctx.stack.etc_takes_files()) else {
+        return f.remedy(text);
+    };
+    f.with_fix(
+        Remedy::of(vec![
+            Step::UnitDropIn {
+                unit: unit.clone(),
+                // After `override.conf` (what `systemctl edit` writes), so a lower value there
+                // does not win over this one.
+                file: format!("zz-npu-agent-{item}.conf"),
+                section: "Service".into(),
+                settings: vec![(key.into(), value.into())],
+            },
+            Step::DaemonReload,
+            Step::RestartUnit { unit },
+        ])
+        .with_note(note),
+    )
+}
+
 /// Host-side log lines with an event matching `pred`.
 fn hits<'a>(ctx: &'a Ctx<'_>, pred: impl Fn(&LogEvent) -> bool) -> Vec<&'a LogHit> {
     ctx.logs.host(pred).map(|(h, _)| h).collect()
@@ -40,6 +88,12 @@ fn workload_procs<'a>(ctx: &'a Ctx<'_>) -> &'a [ProcessInfo] {
         .map(|p| p.as_slice())
         .unwrap_or(&[])
 }
+
+/// Said before the steps of the open-file limit's fix.
+const NOFILE_NOTE: &str = "raise the service's open-file limit (started from a shell instead: ulimit -n 65536 before it; a shell's ulimit never reaches a service)";
+
+/// Said before the steps of the locked-memory limit's fix.
+const MEMLOCK_NOTE: &str = "raise the service's locked-memory limit (or DefaultLimitMEMLOCK= in /etc/systemd/system.conf for every service), then verify in /proc/<pid>/limits";
 
 fn nofile(ctx: &Ctx<'_>) -> Finding {
     let id = "limits.nofile";
@@ -63,7 +117,18 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
             "the system-wide file table ran out (errno 23, ENFILE) in {} log line(s); RKNN turns every buffer into an fd",
             enfile.len()
         );
-        return f.with_hits(enfile).remedy("raise fs.file-max: echo 'fs.file-max = 2097152' | sudo tee /etc/sysctl.d/90-npu.conf && sudo sysctl --system");
+        let f = f.with_hits(enfile);
+        if !ctx.stack.etc_takes_files() {
+            return f.remedy("raise fs.file-max (2097152) the way this OS sets sysctls");
+        }
+        return f.with_fix(
+            Remedy::of(vec![Step::Sysctl {
+                key: "fs.file-max".into(),
+                value: "2097152".into(),
+                file: "99-npu-agent-file-max.conf".into(),
+            }])
+            .with_note("raise fs.file-max"),
+        );
     }
     if !emfile.is_empty() {
         f.status = Status::Fail;
@@ -72,12 +137,27 @@ fn nofile(ctx: &Ctx<'_>) -> Finding {
             emfile.len(),
             if low.is_empty() { String::new() } else { format!("; {}", low.join("; ")) }
         );
-        return f.with_hits(emfile).remedy(remedy);
+        let f = f.with_hits(emfile);
+        return with_limit_remedy(
+            ctx,
+            f,
+            "nofile",
+            ("LimitNOFILE", "65536"),
+            NOFILE_NOTE,
+            remedy,
+        );
     }
     if !low.is_empty() {
         f.status = Status::Warn;
         f.summary = format!("open-file limit below {min}: {}", low.join("; "));
-        return f.remedy(remedy);
+        return with_limit_remedy(
+            ctx,
+            f,
+            "nofile",
+            ("LimitNOFILE", "65536"),
+            NOFILE_NOTE,
+            remedy,
+        );
     }
     nofile_quiet(ctx, f, procs, &seen, min)
 }
@@ -212,6 +292,9 @@ struct MemlockScan {
     unreadable: Vec<String>,
 }
 
+/// The setting the locked-memory fix writes.
+const MEMLOCK: (&str, &str) = ("LimitMEMLOCK", "infinity");
+
 fn memlock(ctx: &Ctx<'_>) -> Finding {
     let id = "limits.memlock";
     let min = ctx.profile.limits.min_memlock_bytes;
@@ -231,12 +314,13 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
             "mlock failed in {} log line(s): the locked-memory limit is too low",
             mlock_fail.len()
         );
-        return f.with_hits(mlock_fail).remedy(remedy);
+        let f = f.with_hits(mlock_fail);
+        return with_limit_remedy(ctx, f, "memlock", MEMLOCK, MEMLOCK_NOTE, remedy);
     }
     if !scan.problems.is_empty() {
         f.status = Status::Warn;
         f.summary = scan.problems.join("; ");
-        return f.remedy(remedy);
+        return with_limit_remedy(ctx, f, "memlock", MEMLOCK, MEMLOCK_NOTE, remedy);
     }
     if let Err(e) = &ctx.snap.processes {
         return Finding::skip(id, format!("cannot list processes: {e}"));
@@ -425,5 +509,92 @@ mod tests {
                 assert!(f.remedy.contains("LimitMEMLOCK=infinity"), "{}", f.remedy);
             }
         }
+    }
+
+    #[test]
+    fn a_known_unit_gets_a_drop_in_and_a_restart() {
+        use crate::model::remedy::Step;
+        let low = Board::new()
+            .os("debian", "Armbian 24.11 bookworm")
+            .process(11, "rkllm_server", Some(1024), Some(65536))
+            .in_unit("rkllm-server.service")
+            .build();
+        let f = one("rk3588-rknpu", &low, "limits.nofile");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        let fix = f.fix.expect("a typed fix");
+        assert_eq!(
+            fix.steps,
+            vec![
+                Step::UnitDropIn {
+                    unit: "rkllm-server.service".into(),
+                    file: "zz-npu-agent-nofile.conf".into(),
+                    section: "Service".into(),
+                    settings: vec![("LimitNOFILE".into(), "65536".into())],
+                },
+                Step::DaemonReload,
+                Step::RestartUnit {
+                    unit: "rkllm-server.service".into()
+                },
+            ]
+        );
+        assert!(f.remedy.contains("LimitNOFILE=65536"), "{}", f.remedy);
+        assert!(
+            f.remedy
+                .contains("sudo systemctl restart rkllm-server.service"),
+            "{}",
+            f.remedy
+        );
+        // A unit file that sets the limit names the unit too.
+        let unit = "/etc/systemd/system/rkllm.service";
+        let configured = Board::new()
+            .process(11, "rkllm_server", Some(65536), Some(65536))
+            .configured_limit(unit, "memlock", Some(65536), "unit:rkllm.service")
+            .configured_limit("/etc/security/limits.conf", "memlock", None, "pam:*");
+        let f = one("rk3588-rknpu", &configured.build(), "limits.memlock");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        let fix = f.fix.expect("a typed fix");
+        assert!(
+            matches!(&fix.steps[0], Step::UnitDropIn { unit, settings, .. }
+                if unit == "rkllm.service" && settings[0] == ("LimitMEMLOCK".to_string(), "infinity".to_string())),
+            "{:?}",
+            fix.steps
+        );
+        // Only the profile's guess: the text names it, no automatic fix.
+        let guess = Board::new().process(11, "rkllm_server", Some(1024), None);
+        let f = one("rk3588-rknpu", &guess.build(), "limits.nofile");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.fix.is_none(), "{:?}", f.fix);
+        assert!(f.remedy.contains("rkllm.service"), "{}", f.remedy);
+    }
+
+    #[test]
+    fn a_full_file_table_raises_file_max_by_sysctl() {
+        let full = || {
+            Board::new().log(
+                "/var/log/kern.log",
+                LogClass::Kernel,
+                &["failed to allocate handle, ret: -1, errno: 23, errstr: Too many open files in system"],
+            )
+        };
+        let f = one("rk3588-rknpu", &full().build(), "limits.nofile");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        check_file_max(&f);
+        let haos = full().os("haos", "Home Assistant OS 15.0").build();
+        let f = one("rk3588-rknpu", &haos, "limits.nofile");
+        assert!(f.fix.is_none(), "{:?}", f.fix);
+    }
+
+    fn check_file_max(f: &crate::model::Finding) {
+        use crate::model::remedy::Step;
+        assert!(f.summary.contains("ENFILE"), "{}", f.summary);
+        let fix = f.fix.as_ref().expect("a typed fix");
+        assert_eq!(
+            fix.steps,
+            vec![Step::Sysctl {
+                key: "fs.file-max".into(),
+                value: "2097152".into(),
+                file: "99-npu-agent-file-max.conf".into(),
+            }]
+        );
     }
 }

@@ -236,6 +236,16 @@ impl Stack {
         }
     }
 
+    /// True when files the agent adds under `/etc` (`modprobe.d`, `sysctl.d`, systemd drop-ins)
+    /// are the board's own way to configure it: not on an appliance OS whose image or system
+    /// configuration owns `/etc` (Home Assistant OS, Buildroot, NixOS).
+    pub fn etc_takes_files(&self) -> bool {
+        !matches!(
+            self.os,
+            OsKind::HomeAssistantOs | OsKind::Buildroot | OsKind::NixOs
+        )
+    }
+
     /// The board's reboot command.
     pub fn reboot_cmd(&self) -> &'static str {
         match self.os {
@@ -383,7 +393,8 @@ pub(super) fn fit_remedies(ctx: &Ctx<'_>, findings: &mut [Finding]) {
     let stack = &ctx.stack;
     for f in findings.iter_mut().filter(|f| !f.remedy.is_empty()) {
         if let Some(fix) = &f.fix {
-            f.remedy = fix.text(stack.sudo);
+            // With sudo, so the lines below turn `sudo reboot` into the board's own reboot.
+            f.remedy = fix.text(true);
         }
         if !stack.sudo {
             // An appliance's shell is root already: its own reboot, then the bare command.

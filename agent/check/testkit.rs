@@ -301,6 +301,14 @@ impl Board {
         self
     }
 
+    /// The last workload process runs in this systemd service (from its cgroup).
+    pub(crate) fn in_unit(mut self, unit: &str) -> Self {
+        if let Some(p) = read_list(&mut self.snap.processes).last_mut() {
+            p.unit = Some(unit.into());
+        }
+        self
+    }
+
     /// The process table, read and empty.
     pub(crate) fn no_processes(mut self) -> Self {
         self.snap.processes = Ok(Vec::new());

@@ -1,6 +1,7 @@
 //! Kernel driver checks: binding and stale drivers.
 
 use super::*;
+use crate::model::remedy::{Remedy, Step};
 
 pub(super) fn module_version(ctx: &Ctx<'_>, name: &str) -> Option<(String, Version)> {
     ctx.snap
@@ -65,7 +66,7 @@ pub(super) fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding 
             } else {
                 "an unexpected driver".into()
             };
-            Finding::new(
+            let f = Finding::new(
                 id,
                 Status::Fail,
                 format!(
@@ -74,8 +75,8 @@ pub(super) fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding 
                     chip_name(d.device),
                     npu.chip
                 ),
-            )
-            .remedy(gen_remedy(ctx))
+            );
+            with_gen_remedy(ctx, f)
         }
         None => {
             let loaded: Vec<String> = ctx
@@ -114,16 +115,18 @@ pub(super) fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding 
                     .with_hits(fails.iter().map(|(_, h)| *h))
                     .remedy(remedy)
                 }
-                None => Finding::new(
-                    id,
-                    Status::Fail,
-                    format!(
-                        "no driver is bound to {} ({}); {detail}",
-                        d.bdf,
-                        chip_name(d.device)
+                None => with_gen_remedy(
+                    ctx,
+                    Finding::new(
+                        id,
+                        Status::Fail,
+                        format!(
+                            "no driver is bound to {} ({}); {detail}",
+                            d.bdf,
+                            chip_name(d.device)
+                        ),
                     ),
-                )
-                .remedy(gen_remedy(ctx)),
+                ),
             }
         }
     };
@@ -187,7 +190,7 @@ fn desc_page_size(ctx: &Ctx<'_>, f: Finding) -> Finding {
         let mut f = f;
         f.status = Status::Info;
         f.summary = format!("{}; the kernel uses {}-byte pages and no /etc/modprobe.d file sets hailo_pci's force_desc_page_size, so HailoRT may refuse the chip (max_desc_page_size)", f.summary, page.bytes);
-        return f.remedy(desc_page_remedy(4096));
+        return with_desc_page_remedy(ctx, f, 4096);
     };
     let mut f = f;
     f.status = Status::Fail;
@@ -195,26 +198,45 @@ fn desc_page_size(ctx: &Ctx<'_>, f: Finding) -> Finding {
         "{}, but HailoRT cannot use it: the driver offers DMA descriptor pages of {given} bytes (the kernel pages are {} bytes) and the chip takes at most {hw_max}",
         f.summary, page.bytes
     );
-    let remedy = match set {
+    let f = f
+        .observed("desc_page_size_bytes", given as u64)
+        .expected("desc_page_size_bytes", hw_max as u64)
+        .with_hits(hits.iter().map(|(h, _)| *h));
+    match set {
         // The option is written but the running driver was loaded without it.
         Some(o) => {
+            let mut f = f;
             f.summary.push_str(&format!(
                 "; {} sets `{}` but the loaded driver does not use it",
                 o.file, o.options
             ));
-            "reload the driver so it reads its options (sudo modprobe -r hailo_pci && sudo modprobe hailo_pci) or sudo reboot".to_string()
+            f.remedy("reload the driver so it reads its options (sudo modprobe -r hailo_pci && sudo modprobe hailo_pci) or sudo reboot")
         }
-        None => desc_page_remedy(hw_max),
-    };
-    f.observed("desc_page_size_bytes", given as u64)
-        .expected("desc_page_size_bytes", hw_max as u64)
-        .with_hits(hits.iter().map(|(h, _)| *h))
-        .remedy(remedy)
+        None => with_desc_page_remedy(ctx, f, hw_max),
+    }
 }
 
-/// How to make hailo_pci use descriptor pages of `bytes`.
-fn desc_page_remedy(bytes: u32) -> String {
-    format!("make the driver use the chip's page size: echo 'options hailo_pci force_desc_page_size={bytes}' | sudo tee /etc/modprobe.d/hailo_pci.conf, then reload it (sudo modprobe -r hailo_pci && sudo modprobe hailo_pci) or sudo reboot; the packages and the model are not the cause")
+/// Sets the remedy that makes hailo_pci use descriptor pages of `bytes`: the module option in
+/// `/etc/modprobe.d/hailo_pci.conf` and a reboot (or a reload of the driver). Where the driver
+/// ships inside the OS image (Home Assistant OS, Buildroot) the OS decides its options: the same
+/// text, no automatic fix.
+fn with_desc_page_remedy(ctx: &Ctx<'_>, f: Finding, bytes: u32) -> Finding {
+    let fix = Remedy::of(vec![
+        Step::ModuleOption {
+            module: "hailo_pci".into(),
+            file: "hailo_pci.conf".into(),
+            key: "force_desc_page_size".into(),
+            value: bytes.to_string(),
+        },
+        Step::RebootNeeded,
+    ])
+    .with_note("the packages and the model are not the cause; make the driver use the chip's page size, then reboot (or reload it: sudo modprobe -r hailo_pci && sudo modprobe hailo_pci)");
+    if ctx.stack.driver == crate::check::stack::DriverOrigin::OsImage
+        || !ctx.stack.etc_takes_files()
+    {
+        return f.remedy(fix.text(true));
+    }
+    f.with_fix(fix)
 }
 
 pub(super) fn stale_driver(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {

@@ -10,12 +10,14 @@ mod driver;
 mod firmware;
 mod package;
 mod pcie;
+mod remedy;
 mod runtime;
 
 use driver::*;
 use firmware::*;
 use package::*;
 use pcie::*;
+use remedy::*;
 use runtime::*;
 
 const HAILO_VENDOR: u16 = 0x1e60;
@@ -374,7 +376,8 @@ mod tests {
             f.summary
         );
         assert!(
-            f.remedy.contains("sudo apt install python3-hailort=4.20.0"),
+            f.remedy
+                .contains("sudo apt-get install python3-hailort=4.20.0"),
             "{}",
             f.remedy
         );

@@ -101,7 +101,7 @@ pub(super) fn package_generation(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Find
             f.summary = format!(
                 "no HailoRT package is installed (dpkg); the {chip} needs the {expected}.x line"
             );
-            f = f.remedy(gen_remedy(ctx));
+            f = with_gen_remedy(ctx, f);
         }
         (false, false) => {
             f.status = Status::Fail;
@@ -110,7 +110,7 @@ pub(super) fn package_generation(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Find
                 wrong.join(", "),
                 right.join(", ")
             );
-            f = f.remedy(gen_remedy(ctx));
+            f = with_gen_remedy(ctx, f);
         }
         (true, false) => {
             f.status = Status::Fail;
@@ -118,7 +118,7 @@ pub(super) fn package_generation(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Find
                 "the wrong HailoRT line is installed for the {chip}: {}; it needs {expected}.x",
                 wrong.join(", ")
             );
-            f = f.remedy(gen_remedy(ctx));
+            f = with_gen_remedy(ctx, f);
         }
     }
     if f.status != Status::Pass {
@@ -173,7 +173,7 @@ fn not_a_package(ctx: &Ctx<'_>, f: Finding, expected: u32, chip: &str) -> Findin
     f.status = Status::Fail;
     f.summary =
         format!("the runtime ({how}) is HailoRT {v}; the {chip} needs the {expected}.x line");
-    f.remedy(gen_remedy(ctx))
+    with_gen_remedy(ctx, f)
 }
 
 /// The kernel driver's version: the bound driver's module, else the profile's modules.

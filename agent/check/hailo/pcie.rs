@@ -1,6 +1,7 @@
 //! PCI presence, PCIe link and device-side fault checks.
 
 use super::*;
+use crate::model::remedy::{Remedy, Step};
 
 pub(super) fn pci_path(d: &PciDevice, attr: &str) -> String {
     format!("/sys/bus/pci/devices/{}/{attr}", d.bdf)
@@ -96,7 +97,7 @@ pub(super) fn pcie_link(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
     .expected("link_width", npu.pcie_link_width)
     .evidence(&pci_path(d, "current_link_speed"), None, speed);
     if let Some(failing) = link_errors(ctx, d) {
-        return failing_link(f, d, speed, have, failing);
+        return failing_link(ctx, f, d, speed, have, failing);
     }
     let slow = matches!((have, want), (Some(h), Some(w)) if h + 0.01 < w);
     let narrow = matches!((d.link_width, npu.pcie_link_width), (Some(h), Some(w)) if h < w);
@@ -108,7 +109,13 @@ pub(super) fn pcie_link(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
             npu.pcie_link_speed,
             npu.pcie_link_width.unwrap_or(1)
         );
-        f = f.remedy("add `dtparam=pciex1_gen=3` under [all] in /boot/firmware/config.txt and reboot; if it stays low, reseat the ribbon cable");
+        f = with_link_speed(
+            ctx,
+            f,
+            3,
+            "raise the link to Gen 3 (the line goes under [all]; if it stays low after the reboot, reseat the ribbon cable)",
+            "add `dtparam=pciex1_gen=3` under [all] in /boot/firmware/config.txt and reboot; if it stays low, reseat the ribbon cable",
+        );
     }
     f
 }
@@ -168,6 +175,7 @@ fn link_errors(ctx: &Ctx<'_>, d: &PciDevice) -> Option<LinkErrors> {
 /// A link with errors: the remedy lowers the speed and reseats the cable; it never asks for
 /// Gen 3, which is what a failing Gen 3 link is already running.
 fn failing_link(
+    ctx: &Ctx<'_>,
     f: Finding,
     d: &PciDevice,
     speed: &str,
@@ -200,11 +208,43 @@ fn failing_link(
         e.lines.len()
     );
     let gen3 = have.is_some_and(|h| h >= 8.0);
-    f.remedy(if gen3 {
-        "run the link at Gen 2: set `dtparam=pciex1_gen=2` under [all] in /boot/firmware/config.txt (remove any `pciex1_gen=3`) and reboot; power off and reseat the ribbon cable; a link that fails at Gen 3 is not fixed by forcing Gen 3"
-    } else {
-        "power off and reseat the ribbon cable (contacts the right way round, fully latched); keep the link at its default speed; if errors continue, try another cable or HAT"
-    })
+    if gen3 {
+        return with_link_speed(
+            ctx,
+            f,
+            2,
+            "run the link at Gen 2 (the line goes under [all] and replaces any pciex1_gen=3; a link that fails at Gen 3 is not fixed by forcing Gen 3) and power off to reseat the ribbon cable",
+            "run the link at Gen 2: set `dtparam=pciex1_gen=2` under [all] in /boot/firmware/config.txt (remove any `pciex1_gen=3`) and reboot; power off and reseat the ribbon cable; a link that fails at Gen 3 is not fixed by forcing Gen 3",
+        );
+    }
+    f.remedy("power off and reseat the ribbon cable (contacts the right way round, fully latched); keep the link at its default speed; if errors continue, try another cable or HAT")
+}
+
+/// The Pi firmware's config file the link speed goes in.
+const PI_CONFIG: &str = "/boot/firmware/config.txt";
+
+/// Sets the link-speed remedy: `dtparam=pciex1_gen=<gen>` in config.txt and a reboot as steps
+/// when the board's config.txt was read (the file the edit changes exists), else `text`.
+fn with_link_speed(ctx: &Ctx<'_>, f: Finding, gen: u32, note: &str, text: &str) -> Finding {
+    let read = ctx
+        .snap
+        .boot_files
+        .iter()
+        .any(|b| b.path == PI_CONFIG && b.text.is_ok());
+    if !read {
+        return f.remedy(text);
+    }
+    f.with_fix(
+        Remedy::of(vec![
+            Step::BootKey {
+                file: PI_CONFIG.into(),
+                key: "dtparam".into(),
+                value: format!("pciex1_gen={gen}"),
+            },
+            Step::RebootNeeded,
+        ])
+        .with_note(note),
+    )
 }
 
 /// The same model running far slower than before on this host: the chip is stuck in a slow

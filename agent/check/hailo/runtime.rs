@@ -1,6 +1,7 @@
 //! The HailoRT runtime library check.
 
 use super::*;
+use crate::model::remedy::{PackageSpec, Remedy, Step};
 
 /// What the runtime scan found.
 #[derive(Default)]
@@ -152,6 +153,30 @@ fn scan_release_set(ctx: &Ctx<'_>, f: &mut Finding, s: &mut RuntimeScan) {
     }
 }
 
+/// Installs the runtime's release of every package out of the set (`name=version`) and holds
+/// them, so an upgrade does not split the set again.
+fn one_release_fix(set_mismatch: &[String]) -> Remedy {
+    let packages: Vec<PackageSpec> = set_mismatch
+        .iter()
+        .map(|s| match s.split_once('=') {
+            Some((name, v)) => PackageSpec {
+                name: name.into(),
+                version: Some(v.into()),
+            },
+            None => PackageSpec {
+                name: s.clone(),
+                version: None,
+            },
+        })
+        .collect();
+    let names = packages.iter().map(|p| p.name.clone()).collect();
+    Remedy::of(vec![
+        Step::PackageInstall { packages },
+        Step::PackageHold { packages: names },
+    ])
+    .with_note("install one release of the whole set, the runtime's (or upgrade the runtime, driver and firmware to the newer release together once it is published)")
+}
+
 /// `fail` when anything is missing or out of the release set, `skip` when nothing could be
 /// judged, else `pass`.
 fn verdict(ctx: &Ctx<'_>, mut f: Finding, s: RuntimeScan, libs: &[&str]) -> Finding {
@@ -169,22 +194,16 @@ fn verdict(ctx: &Ctx<'_>, mut f: Finding, s: RuntimeScan, libs: &[&str]) -> Find
                 "the Hailo packages are not one release: {}",
                 missing.join("; ")
             );
-            return f.observed("missing", missing).remedy(format!(
-                "install one release of the whole set — the runtime's: sudo apt install {} && sudo apt-mark hold {} (or upgrade the runtime, driver and firmware to the newer release together once it is published)",
-                set_mismatch.join(" "),
-                set_mismatch
-                    .iter()
-                    .map(|s| s.split('=').next().unwrap_or(""))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ));
+            return f
+                .observed("missing", missing)
+                .with_fix(one_release_fix(&set_mismatch));
         }
         f.status = Status::Fail;
         f.summary = format!(
             "a Hailo program cannot load its runtime: {}",
             missing.join("; ")
         );
-        return f.observed("missing", missing).remedy(gen_remedy(ctx));
+        return with_gen_remedy(ctx, f.observed("missing", missing));
     }
     if !judged && libs.is_empty() {
         return Finding::skip(

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::model::llm::SysctlSetting;
+use crate::model::remedy::{Remedy, Step};
 
 const ID: &str = "kernel.numa_balancing";
 
@@ -57,7 +58,7 @@ pub(super) fn numa_balancing(ctx: &Ctx<'_>) -> Finding {
     match mode {
         0 => off(f, n, &report, l.sysctl_settings.last()),
         2 => tiering(f, n, &report),
-        _ => on(f, mode, n, &report, l, ctx.snap.cmdline.as_ref().ok()),
+        _ => on(f, mode, n, &report, l, ctx),
     }
 }
 
@@ -127,14 +128,8 @@ fn tiering(mut f: Finding, n: usize, report: &str) -> Finding {
 
 /// Balancing is on (`mode` 1 or another value): a failure, with what keeps it on at boot and
 /// the commands that turn it off for good.
-fn on(
-    mut f: Finding,
-    mode: u32,
-    n: usize,
-    report: &str,
-    l: &LlmProbe,
-    cmdline: Option<&String>,
-) -> Finding {
+fn on(mut f: Finding, mode: u32, n: usize, report: &str, l: &LlmProbe, ctx: &Ctx<'_>) -> Finding {
+    let cmdline = ctx.snap.cmdline.as_ref().ok();
     // The kernel command line can override the sysctl files.
     let cmdline_token = cmdline.and_then(|c| {
         c.split_whitespace()
@@ -157,6 +152,21 @@ fn on(
         f.push_evidence("/proc/cmdline", None, t);
     }
     f.summary = s;
+    let overridden = l.sysctl_settings.iter().any(|x| x.value.trim() != "0");
+    let cmdline_on = cmdline_token
+        .as_deref()
+        .is_some_and(|t| t != "numa_balancing=disable");
+    if !overridden && !cmdline_on && ctx.stack.etc_takes_files() {
+        // Nothing else turns it on again: the sysctl file is the whole fix.
+        return f.with_fix(
+            Remedy::of(vec![Step::Sysctl {
+                key: "kernel.numa_balancing".into(),
+                value: "0".into(),
+                file: "99-npu-agent-numa-balancing.conf".into(),
+            }])
+            .with_note("turn automatic NUMA balancing off now and at every boot (sudo sysctl -w kernel.numa_balancing=0, kept in /etc/sysctl.d/), then restart the server so its pages are placed anew (numactl --interleave=all spreads them over every node)"),
+        );
+    }
     let mut remedy = "sudo sysctl -w kernel.numa_balancing=0 && echo 'kernel.numa_balancing = 0' | sudo tee /etc/sysctl.d/99-numa-balancing.conf".to_string();
     for set in l.sysctl_settings.iter().filter(|x| x.value.trim() != "0") {
         remedy.push_str(&format!(
@@ -165,10 +175,7 @@ fn on(
         ));
         f.push_evidence(&set.file, Some(set.line), &set.text);
     }
-    if cmdline_token
-        .as_deref()
-        .is_some_and(|t| t != "numa_balancing=disable")
-    {
+    if cmdline_on {
         remedy.push_str("; drop numa_balancing=enable from the kernel command line");
     }
     remedy.push_str("; then restart the server so its pages are placed anew (numactl --interleave=all spreads them over every node)");
