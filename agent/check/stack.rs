@@ -386,6 +386,17 @@ fn names_tool(text: &str, tool: &str) -> bool {
     })
 }
 
+/// The words [`fit_remedies`] puts before the tool a rewritten remedy would have named.
+const LACKS_TOOL: &str = "the usual fix names `";
+
+/// The tool a remedy rewritten by [`fit_remedies`] would have needed (`apt-get`), when the
+/// board lacks it; `None` for every other remedy.
+pub fn lacked_tool(remedy: &str) -> Option<&str> {
+    let (_, rest) = remedy.rsplit_once(LACKS_TOOL)?;
+    let (tool, tail) = rest.split_once('`')?;
+    (tail.starts_with(", which ") && tail.ends_with(" does not have)")).then_some(tool)
+}
+
 /// The last guard: a remedy that names a tool this board lacks is rewritten for the board (a
 /// reboot or power-off in the board's own words; otherwise the way this board changes software),
 /// so no printed remedy is a command the board cannot run.
@@ -408,7 +419,7 @@ pub(super) fn fit_remedies(ctx: &Ctx<'_>, findings: &mut [Finding]) {
             // No automatic fix either: its steps would need the same tool.
             f.fix = None;
             f.remedy = format!(
-                "{} (the usual fix names `{tool}`, which {} does not have)",
+                "{} ({LACKS_TOOL}{tool}`, which {} does not have)",
                 stack.no_packages_note_for(tool),
                 stack.os_name
             );

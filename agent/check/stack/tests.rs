@@ -115,3 +115,18 @@ fn fitted_remedies_name_no_missing_tool() {
     assert_eq!(stack.missing_tool(&f.remedy), None, "{}", f.remedy);
     assert!(f.remedy.contains("Home Assistant OS 15.0"), "{}", f.remedy);
 }
+
+#[test]
+fn a_rewritten_remedy_names_the_tool_it_lacked() {
+    // A typed fix whose steps need systemctl, on an OS without units: text rewritten, fix gone.
+    let b = Board::new()
+        .os("haos", "Home Assistant OS 15.0")
+        .process(11, "rkllm_server", Some(1024), None)
+        .in_unit("rkllm.service");
+    let f = one("rk3588-rknpu", &b.build(), "limits.nofile");
+    assert_eq!(f.status, Status::Warn, "{}", f.summary);
+    assert!(f.fix.is_none(), "{:?}", f.fix);
+    assert_eq!(lacked_tool(&f.remedy), Some("systemctl"), "{}", f.remedy);
+    assert_eq!(lacked_tool("sudo systemctl restart x"), None);
+    assert_eq!(lacked_tool("the usual fix names `apt` here"), None);
+}
