@@ -9,6 +9,7 @@ pub mod args;
 mod act;
 mod capture;
 mod check;
+pub mod fix;
 mod fleet;
 mod keygen;
 mod profiles;
