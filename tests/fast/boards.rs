@@ -879,7 +879,7 @@ fn remedies_never_keep_a_driver_another_finding_rules_out() {
 /// The tools a board tree shows it lacks, read from the tree itself (not from the agent): dpkg
 /// where os-release names an OS that is not Debian-based and there is no dpkg database; systemd
 /// units and sudo on appliance OSes (Home Assistant OS, Buildroot).
-fn tools_absent(root: &Path) -> Vec<&'static str> {
+pub(crate) fn tools_absent(root: &Path) -> Vec<&'static str> {
     let os = std::fs::read_to_string(root.join("etc/os-release")).unwrap_or_default();
     let field = |k: &str| {
         os.lines()

@@ -15,6 +15,7 @@ mod boards;
 mod capture;
 mod cli;
 mod config_edges;
+mod fix;
 mod fuzz_gate;
 mod fuzz_parsers;
 mod ha_sensors;

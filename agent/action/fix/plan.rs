@@ -7,6 +7,7 @@
 //! is needed); the plan serializes for the remote command's result.
 
 mod render;
+pub use render::step_text;
 
 use crate::check::stack::lacked_tool;
 use crate::model::remedy::{PackageSpec, Remedy, Step};

@@ -1,0 +1,334 @@
+//! `fix`'s plan on every board tree in tests/fixtures/boards (each case, each `[[variant]]`, and
+//! each case again as Home Assistant OS and as Buildroot): a case whose `must_fire` names a
+//! check with a typed remedy gets a plan that points the way its `recommendation` does (or "no
+//! automatic fix" with the reason), and no plan anywhere has a step whose tool the board lacks.
+
+use npu_agent::action::fix::plan::{file_lines, plan, FixPlan, NoFix, Outcome, PlanEntry};
+use npu_agent::diagnose::{diagnose_with, DiagnoseOptions, ProfileChoice};
+use npu_agent::model::remedy::Step;
+use npu_agent::root::SysRoot;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Checks whose findings can carry a typed remedy.
+const FIXABLE: &[&str] = &[
+    "hailo.package_generation",
+    "hailo.driver_binding",
+    "hailo.runtime_library",
+    "hailo.pcie_link",
+    "limits.nofile",
+    "limits.memlock",
+    "kernel.numa_balancing",
+];
+
+/// What a case's plan must say for one check.
+enum Want {
+    /// Steps whose words (each step in words, with the lines each file gets) hold every one of
+    /// these.
+    Steps(&'static [&'static str]),
+    /// No automatic fix for this reason, and the advice holds every one of these.
+    NoFix(NoFix, &'static [&'static str]),
+}
+
+/// Per case (folder) and check: the plan its recommendation asks for. Every case whose
+/// `must_fire` names a check in [`FIXABLE`] is here, and the Home Assistant OS and container
+/// cases.
+const CASES: &[(&str, &str, Want)] = &[
+    // "purge hailo-all/python3-hailort/... (Hailo-8 line) and install hailo-h10-all"
+    (
+        "pi5-hailo10h-mixed-4.x-and-5.x-userland",
+        "hailo.package_generation",
+        Want::Steps(&[
+            "purge (with their configuration files) packages: hailo-all, python3-hailort",
+            "install packages: dkms (candidate version), hailo-h10-all (candidate version), h10-hailort=5.1.1",
+            "reboot needed",
+        ]),
+    ),
+    // The model zoo back to the runtime's release, held.
+    (
+        "own-pi5-hailo10h-genai-zoo-5.2.0-runtime-5.1.1",
+        "hailo.runtime_library",
+        Want::Steps(&[
+            "install packages: hailo-gen-ai-model-zoo=5.1.1",
+            "hold packages (apt-mark hold): hailo-gen-ai-model-zoo",
+        ]),
+    ),
+    // "Put 'options hailo_pci force_desc_page_size=4096' in /etc/modprobe.d/hailo_pci.conf and
+    // reload hailo_pci (or reboot)"
+    (
+        "own-pi5-hailo8-16k-pages-max-desc-page-size",
+        "hailo.driver_binding",
+        Want::Steps(&[
+            "/etc/modprobe.d/hailo_pci.conf:",
+            "options hailo_pci force_desc_page_size=4096",
+            "reboot needed",
+        ]),
+    ),
+    // "run the link at Gen 2 and reseat the ribbon cable"
+    (
+        "own-pi5-hailo8-3a-supply-old-bootloader-gen3-link-errors",
+        "hailo.pcie_link",
+        Want::Steps(&[
+            "set dtparam in /boot/firmware/config.txt:",
+            "dtparam=pciex1_gen=2",
+            "reboot needed",
+        ]),
+    ),
+    // "sudo sysctl -w kernel.numa_balancing=0 and persist it in /etc/sysctl.d/"
+    (
+        "own-x86-moe-numa2-balancing-on",
+        "kernel.numa_balancing",
+        Want::Steps(&[
+            "/etc/sysctl.d/99-npu-agent-numa-balancing.conf:",
+            "kernel.numa_balancing = 0",
+        ]),
+    ),
+    // Rebuild the module for the running kernel: DKMS, not a package step.
+    (
+        "own-pi5-hailo10h-module-for-other-kernel",
+        "hailo.driver_binding",
+        Want::NoFix(NoFix::AdviceOnly, &["dkms autoinstall"]),
+    ),
+    // Nerves: no dpkg database, so no package steps; the advice names the 5.x stack.
+    (
+        "pi5-hailo10h-bound-to-hailo-pci-4.22-nerves",
+        "hailo.driver_binding",
+        Want::NoFix(NoFix::AdviceOnly, &["hailo-h10-all"]),
+    ),
+    // The workload's unit is not known (no cgroup, no unit file): the advice, no drop-in.
+    (
+        "rk3588-rknpu-0.8.2-nofile-1024",
+        "limits.nofile",
+        Want::NoFix(NoFix::AdviceOnly, &["LimitNOFILE=65536", "ulimit -n"]),
+    ),
+    (
+        "own-rk3588s-opi5-pending-cma-fragmented",
+        "limits.nofile",
+        Want::NoFix(NoFix::AdviceOnly, &["LimitNOFILE=65536"]),
+    ),
+    (
+        "x86-xdna-memlock-2954mb-under-systemd",
+        "limits.memlock",
+        Want::NoFix(NoFix::AdviceOnly, &["LimitMEMLOCK=infinity"]),
+    ),
+    // Home Assistant OS and containers: the runtime is the add-on's or the image's.
+    (
+        "pi5-8gb-haos-15.0-hailo8-driver-4.20.1-vs-frigate-hailort-4.19-status-76",
+        "hailo.version_mismatch",
+        Want::NoFix(NoFix::AdviceOnly, &["Frigate add-on", "4.20.1"]),
+    ),
+    (
+        "pi5-hailo8-driver-4.23-container-libhailort-4.22",
+        "hailo.version_mismatch",
+        Want::NoFix(NoFix::AdviceOnly, &["container", "4.23.0"]),
+    ),
+    (
+        "own-pi5-haos-hailo8l-held-by-second-addon-status-74",
+        "npu.workload",
+        Want::NoFix(NoFix::AdviceOnly, &["add-on"]),
+    ),
+];
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/boards")
+}
+
+/// The board-check cases: folder name, `must_fire`, and every tree (root and variants).
+fn cases() -> Vec<(String, Vec<String>, Vec<PathBuf>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(fixtures()).unwrap() {
+        let dir = entry.unwrap().path();
+        let Ok(text) = std::fs::read_to_string(dir.join("expected.toml")) else {
+            continue;
+        };
+        let e: toml::Value = toml::from_str(&text).unwrap();
+        if e["kind"].as_str() != Some("board-check") {
+            continue;
+        }
+        let must_fire = e
+            .get("must_fire")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut roots = vec![dir.join("root")];
+        for v in e
+            .get("variant")
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+        {
+            roots.push(dir.join(v["root"].as_str().unwrap()));
+        }
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        out.push((name, must_fire, roots));
+    }
+    out.sort();
+    assert!(out.len() >= 50, "only {} cases", out.len());
+    out
+}
+
+/// The plan `fix --dry-run` makes on the tree at `root`.
+fn plan_of(root: &Path) -> FixPlan {
+    let d = diagnose_with(
+        &SysRoot::new(root),
+        &ProfileChoice::Auto,
+        &DiagnoseOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", root.display()));
+    plan(&d.report.findings, &[])
+}
+
+/// An entry's steps in words, with the lines each file gets.
+fn steps_text(e: &PlanEntry) -> String {
+    let Outcome::Steps { remedy } = &e.outcome else {
+        return String::new();
+    };
+    let mut s = String::new();
+    for step in &remedy.steps {
+        s.push_str(&npu_agent::action::fix::plan::step_text(step, ""));
+        s.push('\n');
+    }
+    s
+}
+
+/// No step of `p` needs a tool in `absent`; no package is both taken away and installed.
+fn assert_runnable(case: &str, p: &FixPlan, absent: &[&str]) {
+    for (check, step) in p.steps() {
+        if let Some(tool) = step.tool() {
+            assert!(
+                !absent.contains(&tool),
+                "{case}: {check} plans a step with `{tool}`, which the board lacks: {step:?}"
+            );
+        }
+        if let Some(f) = file_lines(step) {
+            assert!(f.path.starts_with('/'), "{case}: {check}: {f:?}");
+        }
+    }
+    let c = &p.changes;
+    for i in &c.install {
+        assert!(
+            !c.purge.contains(&i.name) && !c.remove.contains(&i.name),
+            "{case}: {} is taken away and installed",
+            i.name
+        );
+    }
+    // The words say every entry and, for one without steps, why.
+    let text = p.render();
+    for e in &p.entries {
+        assert!(
+            text.contains(&e.check),
+            "{case}: {} not in\n{text}",
+            e.check
+        );
+    }
+}
+
+#[test]
+fn every_fixture_plans_its_recommendation_or_says_why_not() {
+    let all = cases();
+    // Every case whose must_fire names a fixable check is in the table.
+    for (name, must_fire, _) in &all {
+        for id in must_fire.iter().filter(|id| FIXABLE.contains(&id.as_str())) {
+            assert!(
+                CASES.iter().any(|(c, check, _)| c == name && check == id),
+                "{name} names {id} in must_fire but is not in CASES"
+            );
+        }
+    }
+    for (case, check, want) in CASES {
+        let p = plan_of(&fixtures().join(case).join("root"));
+        let e = p
+            .entries
+            .iter()
+            .find(|e| e.check == *check)
+            .unwrap_or_else(|| panic!("{case}: no plan entry for {check}:\n{}", p.render()));
+        match want {
+            Want::Steps(words) => {
+                let text = steps_text(e);
+                for w in *words {
+                    assert!(text.contains(w), "{case}: {check}: {w:?} not in\n{text}");
+                }
+            }
+            Want::NoFix(reason, words) => {
+                let Outcome::NoFix {
+                    reason: got,
+                    advice,
+                } = &e.outcome
+                else {
+                    panic!("{case}: {check} has steps: {:?}", e.outcome);
+                };
+                assert_eq!(got, reason, "{case}: {check}: {advice}");
+                for w in *words {
+                    assert!(advice.contains(w), "{case}: {check}: {w:?} not in {advice}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn no_plan_has_a_step_the_board_cannot_run() {
+    let mut walked = 0;
+    let mut with_steps = 0;
+    for (name, _, roots) in cases() {
+        for root in roots {
+            let p = plan_of(&root);
+            let absent = super::boards::tools_absent(&root);
+            assert_runnable(&format!("{name}/{}", root.display()), &p, &absent);
+            walked += 1;
+            with_steps += usize::from(p.has_steps());
+        }
+    }
+    assert!(walked >= 60, "only {walked} trees walked");
+    // The swap, the module option, the link speed, the sysctl, the release set at least.
+    assert!(with_steps >= 5, "only {with_steps} trees have steps");
+}
+
+/// Every fixture again as Home Assistant OS and as Buildroot (os-release replaced, dpkg status
+/// removed), as `every_fixture_on_an_appliance_os_gets_runnable_remedies` does: no package,
+/// systemd, sysctl or modprobe step, and a typed remedy only where the board's own files take it.
+#[test]
+fn every_fixture_on_an_appliance_os_plans_no_step_it_cannot_run() {
+    let os_releases = [
+        "NAME=\"Home Assistant OS\"\nID=haos\nVERSION_ID=15.0\nPRETTY_NAME=\"Home Assistant OS 15.0\"\n",
+        "NAME=Buildroot\nID=buildroot\nVERSION_ID=2024.02\nPRETTY_NAME=\"Buildroot 2024.02\"\n",
+    ];
+    let mut no_fix = 0;
+    for (name, _, roots) in cases() {
+        for os in os_releases {
+            let tmp = tempfile::tempdir().unwrap();
+            let root = tmp.path().join("root");
+            let st = Command::new("cp")
+                .arg("-a")
+                .arg(&roots[0])
+                .arg(&root)
+                .status()
+                .expect("cp");
+            assert!(st.success());
+            std::fs::create_dir_all(root.join("etc")).unwrap();
+            let _ = std::fs::remove_file(root.join("etc/os-release"));
+            std::fs::write(root.join("etc/os-release"), os).unwrap();
+            let _ = std::fs::remove_file(root.join("var/lib/dpkg/status"));
+            let absent = super::boards::tools_absent(&root);
+            assert!(absent.contains(&"apt-get") && absent.contains(&"systemctl"));
+            let p = plan_of(&root);
+            assert_runnable(&name, &p, &absent);
+            for (check, step) in p.steps() {
+                assert!(
+                    matches!(step, Step::BootKey { .. } | Step::RebootNeeded),
+                    "{name} on {os}: {check} plans {step:?}, which /etc of an appliance does not keep"
+                );
+            }
+            no_fix += p
+                .entries
+                .iter()
+                .filter(|e| matches!(e.outcome, Outcome::NoFix { .. }))
+                .count();
+        }
+    }
+    assert!(no_fix > 50, "only {no_fix} entries without a fix");
+}
