@@ -8,6 +8,7 @@ mod bootedit_props;
 mod cli;
 mod cma_set;
 mod compact;
+mod fix_apply;
 mod hardening;
 mod planner_fixtures;
 mod powercut;
