@@ -9,6 +9,7 @@
 
 use super::cma::{CmaSetOutcome, CmaSetReport};
 use super::compact::{CompactOutcome, CompactReport};
+use super::fix::run::{FixReport, FixResult};
 use super::reboot::RebootProgress;
 use super::state::StateDir;
 use super::ActionConfig;
@@ -58,6 +59,8 @@ pub enum ActionReport {
     Compact(Box<CompactReport>),
     /// `set_cma`.
     CmaSet(CmaSetReport),
+    /// `fix`.
+    Fix(Box<FixReport>),
     /// Any other action: the outcome says it all.
     Other,
 }
@@ -201,6 +204,44 @@ impl Executor {
             Action::ReleaseNpu { model } => {
                 other(super::release_npu::release_npu(&self.root, model))
             }
+            Action::Fix { checks, dry_run } => {
+                self.fix(job.diagnosis, &checks, dry_run || job.dry_run)
+            }
+        }
+    }
+
+    /// `fix`: plan from the diagnosis, carry it out, diagnose again (that diagnosis is returned
+    /// for the status).
+    fn fix(&self, d: Option<Arc<Diagnosis>>, checks: &[String], dry_run: bool) -> Executed {
+        use super::fix::run::{run_fix, FixContext};
+        let d = match self.diagnosis(d) {
+            Ok(d) => d,
+            Err(e) => {
+                return Executed {
+                    outcome: ActionOutcome::refused(e, Value::Null),
+                    report: ActionReport::Other,
+                    diagnosis: None,
+                }
+            }
+        };
+        let env = super::fix::apply::ApplyEnv::for_root(&self.root);
+        let cx = FixContext {
+            root: &self.root,
+            state: &self.state,
+            env: &env,
+        };
+        let again: std::cell::RefCell<Option<Arc<Diagnosis>>> = std::cell::RefCell::new(None);
+        let rediagnose = || {
+            let d = diagnose::diagnose(&self.root, &self.profile).map_err(|e| e.to_string())?;
+            let findings = d.report.findings.clone();
+            *again.borrow_mut() = Some(Arc::new(d));
+            Ok(findings)
+        };
+        let r = run_fix(&cx, &d.report.findings, checks, dry_run, &rediagnose);
+        Executed {
+            outcome: ActionOutcome::from(&r),
+            report: ActionReport::Fix(Box::new(r)),
+            diagnosis: again.into_inner(),
         }
     }
 
@@ -301,7 +342,28 @@ impl Executor {
                 }
                 Ok(Some(d))
             }
+            Action::Fix { checks, dry_run } => {
+                let d = self.diagnosis(d)?;
+                super::fix::run::preflight(&self.state, &d.report.findings, checks, *dry_run)?;
+                Ok(Some(d))
+            }
             Action::Compact { .. } | Action::Rescan => Ok(d),
+        }
+    }
+}
+
+impl From<&FixReport> for ActionOutcome {
+    fn from(r: &FixReport) -> ActionOutcome {
+        let details = serde_json::to_value(r).unwrap_or(Value::Null);
+        let m = r.message.clone();
+        match r.result {
+            FixResult::Planned => ActionOutcome {
+                ran: false,
+                ..ActionOutcome::succeeded(m, details)
+            },
+            FixResult::Fixed | FixResult::RebootNeeded => ActionOutcome::succeeded(m, details),
+            FixResult::StillFiring | FixResult::Failed => ActionOutcome::failed(m, details),
+            FixResult::Refused => ActionOutcome::refused(m, details),
         }
     }
 }

@@ -19,6 +19,8 @@ pub fn default_rate_limit_s(action: &str, signed: bool) -> i64 {
         "reboot" => REBOOT_RATE_LIMIT_S as i64,
         "set_cma" | "compact" => 30,
         "release_npu" => 10,
+        // A fix may run apt and restart units: at most one a minute.
+        "fix" => 60,
         // A rescan is cheap, but unsigned ones come from anyone who may publish: 1 per 5 s.
         "rescan" if !signed => 5,
         _ => 0,

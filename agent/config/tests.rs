@@ -146,6 +146,18 @@ fn bad_values_are_refused() {
         .unwrap_err()
         .message
         .contains("format_disk"));
+    // `fix` changes packages and units: never accepted unsigned, whatever the config says.
+    let d = tree(&[(
+        "/etc/npu-agent/agent.toml",
+        "[security]\nallow_unsigned = [\"rescan\", \"fix\"]\n",
+    )]);
+    let e = load(&SysRoot::new(d.path()), None, &[])
+        .unwrap_err()
+        .message;
+    assert!(
+        e.contains("\"fix\" installs packages and restarts units; it is accepted signed only"),
+        "{e}"
+    );
     let d = tree(&[(
         "/etc/npu-agent/agent.toml",
         "[mqtt]\nkeep_alive_s = \"soon\"\n",

@@ -79,7 +79,7 @@ impl Config {
                 ));
             }
         }
-        if let Err(m) = self.check_bounds().and_then(|()| self.check_names()) {
+        if let Err(m) = self.check_fields() {
             return err(m);
         }
         if self.actions.reboot_command.is_empty() {
@@ -166,6 +166,27 @@ impl Config {
             if !(*min..=*max).contains(&v) {
                 return Err(format!("{key} = {v} is outside {min}..={max} s"));
             }
+        }
+        Ok(())
+    }
+
+    /// [`Self::check_bounds`], [`Self::check_names`] and [`Self::check_signed_only`] in turn.
+    fn check_fields(&self) -> Result<(), String> {
+        self.check_bounds()?;
+        self.check_names()?;
+        self.check_signed_only()
+    }
+
+    /// `fix` installs packages and restarts units: it is never accepted unsigned.
+    ///
+    /// Errors: the reason, naming the key.
+    fn check_signed_only(&self) -> Result<(), String> {
+        if self.security.allow_unsigned.iter().any(|a| a == "fix") {
+            return Err(
+                "security.allow_unsigned: \"fix\" installs packages and restarts \
+                        units; it is accepted signed only"
+                    .into(),
+            );
         }
         Ok(())
     }

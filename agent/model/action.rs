@@ -6,7 +6,14 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// Actions the agent executes.
-pub const ACTIONS: &[&str] = &["compact", "set_cma", "reboot", "rescan", "release_npu"];
+pub const ACTIONS: &[&str] = &[
+    "compact",
+    "set_cma",
+    "reboot",
+    "rescan",
+    "release_npu",
+    "fix",
+];
 
 /// Arguments after validation, per action.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +40,14 @@ pub enum Action {
         /// Model to unload; every loaded one when absent.
         model: Option<String>,
     },
+    /// `fix {check?: "id[,id...]", dry_run?: bool}`: carry out the typed remedies of the fired
+    /// findings (of the named checks, or all), then diagnose again.
+    Fix {
+        /// Check ids to fix; empty for every fired finding.
+        checks: Vec<String>,
+        /// Only plan; change nothing.
+        dry_run: bool,
+    },
 }
 
 impl Action {
@@ -44,6 +59,7 @@ impl Action {
             Action::Reboot { .. } => "reboot",
             Action::Rescan => "rescan",
             Action::ReleaseNpu { .. } => "release_npu",
+            Action::Fix { .. } => "fix",
         }
     }
 }
@@ -109,6 +125,10 @@ mod tests {
             },
             Action::Rescan,
             Action::ReleaseNpu { model: None },
+            Action::Fix {
+                checks: Vec::new(),
+                dry_run: true,
+            },
         ];
         let names: Vec<&str> = all.iter().map(Action::name).collect();
         assert_eq!(names, ACTIONS);

@@ -174,6 +174,7 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
         "reboot" => &["reason"],
         "rescan" => &[],
         "release_npu" => &["model"],
+        "fix" => &["check", "dry_run"],
         other => {
             return Err(format!(
                 "unknown action {other:?} (known: {})",
@@ -224,10 +225,46 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
             reason: string("reason", 200)?.unwrap_or_else(|| "requested over MQTT".into()),
         },
         "rescan" => Action::Rescan,
+        "fix" => Action::Fix {
+            checks: fix_checks(string("check", 400)?)?,
+            dry_run: match args.get("dry_run") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err("argument \"dry_run\" must be true or false".into()),
+            },
+        },
         _ => Action::ReleaseNpu {
             model: string("model", 200)?,
         },
     })
+}
+
+/// The check ids of a `fix` command's `check` argument (`"limits.memlock"`, or several
+/// separated by commas); none for every fired finding.
+///
+/// Errors: an id that is no check's (named only when it looks like one).
+fn fix_checks(arg: Option<String>) -> Result<Vec<String>, String> {
+    let Some(arg) = arg else {
+        return Ok(Vec::new());
+    };
+    let mut ids = Vec::new();
+    for id in arg.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if !crate::check::CHECK_IDS.contains(&id) {
+            let looks = id.len() <= 40
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b"._".contains(&b));
+            return Err(if looks {
+                format!("fix: no such check id {id:?}")
+            } else {
+                "fix: the argument \"check\" names no check id".into()
+            });
+        }
+        if !ids.iter().any(|i: &String| i == id) {
+            ids.push(id.to_string());
+        }
+    }
+    Ok(ids)
 }
 
 /// Why the gate did not execute a message: a refusal to publish, or a message to ignore.
@@ -466,6 +503,41 @@ pub fn authorize(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn fix_takes_check_ids_and_dry_run_and_refuses_the_rest() {
+        let a = parse_args(
+            "fix",
+            &args(
+                serde_json::json!({"check": "limits.memlock, hailo.driver_binding,limits.memlock", "dry_run": true}),
+            ),
+        );
+        assert_eq!(
+            a,
+            Ok(Action::Fix {
+                checks: vec!["limits.memlock".into(), "hailo.driver_binding".into()],
+                dry_run: true
+            })
+        );
+        assert_eq!(
+            parse_args("fix", &Map::new()),
+            Ok(Action::Fix {
+                checks: Vec::new(),
+                dry_run: false
+            })
+        );
+        let e =
+            parse_args("fix", &args(serde_json::json!({"check": "limits.memlok"}))).unwrap_err();
+        assert_eq!(e, "fix: no such check id \"limits.memlok\"");
+        let e = parse_args("fix", &args(serde_json::json!({"check": "$(reboot)"}))).unwrap_err();
+        assert!(!e.contains("reboot"), "{e}");
+        assert!(parse_args("fix", &args(serde_json::json!({"dry_run": "yes"}))).is_err());
+        assert!(parse_args("fix", &args(serde_json::json!({"unit": "x"}))).is_err());
+    }
 
     #[test]
     fn keygen_round_trip() {

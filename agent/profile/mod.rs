@@ -522,7 +522,10 @@ mod tests {
         let rk = by_id("rk3588-rknpu");
         let reason = rk.refuses_action("release_npu").unwrap();
         assert!(reason.contains("\"rk3588-rknpu\"") && reason.contains("nothing to release"));
-        assert_eq!(rk.actions(), ["compact", "set_cma", "reboot", "rescan"]);
+        assert_eq!(
+            rk.actions(),
+            ["compact", "set_cma", "reboot", "rescan", "fix"]
+        );
         assert_eq!(rk.refuses_action("compact"), None);
         for id in ["rpi5-hailo10h", "rpi5-hailo8", "generic"] {
             assert_eq!(by_id(id).refuses_action("release_npu"), None, "{id}");

@@ -68,6 +68,18 @@ pub enum StepState {
     NotRun,
 }
 
+impl StepState {
+    /// Its name as in the JSON result (`done`, `not_run`).
+    pub fn name(self) -> &'static str {
+        match self {
+            StepState::Done => "done",
+            StepState::Undone => "undone",
+            StepState::Failed => "failed",
+            StepState::NotRun => "not_run",
+        }
+    }
+}
+
 /// One step's report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StepReport {

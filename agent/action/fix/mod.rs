@@ -5,5 +5,8 @@
 //! - [`apply`]: each step carried out under the root — files with backup, atomic write, re-read
 //!   and undo; packages through an `apt-get -s` simulation first; systemd through `systemctl`.
 
+//! - [`run`]: the whole action: plan, refusals, apply, diagnose again, verdict.
+
 pub mod apply;
 pub mod plan;
+pub mod run;
