@@ -65,6 +65,7 @@ pub(super) static CMA: Spec = Spec {
                 help: "Size as the kernel reads cma=: decimal or 0x hex with an optional K, M, \
                        G, T, P or E suffix (256M); at least 4 MiB and the profile minimum, at \
                        most 25% of RAM; 0 (no pool) where the profile has no minimum.",
+                many: false,
             }],
             commands: &[],
             one_of: None,

@@ -15,6 +15,9 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
+mod suggest;
+use suggest::did_you_mean;
+
 /// Width the help texts wrap their descriptions at (columns).
 const HELP_WIDTH: usize = 100;
 /// Indentation of an option's or argument's description under its name in a help text.
@@ -128,13 +131,15 @@ impl Opt {
     }
 }
 
-/// A required positional argument (`SIZE`).
+/// A positional argument: required (`SIZE`), or, as the last one, zero or more (`CHECK_ID...`).
 #[derive(Debug, Clone, Copy)]
 pub struct Pos {
     /// Its name in help and errors.
     pub name: &'static str,
     /// The one-line description `--help` prints.
     pub help: &'static str,
+    /// Takes every remaining value, none included (only the last positional may).
+    pub many: bool,
 }
 
 /// A command or subcommand: what it accepts and what its help says.
@@ -153,6 +158,21 @@ pub struct Spec {
     pub commands: &'static [&'static Spec],
     /// Two options (long names) of which exactly one must be given.
     pub one_of: Option<[&'static str; 2]>,
+}
+
+impl Spec {
+    /// Whether a positional value after `given` others is taken (a `many` last one takes all).
+    fn takes_positional(&self, given: usize) -> bool {
+        given < self.args.len() || self.args.last().is_some_and(|a| a.many)
+    }
+
+    /// The required positionals missing after `given` were read, as `<NAME>`.
+    fn missing_args(&self, given: usize) -> impl Iterator<Item = String> + '_ {
+        self.args[given.min(self.args.len())..]
+            .iter()
+            .filter(|a| !a.many)
+            .map(|a| format!("<{}>", a.name))
+    }
 }
 
 /// Why the arguments were refused (each is a usage error, exit code 2).
@@ -290,6 +310,18 @@ impl Matches {
         self.raw(long).map(|(v, _)| PathBuf::from(v))
     }
 
+    /// The positional arguments from `index` on (a `many` positional's values).
+    ///
+    /// Errors: [`ErrorKind::NotUtf8`].
+    pub fn positionals_from(&self, index: usize) -> Result<Vec<String>, UsageError> {
+        let name = self.spec.args.get(index).map_or("ARG", |p| p.name);
+        self.positionals
+            .iter()
+            .skip(index)
+            .map(|v| utf8(v.clone(), &format!("[{name}]"), &self.usage))
+            .collect()
+    }
+
     /// The positional argument at `index` (present: the parser required it).
     ///
     /// Errors: [`ErrorKind::NotUtf8`].
@@ -370,7 +402,7 @@ pub fn parse(top: &'static Spec, args: Vec<OsString>) -> Result<Parsed, UsageErr
             }
             lexopt::Arg::Value(v) => {
                 if spec.commands.is_empty() {
-                    if positionals.len() < spec.args.len() {
+                    if spec.takes_positional(positionals.len()) {
                         positionals.push(v);
                         continue;
                     }
@@ -545,11 +577,7 @@ pub fn parse(top: &'static Spec, args: Vec<OsString>) -> Result<Parsed, UsageErr
         .filter(|(o, v)| o.required && v.is_empty())
         .map(|(o, _)| o.display())
         .collect();
-    missing.extend(
-        spec.args[positionals.len()..]
-            .iter()
-            .map(|a| format!("<{}>", a.name)),
-    );
+    missing.extend(spec.missing_args(positionals.len()));
     if !missing.is_empty() {
         return Err(err(
             spec,
@@ -582,40 +610,6 @@ fn next_value(p: &mut lexopt::Parser, hyphen_values: bool) -> Option<OsString> {
         return None;
     }
     raw.next()
-}
-
-/// `"; did you mean 'PREFIXNAME'?"` for the known name closest to a mistyped `given` (letter
-/// case ignored): one it begins (two letters at least), or one at most about a third of its
-/// letters away (changed, inserted or removed); an empty string when none is that close.
-/// `prefix` is shown before the name (`--` for options).
-fn did_you_mean<'a>(given: &str, known: impl Iterator<Item = &'a str>, prefix: &str) -> String {
-    let given = given.to_ascii_lowercase();
-    let limit = given.chars().count().div_ceil(3).max(1);
-    known
-        .map(|k| {
-            let prefix = given.len() >= 2 && k.starts_with(given.as_str());
-            (if prefix { 0 } else { edit_distance(&given, k) }, k)
-        })
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| format!("; did you mean '{prefix}{k}'?"))
-        .unwrap_or_default()
-}
-
-/// Levenshtein distance between `a` and `b`, in characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
 }
 
 /// `help [COMMAND]…` under `spec`: the help of the command the remaining words name.
@@ -703,7 +697,11 @@ fn usage_line(top: &Spec, spec: &Spec, path: &[&str]) -> String {
         s.push_str(&format!(" <{}|{}>", show(a), show(b)));
     }
     for a in spec.args {
-        s.push_str(&format!(" <{}>", a.name));
+        if a.many {
+            s.push_str(&format!(" [{}]...", a.name));
+        } else {
+            s.push_str(&format!(" <{}>", a.name));
+        }
     }
     s
 }
@@ -763,7 +761,11 @@ pub fn help_text(top: &Spec, spec: &Spec, path: &[&str]) -> String {
     if !spec.args.is_empty() {
         h.push_str("\nArguments:\n");
         for a in spec.args {
-            h.push_str(&format!("  <{}>\n", a.name));
+            if a.many {
+                h.push_str(&format!("  [{}]...\n", a.name));
+            } else {
+                h.push_str(&format!("  <{}>\n", a.name));
+            }
             wrap(&pad, a.help, HELP_INDENT, &mut h);
         }
     }

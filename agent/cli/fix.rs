@@ -4,12 +4,59 @@
 //!
 //! The logic is [`run`] over [`FixOptions`], whatever parses the command line.
 
+use super::args::{Matches, Opt, Pos, Spec, UsageError};
 use super::{require_root_dir, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
 use crate::action::fix::plan::{plan, FixPlan};
+use crate::action::fix::run::FixResult;
 use crate::diagnose::{diagnose_with, DiagnoseOptions, ProfileChoice};
 use crate::root::SysRoot;
-use std::io::Write;
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
+
+/// `fix`.
+pub(super) static FIX: Spec = Spec {
+    name: "fix",
+    about: "Fix what the checks found: print the plan of every fired finding's fix (or of the \
+            named checks): packages with versions, files with their new lines, units to restart, \
+            reboot needed; or no automatic fix and why. Then apply it after confirmation (--yes \
+            for scripts), through the gate ([actions] disabled), and check again. Exit 0 plan \
+            shown or fixed, 1 refused, failed or still firing, 2 usage error.",
+    opts: &[
+        Opt::path(
+            "root",
+            "DIR",
+            "Read and write every file under DIR instead of / (a captured or test tree: file \
+             steps only, no apt or systemctl).",
+        )
+        .default("/"),
+        Opt::flag("dry-run", "Print the plan; change nothing."),
+        Opt::flag("yes", "Apply without asking."),
+        Opt::flag("json", "Print the plan (and the result) as JSON."),
+    ],
+    args: &[Pos {
+        name: "CHECK_ID",
+        help: "Fix only the findings of these checks (default: every finding that fires).",
+        many: true,
+    }],
+    commands: &[],
+    one_of: None,
+};
+
+impl FixOptions {
+    /// From the parsed `fix` arguments; `terminal` from standard input.
+    ///
+    /// Errors: a check id that is not UTF-8.
+    pub(super) fn from_matches(m: &Matches) -> Result<FixOptions, UsageError> {
+        Ok(FixOptions {
+            checks: m.positionals_from(0)?,
+            dry_run: m.flag("dry-run"),
+            yes: m.flag("yes"),
+            root: m.path("root").unwrap_or_else(|| PathBuf::from("/")),
+            json: m.flag("json"),
+            terminal: std::io::stdin().is_terminal(),
+        })
+    }
+}
 
 /// What `fix` is asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,8 +160,25 @@ pub fn run(opts: FixOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             let _ = writeln!(err, "npu-agent: nothing to apply");
             EXIT_OK
         }
-        Mode::Apply => apply(&p, err),
+        Mode::Apply => {
+            if !opts.yes && !confirmed(err) {
+                let _ = writeln!(err, "npu-agent: not applied; nothing was changed");
+                return EXIT_OK;
+            }
+            apply(&opts, out, err)
+        }
     }
+}
+
+/// Asks on `err` and reads the answer from standard input: only `y` or `yes` applies.
+fn confirmed(err: &mut dyn Write) -> bool {
+    let _ = write!(err, "Apply this plan? [y/N] ");
+    let _ = err.flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
 /// The plan on `out`: its text, or its JSON.
@@ -142,14 +206,44 @@ fn print_plan(
     }
 }
 
-/// Carrying the plan out: not wired yet (`crate::action::fix::apply` comes with its own
-/// change), so the plan is refused with the reason.
-fn apply(_plan: &FixPlan, err: &mut dyn Write) -> i32 {
-    let _ = writeln!(
-        err,
-        "npu-agent: refused: applying a fix is not wired yet; nothing was changed (the plan above is what it would do)"
-    );
-    EXIT_FINDINGS
+/// Carries the plan out through the gate and the one executor (which diagnoses again), and
+/// prints the result: a line per step and the verdict, or the whole report as JSON.
+fn apply(opts: &FixOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    use crate::action::executor::{ActionReport, ExecJob};
+    let root = SysRoot::new(&opts.root);
+    let action = crate::model::action::Action::Fix {
+        checks: opts.checks.clone(),
+        dry_run: false,
+    };
+    let now = crate::action::now_unix_s();
+    let (mut gate, state) = match super::admit_cli(&root, &action, Default::default(), now, err) {
+        Ok(g) => g,
+        Err(code) => return code,
+    };
+    let done = super::cli_executor(&root, &state).execute(ExecJob::new(action.clone(), "cli", now));
+    if done.outcome.ran {
+        super::record_cli_run(&mut gate, &action, now, err);
+    }
+    let ActionReport::Fix(report) = done.report else {
+        let _ = writeln!(err, "npu-agent: refused: {}", done.outcome.message);
+        return EXIT_FINDINGS;
+    };
+    if opts.json {
+        if let Ok(s) = serde_json::to_string_pretty(&report) {
+            let _ = writeln!(out, "{s}");
+        }
+    } else if let Some(a) = &report.applied {
+        let _ = writeln!(out, "\nSteps carried out:");
+        for s in &a.steps {
+            let text = crate::action::fix::plan::step_text(&s.step, "    ");
+            let _ = writeln!(out, "  {}: {text}", s.state.name());
+        }
+    }
+    let _ = writeln!(err, "npu-agent: {}", report.message);
+    match report.result {
+        FixResult::Fixed | FixResult::RebootNeeded | FixResult::Planned => EXIT_OK,
+        FixResult::StillFiring | FixResult::Failed | FixResult::Refused => EXIT_FINDINGS,
+    }
 }
 
 #[cfg(test)]
@@ -195,15 +289,31 @@ mod tests {
             err.contains("not applied: standard input is not a terminal"),
             "{err}"
         );
-        let (code, _, err) = run_fix(opts(false, true, false));
-        assert_eq!(code, EXIT_FINDINGS);
-        assert!(
-            err.contains("refused: applying a fix is not wired yet"),
-            "{err}"
+    }
+
+    #[test]
+    fn applying_under_a_board_tree_refuses_package_steps_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(mixed_10h())
+            .arg(dir.path().join("root"))
+            .status()
+            .unwrap();
+        assert!(copy.success());
+        let root = dir.path().join("root");
+        let status_before = std::fs::read(root.join("var/lib/dpkg/status")).unwrap();
+        let (code, out, err) = run_fix(FixOptions {
+            root: root.clone(),
+            yes: true,
+            ..FixOptions::default()
+        });
+        assert_eq!(code, EXIT_FINDINGS, "{out}{err}");
+        assert!(err.contains("not on a board tree"), "{err}");
+        assert_eq!(
+            std::fs::read(root.join("var/lib/dpkg/status")).unwrap(),
+            status_before
         );
-        // A terminal without --yes would ask first; until applying is wired it refuses too.
-        let (code, _, _) = run_fix(opts(false, false, true));
-        assert_eq!(code, EXIT_FINDINGS);
     }
 
     #[test]

@@ -88,6 +88,7 @@ pub static FLEET: Spec = Spec {
             args: &[Pos {
                 name: "ACTION",
                 help: "compact, set_cma, reboot, rescan or release_npu.",
+                many: false,
             }],
             commands: &[],
             one_of: Some(["board", "all"]),

@@ -127,6 +127,7 @@ fn command(m: &Matches) -> Result<Command, UsageError> {
             no_redact: m.flag("no-redact"),
             force: m.flag("force"),
         }),
+        ["fix"] => Command::Fix(fix::FixOptions::from_matches(m)?),
         ["keygen"] => Command::Keygen {
             out: m.path("out").unwrap_or_default(),
         },
@@ -156,7 +157,15 @@ pub static TOP: Spec = Spec {
     opts: &[],
     args: &[],
     commands: &[
-        &CHECK, &PROFILES, &COMPACT, &CMA, &RUN, &FLEET, &CAPTURE, &KEYGEN,
+        &CHECK,
+        &PROFILES,
+        &COMPACT,
+        &CMA,
+        &fix::FIX,
+        &RUN,
+        &FLEET,
+        &CAPTURE,
+        &KEYGEN,
     ],
     one_of: None,
 };
@@ -189,6 +198,8 @@ pub enum Command {
         /// show or set.
         action: CmaAction,
     },
+    /// Plan and apply the fixes of what the checks found (see `npu-agent fix --help`).
+    Fix(fix::FixOptions),
     /// The daemon: periodic checks, MQTT status, remote commands.
     Run(RunArgs),
     /// Operator side: watch the fleet's status, or send a command to one board or all.
@@ -242,6 +253,7 @@ fn run_os(args: Vec<OsString>, out: &mut dyn Write, err: &mut dyn Write) -> i32 
                 Command::Fleet { action } => fleet::fleet(action, o, e),
                 Command::Keygen { out: path } => keygen::keygen(&path, o, e),
                 Command::Capture(a) => capture(a, o, e),
+                Command::Fix(a) => fix::run(a, o, e),
             }
         }
         Err(ParseError::Help(text) | ParseError::Version(text)) => {
@@ -719,10 +731,41 @@ mod parse_tests {
         all
     }
 
+    /// The man page (packaging/npu-agent.1) is kept by hand: its synopsis names every command
+    /// and every option of each, so it cannot fall behind the specs unnoticed.
+    #[test]
+    fn the_man_page_synopsis_has_every_command_and_option() {
+        let man = include_str!("../../packaging/npu-agent.1");
+        let synopsis = &man[..man.find(".SH DESCRIPTION").unwrap()];
+        for (path, spec) in all_specs() {
+            if !spec.commands.is_empty() {
+                continue;
+            }
+            let head = format!(".B npu-agent {}", path.join(" "));
+            let at = synopsis
+                .find(&format!("{head}\n"))
+                .or_else(|| synopsis.find(&format!("{head} ")))
+                .unwrap_or_else(|| panic!("{head} missing from the man page synopsis"));
+            let end = synopsis[at..]
+                .find(".br")
+                .map_or(synopsis.len(), |e| at + e);
+            let entry = &synopsis[at..end];
+            for o in spec.opts {
+                let long = format!("\\-\\-{}", o.long.replace('-', "\\-"));
+                let short = o.short.map(|c| format!("[ \\-{c} ]"));
+                assert!(
+                    entry.contains(&long) || short.is_some_and(|s| entry.contains(&s)),
+                    "{head}: --{} missing in\n{entry}",
+                    o.long
+                );
+            }
+        }
+    }
+
     #[test]
     fn help_at_every_level_lists_what_the_command_takes() {
         let all = all_specs();
-        assert_eq!(all.len(), 1 + 8 + 2 + 2 + 2, "commands in the tree");
+        assert_eq!(all.len(), 1 + 9 + 2 + 2 + 2, "commands in the tree");
         for (path, spec) in all {
             let h = help(&[&path[..], &["--help"]].concat());
             assert_eq!(h, help(&[&path[..], &["-h"]].concat()), "{path:?}");
@@ -765,7 +808,12 @@ mod parse_tests {
                 }
             }
             for a in spec.args {
-                assert!(h.contains(&format!("  <{}>\n", a.name)), "{h}");
+                let shown = if a.many {
+                    format!("  [{}]...\n", a.name)
+                } else {
+                    format!("  <{}>\n", a.name)
+                };
+                assert!(h.contains(&shown), "{h}");
             }
         }
         let h = help(&["check", "-h"]);

@@ -26,6 +26,7 @@ pub(super) static PROFILES: Spec = Spec {
             args: &[Pos {
                 name: "ID",
                 help: "Profile id.",
+                many: false,
             }],
             commands: &[],
             one_of: None,

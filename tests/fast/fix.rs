@@ -332,3 +332,78 @@ fn every_fixture_on_an_appliance_os_plans_no_step_it_cannot_run() {
     }
     assert!(no_fix > 50, "only {no_fix} entries without a fix");
 }
+
+/// `npu-agent fix` as a board user runs it, the binary on a copy of a fixture tree: `--dry-run`
+/// writes nothing; `--yes` writes the module option (every other line of the file kept), says a
+/// reboot is needed and exits 0; run again, nothing is left to apply; `[actions] disabled =
+/// ["fix"]` refuses with exit 1 before anything is written.
+#[test]
+fn the_fix_command_applies_a_file_step_once_and_honours_the_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let case = fixtures().join("own-pi5-hailo8-16k-pages-max-desc-page-size/root");
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(&case)
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success());
+    let conf = root.join("etc/modprobe.d/hailo_pci.conf");
+    std::fs::create_dir_all(conf.parent().unwrap()).unwrap();
+    std::fs::write(&conf, "# local\noptions hailo_pci other=1\n").unwrap();
+    let bin = env!("CARGO_BIN_EXE_npu-agent");
+    let fix = |args: &[&str]| {
+        let o = Command::new(bin)
+            .arg("fix")
+            .arg("--root")
+            .arg(&root)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+        (o.status.code(), text(o.stdout), text(o.stderr))
+    };
+    let (code, out, err) = fix(&["--dry-run", "hailo.driver_binding"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("options hailo_pci force_desc_page_size=4096"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        "# local\noptions hailo_pci other=1\n"
+    );
+
+    let (code, out, err) = fix(&["--yes", "hailo.driver_binding"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("Steps carried out:\n  done: "), "{out}");
+    assert!(
+        err.contains("a reboot is needed before hailo.driver_binding can pass"),
+        "{err}"
+    );
+    let written = std::fs::read_to_string(&conf).unwrap();
+    assert!(written.starts_with("# local\n"), "{written}");
+    assert!(written.contains("force_desc_page_size=4096"), "{written}");
+    assert!(written.contains("other=1"), "{written}");
+
+    let (code, out, err) = fix(&["--yes", "hailo.driver_binding"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(err.contains("nothing to apply"), "{err}");
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), written);
+
+    std::fs::create_dir_all(root.join("etc/npu-agent")).unwrap();
+    std::fs::write(
+        root.join("etc/npu-agent/agent.toml"),
+        "[actions]\ndisabled = [\"fix\"]\n",
+    )
+    .unwrap();
+    std::fs::remove_file(&conf).unwrap();
+    let (code, out, err) = fix(&["--yes"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains("refused: fix is disabled on this board"),
+        "{err}"
+    );
+    assert!(!conf.exists());
+}
