@@ -506,7 +506,7 @@ fn release_npu_is_refused_where_the_profile_has_nothing_to_release() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(actions, ["compact", "set_cma", "reboot", "rescan"]);
+    assert_eq!(actions, ["compact", "set_cma", "reboot", "rescan", "fix"]);
     let (code, out, err) = npu_agent(
         &[
             "fleet",
@@ -617,4 +617,80 @@ fn a_v1_ca_and_a_server_certificate_with_copied_extensions_work() {
         err.contains(&format!("no boards under npu-fleet/ on {url}")),
         "{err}"
     );
+}
+
+/// `fix` from the fleet: unsigned it is rejected and nothing is written; signed with a trusted
+/// key it writes the module option on the board (a 16 KiB-page Hailo-8) and answers
+/// `successful` with the plan, the steps done and the reboot the finding waits for; sent again,
+/// it is rejected before `executing` because nothing is left to apply.
+#[test]
+fn a_signed_fix_from_the_fleet_writes_the_option_and_an_unsigned_one_is_rejected() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let broker = Broker::start();
+    let board = Board::from_fixture("own-pi5-hailo8-16k-pages-max-desc-page-size", "f1", "");
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("op.key");
+    let (code, _, err) = npu_agent(&["keygen", "--out", key.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    board.write(
+        "/etc/npu-agent/op.key.pub",
+        &std::fs::read_to_string(keys.path().join("op.key.pub")).unwrap(),
+    );
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(
+            &broker.url(),
+            "f1",
+            // The 60 s rate limit of `fix` is lifted so the second send meets the plan's refusal.
+            "[security]\ntrusted_keys = [\"/etc/npu-agent/op.key.pub\"]\n\n[actions]\nrate_limit_overrides_s = { fix = 0 }\n",
+        ),
+    );
+    let _agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/f1/status"]);
+    c.wait_for(T, "a status", |m| !m.payload.is_empty());
+    let url = broker.url();
+    let send = |signed: bool| {
+        let mut a = vec![
+            "fleet",
+            "send",
+            "fix",
+            "--arg",
+            "check=hailo.driver_binding",
+            "--board",
+            "f1",
+            "--broker",
+            &url,
+            "--wait",
+            "15",
+        ];
+        if signed {
+            a.extend(["--key", key.to_str().unwrap()]);
+        }
+        npu_agent(&a, &[])
+    };
+    let conf = "/etc/modprobe.d/hailo_pci.conf";
+    let (code, out, err) = send(false);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("rejected: unsigned fix refused"), "{out}");
+    assert_eq!(board.read(conf), None);
+
+    let (code, out, err) = send(true);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(" executing"), "{out}");
+    let last = out.lines().last().unwrap();
+    assert!(last.contains(" successful"), "{out}");
+    assert!(last.contains("\"result\":\"reboot_needed\""), "{last}");
+    assert!(last.contains("\"state\":\"done\""), "{last}");
+    let written = board.read(conf).unwrap_or_default();
+    assert!(
+        written.contains("options hailo_pci force_desc_page_size=4096"),
+        "{written}"
+    );
+
+    let (code, out, err) = send(true);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("rejected: no automatic fix"), "{out}");
+    assert_eq!(board.read(conf).unwrap_or_default(), written);
 }
