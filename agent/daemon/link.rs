@@ -256,6 +256,16 @@ pub(super) fn route_admission(
             let (tp, p) = agent.lifecycle(&cmd, record.status, extra);
             agent.send_retained(tp, p);
         }
+        Admission::Answered { cmd, record } => {
+            tracing::info!(action = %cmd.action, cmd_id = %cmd.cmd_id, status = ?record.status,
+                "command delivered again after it finished: its final state is published again");
+            let extra = record
+                .reason
+                .as_ref()
+                .map_or_else(|| json!({}), |r| json!({"reason": r}));
+            let (tp, p) = agent.lifecycle(&cmd, record.status, extra);
+            agent.send_retained(tp, p);
+        }
         Admission::Queued(Some(c)) => {
             // `executing` is published when it starts, after the policy checks of `start_next`.
             tracing::info!(action = %c.action, cmd_id = %c.cmd_id, "command accepted");

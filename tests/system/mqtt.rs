@@ -300,12 +300,45 @@ fn duplicate_delivery_executes_once() {
         .filter(|m| m.topic == topic)
         .map(|m| m.json()["status"].as_str().unwrap_or("").to_string())
         .collect();
+    // A copy that arrives after the command finished is answered again (its answer may have
+    // been lost), never run again.
     assert!(
-        !states
-            .iter()
-            .any(|s| s == "executing" || s == "successful" || s == "rejected"),
-        "duplicates must be ignored, got {states:?}"
+        !states.iter().any(|s| s == "executing" || s == "rejected"),
+        "duplicates must never run again, got {states:?}"
     );
+}
+
+/// Issue 28 item 1: the link dropped right after `successful`, so the broker still holds the
+/// retained `init` and delivers it again. The agent answers it with the recorded final state
+/// (without running it again), so the command does not stay unanswered for ever.
+#[test]
+fn a_finished_command_delivered_again_is_answered_again() {
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let _agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
+    status_of(&c, "b1");
+    let topic = "npu-fleet/b1/cmd/rescan/lost-1";
+    let p = init_payload("b1", "rescan", "lost-1", json!({}), now_s(), 60, None);
+    c.publish(topic, &p, true);
+    lifecycle(&c, topic, "successful");
+    let _ = c.drain();
+    // The broker "lost" the answer: the retained message is the init again.
+    c.publish(topic, &p, true);
+    let again = lifecycle(&c, topic, "successful");
+    assert_eq!(again["cmd_id"], "lost-1");
+    let later = until_marker(&c, "b1", "lost-marker");
+    assert!(
+        !later
+            .iter()
+            .any(|m| m.topic == topic && m.json()["status"] == "executing"),
+        "it ran again"
+    );
+    // What stays retained is the answer, not the init.
+    let fresh = Client::connect(broker.port, &[topic]);
+    let kept = fresh.wait_for(T, "the retained record", |m| m.topic == topic);
+    assert_eq!(kept.json()["status"], "successful");
 }
 
 #[test]

@@ -225,7 +225,15 @@ pub enum Admission {
         /// Why.
         reason: String,
     },
-    /// Nothing to do or publish (a clear, an echo, a re-delivery).
+    /// The same command again (its retained init re-delivered) after it finished: publish the
+    /// recorded final state again, since the first one may never have reached the broker.
+    Answered {
+        /// Reply address.
+        cmd: CmdRef,
+        /// The recorded final state.
+        record: LedgerEntry,
+    },
+    /// Nothing to do or publish (a clear, an echo, a re-delivery of a running command).
     Ignored(&'static str),
 }
 
@@ -519,7 +527,15 @@ impl Gate {
         };
         if let Some(e) = self.ledger.commands.get(&topic.cmd_id) {
             if e.payload_hash == parsed.payload_hash {
-                return Admission::Ignored("duplicate delivery");
+                // A retained init delivered again means the answer never reached the broker
+                // (the link dropped right after it): a finished command answers again.
+                return match e.status.is_final() {
+                    true => Admission::Answered {
+                        cmd,
+                        record: e.clone(),
+                    },
+                    false => Admission::Ignored("duplicate delivery"),
+                };
             }
             if topic.board == ALL {
                 // The fleet-wide init stays retained until the requester clears it.

@@ -85,10 +85,16 @@ fn signed_set_cma_executes_once_and_replay_keeps_the_record() {
         Admission::Queued(Some(_))
     ));
     assert_eq!(run_all(&mut g).len(), 1);
-    assert_eq!(
-        g.admit_command(&t, &b, NOW + 1),
-        Admission::Ignored("duplicate delivery")
-    );
+    match g.admit_command(&t, &b, NOW + 1) {
+        Admission::Answered { cmd, record } => {
+            assert_eq!(
+                (cmd.action.as_str(), cmd.cmd_id.as_str()),
+                ("set_cma", "c1")
+            );
+            assert_eq!(record.status, CmdStatus::Successful);
+        }
+        other => panic!("a finished command delivered again is answered again: {other:?}"),
+    }
     let again = signed(
         "set_cma",
         "c1",
@@ -140,9 +146,10 @@ fn unsigned_flood_never_evicts_a_signed_id() {
     }
     assert!(g.ledger.commands.contains_key("sig"));
     assert!(g.ledger.commands.values().filter(|e| !e.signed).count() <= MAX_UNSIGNED_IDS);
+    // Still remembered: the same bytes are answered from the record, never run again.
     assert!(matches!(
         g.admit_command(&t, &b, NOW + 100),
-        Admission::Ignored(_)
+        Admission::Answered { .. }
     ));
     // Pruned only after expires_at + skew, when the gate refuses it as expired anyway.
     g.ledger.prune(NOW + 60 + CLOCK_SKEW_S + 1);
@@ -495,4 +502,37 @@ fn a_cli_run_recorded_by_another_process_survives_the_daemons_save() {
     let saved: Ledger = state.load(LEDGER_FILE).unwrap().unwrap();
     assert_eq!(saved.last_run.get("compact/cli"), Some(&(NOW + 5)));
     assert!(saved.commands.contains_key("c1"));
+}
+
+/// Issue 28 item 1: a re-delivery while the command still runs is ignored (its answer is still
+/// to come); after it finished it is answered again with the recorded final state and reason.
+#[test]
+fn a_redelivered_init_is_ignored_while_running_and_answered_once_finished() {
+    let mut g = gate();
+    let b = signed("set_cma", "c9", serde_json::json!({"size": "256M"}), NOW);
+    let t = topic("b1", "set_cma", "c9");
+    assert!(matches!(
+        g.admit_command(&t, &b, NOW),
+        Admission::Queued(Some(_))
+    ));
+    let j = g.next_job().expect("the job");
+    assert_eq!(
+        g.admit_command(&t, &b, NOW + 1),
+        Admission::Ignored("duplicate delivery")
+    );
+    g.finish(
+        &j,
+        &Outcome {
+            ok: false,
+            ran: true,
+            detail: "the boot file is read-only".into(),
+        },
+    );
+    match g.admit_command(&t, &b, NOW + 2) {
+        Admission::Answered { record, .. } => {
+            assert_eq!(record.status, CmdStatus::Failed);
+            assert_eq!(record.reason.as_deref(), Some("the boot file is read-only"));
+        }
+        other => panic!("{other:?}"),
+    }
 }
