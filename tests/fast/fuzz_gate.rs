@@ -209,6 +209,10 @@ fn run_sequence(steps: &[Step]) -> Result<u64, TestCaseError> {
                     Admission::Rejected { reason, .. } | Admission::ClockHeld { reason, .. } => {
                         prop_assert!(!reason.contains(SECRET), "{reason}");
                     }
+                    Admission::Answered { cmd, record } => {
+                        prop_assert!(record.status.is_final(), "answered before it finished");
+                        prop_assert_eq!(&cmd.cmd_id, cmd_id);
+                    }
                     Admission::Replay { .. } | Admission::Ignored(_) => {}
                 }
             }
