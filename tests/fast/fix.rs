@@ -407,3 +407,50 @@ fn the_fix_command_applies_a_file_step_once_and_honours_the_gate() {
     );
     assert!(!conf.exists());
 }
+
+/// Where `/etc` is read-only to the agent (as the shipped unit's `ProtectSystem=strict` makes it
+/// for the daemon), `fix` refuses before the first step and says why and what to run instead.
+/// The read-only `/etc` is a bind mount inside a private mount namespace (`unshare -m`), so this
+/// machine's own mounts never change.
+#[test]
+fn a_read_only_etc_refuses_the_fix_before_any_step() {
+    let root_user = rustix::process::geteuid().is_root();
+    let unshare = Command::new("unshare").arg("--version").output().is_ok();
+    if !root_user || !unshare {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "needs root and unshare (util-linux) under CI=true"
+        );
+        eprintln!("SKIP: needs root and unshare (util-linux)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let case = fixtures().join("own-pi5-hailo8-16k-pages-max-desc-page-size/root");
+    assert!(Command::new("cp")
+        .arg("-a")
+        .arg(&case)
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success());
+    std::fs::create_dir_all(root.join("etc/modprobe.d")).unwrap();
+    let script = format!(
+        "mount --make-rprivate / && mount --bind {etc} {etc} && mount -o remount,bind,ro {etc} {etc} && exec {bin} fix --yes --root {root} hailo.driver_binding",
+        etc = root.join("etc").display(),
+        bin = env!("CARGO_BIN_EXE_npu-agent"),
+        root = root.display(),
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("/etc/modprobe.d/hailo_pci.conf cannot be written from here"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was changed"), "{err}");
+    assert!(!root.join("etc/modprobe.d/hailo_pci.conf").exists());
+}

@@ -215,6 +215,36 @@ fn preflight(steps: &[Step], env: &ApplyEnv) -> Result<(), String> {
     Ok(())
 }
 
+/// Every place the steps write must be writable from this process: under the shipped unit's
+/// sandbox (`ProtectSystem=strict`) `/etc` and `/usr` are read-only to the daemon, and a package
+/// step that found that out half way would leave dpkg half-configured.
+///
+/// Errors: the first place that cannot be written, and what to do instead.
+pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
+    let mut places: Vec<String> = Vec::new();
+    for s in steps {
+        if is_package(s) {
+            places.extend(["/usr", "/var/lib/dpkg", "/etc"].map(String::from));
+        } else if let Ok(Some((path, _))) = files::target(s) {
+            places.push(path);
+        }
+    }
+    for place in places {
+        let Ok(mut host) = root.join(&place) else {
+            continue;
+        };
+        while !host.exists() && host.pop() {}
+        if let Err(e) = rustix::fs::access(&host, rustix::fs::Access::WRITE_OK) {
+            return Err(format!(
+                "{place} cannot be written from here ({e}; the npu-agent service's sandbox, \
+                 ProtectSystem=strict, keeps /etc and /usr read-only): run `sudo npu-agent \
+                 fix` in a shell on the board; nothing was changed"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Carries out `steps` in order under `root` with the tools of `env` (see the module).
 pub fn apply(root: &SysRoot, steps: &[Step], env: &ApplyEnv) -> ApplyOutcome {
     apply_with(root, steps, env, &mut RealStorage)
@@ -228,7 +258,7 @@ pub fn apply_with(
     storage: &mut dyn Storage,
 ) -> ApplyOutcome {
     let mut out = ApplyOutcome::new(steps);
-    if let Err(e) = preflight(steps, env) {
+    if let Err(e) = preflight(steps, env).and_then(|()| writable(root, steps)) {
         return out.refuse(e);
     }
     if let (true, Some(aenv)) = (steps.iter().any(is_package), &env.apt) {

@@ -142,10 +142,13 @@ pub fn preflight(
     if !p.has_steps() {
         return Err(nothing_to_apply(&p));
     }
-    match reboot_pending(state) {
-        Some(why) if !dry_run => Err(why),
-        _ => Ok(()),
+    if dry_run {
+        return Ok(());
     }
+    if let Some(why) = reboot_pending(state) {
+        return Err(why);
+    }
+    super::apply::writable(state.root(), &unique_steps(&p))
 }
 
 /// What a `fix` needs besides the plan's inputs.
