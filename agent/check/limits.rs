@@ -226,12 +226,47 @@ fn file_table(ctx: &Ctx<'_>, mut f: Finding, low: &mut Vec<String>) -> Finding {
     f
 }
 
-/// Units configured with `LimitNOFILE=` below `min` go to `low`.
+/// The drop-in file name of a configured line (`zz-npu-agent-nofile.conf`), `None` for a unit
+/// file or another scope's file.
+fn dropin_name(c: &ConfiguredLimit) -> Option<&str> {
+    c.file
+        .rsplit_once('/')
+        .filter(|(dir, _)| dir.ends_with(".d"))
+        .map(|(_, name)| name)
+}
+
+/// The lines systemd applies: per unit and item, the unit file's last line (of the first of
+/// /etc, /lib, /usr/lib that sets it, as probed in that order), overridden by the drop-ins in
+/// file-name order (a name in /etc masks the same name below); other scopes as they are.
+fn effective_limits(all: &[ConfiguredLimit]) -> Vec<&ConfiguredLimit> {
+    let mut out: Vec<&ConfiguredLimit> = Vec::new();
+    for c in all {
+        let at = c.scope.starts_with("unit:").then(|| {
+            out.iter()
+                .position(|o| o.scope == c.scope && o.item == c.item)
+        });
+        let Some(Some(i)) = at else {
+            out.push(c);
+            continue;
+        };
+        let replace = match (dropin_name(c), dropin_name(out[i])) {
+            (Some(n), Some(m)) => n > m || (n == m && c.file == out[i].file),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => c.file == out[i].file,
+        };
+        if replace {
+            out[i] = c;
+        }
+    }
+    out
+}
+
+/// Units configured with `LimitNOFILE=` below `min` go to `low` (the line systemd applies, not
+/// one a later drop-in overrides).
 fn low_unit_nofile(ctx: &Ctx<'_>, min: u64, f: &mut Finding, low: &mut Vec<String>) {
-    for c in ctx
-        .snap
-        .configured_limits
-        .iter()
+    for c in effective_limits(&ctx.snap.configured_limits)
+        .into_iter()
         .filter(|c| c.item == "nofile" && c.scope.starts_with("unit:"))
     {
         if c.value.is_some_and(|v| v < min) {
@@ -350,10 +385,8 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
 /// and evidence go to `f`, returned with the scan.
 fn memlock_scan(ctx: &Ctx<'_>, min: u64, mut f: Finding) -> (Finding, MemlockScan) {
     let mut scan = MemlockScan::default();
-    let configured: Vec<&ConfiguredLimit> = ctx
-        .snap
-        .configured_limits
-        .iter()
+    let configured: Vec<&ConfiguredLimit> = effective_limits(&ctx.snap.configured_limits)
+        .into_iter()
         .filter(|c| c.item == "memlock")
         .collect();
     for p in workload_procs(ctx) {
@@ -509,6 +542,56 @@ mod tests {
                 assert!(f.remedy.contains("LimitMEMLOCK=infinity"), "{}", f.remedy);
             }
         }
+    }
+
+    /// Found on the booted image: a drop-in raising the limit overrides the unit file's low line,
+    /// as systemd applies it; a later-named drop-in wins, and one in /etc masks the same name below.
+    #[test]
+    fn the_limit_systemd_applies_is_judged_not_an_overridden_line() {
+        let unit = "/etc/systemd/system/rkllm-server.service";
+        let d = |dir: &str, name: &str| format!("{dir}/rkllm-server.service.d/{name}");
+        let scope = "unit:rkllm-server.service";
+        let board = |lines: &[(String, u64)]| {
+            let mut b = Board::new()
+                .os("debian", "Armbian 24.11 bookworm")
+                .process(11, "rkllm_server", Some(65536), Some(65536))
+                .in_unit("rkllm-server.service");
+            for (file, v) in lines {
+                b = b.configured_limit(file, "nofile", Some(*v), scope);
+            }
+            b.build()
+        };
+        let status =
+            |lines: &[(String, u64)]| one("rk3588-rknpu", &board(lines), "limits.nofile").status;
+        let etc = "/etc/systemd/system";
+        let usr = "/usr/lib/systemd/system";
+        assert_eq!(status(&[(unit.into(), 1024)]), Status::Warn);
+        assert_eq!(
+            status(&[
+                (unit.into(), 1024),
+                (d(etc, "zz-npu-agent-nofile.conf"), 65536)
+            ]),
+            Status::Pass
+        );
+        assert_eq!(
+            status(&[
+                (unit.into(), 65536),
+                (d(etc, "10-a.conf"), 65536),
+                (d(etc, "20-b.conf"), 1024)
+            ]),
+            Status::Warn
+        );
+        assert_eq!(
+            status(&[(d(etc, "50-x.conf"), 65536), (d(usr, "50-x.conf"), 1024)]),
+            Status::Pass
+        );
+        assert_eq!(
+            status(&[
+                (unit.into(), 65536),
+                (format!("{usr}/rkllm-server.service"), 1024)
+            ]),
+            Status::Pass
+        );
     }
 
     #[test]

@@ -554,6 +554,36 @@ fn rock5b_image_provisions_runs_sandboxed_actions_watchdog_upgrade_and_reboots()
         "no compact_* counter moved: {res:#}"
     );
 
+    // (3b) `fix` on the real systemd (issue 25): a workload unit with LimitNOFILE=1024 makes
+    // limits.nofile fail with a drop-in plan. From the fleet, signed, it is rejected before
+    // `executing`: the service's sandbox keeps /etc read-only. In a root shell on the board,
+    // `npu-agent fix --yes` writes the drop-in, reloads systemd and restarts the unit; the new
+    // limit is read back from /proc/<pid>/limits and the check passes.
+    g.ok("cp /bin/sleep /usr/local/bin/rkllm_server && printf '[Service]\\nExecStart=/usr/local/bin/rkllm_server 100000\\nLimitNOFILE=1024\\n' > /etc/systemd/system/rkllm-server.service && systemctl daemon-reload && systemctl start rkllm-server");
+    let r = send(&url, ROCK_ID, "rescan", &[], None);
+    assert_eq!(r.code, 0, "{r:?}");
+    let remote = send(&url, ROCK_ID, "fix", &["check=limits.nofile"], Some(&key));
+    assert_eq!(remote.code, 1, "{remote:?}\n{}", g.tail());
+    assert!(
+        remote.lines().iter().any(|l| l.contains(" rejected: ")
+            && l.contains("/etc/systemd/system/rkllm-server.service.d/")
+            && l.contains("cannot be written from here")),
+        "{remote:?}"
+    );
+    let (out, code) = g.sh("npu-agent fix --yes limits.nofile 2>&1");
+    assert_eq!(
+        code, 0,
+        "`npu-agent fix --yes limits.nofile` in the guest:\n{out}"
+    );
+    assert!(out.contains("fixed: limits.nofile"), "{out}");
+    let limits = g
+        .ok("grep 'Max open files' /proc/$(systemctl show -p MainPID --value rkllm-server)/limits");
+    assert!(limits.contains("65536"), "{limits}");
+    let dropin = g.ok("systemctl cat rkllm-server");
+    assert!(dropin.contains("LimitNOFILE=65536"), "{dropin}");
+    say("image: fix from the fleet rejected under the sandbox; fix --yes on the board raised LimitNOFILE to 65536 (read back from /proc)");
+    g.ok("systemctl stop rkllm-server");
+
     // (4) live evidence: a kernel line in /dev/kmsg and a journal line from a unit playing the
     // workload (what the agent makes of them depends on its log sources; printed, and asserted
     // when the agent reads the kernel log and the journal).
