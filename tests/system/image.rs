@@ -7,8 +7,10 @@
 //! the guest forward, and drive the guest's serial console (root is logged in there):
 //!
 //! - ROCK 5B: first boot with `npu-agent.toml` on the boot partition (applied, removed, unit
-//!   `active (running)` after `READY=1`, retained status); `compact` under the real sandbox; a
-//!   kernel line in `/dev/kmsg` and a journal line from a unit playing the workload; a signed
+//!   `active (running)` after `READY=1`, retained status); `compact` under the real sandbox;
+//!   `fix` of a workload unit's `LimitNOFILE`: rejected from the fleet under the sandbox, carried
+//!   out by `npu-agent fix --yes` on the board (drop-in, daemon-reload, restart, the new limit
+//!   read back from `/proc/<pid>/limits`); a kernel line in `/dev/kmsg` and a journal line from a unit playing the workload; a signed
 //!   `set_cma` editing `armbianEnv.txt` on the boot partition; `journalctl -u npu-agent` and
 //!   `systemd-analyze security npu-agent`; the watchdog killing a `kill -STOP`ped agent (offline,
 //!   then online with the session incremented); an upgrade to a second build keeping the edited
