@@ -237,12 +237,15 @@ pub struct FileEdit {
 
 /// One line: content without its ending, and the ending (`\n`, `\r\n` or empty at EOF).
 #[derive(Debug, Clone)]
-struct Line {
-    content: String,
-    ending: String,
+pub(crate) struct Line {
+    /// The line without its ending.
+    pub(crate) content: String,
+    /// `\n`, `\r\n`, or empty for a last line without one.
+    pub(crate) ending: String,
 }
 
-fn split_lines(text: &str) -> Vec<Line> {
+/// `text` as lines, every byte kept (see [`join_lines`]).
+pub(crate) fn split_lines(text: &str) -> Vec<Line> {
     text.split_inclusive('\n')
         .map(|l| {
             let (content, ending) = if let Some(c) = l.strip_suffix("\r\n") {
@@ -260,7 +263,8 @@ fn split_lines(text: &str) -> Vec<Line> {
         .collect()
 }
 
-fn join_lines(lines: &[Line]) -> String {
+/// The text of `lines`, the inverse of [`split_lines`].
+pub(crate) fn join_lines(lines: &[Line]) -> String {
     lines
         .iter()
         .map(|l| format!("{}{}", l.content, l.ending))

@@ -3,7 +3,9 @@
 //! it go, so the file never holds the key twice), a missing one is added; every other byte is
 //! kept (comments, order, line endings). Running an edit on its own output changes nothing.
 
-use crate::action::bootedit::{diff_hunks, edit_cmdline_cma, parse_cma_size};
+use crate::action::bootedit::{
+    diff_hunks, edit_cmdline_cma, join_lines, parse_cma_size, split_lines, Line,
+};
 use crate::parse::bootfile::BootFileKind;
 use serde::Serialize;
 
@@ -24,38 +26,6 @@ pub struct TextEdit {
     pub warnings: Vec<String>,
 }
 
-/// One line: its content and its ending (`\n`, `\r\n`, or empty at the end of the file).
-#[derive(Debug, Clone)]
-struct Line {
-    content: String,
-    ending: String,
-}
-
-fn split(text: &str) -> Vec<Line> {
-    text.split_inclusive('\n')
-        .map(|l| {
-            let (c, e) = if let Some(c) = l.strip_suffix("\r\n") {
-                (c, "\r\n")
-            } else if let Some(c) = l.strip_suffix('\n') {
-                (c, "\n")
-            } else {
-                (l, "")
-            };
-            Line {
-                content: c.to_string(),
-                ending: e.to_string(),
-            }
-        })
-        .collect()
-}
-
-fn join(lines: &[Line]) -> String {
-    lines
-        .iter()
-        .map(|l| format!("{}{}", l.content, l.ending))
-        .collect()
-}
-
 /// An edit in progress: the lines, and what was replaced and added.
 struct Work {
     old: String,
@@ -67,10 +37,25 @@ struct Work {
 }
 
 impl Work {
+    /// Indexes of the uncommented `key=value` lines whose key (trimmed) `is_key` accepts.
+    fn setting_lines(&self, is_key: impl Fn(&str) -> bool) -> Vec<usize> {
+        self.lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| {
+                !is_comment(&l.content)
+                    && l.content
+                        .split_once('=')
+                        .is_some_and(|(k, _)| is_key(k.trim()))
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     fn new(text: &str) -> Work {
         Work {
             old: text.to_string(),
-            lines: split(text),
+            lines: split_lines(text),
             ending: if text.contains("\r\n") { "\r\n" } else { "\n" },
             before: Vec::new(),
             after: Vec::new(),
@@ -110,7 +95,7 @@ impl Work {
     }
 
     fn finish(self) -> TextEdit {
-        let new_text = join(&self.lines);
+        let new_text = join_lines(&self.lines);
         TextEdit {
             changed: new_text != self.old,
             diff: diff_hunks(&self.old, &new_text),
@@ -363,18 +348,7 @@ pub fn edit_sysctl(text: &str, key: &str, value: &str) -> Result<TextEdit, Strin
     one_line("value", value)?;
     let dotted = sysctl_dotted(key);
     let mut w = Work::new(text);
-    let matching: Vec<usize> = w
-        .lines
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| {
-            !is_comment(&l.content)
-                && l.content
-                    .split_once('=')
-                    .is_some_and(|(k, _)| sysctl_dotted(k.trim()) == dotted)
-        })
-        .map(|(i, _)| i)
-        .collect();
+    let matching = w.setting_lines(|k| sysctl_dotted(k) == dotted);
     let line = format!("{dotted} = {value}");
     // A line already saying it (however spaced) is kept as it is.
     let same = |c: &str| {
@@ -393,18 +367,7 @@ pub fn edit_sysctl(text: &str, key: &str, value: &str) -> Result<TextEdit, Strin
 /// later ones removed (U-Boot keeps the last); a missing key is appended.
 fn edit_env_key(text: &str, key: &str, value: &str) -> TextEdit {
     let mut w = Work::new(text);
-    let matching: Vec<usize> = w
-        .lines
-        .iter()
-        .enumerate()
-        .filter(|(_, l)| {
-            !is_comment(&l.content)
-                && l.content
-                    .split_once('=')
-                    .is_some_and(|(k, _)| k.trim() == key)
-        })
-        .map(|(i, _)| i)
-        .collect();
+    let matching = w.setting_lines(|k| k == key);
     let at = w.lines.len();
     w.set_one(&matching, format!("{key}={value}"), at, key);
     w.finish()
