@@ -123,7 +123,7 @@ pub fn run(opts: FixOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         .checks
         .iter()
         .map(String::as_str)
-        .filter(|id| !crate::check::CHECK_IDS.contains(id))
+        .filter(|id| !crate::model::CHECK_IDS.contains(id))
         .collect();
     if !unknown.is_empty() {
         let _ = writeln!(

@@ -249,7 +249,7 @@ fn fix_checks(arg: Option<String>) -> Result<Vec<String>, String> {
     };
     let mut ids = Vec::new();
     for id in arg.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        if !crate::check::CHECK_IDS.contains(&id) {
+        if !crate::model::CHECK_IDS.contains(&id) {
             let looks = id.len() <= 40
                 && id
                     .bytes()
