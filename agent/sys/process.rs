@@ -63,6 +63,15 @@ pub fn run_with_timeout(
     timeout: Duration,
     mut on_line: impl FnMut(&str) + Send,
 ) -> Result<Finished, RunError> {
+    run_lines(cmd, timeout, &mut on_line)
+}
+
+/// [`run_with_timeout`] compiled once, whatever the callback.
+fn run_lines(
+    cmd: &mut Command,
+    timeout: Duration,
+    on_line: &mut (dyn FnMut(&str) + Send),
+) -> Result<Finished, RunError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd
         .stdin(Stdio::null())
@@ -78,7 +87,7 @@ pub fn run_with_timeout(
     let stderr = child.stderr.take();
     std::thread::scope(|scope| {
         if let Some(out) = stdout {
-            scope.spawn(move || read_lines(out, &mut on_line));
+            scope.spawn(move || read_lines(out, on_line));
         }
         let err_reader = scope.spawn(move || stderr.map(keep_start).unwrap_or_default());
         // A timeout past the clock's range waits without a deadline rather than panicking.
@@ -133,7 +142,7 @@ fn kill_group(child: &mut Child) {
 }
 
 /// Hands every line of `r` to `on_line` until end of file or a read error.
-fn read_lines(r: impl Read, on_line: &mut impl FnMut(&str)) {
+fn read_lines(r: impl Read, on_line: &mut dyn FnMut(&str)) {
     let mut reader = BufReader::new(r);
     let mut buf = Vec::new();
     loop {
