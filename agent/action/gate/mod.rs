@@ -131,6 +131,18 @@ impl Ledger {
                 reason: None,
             });
         }
+        // Files before the split kept unsigned ids under the bare id.
+        let bare: Vec<String> = self
+            .commands
+            .iter()
+            .filter(|(k, e)| !e.signed && !k.starts_with("u:"))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in bare {
+            if let Some(e) = self.commands.remove(&k) {
+                self.commands.insert(ledger_key(&k, false), e);
+            }
+        }
         self.schema = 2;
     }
 
@@ -160,6 +172,22 @@ impl Ledger {
 /// the ledger, and read by the planner's cooldown.
 pub fn cli_slot(action: &str) -> String {
     format!("{action}/cli")
+}
+
+/// The ledger key of `cmd_id`: the id itself for a signed command, `u:<id>` for an unsigned one
+/// (`:` is never in an id), so an unsigned message that reuses a signed command's id (any
+/// subscriber sees it) never consumes it.
+pub fn ledger_key(cmd_id: &str, signed: bool) -> String {
+    if signed {
+        cmd_id.to_string()
+    } else {
+        format!("u:{cmd_id}")
+    }
+}
+
+/// The command id of a ledger key.
+fn key_id(key: &str) -> &str {
+    key.strip_prefix("u:").unwrap_or(key)
 }
 
 /// The refusals `[actions] disabled` asks for: action → the reason every origin is given.
@@ -376,7 +404,13 @@ impl Gate {
     /// The ledger holds a record of `cmd_id` (it ran, or is running): a later message with that
     /// id is a replay, answered by the gate with the real outcome.
     pub fn has_record(&self, cmd_id: &str) -> bool {
-        self.ledger.commands.contains_key(cmd_id)
+        self.record(cmd_id).is_some()
+    }
+
+    /// The record of `cmd_id`: the signed command's, else the unsigned one's.
+    fn record(&self, cmd_id: &str) -> Option<&LedgerEntry> {
+        let c = &self.ledger.commands;
+        c.get(cmd_id).or_else(|| c.get(&ledger_key(cmd_id, false)))
     }
 
     /// Actions waiting (not counting the one running).
@@ -453,7 +487,7 @@ impl Gate {
                 out.push((
                     CmdRef {
                         action: e.action.clone(),
-                        cmd_id: id.clone(),
+                        cmd_id: key_id(id).to_string(),
                     },
                     e.clone(),
                 ));
@@ -490,6 +524,46 @@ impl Gate {
         Ok(slot)
     }
 
+    /// What the ledger says of a parsed command: a re-delivery (answered again when finished),
+    /// a replay of a used id (answered with its record), or `None` for a new command. A message
+    /// that carries a signature is looked up (and, once verified, recorded) as signed; an
+    /// unsigned one never reaches a signed command's record except as a replay of it.
+    fn seen_before(
+        &self,
+        topic: &CommandTopic,
+        parsed: &command::Parsed,
+        cmd: &CmdRef,
+    ) -> Option<Admission> {
+        let claims_signed = parsed.msg.signature.is_some() && !self.policy.trusted_keys.is_empty();
+        let own = self
+            .ledger
+            .commands
+            .get(&ledger_key(&topic.cmd_id, claims_signed));
+        if let Some(e) = own.filter(|e| e.payload_hash == parsed.payload_hash) {
+            // A retained init delivered again means the answer never reached the broker (the
+            // link dropped right after it): a finished command answers again.
+            return Some(match e.status.is_final() {
+                true => Admission::Answered {
+                    cmd: cmd.clone(),
+                    record: e.clone(),
+                },
+                false => Admission::Ignored("duplicate delivery"),
+            });
+        }
+        let signed = self.ledger.commands.get(&topic.cmd_id);
+        let signed = signed.filter(|e| !claims_signed && e.signed && e.action == topic.action);
+        let e = signed.or(own)?;
+        if topic.board == ALL {
+            // The fleet-wide init stays retained until the requester clears it.
+            return Some(Admission::Ignored("fleet-wide command already handled"));
+        }
+        Some(Admission::Replay {
+            cmd: cmd.clone(),
+            record: e.clone(),
+            reason: format!("cmd_id {:?} was already used (replay)", topic.cmd_id),
+        })
+    }
+
     /// Admits an MQTT command on `topic` (already known to be a command topic of this board or
     /// of `all`).
     pub fn admit_command(&mut self, topic: &CommandTopic, payload: &[u8], now: i64) -> Admission {
@@ -510,7 +584,7 @@ impl Gate {
             Err(Verdict::Reject(r)) => {
                 // Junk on the topic of a used id: answer with the real record, never overwrite
                 // it with a rejection.
-                return match self.ledger.commands.get(&topic.cmd_id) {
+                return match self.record(&topic.cmd_id) {
                     Some(e) if e.action == topic.action || e.action.is_empty() => {
                         Admission::Replay {
                             cmd,
@@ -525,27 +599,8 @@ impl Gate {
                 };
             }
         };
-        if let Some(e) = self.ledger.commands.get(&topic.cmd_id) {
-            if e.payload_hash == parsed.payload_hash {
-                // A retained init delivered again means the answer never reached the broker
-                // (the link dropped right after it): a finished command answers again.
-                return match e.status.is_final() {
-                    true => Admission::Answered {
-                        cmd,
-                        record: e.clone(),
-                    },
-                    false => Admission::Ignored("duplicate delivery"),
-                };
-            }
-            if topic.board == ALL {
-                // The fleet-wide init stays retained until the requester clears it.
-                return Admission::Ignored("fleet-wide command already handled");
-            }
-            return Admission::Replay {
-                cmd,
-                record: e.clone(),
-                reason: format!("cmd_id {:?} was already used (replay)", topic.cmd_id),
-            };
+        if let Some(answer) = self.seen_before(topic, &parsed, &cmd) {
+            return answer;
         }
         let signed = match command::authorize(&self.policy, topic, &parsed, now) {
             Ok(s) => s,
@@ -573,7 +628,7 @@ impl Gate {
         let before = self.ledger.clone();
         let prev = self.ledger.last_run.insert(slot.clone(), now);
         self.ledger.commands.insert(
-            topic.cmd_id.clone(),
+            ledger_key(&topic.cmd_id, signed),
             LedgerEntry {
                 action: topic.action.clone(),
                 signed,
@@ -708,7 +763,8 @@ impl Gate {
         }
         if let Some(c) = &job.cmd {
             let reboot_pending = c.action == "reboot" && outcome.ok;
-            if let Some(e) = self.ledger.commands.get_mut(&c.cmd_id) {
+            let key = ledger_key(&c.cmd_id, job.signed);
+            if let Some(e) = self.ledger.commands.get_mut(&key) {
                 if !reboot_pending {
                     e.status = if outcome.ok {
                         CmdStatus::Successful
@@ -748,7 +804,8 @@ impl Gate {
             },
         );
         if let Some(c) = &job.cmd {
-            if let Some(e) = self.ledger.commands.get_mut(&c.cmd_id) {
+            let key = ledger_key(&c.cmd_id, job.signed);
+            if let Some(e) = self.ledger.commands.get_mut(&key) {
                 e.status = CmdStatus::Rejected;
                 if job.origin == Origin::Mqtt {
                     if let Err(e) = self.persist() {
@@ -761,7 +818,8 @@ impl Gate {
 
     /// Records the settled reboot `cmd_id` (its result is known after the reboot).
     pub fn settle_reboot(&mut self, cmd_id: &str, ok: bool, detail: &str) {
-        if let Some(e) = self.ledger.commands.get_mut(cmd_id) {
+        let signed = self.ledger.commands.contains_key(cmd_id);
+        if let Some(e) = self.ledger.commands.get_mut(&ledger_key(cmd_id, signed)) {
             e.status = if ok {
                 CmdStatus::Successful
             } else {

@@ -536,3 +536,61 @@ fn a_redelivered_init_is_ignored_while_running_and_answered_once_finished() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Issue 26 item 1: an unsigned message that reuses a signed command's id (any subscriber sees
+/// it) neither blocks the signed command on a board that was offline nor replays it.
+#[test]
+fn an_unsigned_message_never_consumes_a_signed_commands_id() {
+    let mut g = gate();
+    let rescan = bytes(&init("b1", serde_json::json!({}), NOW));
+    assert!(matches!(
+        g.admit_command(&topic("b1", "rescan", "c9"), &rescan, NOW),
+        Admission::Queued(Some(_))
+    ));
+    assert_eq!(run_all(&mut g).len(), 1);
+    let mut fleet_wide = init("all", serde_json::json!({"size": "256M"}), NOW);
+    sign(&key(), "set_cma", "c9", &mut fleet_wide);
+    let t = topic("all", "set_cma", "c9");
+    assert!(matches!(
+        g.admit_command(&t, &bytes(&fleet_wide), NOW + 1),
+        Admission::Queued(Some(_))
+    ));
+    assert_eq!(run_all(&mut g).len(), 1, "the signed command runs");
+    // The same unsigned bytes again are a re-delivery of the unsigned command, answered as such.
+    assert!(matches!(
+        g.admit_command(&topic("b1", "rescan", "c9"), &rescan, NOW + 2),
+        Admission::Answered { .. }
+    ));
+    // An unsigned init for this board with the signed command's id and action: the signed
+    // record, never a run (and on the fleet-wide topic, nothing).
+    let unsigned = init("b1", serde_json::json!({"size": "256M"}), NOW + 3);
+    match g.admit_command(&topic("b1", "set_cma", "c9"), &bytes(&unsigned), NOW + 3) {
+        Admission::Replay { record, reason, .. } => {
+            assert!(record.signed && record.action == "set_cma", "{record:?}");
+            assert_eq!(record.status, CmdStatus::Successful);
+            assert!(reason.contains("replay"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let unsigned_all = init("all", serde_json::json!({"size": "256M"}), NOW + 3);
+    assert!(matches!(
+        g.admit_command(&t, &bytes(&unsigned_all), NOW + 3),
+        Admission::Ignored(_)
+    ));
+    // A ledger written before the split keeps working: its unsigned ids move to their key.
+    let mut old = Ledger::default();
+    old.commands.insert(
+        "c1".into(),
+        LedgerEntry {
+            action: "rescan".into(),
+            signed: false,
+            accepted_unix_s: NOW,
+            keep_until_unix_s: NOW + 60,
+            payload_hash: 1,
+            status: CmdStatus::Successful,
+            reason: None,
+        },
+    );
+    old.upgrade(300);
+    assert!(old.commands.contains_key("u:c1") && !old.commands.contains_key("c1"));
+}
