@@ -30,6 +30,15 @@ impl ProfileChoice {
             ProfileChoice::Id(s.to_string())
         }
     }
+
+    /// The text [`ProfileChoice::parse`] reads back (a `--profile` argument).
+    pub fn arg(&self) -> std::ffi::OsString {
+        match self {
+            ProfileChoice::Auto => "auto".into(),
+            ProfileChoice::Id(id) => id.into(),
+            ProfileChoice::File(p) => p.into(),
+        }
+    }
 }
 
 /// Why a diagnosis could not start (exit code 2).

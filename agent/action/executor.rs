@@ -224,6 +224,21 @@ impl Executor {
                 }
             }
         };
+        let p = super::fix::plan::plan(&d.report.findings, checks);
+        if !dry_run && super::fix::run::outside_sandbox(&self.root, &p) == Ok(true) {
+            let outcome = super::fix::delegate::run(
+                checks,
+                &self.profile,
+                &self.state,
+                crate::action::now_unix_s(),
+            );
+            let again = diagnose::diagnose(&self.root, &self.profile).ok();
+            return Executed {
+                outcome,
+                report: ActionReport::Other,
+                diagnosis: again.map(Arc::new),
+            };
+        }
         let env = super::fix::apply::ApplyEnv::for_root(&self.root);
         let cx = FixContext {
             root: &self.root,

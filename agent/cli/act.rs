@@ -126,7 +126,10 @@ pub(super) fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) 
     };
     let mut job = ExecJob::new(action.clone(), "cli", now);
     job.dry_run = a.dry_run;
-    let ActionReport::Compact(report) = cli_executor(&root, &state).execute(job).report else {
+    let ActionReport::Compact(report) = cli_executor(&root, &state, ProfileChoice::Auto)
+        .execute(job)
+        .report
+    else {
         unreachable!("a compaction reports as one")
     };
     let _ = write!(out, "{}", render_compact_text(&report));
@@ -176,16 +179,18 @@ pub(super) fn admit_cli(
     }
 }
 
-/// The executor for an action the admin runs here, under `root`, recording in `state`.
+/// The executor for an action the admin runs here, under `root`, recording in `state`, making
+/// its diagnoses with `profile`.
 pub(super) fn cli_executor(
     root: &SysRoot,
     state: &crate::action::state::StateDir,
+    profile: ProfileChoice,
 ) -> crate::action::executor::Executor {
     crate::action::executor::Executor::new(
         root.clone(),
         state.clone(),
         crate::action::ActionConfig::default(),
-        ProfileChoice::parse("auto"),
+        profile,
     )
 }
 
@@ -273,7 +278,9 @@ pub(super) fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -
             let mut job = crate::action::executor::ExecJob::new(gate_action.clone(), "cli", now);
             (job.dry_run, job.diagnosis) = (dry_run, Some(std::sync::Arc::new(d)));
             let crate::action::executor::ActionReport::CmaSet(r) =
-                cli_executor(&root, &state).execute(job).report
+                cli_executor(&root, &state, ProfileChoice::parse(&profile_arg))
+                    .execute(job)
+                    .report
             else {
                 unreachable!("a boot-file edit reports as one")
             };

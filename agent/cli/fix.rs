@@ -29,6 +29,7 @@ pub(super) static FIX: Spec = Spec {
              steps only, no apt or systemctl).",
         )
         .default("/"),
+        super::PROFILE,
         Opt::flag("dry-run", "Print the plan; change nothing."),
         Opt::flag("yes", "Apply without asking."),
         Opt::flag("json", "Print the plan (and the result) as JSON."),
@@ -52,6 +53,7 @@ impl FixOptions {
             dry_run: m.flag("dry-run"),
             yes: m.flag("yes"),
             root: m.path("root").unwrap_or_else(|| PathBuf::from("/")),
+            profile: super::profile_arg(m)?,
             json: m.flag("json"),
             terminal: std::io::stdin().is_terminal(),
         })
@@ -69,6 +71,8 @@ pub struct FixOptions {
     pub yes: bool,
     /// The board tree (`/` on the board itself).
     pub root: PathBuf,
+    /// `auto`, a profile id or a profile file (as `check --profile`).
+    pub profile: String,
     /// Print the plan as JSON instead of text.
     pub json: bool,
     /// Standard input is a terminal a person can confirm on.
@@ -82,6 +86,7 @@ impl Default for FixOptions {
             dry_run: false,
             yes: false,
             root: PathBuf::from("/"),
+            profile: "auto".into(),
             json: false,
             terminal: false,
         }
@@ -134,7 +139,11 @@ pub fn run(opts: FixOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         return EXIT_USAGE;
     }
     let root = SysRoot::new(&opts.root);
-    let d = match diagnose_with(&root, &ProfileChoice::Auto, &DiagnoseOptions::default()) {
+    let d = match diagnose_with(
+        &root,
+        &ProfileChoice::parse(&opts.profile),
+        &DiagnoseOptions::default(),
+    ) {
         Ok(d) => d,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
@@ -220,7 +229,12 @@ fn apply(opts: &FixOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Ok(g) => g,
         Err(code) => return code,
     };
-    let done = super::cli_executor(&root, &state).execute(ExecJob::new(action.clone(), "cli", now));
+    let profile = ProfileChoice::parse(&opts.profile);
+    let done = super::cli_executor(&root, &state, profile).execute(ExecJob::new(
+        action.clone(),
+        "cli",
+        now,
+    ));
     if done.outcome.ran {
         super::record_cli_run(&mut gate, &action, now, err);
     }

@@ -8,16 +8,19 @@
 //!
 //! - ROCK 5B: first boot with `npu-agent.toml` on the boot partition (applied, removed, unit
 //!   `active (running)` after `READY=1`, retained status); `compact` under the real sandbox;
-//!   `fix` of a workload unit's `LimitNOFILE`: rejected from the fleet under the sandbox, carried
-//!   out by `npu-agent fix --yes` on the board (drop-in, daemon-reload, restart, the new limit
-//!   read back from `/proc/<pid>/limits`); a kernel line in `/dev/kmsg` and a journal line from a unit playing the workload; a signed
+//!   a signed `fix` of a workload unit's `LimitNOFILE` from the fleet, run in a transient unit
+//!   outside the sandbox (drop-in, daemon-reload, restart, the new limit read back from
+//!   `/proc/<pid>/limits`); a kernel line in `/dev/kmsg` and a journal line from a unit playing the workload; a signed
 //!   `set_cma` editing `armbianEnv.txt` on the boot partition; `journalctl -u npu-agent` and
 //!   `systemd-analyze security npu-agent`; the watchdog killing a `kill -STOP`ped agent (offline,
 //!   then online with the session incremented); an upgrade to a second build keeping the edited
 //!   config; a signed `reboot` through `systemctl reboot`, proven by a new `boot_id` and the
 //!   pool the harness-as-bootloader boots with.
 //! - Raspberry Pi 5: a broken `npu-agent.toml` on the FAT boot partition: nothing applied, the
-//!   file left, `agent.provisioning` in the status.
+//!   file left, `agent.provisioning` in the status; with the Hailo-10H profile and the Hailo-8
+//!   line installed from a local apt repository, the signed `fix` of
+//!   `hailo.package_generation` swaps the line through real apt (after an unsigned one and one
+//!   while apt holds the dpkg lock were refused).
 //! - A throwaway arm64 chroot of the same root file system: `dpkg -i`, upgrade over an edited
 //!   config, remove, purge, and install-into-image.sh's refusal of a baked provisioning file (the
 //!   installs that once ran on the CI machine itself).
@@ -27,6 +30,8 @@
 //! under `CI=true` anything missing fails the test, otherwise it is skipped with a printed reason.
 
 use crate::{common, fleet, harness};
+
+mod apt_repo;
 
 use common::{say, skip};
 use harness::Mosquitto;
@@ -70,8 +75,9 @@ fn prerequisites() -> Option<PathBuf> {
             "dtc",
             "cpio",
             "mosquitto",
+            "dpkg-scanpackages",
         ],
-        "the image tests; Debian packages mmdebstrap, qemu-system-arm, qemu-user-static, e2fsprogs, dosfstools, mtools, device-tree-compiler, cpio, mosquitto",
+        "the image tests; Debian packages dpkg-dev, mmdebstrap, qemu-system-arm, qemu-user-static, e2fsprogs, dosfstools, mtools, device-tree-compiler, cpio, mosquitto",
     )?;
     if !rustix::process::geteuid().is_root() {
         skip("building an image needs root (chroot, file ownership in the root file system)");
@@ -557,33 +563,44 @@ fn rock5b_image_provisions_runs_sandboxed_actions_watchdog_upgrade_and_reboots()
     );
 
     // (3b) `fix` on the real systemd (issue 25): a workload unit with LimitNOFILE=1024 makes
-    // limits.nofile fail with a drop-in plan. From the fleet, signed, it is rejected before
-    // `executing`: the service's sandbox keeps /etc read-only. In a root shell on the board,
-    // `npu-agent fix --yes` writes the drop-in, reloads systemd and restarts the unit; the new
-    // limit is read back from /proc/<pid>/limits and the check passes.
+    // limits.nofile fail with a drop-in plan. The service's sandbox keeps /etc read-only, so the
+    // signed `fix` from the fleet runs as `npu-agent fix --yes` in a transient unit outside it:
+    // the drop-in is written, systemd reloaded, the unit restarted; the new limit is read back
+    // from /proc/<pid>/limits, and `fix` on the board then finds nothing to fix.
     g.ok("cp /bin/sleep /usr/local/bin/rkllm_server && printf '[Service]\\nExecStart=/usr/local/bin/rkllm_server 100000\\nLimitNOFILE=1024\\n' > /etc/systemd/system/rkllm-server.service && systemctl daemon-reload && systemctl start rkllm-server");
     let r = send(&url, ROCK_ID, "rescan", &[], None);
     assert_eq!(r.code, 0, "{r:?}");
+    let from = sub.len();
     let remote = send(&url, ROCK_ID, "fix", &["check=limits.nofile"], Some(&key));
-    assert_eq!(remote.code, 1, "{remote:?}\n{}", g.tail());
-    assert!(
-        remote.lines().iter().any(|l| l.contains(" rejected: ")
-            && l.contains("/etc/systemd/system/rkllm-server.service.d/")
-            && l.contains("cannot be written from here")),
-        "{remote:?}"
+    assert_eq!(remote.code, 0, "{remote:?}\n{}", g.tail());
+    let (_, done) = wait_msg(
+        &sub,
+        &g,
+        from,
+        &format!("npu-fleet/{ROCK_ID}/cmd/fix/{}", remote.cmd_id()),
+        Duration::from_secs(60),
+        |m| m.json()["status"] == "successful",
     );
-    let (out, code) = g.sh("npu-agent fix --yes limits.nofile 2>&1");
-    assert_eq!(
-        code, 0,
-        "`npu-agent fix --yes limits.nofile` in the guest:\n{out}"
-    );
-    assert!(out.contains("fixed: limits.nofile"), "{out}");
+    let res = &done.json()["result"];
+    assert_eq!(res["result"], "fixed", "{res:#}");
+    let unit = res["unit"].as_str().unwrap_or_default();
+    assert!(unit.starts_with("npu-agent-fix-"), "{res:#}");
     let limits = g
         .ok("grep 'Max open files' /proc/$(systemctl show -p MainPID --value rkllm-server)/limits");
     assert!(limits.contains("65536"), "{limits}");
     let dropin = g.ok("systemctl cat rkllm-server");
     assert!(dropin.contains("LimitNOFILE=65536"), "{dropin}");
-    say("image: fix from the fleet rejected under the sandbox; fix --yes on the board raised LimitNOFILE to 65536 (read back from /proc)");
+    let journal = g.ok(&format!(
+        "journalctl -u {unit} --no-pager -o cat | tail -n 5"
+    ));
+    println!("the transient unit's journal:\n{journal}");
+    let (out, code) = g.sh("npu-agent fix --dry-run limits.nofile 2>&1");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("the check does not fire: nothing to fix"),
+        "{out}"
+    );
+    say("image: signed fix from the fleet raised LimitNOFILE to 65536 in a transient unit outside the sandbox (read back from /proc)");
     g.ok("systemctl stop rkllm-server");
 
     // (4) live evidence: a kernel line in /dev/kmsg and a journal line from a unit playing the
@@ -828,14 +845,18 @@ fn pi5_image_broken_provisioning_file_is_reported_and_left() {
     let Some(mq) = Mosquitto::start() else { return };
     let port = mq.port;
     let tmp = tempfile::tempdir().unwrap();
-    // The image already knows its broker (agent.d); the flasher's file is broken (a string where
-    // a number belongs).
+    let (key, public) = fleet::keygen(tmp.path());
+    // The image already knows its broker, its profile and the operator's key (agent.d); the
+    // flasher's file is broken (a string where a number belongs).
     let broker = tmp.path().join("50-broker.toml");
     fs::write(
         &broker,
-        "board_id = \"pi5-image\"\n[mqtt]\nurl = \"mqtt://10.0.2.100:1883\"\nkeep_alive_s = 5\n[report]\ninterval_s = 10\n",
+        format!("board_id = \"{PI_ID}\"\nprofile = \"rpi5-hailo10h\"\n[mqtt]\nurl = \"mqtt://10.0.2.100:1883\"\nkeep_alive_s = 5\n[report]\ninterval_s = 10\n[security]\nallow_unsigned = [\"rescan\"]\ntrusted_keys = [\"/etc/npu-agent/keys/operator.pub\"]\n"),
     )
     .unwrap();
+    let public_file = tmp.path().join("operator.pub");
+    fs::write(&public_file, &public).unwrap();
+    let repo_files = apt_repo::build(tmp.path());
     let broken = tmp.path().join("npu-agent.toml");
     fs::write(
         &broken,
@@ -843,24 +864,25 @@ fn pi5_image_broken_provisioning_file_is_reported_and_left() {
     )
     .unwrap();
     let img = tmp.path().join("img");
-    build_image(&[
-        "--deb",
-        deb.to_str().unwrap(),
-        "--board",
-        "pi5",
-        "--file",
-        &format!("/etc/npu-agent/agent.d/50-broker.toml={}", broker.display()),
-        "--boot-file",
-        &format!("npu-agent.toml={}", broken.display()),
-        img.to_str().unwrap(),
-    ]);
+    let deb_arg = deb.to_str().unwrap().to_string();
+    let broker_arg = format!("/etc/npu-agent/agent.d/50-broker.toml={}", broker.display());
+    let boot_arg = format!("npu-agent.toml={}", broken.display());
+    let img_arg = img.to_str().unwrap().to_string();
+    let key_arg = format!("/etc/npu-agent/keys/operator.pub={}", public_file.display());
+    let mut args = vec!["--deb", &deb_arg, "--board", "pi5", "--file", &broker_arg];
+    args.extend(["--file", &key_arg]);
+    for f in &repo_files {
+        args.extend(["--file", f.as_str()]);
+    }
+    args.extend(["--boot-file", &boot_arg, &img_arg]);
+    build_image(&args);
     let sub = fleet::Subscriber::connect(port, "npu-fleet/#");
     let mut g = Guest::boot(&img, port, "", log_path("pi5-boot1.log"));
     let (i, _) = wait_msg(
         &sub,
         &g,
         0,
-        "npu-fleet/pi5-image/availability",
+        &format!("npu-fleet/{PI_ID}/availability"),
         BOOT_TIMEOUT,
         |m| m.text() == "online",
     );
@@ -872,13 +894,13 @@ fn pi5_image_broken_provisioning_file_is_reported_and_left() {
         &sub,
         &g,
         i,
-        "npu-fleet/pi5-image/status",
+        &format!("npu-fleet/{PI_ID}/status"),
         BOOT_TIMEOUT,
         |_| true,
     );
     let status = st.json();
     assert_eq!(
-        status["board_id"], "pi5-image",
+        status["board_id"], PI_ID,
         "nothing of the broken file applied: {status:#}"
     );
     let prov = finding(&status, "agent.provisioning");
@@ -910,6 +932,7 @@ fn pi5_image_broken_provisioning_file_is_reported_and_left() {
             && journal.contains("nothing from it was applied"),
         "{journal}"
     );
+    package_fix_from_the_fleet(&mut g, &sub, &mq.url(), &key);
     g.poweroff();
     // The file is still on the FAT partition after the board powered off.
     let o = Command::new("mtype")
@@ -923,6 +946,95 @@ fn pi5_image_broken_provisioning_file_is_reported_and_left() {
         "{}",
         text(&o)
     );
+}
+
+const PI_ID: &str = "pi5-image";
+
+/// The status finding `id` of the first status from index `from` on whose finding satisfies
+/// `pred`.
+fn status_with(
+    sub: &fleet::Subscriber,
+    g: &Guest,
+    from: usize,
+    id: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let topic = format!("npu-fleet/{PI_ID}/status");
+    let (_, m) = wait_msg(sub, g, from, &topic, Duration::from_secs(300), |m| {
+        m.json()["findings"]
+            .as_array()
+            .and_then(|a| a.iter().find(|f| f["id"] == id))
+            .is_some_and(&pred)
+    });
+    finding(&m.json(), id).clone()
+}
+
+/// Issue 25's package proof on the Pi 5 image with the Hailo-10H profile: the Hailo-8 line
+/// installed from the local repository makes `hailo.package_generation` fail; an unsigned `fix`
+/// is rejected; a signed one while apt holds the dpkg lock is refused with nothing changed; a
+/// signed one then swaps the line through real apt in a transient unit outside the service's
+/// sandbox, and the next status shows the check passing.
+fn package_fix_from_the_fleet(g: &mut Guest, sub: &fleet::Subscriber, url: &str, key: &str) {
+    let installed = g.ok(&apt_repo::install_wrong_line());
+    assert!(installed.contains("4.23.0"), "{installed}");
+    let from = sub.len();
+    let r = send(url, PI_ID, "rescan", &[], None);
+    assert_eq!(r.code, 0, "{r:?}");
+    let f = status_with(sub, g, from, "hailo.package_generation", |f| {
+        f["status"] == "fail"
+    });
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("hailo-all 4.23.0"),
+        "{f:#}"
+    );
+    let check = "check=hailo.package_generation";
+    let unsigned = send(url, PI_ID, "fix", &[check], None);
+    assert_ne!(unsigned.code, 0, "{unsigned:?}");
+    assert!(unsigned.out.contains("rejected"), "{unsigned:?}");
+    // A real apt holds the dpkg lock while it waits for its [Y/n] answer.
+    g.ok("(sleep 900 | sh -c 'echo $$ > /root/apt.pid; exec apt-get install hailo-h10-all' > /root/apt-held.log 2>&1 &) ; for i in $(seq 60); do grep -q 'continue' /root/apt-held.log && break; sleep 1; done; cat /root/apt-held.log");
+    let locked = send(url, PI_ID, "fix", &[check], Some(key));
+    assert_eq!(locked.code, 1, "{locked:?}\n{}", g.tail());
+    assert!(locked.out.contains("dpkg is locked"), "{locked:?}");
+    g.ok("kill $(cat /root/apt.pid); while kill -0 $(cat /root/apt.pid) 2>/dev/null; do sleep 1; done");
+    assert!(g
+        .ok("dpkg-query -W -f='${Package} ${Version}\\n' hailo-all")
+        .contains("hailo-all 4.23.0"));
+    let from = sub.len();
+    let fixed = send(url, PI_ID, "fix", &[check], Some(key));
+    assert_eq!(fixed.code, 0, "{fixed:?}\n{}", g.tail());
+    let topic = format!("npu-fleet/{PI_ID}/cmd/fix/{}", fixed.cmd_id());
+    let (_, done) = wait_msg(sub, g, from, &topic, Duration::from_secs(60), |m| {
+        m.json()["status"] == "successful"
+    });
+    let res = &done.json()["result"];
+    assert!(
+        res["unit"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("npu-agent-fix-"),
+        "{res:#}"
+    );
+    assert_eq!(res["result"], "fixed", "{res:#}");
+    let f = status_with(sub, g, from, "hailo.package_generation", |f| {
+        f["status"] == "pass"
+    });
+    println!("after the fix: {f:#}");
+    let pkgs = g.ok(
+        "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' | grep -E 'hailo|dkms'",
+    );
+    assert!(
+        pkgs.contains("hailo-h10-all 5.1.1 ii") && pkgs.contains("h10-hailort 5.1.1 ii"),
+        "{pkgs}"
+    );
+    assert!(
+        !pkgs.contains("hailo-all") && !pkgs.contains("hailort 4"),
+        "{pkgs}"
+    );
+    say("image: fix from the fleet swapped hailo-all 4.23.0 for hailo-h10-all 5.1.1 through apt in a transient unit; unsigned and dpkg-locked fixes refused");
 }
 
 /// `chroot ROOT sh -c CMD`: (output, exit code).

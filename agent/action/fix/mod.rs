@@ -4,9 +4,11 @@
 //!   automatic fix (pure: diagnosis and stack in, plan out).
 //! - [`apply`]: each step carried out under the root — files with backup, atomic write, re-read
 //!   and undo; packages through an `apt-get -s` simulation first; systemd through `systemctl`.
-
 //! - [`run`]: the whole action: plan, refusals, apply, diagnose again, verdict.
+//! - [`delegate`]: the same action in a transient unit, when the service's sandbox keeps the
+//!   files it writes read-only.
 
 pub mod apply;
+pub mod delegate;
 pub mod plan;
 pub mod run;

@@ -148,7 +148,19 @@ pub fn preflight(
     if let Some(why) = reboot_pending(state) {
         return Err(why);
     }
-    super::apply::writable(state.root(), &unique_steps(&p))
+    outside_sandbox(state.root(), &p).map(|_| ())
+}
+
+/// Whether the plan's steps must run outside this process's sandbox
+/// ([`super::delegate`]): some place they write is read-only here, and systemd can run them.
+///
+/// Errors: that place, when nothing can run the steps elsewhere.
+pub fn outside_sandbox(root: &SysRoot, p: &FixPlan) -> Result<bool, String> {
+    match super::apply::writable(root, &unique_steps(p)) {
+        Ok(()) => Ok(false),
+        Err(_) if super::delegate::available(root) => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 /// What a `fix` needs besides the plan's inputs.
