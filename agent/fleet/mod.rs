@@ -136,12 +136,13 @@ mod tests {
     fn status_rows() {
         let mut r = BoardRow::default();
         apply_status(&mut r, br#"{"health":"fail","profile":"rk3588-rknpu","model":"ROCK 5B","time":"t","session":3,
-            "findings":[{"id":"cma.free","status":"warn"},{"id":"limits.nofile","status":"fail"},{"id":"x","status":"pass"}],
+            "findings":[{"id":"cma.free","status":"warn"},{"id":"limits.nofile","status":"fail","fix":{"steps":[]}},{"id":"x","status":"pass","fix":{}}],
             "metrics":{"cma_free_bytes":1048576,"soc_temp_c":88.5,"undervoltage_now":true}}"#);
         assert_eq!(r.soc_temp_c, Some(88.5));
         assert_eq!(r.undervoltage_now, Some(true));
         let table = render_rows(std::slice::from_ref(&r));
-        assert!(table.contains("  88.5 YES "), "{table}");
+        assert!(table.contains("  88.5 YES   1 "), "{table}");
+        assert_eq!(r.fixable, vec!["limits.nofile"]);
         assert_eq!(r.worst, vec!["limits.nofile fail", "cma.free warn"]);
         assert_eq!(r.cma_free_bytes, Some(1 << 20));
         assert_eq!(r.session, 3);

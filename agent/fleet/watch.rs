@@ -25,6 +25,8 @@ pub struct BoardRow {
     pub undervoltage_now: Option<bool>,
     /// Failing and warning checks, most severe first.
     pub worst: Vec<String>,
+    /// Firing checks whose finding carries steps `fix` can carry out (`fleet send fix`).
+    pub fixable: Vec<String>,
     /// Status time (RFC 3339).
     pub last_seen: String,
     /// MQTT session counter.
@@ -35,6 +37,8 @@ pub struct BoardRow {
 pub(super) struct LightFinding {
     id: String,
     status: String,
+    #[serde(default)]
+    fix: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -70,6 +74,12 @@ pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
     row.cma_total_bytes = s.metrics.get("cma_total_bytes").and_then(Value::as_u64);
     row.soc_temp_c = s.metrics.get("soc_temp_c").and_then(Value::as_f64);
     row.undervoltage_now = s.metrics.get("undervoltage_now").and_then(Value::as_bool);
+    row.fixable = s
+        .findings
+        .iter()
+        .filter(|f| f.fix.is_some() && matches!(f.status.as_str(), "fail" | "warn"))
+        .map(|f| f.id.clone())
+        .collect();
     let mut worst: Vec<(u8, String)> = s
         .findings
         .into_iter()
@@ -98,9 +108,18 @@ pub fn whole_seconds(rfc3339: &str) -> String {
 /// Renders rows as a table.
 pub fn render_rows(rows: &[BoardRow]) -> String {
     let mut out = format!(
-        "{:<24} {:<8} {:<6} {:<14} {:>10} {:>6} {:<3} {:<20} {}
+        "{:<24} {:<8} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
 ",
-        "BOARD", "LINK", "HEALTH", "PROFILE", "CMA_FREE", "SOC_C", "UV", "LAST_SEEN", "WORST"
+        "BOARD",
+        "LINK",
+        "HEALTH",
+        "PROFILE",
+        "CMA_FREE",
+        "SOC_C",
+        "UV",
+        "FIX",
+        "LAST_SEEN",
+        "WORST"
     );
     for r in rows {
         let cma = r
@@ -127,7 +146,7 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
             None => "-",
         };
         out.push_str(&format!(
-            "{:<24} {:<8} {:<6} {:<14} {:>10} {:>6} {:<3} {:<20} {}
+            "{:<24} {:<8} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
 ",
             // Other boards' text is escaped here: a status cannot clear the screen, add rows
             // or hide a column (the filter on stdout passes home/clear for this view's own use).
@@ -138,6 +157,10 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
             cma,
             soc,
             uv,
+            match r.fixable.len() {
+                0 => "-".to_string(),
+                n => n.to_string(),
+            },
             clean(&whole_seconds(&r.last_seen)),
             clean(&worst)
         ));
