@@ -23,39 +23,9 @@ re!(
 );
 re!(re_ipv6, r"\b[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}\b");
 re!(
-    re_url_cred,
-    r"([a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@"
+    re_user,
+    r#"(?i)((?:username|user)["']?\s*[=:]\s*["']?)[^\s"',&]+"#
 );
-re!(
-    re_kv_secret,
-    r#"(?i)((?:password|passwd|token|secret|api[_-]?key|apikey|access[_-]?key|auth|credentials?|username|bearer)["']?\s*[=:]\s*["']?)[^\s"',&]+"#
-);
-re!(re_bearer, r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+");
-
-/// Option names whose value is a secret (`--token X`, `--api-key=X`): every name the status's
-/// redaction knows ([`crate::sys::secret::is_secret_name`], e.g. llama.cpp's `-hft`) and user names.
-pub(super) fn secret_option(arg: &str) -> bool {
-    let a = arg.trim_start_matches('-').to_ascii_lowercase();
-    arg.starts_with('-')
-        && (crate::sys::secret::is_secret_name(arg)
-            || [
-                "token",
-                "password",
-                "passwd",
-                "secret",
-                "api-key",
-                "api_key",
-                "apikey",
-                "key",
-                "auth",
-                "username",
-                "user",
-                "pass",
-                "credentials",
-            ]
-            .iter()
-            .any(|k| a == *k || a.ends_with(&format!("-{k}")) || a.ends_with(&format!("_{k}"))))
-}
 
 impl Redactor {
     /// A redactor for the board under `root`: learns its host name, user names (`/etc/passwd`
@@ -133,13 +103,9 @@ impl Redactor {
                 out = replace_word(&out, l, r);
             }
         }
-        out = re_url_cred()
-            .replace_all(&out, "${1}REDACTED:REDACTED@")
-            .into_owned();
-        out = re_bearer().replace_all(&out, "${1}REDACTED").into_owned();
-        out = re_kv_secret()
-            .replace_all(&out, "${1}REDACTED")
-            .into_owned();
+        // Secrets by the status's rules; then what only a bundle hides (user names, addresses).
+        out = crate::sys::redact::redact_text(&out);
+        out = re_user().replace_all(&out, "${1}user").into_owned();
         out = re_mac().replace_all(&out, "00:00:00:00:00:00").into_owned();
         out = re_ipv4()
             .replace_all(&out, |c: &regex_lite::Captures<'_>| {
@@ -166,30 +132,17 @@ impl Redactor {
         out
     }
 
-    /// A NUL-separated command line with secret option values replaced.
+    /// A NUL-separated command line with secret option values replaced (the status's rules,
+    /// [`crate::sys::secret::redact_argv`]), then personal details.
     pub fn cmdline(&self, raw: &[u8]) -> Vec<u8> {
         let args: Vec<String> = raw
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        let mut out: Vec<String> = Vec::with_capacity(args.len());
-        let mut hide_next = false;
-        for a in args {
-            if hide_next && !a.is_empty() {
-                out.push("REDACTED".into());
-                hide_next = false;
-                continue;
-            }
-            hide_next = false;
-            if let Some((k, _)) = a.split_once('=').filter(|(k, _)| secret_option(k)) {
-                out.push(format!("{k}=REDACTED"));
-                continue;
-            }
-            if secret_option(&a) {
-                hide_next = true;
-            }
-            out.push(self.text(&a));
-        }
+        let out: Vec<String> = crate::sys::secret::redact_argv(&args)
+            .iter()
+            .map(|a| self.text(a))
+            .collect();
         out.join("\0").into_bytes()
     }
 }

@@ -80,7 +80,7 @@ fn cmdline_secrets() {
     let out = String::from_utf8(r.cmdline(raw)).unwrap();
     assert_eq!(
         out,
-        "llama-server\0--api-key\0REDACTED\0--token=REDACTED\0-m\0/models/x.gguf\0--port\08080"
+        "llama-server\0--api-key\0<redacted>\0--token=<redacted>\0-m\0/models/x.gguf\0--port\08080"
     );
 }
 
@@ -93,7 +93,7 @@ fn short_token_options_are_hidden() {
     let out = String::from_utf8(r.cmdline(raw)).unwrap();
     assert_eq!(
         out,
-        "llama-server\0-hf\0org/repo\0-hft\0REDACTED\0--client-secret\0REDACTED"
+        "llama-server\0-hf\0org/repo\0-hft\0<redacted>\0--client-secret\0<redacted>"
     );
 }
 
@@ -109,4 +109,20 @@ fn unwritable_output_leaves_nothing() {
     );
     assert!(matches!(e, Err(CaptureError::Write { .. })));
     assert!(!out.exists());
+}
+
+/// Issue 26 item 12: a support bundle and a status evidence line lose every secret of the
+/// shared corpus (one rule set, `sys/redact.rs`).
+#[test]
+fn bundle_and_status_lose_every_secret_of_the_corpus() {
+    let (secrets, _) = crate::sys::redact::tests::corpus();
+    let r = red_with(&[]);
+    for (secret, text) in secrets {
+        let bundle = r.text(text);
+        assert!(!bundle.contains(secret), "bundle: {secret:?} in {bundle:?}");
+        let mut f = crate::model::Finding::new("x.y", crate::model::Status::Fail, "s");
+        f.push_evidence("/var/log/app.log", Some(1), text);
+        let status = serde_json::to_string(&f).unwrap();
+        assert!(!status.contains(secret), "status: {secret:?} in {status}");
+    }
 }

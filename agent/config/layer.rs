@@ -228,8 +228,8 @@ pub(super) fn parse_layer(source: &str, text: &str) -> Result<Layer, ConfigError
 /// A TOML/serde error message with every value it quotes hidden: serde names a refused value in
 /// backticks (`` integer `12345` ``) or double quotes (`string "hunter2"`), and a value may be a
 /// secret typed in the wrong place. Messages about a key (unknown, missing, duplicate) keep the
-/// key's name (cut at 40 characters: a pasted key can land where a key name goes) and the list of
-/// valid keys, which comes from the schema.
+/// list of valid keys, which comes from the schema, and the key's name only when it is one of
+/// them or a typo of one (two edits at most): a secret pasted where a key name goes is not shown.
 pub fn redact_values(message: &str) -> String {
     const KEY_MESSAGES: &[&str] = &[
         "unknown field `",
@@ -241,15 +241,21 @@ pub fn redact_values(message: &str) -> String {
     if let Some(p) = KEY_MESSAGES.iter().find(|p| message.starts_with(**p)) {
         let rest = &message[p.len()..];
         let (name, tail) = rest.split_once('`').unwrap_or((rest, ""));
-        let shown: String = name.chars().filter(|c| !c.is_control()).take(40).collect();
-        let cut = if name.chars().count() > 40 { "…" } else { "" };
         // The tail is the schema's list of keys; anything else in it is hidden too.
         let tail = if tail.starts_with(", expected") || tail.is_empty() {
             tail.to_string()
         } else {
             String::new()
         };
-        return format!("{p}{shown}{cut}`{tail}");
+        let known = tail.split('`').skip(1).step_by(2);
+        if p.starts_with("missing") || known.clone().any(|k| edits(k, name) <= 2) {
+            return format!("{p}{name}`{tail}");
+        }
+        let what = &p[..p.len() - 2];
+        return format!(
+            "{what} (not shown: {} characters that are no key's name; a secret?){tail}",
+            name.chars().count()
+        );
     }
     let mut out = String::with_capacity(message.len());
     let mut chars = message.chars().peekable();
@@ -272,6 +278,25 @@ pub fn redact_values(message: &str) -> String {
         }
     }
     out
+}
+
+/// The edit distance of `a` and `b` (insertions, deletions, substitutions), counted up to 3.
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len().abs_diff(b.len()) > 2 {
+        return 3;
+    }
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, x) in a.iter().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, y) in b.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = (diag + usize::from(x != y)).min(up + 1).min(row[j] + 1);
+            diag = up;
+        }
+    }
+    row[b.len()].min(3)
 }
 
 pub(super) fn layer_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {

@@ -217,10 +217,25 @@ fn type_errors_do_not_echo_values() {
             assert!(!e.contains(v), "{text}: {e}");
         }
     }
+    // A typo of a key is named; a secret pasted where a key name goes is not (issue 26 item 12).
     assert_eq!(
-        redact_values("unknown field `pasword_file`, expected one of `url`, `username`"),
-        "unknown field `pasword_file`, expected one of `url`, `username`"
+        redact_values("unknown field `pasword_file`, expected one of `url`, `password_file`"),
+        "unknown field `pasword_file`, expected one of `url`, `password_file`"
     );
+    assert_eq!(
+        redact_values("unknown key `SuperSecretPw99`, expected one of `url`, `username`"),
+        "unknown key (not shown: 15 characters that are no key's name; a secret?), expected one of `url`, `username`"
+    );
+    let d = tree(&[(
+        "/etc/npu-agent/agent.toml",
+        "[mqtt]
+hunter2-Pw99 = 1
+",
+    )]);
+    let e = load(&SysRoot::new(d.path()), None, &[])
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("hunter2") && e.contains("line 2"), "{e}");
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! The bottom layer: utilities every other module may use and that use nothing above them —
 //! the operator log ([`log`]), the process shape of the long-running modes ([`runtime`]),
-//! values kept out of logs ([`secret`]), terminal-safe output ([`term`]), UTC civil time
-//! ([`time`]) and the one way a child process is run ([`process`]).
+//! values kept out of logs ([`secret`]) and secrets taken out of text ([`redact`]),
+//! terminal-safe output ([`term`]), UTC civil time ([`time`]) and the one way a child process
+//! is run ([`process`]).
 
 pub mod log;
 pub mod process;
+pub mod redact;
 pub mod runtime;
 pub mod secret;
 pub mod term;

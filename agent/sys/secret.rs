@@ -176,8 +176,10 @@ mod tests {
 pub const REDACTED: &str = "<redacted>";
 
 /// True for an option or variable name whose value is a secret: `--api-key`, `--hf-token`,
-/// anything with `token`, `password`, `passwd`, `secret` or `auth` in it, or ending in `key`
-/// (`--ssl-key`... but not `--key-file`: a path). Case and `-`/`_` do not matter.
+/// anything with `token`, `password`, `passwd`, `passphrase`, `secret`, `auth`, `bearer` or
+/// `cookie` in it, `pass`, `pwd`, `psk` or `pw` alone or at the end (`--db-pass`, `wifi_psk`),
+/// or ending in `key` (`--ssl-key`... but not `--key-file`: a path). Case and `-`/`_` do not
+/// matter.
 pub fn is_secret_name(name: &str) -> bool {
     let n = name
         .trim_start_matches('-')
@@ -195,11 +197,17 @@ pub fn is_secret_name(name: &str) -> bool {
         "credential",
         "api-key",
         "apikey",
+        "passphrase",
+        "bearer",
+        "cookie",
     ]
     .iter()
     .any(|w| n.contains(w))
         || n == "key"
         || n.ends_with("-key")
+        || ["pass", "pwd", "psk", "pw"]
+            .iter()
+            .any(|w| n == *w || n.ends_with(&format!("-{w}")))
         // llama.cpp's short form of --hf-token.
         || n == "hft"
 }
@@ -269,7 +277,7 @@ pub fn redact_argv(argv: &[String]) -> Vec<String> {
         } else if word.starts_with('-') && is_secret_name(word) {
             hide_next = true;
         }
-        out.push(redact_url(word));
+        out.push(super::redact::redact_text(word));
     }
     out
 }

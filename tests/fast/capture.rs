@@ -245,7 +245,7 @@ fn bundles_are_redacted_by_default_and_keep_their_verdicts() {
     }
     // The evidence the checks need is still there.
     assert!(text.contains("ret: -12"));
-    assert!(text.contains("--api-key\0REDACTED"));
+    assert!(text.contains("--api-key\0<redacted>"));
     assert_eq!(verdicts(&check(&dir)), want);
 
     let tmp = tempfile::tempdir().unwrap();
