@@ -110,6 +110,11 @@ pub struct Ledger {
     /// Rate-limit slot (`set_cma`, `set_cma/unsigned`) → unix seconds of the last run.
     #[serde(default)]
     pub last_run: BTreeMap<String, i64>,
+    /// Unix seconds when this board's ledger was started afresh (no file before): a signed
+    /// command issued earlier cannot be told from a replay captured before a wipe. Absent in
+    /// files from before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_unix_s: Option<i64>,
     /// Version 1's ids (cmd_id → accepted at); read once and converted.
     #[serde(default, skip_serializing)]
     seen: BTreeMap<String, i64>,
@@ -296,6 +301,9 @@ pub struct Gate {
     ledger: Ledger,
     /// Why the ledger could not be read (signed commands are refused while set).
     ledger_error: Option<String>,
+    /// No ledger file existed: its creation time is the first message's (on a synchronised
+    /// clock).
+    fresh_ledger: bool,
     state: Option<StateDir>,
     signed_queue: VecDeque<Job>,
     other_queue: VecDeque<Job>,
@@ -312,11 +320,12 @@ impl Gate {
     /// only). A ledger that exists but cannot be read or decoded is kept aside: the gate then
     /// refuses signed commands and never writes the file ([`Gate::ledger_error`]).
     pub fn new(policy: Policy, state: Option<StateDir>, compact_cooldown_s: u64) -> Gate {
-        let (mut ledger, ledger_error) = match &state {
-            None => (Ledger::default(), None),
+        let (mut ledger, ledger_error, fresh_ledger) = match &state {
+            None => (Ledger::default(), None, false),
             Some(s) => match s.load::<Ledger>(LEDGER_FILE) {
-                Ok(l) => (l.unwrap_or_default(), None),
-                Err(e) => (Ledger::default(), Some(e.to_string())),
+                Ok(None) => (Ledger::default(), None, true),
+                Ok(Some(l)) => (l, None, false),
+                Err(e) => (Ledger::default(), Some(e.to_string()), false),
             },
         };
         ledger.upgrade(policy.max_command_age_s);
@@ -325,6 +334,7 @@ impl Gate {
             policy,
             ledger,
             ledger_error,
+            fresh_ledger,
             state,
             signed_queue: VecDeque::new(),
             other_queue: VecDeque::new(),
@@ -524,6 +534,20 @@ impl Gate {
         Ok(slot)
     }
 
+    /// Why a signed command is refused on a ledger started afresh after it was issued (a wiped
+    /// state directory, a re-flashed board): the ids it recorded are gone, so the command
+    /// cannot be told from a captured replay. The creation time is the first message's.
+    fn before_the_ledger(&self, parsed: &command::Parsed) -> Option<String> {
+        let created = self.ledger.created_unix_s?;
+        (parsed.msg.issued_at < created.saturating_sub(CLOCK_SKEW_S)).then(|| {
+            format!(
+                "issued {} s before this board's command ledger was started afresh (a wiped \
+                 state directory or a new image): it cannot be told from a replay; send it again",
+                created - parsed.msg.issued_at
+            )
+        })
+    }
+
     /// What the ledger says of a parsed command: a re-delivery (answered again when finished),
     /// a replay of a used id (answered with its record), or `None` for a new command. A message
     /// that carries a signature is looked up (and, once verified, recorded) as signed; an
@@ -575,6 +599,12 @@ impl Gate {
             cmd: Some(cmd.clone()),
             reason,
         };
+        // Taken from a clock the board trusts: a clock far ahead would refuse every command
+        // until it came back.
+        let synced = self.clock == ClockState::Synchronised;
+        if self.fresh_ledger && synced && self.ledger.created_unix_s.is_none() {
+            self.ledger.created_unix_s = Some(now);
+        }
         if let Some(reason) = self.clock_hold(topic, payload, now) {
             return Admission::ClockHeld { cmd, reason };
         }
@@ -607,6 +637,9 @@ impl Gate {
             Err(r) => return reject(r),
         };
         if signed {
+            if let Some(why) = self.before_the_ledger(&parsed) {
+                return reject(why);
+            }
             if let Some(e) = &self.ledger_error {
                 return reject(format!(
                     "signed commands are refused: the command ledger is unreadable ({e}); \

@@ -594,3 +594,56 @@ fn an_unsigned_message_never_consumes_a_signed_commands_id() {
     old.upgrade(300);
     assert!(old.commands.contains_key("u:c1") && !old.commands.contains_key("c1"));
 }
+
+/// Issue 26 item 4: a wiped state directory (a re-flashed board) forgets every id it ran, so a
+/// signed command captured inside its window is refused when it was issued before the fresh
+/// ledger began; one issued after runs, and a ledger file from before the field is unaffected.
+#[test]
+fn a_fresh_ledger_refuses_signed_commands_issued_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = crate::root::SysRoot::new(dir.path());
+    let state = StateDir::new(&root, "/var/lib/npu-agent");
+    let mut g = Gate::new(policy(), Some(state.clone()), 600);
+    let captured = signed(
+        "set_cma",
+        "c1",
+        serde_json::json!({"size": "256M"}),
+        NOW - 120,
+    );
+    let why = rejected(g.admit_command(&topic("b1", "set_cma", "c1"), &captured, NOW));
+    assert!(why.contains("started afresh"), "{why}");
+    let fresh = signed(
+        "set_cma",
+        "c2",
+        serde_json::json!({"size": "256M"}),
+        NOW - 5,
+    );
+    assert!(matches!(
+        g.admit_command(&topic("b1", "set_cma", "c2"), &fresh, NOW),
+        Admission::Queued(Some(_))
+    ));
+    // The creation time is kept in the file: a restart does not move it.
+    let mut again = Gate::new(policy(), Some(state.clone()), 600);
+    let later = signed(
+        "set_cma",
+        "c3",
+        serde_json::json!({"size": "256M"}),
+        NOW - 100,
+    );
+    let why = rejected(again.admit_command(&topic("b1", "set_cma", "c3"), &later, NOW));
+    assert!(why.contains("started afresh"), "{why}");
+    // A ledger written before the field: no such refusal.
+    let old = dir.path().join("var/lib/npu-agent/commands.json");
+    std::fs::write(&old, r#"{"schema":2,"commands":{},"last_run":{}}"#).unwrap();
+    let mut upgraded = Gate::new(policy(), Some(state), 600);
+    let old_issue = signed(
+        "set_cma",
+        "c4",
+        serde_json::json!({"size": "256M"}),
+        NOW - 120,
+    );
+    assert!(matches!(
+        upgraded.admit_command(&topic("b1", "set_cma", "c4"), &old_issue, NOW),
+        Admission::Queued(Some(_))
+    ));
+}
