@@ -19,8 +19,9 @@
 //! - Raspberry Pi 5: a broken `npu-agent.toml` on the FAT boot partition: nothing applied, the
 //!   file left, `agent.provisioning` in the status; with the Hailo-10H profile and the Hailo-8
 //!   line installed from a local apt repository, the signed `fix` of
-//!   `hailo.package_generation` swaps the line through real apt (after an unsigned one and one
-//!   while apt holds the dpkg lock were refused).
+//!   `hailo.package_generation` swaps the line through real apt (after an unsigned one, one whose
+//!   apt simulation would remove an application and one while apt holds the dpkg lock were
+//!   refused).
 //! - A throwaway arm64 chroot of the same root file system: `dpkg -i`, upgrade over an edited
 //!   config, remove, purge, and install-into-image.sh's refusal of a baked provisioning file (the
 //!   installs that once ran on the CI machine itself).
@@ -971,9 +972,10 @@ fn status_with(
 
 /// Issue 25's package proof on the Pi 5 image with the Hailo-10H profile: the Hailo-8 line
 /// installed from the local repository makes `hailo.package_generation` fail; an unsigned `fix`
-/// is rejected; a signed one while apt holds the dpkg lock is refused with nothing changed; a
-/// signed one then swaps the line through real apt in a transient unit outside the service's
-/// sandbox, and the next status shows the check passing.
+/// is rejected; a signed one whose apt simulation would remove an application is refused, and
+/// so is one while apt holds the dpkg lock, with nothing changed; a signed one then swaps the
+/// line through real apt in a transient unit outside the service's sandbox, and the next status
+/// shows the check passing.
 fn package_fix_from_the_fleet(g: &mut Guest, sub: &fleet::Subscriber, url: &str, key: &str) {
     let installed = g.ok(&apt_repo::install_wrong_line());
     assert!(installed.contains("4.23.0"), "{installed}");
@@ -994,6 +996,20 @@ fn package_fix_from_the_fleet(g: &mut Guest, sub: &fleet::Subscriber, url: &str,
     let unsigned = send(url, PI_ID, "fix", &[check], None);
     assert_ne!(unsigned.code, 0, "{unsigned:?}");
     assert!(unsigned.out.contains("rejected"), "{unsigned:?}");
+    // apt's simulation would take an application with the Hailo-8 line: refused, nothing done.
+    let beyond = send(url, PI_ID, "fix", &[check], Some(key));
+    assert_eq!(beyond.code, 1, "{beyond:?}\n{}", g.tail());
+    assert!(
+        beyond.out.contains("goes beyond the plan")
+            && beyond
+                .out
+                .contains(&format!("removes {}", apt_repo::DEPENDENT_APP)),
+        "{beyond:?}"
+    );
+    g.ok(&format!(
+        "dpkg-query -W hailo-all {0} && apt-get remove -y -qq {0} < /dev/null > /dev/null",
+        apt_repo::DEPENDENT_APP
+    ));
     // A real apt holds the dpkg lock while it waits for its [Y/n] answer.
     g.ok("(sleep 900 | sh -c 'echo $$ > /root/apt.pid; exec apt-get install hailo-h10-all' > /root/apt-held.log 2>&1 &) ; for i in $(seq 60); do grep -q 'continue' /root/apt-held.log && break; sleep 1; done; cat /root/apt-held.log");
     let locked = send(url, PI_ID, "fix", &[check], Some(key));

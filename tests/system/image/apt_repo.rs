@@ -1,7 +1,9 @@
 //! A local apt repository for the image's package fix: `dpkg-deb` packages named and versioned
 //! as the real Hailo ones (the Hailo-8 line `hailo-all` with `hailort` 4.23.0, the Hailo-10H
 //! line `hailo-h10-all` with `h10-hailort` 5.1.1, and the `dkms` the 10H metapackage needs),
-//! indexed by `dpkg-scanpackages`, served to the guest's apt as `[trusted=yes] file:` source.
+//! and `frigate-detector-hailo`, an application that depends on HailoRT 4.23.0 (so swapping the
+//! line would remove it), indexed by `dpkg-scanpackages`, served to the guest's apt as
+//! `[trusted=yes] file:` source.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,13 +13,17 @@ use std::process::Command;
 pub const GUEST_DIR: &str = "/srv/npu-test-repo";
 
 /// (name, version, Depends) of each package.
-const PACKAGES: [(&str, &str, &str); 5] = [
+const PACKAGES: [(&str, &str, &str); 6] = [
     ("hailort", "4.23.0", ""),
     ("hailo-all", "4.23.0", "hailort (= 4.23.0)"),
     ("h10-hailort", "5.1.1", ""),
     ("hailo-h10-all", "5.1.1", "h10-hailort (= 5.1.1), dkms"),
     ("dkms", "3.0.10-8+npu-test", ""),
+    ("frigate-detector-hailo", "0.14.1", "hailort (= 4.23.0)"),
 ];
+
+/// The application a package swap would take away with the Hailo-8 line.
+pub const DEPENDENT_APP: &str = "frigate-detector-hailo";
 
 /// Builds the packages and their `Packages` index under `dir`; returns the `--file DEST=SRC`
 /// arguments of build-test-image.sh that put the repository at [`GUEST_DIR`].
@@ -69,13 +75,13 @@ pub fn build(dir: &Path) -> Vec<String> {
 }
 
 /// The guest's shell lines that make the repository its only apt source and install the
-/// Hailo-8 line (the wrong generation for a Hailo-10H). apt reads nothing from the console,
+/// Hailo-8 line (the wrong generation for a Hailo-10H) and [`DEPENDENT_APP`]. apt reads nothing from the console,
 /// where the harness's next line waits.
 pub fn install_wrong_line() -> String {
     format!(
         "mkdir -p /root/apt-sources && mv /etc/apt/sources.list /etc/apt/sources.list.d/* /root/apt-sources/ 2>/dev/null; \
          echo 'deb [trusted=yes] file:{GUEST_DIR} ./' > /etc/apt/sources.list.d/npu-test.list && \
-         apt-get update -qq < /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hailo-all < /dev/null >/dev/null && \
+         apt-get update -qq < /dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hailo-all {DEPENDENT_APP} < /dev/null >/dev/null && \
          dpkg-query -W hailo-all hailort"
     )
 }
