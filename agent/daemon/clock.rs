@@ -3,10 +3,12 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-/// A wall clock in Unix seconds.
+/// A wall clock in Unix seconds, with a monotonic reading beside it.
 pub trait Clock: Send + Sync {
     /// Seconds since the epoch (UTC) now.
     fn now_s(&self) -> i64;
+    /// Seconds on a clock that never steps (the gate bounds the wall clock by it).
+    fn mono_s(&self) -> u64;
 }
 
 /// The system clock (0 before 1970).
@@ -16,6 +18,11 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now_s(&self) -> i64 {
         crate::action::now_unix_s()
+    }
+
+    fn mono_s(&self) -> u64 {
+        static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        START.get_or_init(std::time::Instant::now).elapsed().as_secs()
     }
 }
 
@@ -38,5 +45,10 @@ impl TestClock {
 impl Clock for TestClock {
     fn now_s(&self) -> i64 {
         self.0.load(Ordering::Relaxed)
+    }
+
+    /// Moves with the wall clock (a test clock never steps on its own).
+    fn mono_s(&self) -> u64 {
+        u64::try_from(self.0.load(Ordering::Relaxed)).unwrap_or(0)
     }
 }

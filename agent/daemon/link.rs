@@ -196,6 +196,7 @@ fn on_message(agent: &mut Agent, topic: &str, payload: &[u8], tx: &mpsc::Unbound
     // The board's clock state (cached, no file I/O per message): the gate's one clock check.
     let clock = agent.clock_state();
     agent.gate.set_clock_sync(clock.clone());
+    agent.gate.set_monotonic(agent.time.mono_s());
     let admission = agent.gate.admit_command(&t, payload, agent.now());
     route_admission(agent, &t, admission, &clock, tx);
 }

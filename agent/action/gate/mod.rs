@@ -151,6 +151,14 @@ impl Ledger {
         self.schema = 2;
     }
 
+    /// Moves every run recorded after `now` (by a clock that was ahead and has been set right)
+    /// back to `now`: its rate limit then holds one window, not the size of the clock step.
+    pub fn clamp_runs(&mut self, now: i64) {
+        for at in self.last_run.values_mut() {
+            *at = (*at).min(now);
+        }
+    }
+
     /// Drops ids whose keep time has passed (never an `executing` one), then the oldest unsigned
     /// ids above [`MAX_UNSIGNED_IDS`]. Signed ids are only ever dropped by time.
     pub fn prune(&mut self, now: i64) {
@@ -304,6 +312,9 @@ pub struct Gate {
     /// No ledger file existed: its creation time is the first message's (on a synchronised
     /// clock).
     fresh_ledger: bool,
+    /// The caller's monotonic seconds ([`Gate::set_monotonic`]) and the wall time first seen
+    /// with them: ids are pruned by a wall time that never runs ahead of the monotonic one.
+    mono: Option<(u64, Option<(u64, i64)>)>,
     state: Option<StateDir>,
     signed_queue: VecDeque<Job>,
     other_queue: VecDeque<Job>,
@@ -335,6 +346,7 @@ impl Gate {
             ledger,
             ledger_error,
             fresh_ledger,
+            mono: None,
             state,
             signed_queue: VecDeque::new(),
             other_queue: VecDeque::new(),
@@ -391,6 +403,26 @@ impl Gate {
             ClockState::Synchronised
         };
         self.clock_sync = Some(clock);
+    }
+
+    /// The caller's monotonic clock now, in seconds (`CLOCK_MONOTONIC`, a test clock): a
+    /// forward step of the wall clock then prunes no id before its time (see
+    /// [`Gate::prune_time`]). Without it the wall clock is trusted as it is.
+    pub fn set_monotonic(&mut self, mono_s: u64) {
+        let origin = self.mono.and_then(|(_, o)| o);
+        self.mono = Some((mono_s, origin));
+    }
+
+    /// The wall time ids are pruned by: `now`, but no later than the first wall time seen plus
+    /// the monotonic time since (a clock stepped days ahead and back must not let a captured
+    /// signed command run again).
+    fn prune_time(&mut self, now: i64) -> i64 {
+        let Some((mono, origin)) = &mut self.mono else {
+            return now;
+        };
+        let (m0, w0) = *origin.get_or_insert((*mono, now));
+        let since = i64::try_from(mono.saturating_sub(m0)).unwrap_or(i64::MAX);
+        now.min(w0.saturating_add(since))
     }
 
     /// The clock hold of a command for this board (or `all`) on a fresh, well-formed id: the
@@ -523,7 +555,9 @@ impl Gate {
     fn rate_check(&self, action: &str, signed: bool, now: i64) -> Result<String, String> {
         let slot = rate_slot(action, signed);
         if let Some(last) = self.ledger.last_run.get(&slot) {
-            let ago = now.saturating_sub(*last);
+            // A run recorded in the future (the clock was ahead, then set right) counts as now:
+            // the wait is one window at most, never the size of the clock step.
+            let ago = now.saturating_sub(*last).max(0);
             let wait = self.limits.rate_limit_s(action, signed).saturating_sub(ago);
             if wait > 0 {
                 return Err(format!(
@@ -605,6 +639,9 @@ impl Gate {
         if self.fresh_ledger && synced && self.ledger.created_unix_s.is_none() {
             self.ledger.created_unix_s = Some(now);
         }
+        if synced {
+            self.ledger.clamp_runs(now);
+        }
         if let Some(reason) = self.clock_hold(topic, payload, now) {
             return Admission::ClockHeld { cmd, reason };
         }
@@ -673,7 +710,8 @@ impl Gate {
             },
         );
         if self.clock == ClockState::Synchronised {
-            self.ledger.prune(now);
+            let t = self.prune_time(now);
+            self.ledger.prune(t);
         }
         // Remembered before acting: a restart never runs it twice. Not saved: not run, and
         // neither the id nor the rate-limit slot is used up.

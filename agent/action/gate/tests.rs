@@ -647,3 +647,44 @@ fn a_fresh_ledger_refuses_signed_commands_issued_before_it() {
         Admission::Queued(Some(_))
     ));
 }
+
+/// Issue 26 item 3: the wall clock stepped a day ahead and back. The ids are pruned by a time
+/// that never runs ahead of the monotonic clock, so the captured signed command is a replay when
+/// the clock is right again; and the rate limit recorded by the clock that was ahead holds one
+/// window, not the size of the step.
+#[test]
+fn a_clock_stepped_ahead_and_back_neither_prunes_ids_nor_sticks_rate_limits() {
+    let mut g = gate();
+    g.set_monotonic(1000);
+    let b = signed("set_cma", "c1", serde_json::json!({"size": "256M"}), NOW);
+    let t = topic("b1", "set_cma", "c1");
+    assert!(matches!(
+        g.admit_command(&t, &b, NOW),
+        Admission::Queued(Some(_))
+    ));
+    assert_eq!(run_all(&mut g).len(), 1);
+    // A day ahead, five real seconds later: a compact runs and would prune by that clock.
+    let day = 86_400;
+    g.set_monotonic(1005);
+    let compact = bytes(&init("b1", serde_json::json!({}), NOW + day));
+    assert!(matches!(
+        g.admit_command(&topic("b1", "compact", "k1"), &compact, NOW + day),
+        Admission::Queued(Some(_))
+    ));
+    assert_eq!(run_all(&mut g).len(), 1);
+    // Set right: the captured set_cma is still known.
+    g.set_monotonic(1010);
+    assert!(matches!(
+        g.admit_command(&t, &b, NOW + 10),
+        Admission::Answered { .. }
+    ));
+    // The compact recorded a day ahead: limited for one window, not for a day.
+    let again = bytes(&init("b1", serde_json::json!({}), NOW + 11));
+    let why = rejected(g.admit_command(&topic("b1", "compact", "k2"), &again, NOW + 11));
+    assert!(why.contains("retry in 29 s"), "{why}");
+    let later = bytes(&init("b1", serde_json::json!({}), NOW + 42));
+    assert!(matches!(
+        g.admit_command(&topic("b1", "compact", "k3"), &later, NOW + 42),
+        Admission::Queued(Some(_))
+    ));
+}
