@@ -140,7 +140,18 @@ pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let Some(cfg) = crate::standby::until_configured(cfg, provisioned, reload) else {
         return EXIT_OK;
     };
-    match crate::daemon::run(cfg) {
+    let (root_dir, explicit, root_override) = (root_dir.clone(), a.config.clone(), a.root.clone());
+    let reread = Box::new(move || {
+        crate::standby::reload(
+            &root_dir,
+            explicit.as_deref(),
+            &env,
+            root_override.as_deref(),
+            false,
+        )
+        .1
+    });
+    match crate::daemon::run(cfg, reread) {
         Ok(code) => code,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");

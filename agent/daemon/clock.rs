@@ -22,7 +22,10 @@ impl Clock for SystemClock {
 
     fn mono_s(&self) -> u64 {
         static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        START.get_or_init(std::time::Instant::now).elapsed().as_secs()
+        START
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_secs()
     }
 }
 

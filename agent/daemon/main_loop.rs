@@ -32,8 +32,9 @@ pub(super) fn settle_on_start(agent: &mut Agent) {
     }
 }
 
-/// Runs the loop until SIGTERM or SIGINT; returns the exit code.
-pub(super) async fn main_loop(s: Setup) -> i32 {
+/// Runs the loop until SIGTERM or SIGINT (SIGHUP reloads the config with `reload`); returns
+/// the exit code.
+pub(super) async fn main_loop(s: Setup, reload: super::reload::Reloader) -> i32 {
     let (tx, mut rx) = mpsc::unbounded_channel::<Done>();
     let mut agent = Agent::new(s, Arc::new(SystemClock), Dispatch::Blocking);
     settle_on_start(&mut agent);
@@ -55,6 +56,13 @@ pub(super) async fn main_loop(s: Setup) -> i32 {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("cannot watch SIGTERM: {e}");
+            return 2;
+        }
+    };
+    let mut sighup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot watch SIGHUP: {e}");
             return 2;
         }
     };
@@ -87,6 +95,7 @@ pub(super) async fn main_loop(s: Setup) -> i32 {
                 housekeeping(&mut agent, watchdog, &mut last_watchdog);
                 housekeeping_at = tokio::time::Instant::now() + housekeeping_idle;
             }
+            _ = sighup.recv() => super::reload::reload(&mut agent, &reload),
             _ = sigterm.recv() => break "SIGTERM",
             _ = tokio::signal::ctrl_c() => break "SIGINT",
         }

@@ -11,6 +11,7 @@ pub mod clock;
 mod jobs;
 mod link;
 mod main_loop;
+pub mod reload;
 mod setup;
 mod status;
 #[cfg(test)]
@@ -56,12 +57,13 @@ pub enum RunError {
     Runtime(String),
 }
 
-/// Runs the daemon until SIGTERM/SIGINT. Returns the process exit code.
+/// Runs the daemon until SIGTERM/SIGINT; on SIGHUP it reads the config again with `reload`
+/// ([`reload`]). Returns the process exit code.
 ///
 /// Errors: [`RunError`] for a bad configuration or a runtime that cannot start.
-pub fn run(cfg: crate::config::Config) -> Result<i32, RunError> {
+pub fn run(cfg: crate::config::Config, reload: reload::Reloader) -> Result<i32, RunError> {
     crate::sys::log::init_for(cfg.log.level.as_deref(), tracing::Level::INFO);
     let s = setup::setup(cfg)?;
     let rt = crate::sys::runtime::current_thread().map_err(|e| RunError::Runtime(e.to_string()))?;
-    Ok(rt.block_on(main_loop::main_loop(s)))
+    Ok(rt.block_on(main_loop::main_loop(s, reload)))
 }

@@ -2218,3 +2218,57 @@ fn retained_rescan_finals(
     let done = finals.values().filter(|s| is_final(s)).count();
     (done, finals.len(), finals.get(signed_topic).cloned())
 }
+
+/// Issue 26 item 15: SIGHUP (`systemctl reload`) reads the config and the trusted keys again
+/// without a restart: a key taken out of `trusted_keys` verifies nothing afterwards, the agent
+/// keeps its process and its connection, and a config that cannot be read keeps the running one.
+#[test]
+fn sighup_reloads_the_trusted_keys_without_a_restart() {
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let config = |extra: &str| agent_config(&broker.url(), "b1", extra);
+    board.write("/etc/npu-agent/agent.toml", &config(&trust(&board, 1)));
+    let mut agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
+    status_of(&c, "b1");
+    let pid = agent.pid();
+    let rescan = |id: &str| {
+        let p = init_payload("b1", "rescan", id, json!({}), now_s(), 60, Some(&key(1)));
+        c.publish(&format!("npu-fleet/b1/cmd/rescan/{id}"), &p, true);
+    };
+    rescan("k-before");
+    lifecycle(&c, "npu-fleet/b1/cmd/rescan/k-before", "successful");
+    let hup = || {
+        let ok = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    // A broken config: the running one stays (key 1 still trusted).
+    board.write("/etc/npu-agent/agent.toml", "board_id = [\n");
+    hup();
+    wait_log(&agent, &["SIGHUP: the config was not reloaded"]);
+    rescan("k-broken");
+    lifecycle(&c, "npu-fleet/b1/cmd/rescan/k-broken", "successful");
+    // Key 1 taken out, a key 2 trusted instead, and a broker setting that waits for a restart.
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &config(&trust(&board, 2)).replace("keep_alive_s = 5", "keep_alive_s = 6"),
+    );
+    hup();
+    wait_log(&agent, &["SIGHUP: config reloaded"]);
+    assert!(
+        agent.log_text().contains("restart_needed=[\"mqtt\"]"),
+        "{}",
+        agent.log_text()
+    );
+    rescan("k-after");
+    let r = lifecycle(&c, "npu-fleet/b1/cmd/rescan/k-after", "rejected");
+    assert!(
+        r["reason"].as_str().unwrap_or("").contains("bad signature"),
+        "{r}"
+    );
+    assert!(agent.is_running() && agent.pid() == pid);
+}

@@ -381,6 +381,21 @@ impl Gate {
         self.ledger_error.as_deref()
     }
 
+    /// Replaces the policy (a config reload): trusted keys, `allow_unsigned`, the command age
+    /// and the config's refusals; the refusals a diagnosis added ([`Gate::set_refused`]) stay.
+    pub fn set_policy(&mut self, policy: Policy) {
+        let added: BTreeMap<String, String> = self
+            .policy
+            .refused
+            .iter()
+            .filter(|(a, _)| !self.base_refused.contains_key(*a))
+            .map(|(a, w)| (a.clone(), w.clone()))
+            .collect();
+        self.base_refused = policy.refused.clone();
+        self.policy = policy;
+        self.set_refused(added);
+    }
+
     /// Sets the actions this board refuses (action → reason published as is), e.g. the
     /// profile's [`crate::profile::Profile::refuses_action`] after a diagnosis. The refusals the
     /// gate was made with (the config's) stay, with their own reason.
