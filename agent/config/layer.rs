@@ -156,6 +156,7 @@ pub(super) struct SecurityLayer {
     trusted_keys: Option<Vec<String>>,
     allow_unsigned: Option<Vec<String>>,
     max_command_age_s: Option<u64>,
+    accept_v1_signatures: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -207,7 +208,8 @@ impl Config {
             l.security,
             trusted_keys,
             allow_unsigned,
-            max_command_age_s
+            max_command_age_s,
+            accept_v1_signatures
         );
         apply!(
             self.home_assistant,

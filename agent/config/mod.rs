@@ -155,6 +155,9 @@ pub struct SecurityConfig {
     /// Oldest accepted command (seconds between its `issued_at` and now), and the longest
     /// accepted `expires_at` ahead.
     pub max_command_age_s: u64,
+    /// Also accept signatures over the v1 bytes, which do not bind the topic root (senders of
+    /// versions before the v2 form); off by default.
+    pub accept_v1_signatures: bool,
 }
 
 /// `[home_assistant]`.
@@ -239,6 +242,7 @@ impl Default for Config {
                 trusted_keys: Vec::new(),
                 allow_unsigned: vec!["compact".into(), "rescan".into()],
                 max_command_age_s: 300,
+                accept_v1_signatures: false,
             },
             home_assistant: HomeAssistantConfig {
                 enabled: false,

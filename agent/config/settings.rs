@@ -49,6 +49,8 @@ impl Settings {
             trusted_keys: Vec::new(),
             allow_unsigned: cfg.security.allow_unsigned.clone(),
             max_command_age_s: cfg.security.max_command_age_s,
+            topic_root: cfg.mqtt.topic_root.clone(),
+            accept_v1: cfg.security.accept_v1_signatures,
             refused: crate::action::gate::config_refusals(&cfg.actions.disabled),
         };
         Settings {

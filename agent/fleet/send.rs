@@ -100,7 +100,7 @@ pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     };
     if let Some(k) = &a.key {
         match command::load_signing_key(k) {
-            Ok(key) => command::sign(&key, &a.action, &cmd_id, &mut msg),
+            Ok(key) => command::sign(&key, &a.topic_root, &a.action, &cmd_id, &mut msg),
             Err(e) => {
                 let _ = writeln!(err, "npu-agent: {e}");
                 return EXIT_USAGE;

@@ -82,33 +82,76 @@ pub struct AnyStatus {
     pub status: CmdStatus,
 }
 
-/// The bytes a signature covers.
-pub fn signed_message(
-    board: &str,
-    action: &str,
-    cmd_id: &str,
-    args: &Map<String, Value>,
-    issued_at: i64,
-    expires_at: i64,
-) -> Vec<u8> {
-    // serde_json's Map is ordered by key (no preserve_order feature): canonical.
-    let args = serde_json::to_string(args).unwrap_or_default();
-    format!(
-        "npu-agent-command-v1\n{board}\n{action}\n{cmd_id}\n{args}\n{issued_at}\n{expires_at}\n"
-    )
-    .into_bytes()
+/// What a command is signed for: the fleet (topic root), board, action and id, arguments and
+/// validity window.
+#[derive(Debug, Clone, Copy)]
+pub struct Signed<'a> {
+    /// `mqtt.topic_root` (`npu-fleet`).
+    pub topic_root: &'a str,
+    /// Board id or `all`.
+    pub board: &'a str,
+    /// Action name.
+    pub action: &'a str,
+    /// Command id.
+    pub cmd_id: &'a str,
+    /// Arguments.
+    pub args: &'a Map<String, Value>,
+    /// Unix seconds.
+    pub issued_at: i64,
+    /// Unix seconds.
+    pub expires_at: i64,
 }
 
-/// Signs an init message in place.
-pub fn sign(key: &SigningKey, action: &str, cmd_id: &str, msg: &mut InitMessage) {
-    let sig = key.sign(&signed_message(
-        &msg.board,
+impl Signed<'_> {
+    /// The bytes a signature covers (v2): the version line, the topic root, then the fields of
+    /// v1, each followed by `\n`.
+    pub fn bytes(&self) -> Vec<u8> {
+        self.form("npu-agent-command-v2", Some(self.topic_root))
+    }
+
+    /// The v1 bytes (no topic root), accepted only with `security.accept_v1_signatures`.
+    pub fn bytes_v1(&self) -> Vec<u8> {
+        self.form("npu-agent-command-v1", None)
+    }
+
+    fn form(&self, version: &str, root: Option<&str>) -> Vec<u8> {
+        // serde_json's Map is ordered by key (no preserve_order feature): canonical.
+        let args = serde_json::to_string(self.args).unwrap_or_default();
+        let root = root.map(|r| format!("{r}\n")).unwrap_or_default();
+        let Signed {
+            board,
+            action,
+            cmd_id,
+            issued_at,
+            expires_at,
+            ..
+        } = self;
+        format!("{version}\n{root}{board}\n{action}\n{cmd_id}\n{args}\n{issued_at}\n{expires_at}\n")
+            .into_bytes()
+    }
+}
+
+/// What `msg` for `action`/`cmd_id` under `topic_root` is signed for.
+pub fn signed_for<'a>(
+    topic_root: &'a str,
+    action: &'a str,
+    cmd_id: &'a str,
+    msg: &'a InitMessage,
+) -> Signed<'a> {
+    Signed {
+        topic_root,
+        board: &msg.board,
         action,
         cmd_id,
-        &msg.args,
-        msg.issued_at,
-        msg.expires_at,
-    ));
+        args: &msg.args,
+        issued_at: msg.issued_at,
+        expires_at: msg.expires_at,
+    }
+}
+
+/// Signs an init message in place (the v2 bytes, bound to `topic_root`).
+pub fn sign(key: &SigningKey, topic_root: &str, action: &str, cmd_id: &str, msg: &mut InitMessage) {
+    let sig = key.sign(&signed_for(topic_root, action, cmd_id, msg).bytes());
     msg.signature = Some(base64::engine::general_purpose::STANDARD.encode(sig));
 }
 
@@ -288,6 +331,10 @@ pub struct Policy {
     /// Longest accepted command lifetime and age, seconds (bounded by
     /// [`MAX_COMMAND_AGE_LIMIT_S`] at config load).
     pub max_command_age_s: u64,
+    /// The fleet's topic root (`mqtt.topic_root`): bound by the v2 signature.
+    pub topic_root: String,
+    /// Accept v1 signatures too (`security.accept_v1_signatures`).
+    pub accept_v1: bool,
     /// Actions this board refuses whatever the signature, with the reason published as is (the
     /// profile's refusals, [`crate::profile::Profile::refuses_action`], set after each
     /// diagnosis). Empty by default.
@@ -470,22 +517,19 @@ pub fn authorize(
             if bytes.len() != 64 {
                 return Err("signature is not 64 bytes".into());
             }
-            let signed = signed_message(
-                &msg.board,
-                &topic.action,
-                &topic.cmd_id,
-                &msg.args,
-                msg.issued_at,
-                msg.expires_at,
-            );
-            if !policy
-                .trusted_keys
-                .iter()
-                .any(|k| k.verify(&signed, &bytes))
-            {
-                return Err("bad signature: no trusted key verifies it".into());
+            let signed = signed_for(&policy.topic_root, &topic.action, &topic.cmd_id, msg);
+            let verifies = |b: &[u8]| policy.trusted_keys.iter().any(|k| k.verify(b, &bytes));
+            if verifies(&signed.bytes()) {
+                return Ok(true);
             }
-            Ok(true)
+            match verifies(&signed.bytes_v1()) {
+                true if policy.accept_v1 => Ok(true),
+                true => Err("signed in the v1 form, which does not bind the fleet's topic root: \
+                     sign with this version's fleet send (v2), or set \
+                     security.accept_v1_signatures = true while older senders remain"
+                    .into()),
+                false => Err("bad signature: no trusted key verifies it".into()),
+            }
         }
         Some(_) if !unsigned_ok => Err(format!(
             "{} must be signed, and no trusted keys are configured",

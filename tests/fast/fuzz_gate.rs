@@ -40,6 +40,8 @@ fn policy() -> Policy {
         trusted_keys: vec![key().verifying_key()],
         allow_unsigned: vec!["compact".into(), "rescan".into()],
         max_command_age_s: MAX_AGE,
+        topic_root: "npu-fleet".into(),
+        accept_v1: false,
         refused: BTreeMap::new(),
     }
 }
@@ -128,18 +130,19 @@ fn command() -> impl Strategy<Value = Step> {
                 let payload = match form {
                     // Valid signature over this exact message.
                     0 | 1 => {
-                        sign(&key(), &action, &cmd_id, &mut m);
+                        sign(&key(), "npu-fleet", &action, &cmd_id, &mut m);
                         serde_json::to_vec(&m).unwrap()
                     }
                     // Signed for another cmd_id (moved).
                     2 => {
-                        sign(&key(), &action, "elsewhere", &mut m);
+                        sign(&key(), "npu-fleet", &action, "elsewhere", &mut m);
                         serde_json::to_vec(&m).unwrap()
                     }
                     // Forged key.
                     3 => {
                         sign(
                             &SigningKey::from_bytes(&[9u8; 32]),
+                            "npu-fleet",
                             &action,
                             &cmd_id,
                             &mut m,

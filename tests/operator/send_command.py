@@ -19,10 +19,11 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 SIGNED_FIELDS = ("cmd_id", "args", "issued_at", "expires_at")
 
 
-def signed_bytes(board, action, cmd_id, args, issued_at, expires_at):
-    """The bytes the signature covers: seven fields, each followed by a newline."""
+def signed_bytes(topic_root, board, action, cmd_id, args, issued_at, expires_at):
+    """The bytes the signature covers (v2): eight fields, each followed by a newline."""
     args_json = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    fields = ["npu-agent-command-v1", board, action, cmd_id, args_json, str(issued_at), str(expires_at)]
+    fields = ["npu-agent-command-v2", topic_root, board, action, cmd_id, args_json,
+              str(issued_at), str(expires_at)]
     return "".join(f + "\n" for f in fields).encode("utf-8")
 
 
@@ -59,7 +60,8 @@ def main():
     issued_at = int(time.time())
     msg = {"status": "init", "board": a.board, "args": args,
            "issued_at": issued_at, "expires_at": issued_at + a.lifetime}
-    signature = key.sign(signed_bytes(a.board, a.action, cmd_id, args, issued_at, msg["expires_at"]))
+    signature = key.sign(signed_bytes(a.topic_root, a.board, a.action, cmd_id, args, issued_at,
+                                      msg["expires_at"]))
     msg["signature"] = base64.b64encode(signature).decode("ascii")
     if a.tamper == "cmd_id":
         cmd_id = one_byte_changed(cmd_id)

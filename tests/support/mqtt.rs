@@ -404,7 +404,7 @@ pub fn init_payload(
         signature: None,
     };
     if let Some(k) = key {
-        npu_agent::mqtt::command::sign(k, action, cmd_id, &mut m);
+        npu_agent::mqtt::command::sign(k, "npu-fleet", action, cmd_id, &mut m);
     }
     serde_json::to_vec(&m).unwrap()
 }

@@ -1597,7 +1597,7 @@ fn command_path_attacks_hold_against_a_real_broker() {
         expires_at: 9_000_000_000_000_000_000,
         signature: None,
     };
-    npu_agent::mqtt::command::sign(&key(1), "set_cma", "forever", &mut forever);
+    npu_agent::mqtt::command::sign(&key(1), "npu-fleet", "set_cma", "forever", &mut forever);
     c.publish(
         "npu-fleet/b1/cmd/set_cma/forever",
         &serde_json::to_vec(&forever).unwrap(),

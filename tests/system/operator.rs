@@ -350,14 +350,16 @@ fn the_readme_signed_bytes_are_what_the_agent_signs_and_verifies() {
     let block = readme_block("signed-bytes");
     let mut args = serde_json::Map::new();
     args.insert("size".into(), "256M".into());
-    let bytes = npu_agent::mqtt::command::signed_message(
-        "rock5b-01",
-        "set_cma",
-        "1764400000-a1b2c3",
-        &args,
-        1764400000,
-        1764400120,
-    );
+    let bytes = npu_agent::mqtt::command::Signed {
+        topic_root: "npu-fleet",
+        board: "rock5b-01",
+        action: "set_cma",
+        cmd_id: "1764400000-a1b2c3",
+        args: &args,
+        issued_at: 1764400000,
+        expires_at: 1764400120,
+    }
+    .bytes();
     assert_eq!(String::from_utf8(bytes).unwrap(), block);
 }
 

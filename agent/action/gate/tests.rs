@@ -13,6 +13,8 @@ pub(crate) fn policy() -> Policy {
         trusted_keys: vec![key().verifying_key()],
         allow_unsigned: vec!["compact".into(), "rescan".into()],
         max_command_age_s: 300,
+        topic_root: "npu-fleet".into(),
+        accept_v1: false,
         refused: BTreeMap::new(),
     }
 }
@@ -38,7 +40,7 @@ fn init(board: &str, args: Value, now: i64) -> InitMessage {
 
 fn signed(action: &str, id: &str, args: Value, now: i64) -> Vec<u8> {
     let mut m = init("b1", args, now);
-    sign(&key(), action, id, &mut m);
+    sign(&key(), "npu-fleet", action, id, &mut m);
     serde_json::to_vec(&m).unwrap()
 }
 
@@ -207,12 +209,12 @@ fn time_arithmetic_is_checked() {
         let r =
             rejected(g.admit_command(&topic("b1", "rescan", &format!("t{i}")), &bytes(&m), NOW));
         assert!(r.contains(want), "case {i}: {r}");
-        sign(&key(), "set_cma", &format!("s{i}"), &mut m);
+        sign(&key(), "npu-fleet", "set_cma", &format!("s{i}"), &mut m);
         m.args = serde_json::json!({"size": "256M"})
             .as_object()
             .unwrap()
             .clone();
-        sign(&key(), "set_cma", &format!("s{i}"), &mut m);
+        sign(&key(), "npu-fleet", "set_cma", &format!("s{i}"), &mut m);
         let r =
             rejected(g.admit_command(&topic("b1", "set_cma", &format!("s{i}")), &bytes(&m), NOW));
         assert!(r.contains(want), "signed case {i}: {r}");
@@ -430,13 +432,14 @@ fn hostile_commands_are_rejected_with_reasons() {
     let mut forged = unsigned.clone();
     sign(
         &SigningKey::from_bytes(&[9u8; 32]),
+        "npu-fleet",
         "reboot",
         "r1",
         &mut forged,
     );
     assert!(rejected(g.admit_command(&t, &bytes(&forged), NOW)).contains("bad signature"));
     let mut moved = unsigned.clone();
-    sign(&key(), "reboot", "other", &mut moved);
+    sign(&key(), "npu-fleet", "reboot", "other", &mut moved);
     assert!(rejected(g.admit_command(&t, &bytes(&moved), NOW)).contains("bad signature"));
     let extra = br#"{"status":"init","board":"b1","issued_at":1764400000,"expires_at":1764400060,"shell":"rm -rf /"}"#;
     assert!(
@@ -549,7 +552,7 @@ fn an_unsigned_message_never_consumes_a_signed_commands_id() {
     ));
     assert_eq!(run_all(&mut g).len(), 1);
     let mut fleet_wide = init("all", serde_json::json!({"size": "256M"}), NOW);
-    sign(&key(), "set_cma", "c9", &mut fleet_wide);
+    sign(&key(), "npu-fleet", "set_cma", "c9", &mut fleet_wide);
     let t = topic("all", "set_cma", "c9");
     assert!(matches!(
         g.admit_command(&t, &bytes(&fleet_wide), NOW + 1),
@@ -685,6 +688,39 @@ fn a_clock_stepped_ahead_and_back_neither_prunes_ids_nor_sticks_rate_limits() {
     let later = bytes(&init("b1", serde_json::json!({}), NOW + 42));
     assert!(matches!(
         g.admit_command(&topic("b1", "compact", "k3"), &later, NOW + 42),
+        Admission::Queued(Some(_))
+    ));
+}
+
+/// Issue 26 item 2: the signature binds the fleet. A `set_cma` signed for `staging` does not
+/// run on the same board id under `npu-fleet`; a v1 signature (no topic root) runs only where
+/// `security.accept_v1_signatures` allows it.
+#[test]
+fn a_signature_binds_the_topic_root_and_v1_only_where_allowed() {
+    let mut g = gate();
+    let mut staging = init("b1", serde_json::json!({"size": "256M"}), NOW);
+    sign(&key(), "staging", "set_cma", "c1", &mut staging);
+    let t = topic("b1", "set_cma", "c1");
+    let why = rejected(g.admit_command(&t, &bytes(&staging), NOW));
+    assert!(why.contains("bad signature"), "{why}");
+    let mut v1 = init("b1", serde_json::json!({"size": "256M"}), NOW);
+    let old = crate::mqtt::command::signed_for("npu-fleet", "set_cma", "c2", &v1).bytes_v1();
+    let sig = key().sign(&old);
+    v1.signature = Some(base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        sig,
+    ));
+    let t2 = topic("b1", "set_cma", "c2");
+    let why = rejected(g.admit_command(&t2, &bytes(&v1), NOW));
+    assert!(
+        why.contains("v1 form") && why.contains("accept_v1_signatures"),
+        "{why}"
+    );
+    let mut p = policy();
+    p.accept_v1 = true;
+    let mut lenient = Gate::new(p, None, 600);
+    assert!(matches!(
+        lenient.admit_command(&t2, &bytes(&v1), NOW),
         Admission::Queued(Some(_))
     ));
 }

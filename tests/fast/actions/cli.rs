@@ -213,6 +213,8 @@ fn cli_runs_are_recorded_in_the_gate_ledger_under_the_configured_state_dir() {
             trusted_keys: Vec::new(),
             allow_unsigned: vec!["compact".into()],
             max_command_age_s: 300,
+            topic_root: "npu-fleet".into(),
+            accept_v1: false,
             refused: Default::default(),
         },
         Some(state),
