@@ -24,8 +24,12 @@ use crate::model::action::Action;
 use crate::model::ClockSync;
 use crate::mqtt::command::{self, CmdStatus, Policy, Verdict, CLOCK_SKEW_S};
 use crate::mqtt::topics::{CommandTopic, ALL};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
+
+mod ledger;
+mod replay;
+pub use ledger::{ledger_key, Ledger, LedgerEntry};
 
 /// State file with the command ledger.
 pub const LEDGER_FILE: &str = "commands.json";
@@ -74,133 +78,11 @@ pub struct CmdRef {
     pub cmd_id: String,
 }
 
-/// One remembered command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LedgerEntry {
-    /// Action name.
-    pub action: String,
-    /// Verified by a trusted key.
-    pub signed: bool,
-    /// Unix seconds when accepted.
-    pub accepted_unix_s: i64,
-    /// Unix seconds until which the id is kept (`expires_at` + skew).
-    pub keep_until_unix_s: i64,
-    /// FNV-1a of the accepted payload (the same bytes again are a re-delivery).
-    pub payload_hash: u64,
-    /// `executing`, then the final state.
-    pub status: CmdStatus,
-    /// Reason of a failure, or a short summary.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-fn schema_2() -> u32 {
-    2
-}
-
-/// Seen command ids (persisted in [`LEDGER_FILE`]) and the last run of each rate-limit slot.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Ledger {
-    /// Format version (2).
-    #[serde(default = "schema_2")]
-    pub schema: u32,
-    /// cmd_id → what happened to it.
-    #[serde(default)]
-    pub commands: BTreeMap<String, LedgerEntry>,
-    /// Rate-limit slot (`set_cma`, `set_cma/unsigned`) → unix seconds of the last run.
-    #[serde(default)]
-    pub last_run: BTreeMap<String, i64>,
-    /// Unix seconds when this board's ledger was started afresh (no file before): a signed
-    /// command issued earlier cannot be told from a replay captured before a wipe. Absent in
-    /// files from before it was kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub created_unix_s: Option<i64>,
-    /// Version 1's ids (cmd_id → accepted at); read once and converted.
-    #[serde(default, skip_serializing)]
-    seen: BTreeMap<String, i64>,
-}
-
-impl Ledger {
-    /// Converts a version-1 file: every old id is kept as signed (never evicted by count) for the
-    /// longest lifetime a command may have had.
-    fn upgrade(&mut self, max_age_s: u64) {
-        let keep = i64::try_from(max_age_s).unwrap_or(i64::MAX);
-        for (id, at) in std::mem::take(&mut self.seen) {
-            self.commands.entry(id).or_insert(LedgerEntry {
-                action: String::new(),
-                signed: true,
-                accepted_unix_s: at,
-                keep_until_unix_s: at.saturating_add(keep).saturating_add(2 * CLOCK_SKEW_S),
-                payload_hash: 0,
-                status: CmdStatus::Successful,
-                reason: None,
-            });
-        }
-        // Files before the split kept unsigned ids under the bare id.
-        let bare: Vec<String> = self
-            .commands
-            .iter()
-            .filter(|(k, e)| !e.signed && !k.starts_with("u:"))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in bare {
-            if let Some(e) = self.commands.remove(&k) {
-                self.commands.insert(ledger_key(&k, false), e);
-            }
-        }
-        self.schema = 2;
-    }
-
-    /// Moves every run recorded after `now` (by a clock that was ahead and has been set right)
-    /// back to `now`: its rate limit then holds one window, not the size of the clock step.
-    pub fn clamp_runs(&mut self, now: i64) {
-        for at in self.last_run.values_mut() {
-            *at = (*at).min(now);
-        }
-    }
-
-    /// Drops ids whose keep time has passed (never an `executing` one), then the oldest unsigned
-    /// ids above [`MAX_UNSIGNED_IDS`]. Signed ids are only ever dropped by time.
-    pub fn prune(&mut self, now: i64) {
-        self.commands
-            .retain(|_, e| e.status == CmdStatus::Executing || e.keep_until_unix_s >= now);
-        let unsigned = self.commands.values().filter(|e| !e.signed).count();
-        if unsigned > MAX_UNSIGNED_IDS {
-            let mut old: Vec<(i64, String)> = self
-                .commands
-                .iter()
-                .filter(|(_, e)| !e.signed && e.status.is_final())
-                .map(|(k, e)| (e.accepted_unix_s, k.clone()))
-                .collect();
-            old.sort();
-            for (_, k) in old.into_iter().take(unsigned - MAX_UNSIGNED_IDS) {
-                self.commands.remove(&k);
-            }
-        }
-    }
-}
-
 /// The ledger slot recording when `action` last ran from the command line (`compact/cli`).
 /// Written by the `npu-agent` process the admin ran, kept by the daemon's gate when it saves
 /// the ledger, and read by the planner's cooldown.
 pub fn cli_slot(action: &str) -> String {
     format!("{action}/cli")
-}
-
-/// The ledger key of `cmd_id`: the id itself for a signed command, `u:<id>` for an unsigned one
-/// (`:` is never in an id), so an unsigned message that reuses a signed command's id (any
-/// subscriber sees it) never consumes it.
-pub fn ledger_key(cmd_id: &str, signed: bool) -> String {
-    if signed {
-        cmd_id.to_string()
-    } else {
-        format!("u:{cmd_id}")
-    }
-}
-
-/// The command id of a ledger key.
-fn key_id(key: &str) -> &str {
-    key.strip_prefix("u:").unwrap_or(key)
 }
 
 /// The refusals `[actions] disabled` asks for: action → the reason every origin is given.
@@ -420,26 +302,6 @@ impl Gate {
         self.clock_sync = Some(clock);
     }
 
-    /// The caller's monotonic clock now, in seconds (`CLOCK_MONOTONIC`, a test clock): a
-    /// forward step of the wall clock then prunes no id before its time (see
-    /// [`Gate::prune_time`]). Without it the wall clock is trusted as it is.
-    pub fn set_monotonic(&mut self, mono_s: u64) {
-        let origin = self.mono.and_then(|(_, o)| o);
-        self.mono = Some((mono_s, origin));
-    }
-
-    /// The wall time ids are pruned by: `now`, but no later than the first wall time seen plus
-    /// the monotonic time since (a clock stepped days ahead and back must not let a captured
-    /// signed command run again).
-    fn prune_time(&mut self, now: i64) -> i64 {
-        let Some((mono, origin)) = &mut self.mono else {
-            return now;
-        };
-        let (m0, w0) = *origin.get_or_insert((*mono, now));
-        let since = i64::try_from(mono.saturating_sub(m0)).unwrap_or(i64::MAX);
-        now.min(w0.saturating_add(since))
-    }
-
     /// The clock hold of a command for this board (or `all`) on a fresh, well-formed id: the
     /// reason to reject it, when the clock is not synchronised (see [`Gate::set_clock_sync`]).
     fn clock_hold(&self, topic: &CommandTopic, payload: &[u8], now: i64) -> Option<String> {
@@ -456,18 +318,6 @@ impl Gate {
     /// Sets whether the clock is trusted (the `clock.sync` hook).
     pub fn set_clock(&mut self, clock: ClockState) {
         self.clock = clock;
-    }
-
-    /// The ledger holds a record of `cmd_id` (it ran, or is running): a later message with that
-    /// id is a replay, answered by the gate with the real outcome.
-    pub fn has_record(&self, cmd_id: &str) -> bool {
-        self.record(cmd_id).is_some()
-    }
-
-    /// The record of `cmd_id`: the signed command's, else the unsigned one's.
-    fn record(&self, cmd_id: &str) -> Option<&LedgerEntry> {
-        let c = &self.ledger.commands;
-        c.get(cmd_id).or_else(|| c.get(&ledger_key(cmd_id, false)))
     }
 
     /// Actions waiting (not counting the one running).
@@ -533,31 +383,6 @@ impl Gate {
         self.persist()
     }
 
-    /// On start: commands a crash left `executing` (other than a reboot, settled by `boot_id`)
-    /// are finished as `failed: agent restarted`. Returns them, to publish.
-    pub fn finish_interrupted(&mut self) -> Vec<(CmdRef, LedgerEntry)> {
-        let mut out = Vec::new();
-        for (id, e) in self.ledger.commands.iter_mut() {
-            if e.status == CmdStatus::Executing && e.action != "reboot" {
-                e.status = CmdStatus::Failed;
-                e.reason = Some("agent restarted".into());
-                out.push((
-                    CmdRef {
-                        action: e.action.clone(),
-                        cmd_id: key_id(id).to_string(),
-                    },
-                    e.clone(),
-                ));
-            }
-        }
-        if !out.is_empty() {
-            if let Err(e) = self.persist() {
-                tracing::error!(error = %e, "cannot save the command ledger");
-            }
-        }
-        out
-    }
-
     fn lane_full(&self, signed: bool) -> Option<String> {
         let (len, max) = if signed {
             (self.signed_queue.len(), MAX_QUEUED_SIGNED)
@@ -581,60 +406,6 @@ impl Gate {
             }
         }
         Ok(slot)
-    }
-
-    /// Why a signed command is refused on a ledger started afresh after it was issued (a wiped
-    /// state directory, a re-flashed board): the ids it recorded are gone, so the command
-    /// cannot be told from a captured replay. The creation time is the first message's.
-    fn before_the_ledger(&self, parsed: &command::Parsed) -> Option<String> {
-        let created = self.ledger.created_unix_s?;
-        (parsed.msg.issued_at < created.saturating_sub(CLOCK_SKEW_S)).then(|| {
-            format!(
-                "issued {} s before this board's command ledger was started afresh (a wiped \
-                 state directory or a new image): it cannot be told from a replay; send it again",
-                created - parsed.msg.issued_at
-            )
-        })
-    }
-
-    /// What the ledger says of a parsed command: a re-delivery (answered again when finished),
-    /// a replay of a used id (answered with its record), or `None` for a new command. A message
-    /// that carries a signature is looked up (and, once verified, recorded) as signed; an
-    /// unsigned one never reaches a signed command's record except as a replay of it.
-    fn seen_before(
-        &self,
-        topic: &CommandTopic,
-        parsed: &command::Parsed,
-        cmd: &CmdRef,
-    ) -> Option<Admission> {
-        let claims_signed = parsed.msg.signature.is_some() && !self.policy.trusted_keys.is_empty();
-        let own = self
-            .ledger
-            .commands
-            .get(&ledger_key(&topic.cmd_id, claims_signed));
-        if let Some(e) = own.filter(|e| e.payload_hash == parsed.payload_hash) {
-            // A retained init delivered again means the answer never reached the broker (the
-            // link dropped right after it): a finished command answers again.
-            return Some(match e.status.is_final() {
-                true => Admission::Answered {
-                    cmd: cmd.clone(),
-                    record: e.clone(),
-                },
-                false => Admission::Ignored("duplicate delivery"),
-            });
-        }
-        let signed = self.ledger.commands.get(&topic.cmd_id);
-        let signed = signed.filter(|e| !claims_signed && e.signed && e.action == topic.action);
-        let e = signed.or(own)?;
-        if topic.board == ALL {
-            // The fleet-wide init stays retained until the requester clears it.
-            return Some(Admission::Ignored("fleet-wide command already handled"));
-        }
-        Some(Admission::Replay {
-            cmd: cmd.clone(),
-            record: e.clone(),
-            reason: format!("cmd_id {:?} was already used (replay)", topic.cmd_id),
-        })
     }
 
     /// Admits an MQTT command on `topic` (already known to be a command topic of this board or
@@ -898,22 +669,6 @@ impl Gate {
                         tracing::error!(error = %e, "cannot save the command ledger");
                     }
                 }
-            }
-        }
-    }
-
-    /// Records the settled reboot `cmd_id` (its result is known after the reboot).
-    pub fn settle_reboot(&mut self, cmd_id: &str, ok: bool, detail: &str) {
-        let signed = self.ledger.commands.contains_key(cmd_id);
-        if let Some(e) = self.ledger.commands.get_mut(&ledger_key(cmd_id, signed)) {
-            e.status = if ok {
-                CmdStatus::Successful
-            } else {
-                CmdStatus::Failed
-            };
-            e.reason = Some(detail.chars().take(200).collect());
-            if let Err(e) = self.persist() {
-                tracing::error!(error = %e, "cannot save the command ledger");
             }
         }
     }
