@@ -133,13 +133,13 @@ impl Redactor {
     }
 
     /// A NUL-separated command line with secret option values replaced (the status's rules,
-    /// [`crate::sys::secret::redact_argv`]), then personal details.
+    /// [`crate::sys::redact::redact_argv`]), then personal details.
     pub fn cmdline(&self, raw: &[u8]) -> Vec<u8> {
         let args: Vec<String> = raw
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        let out: Vec<String> = crate::sys::secret::redact_argv(&args)
+        let out: Vec<String> = crate::sys::redact::redact_argv(&args)
             .iter()
             .map(|a| self.text(a))
             .collect();

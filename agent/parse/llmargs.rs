@@ -138,7 +138,7 @@ impl Engine {
 /// The arguments that matter for placement and memory.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LlmArgs {
-    /// argv as given, with secret values redacted ([`crate::sys::secret::redact_argv`]).
+    /// argv as given, with secret values redacted ([`crate::sys::redact::redact_argv`]).
     pub argv: Vec<String>,
     /// `-m`/`--model`.
     pub model: Option<String>,
@@ -243,7 +243,7 @@ const IK_ONLY: &[&str] = &[
 pub fn parse_llm_args(argv: &[String]) -> LlmArgs {
     let mut a = LlmArgs {
         // Kept for evidence: secret values (`--api-key`, tokens, passwords) never leave.
-        argv: crate::sys::secret::redact_argv(argv),
+        argv: crate::sys::redact::redact_argv(argv),
         ..LlmArgs::default()
     };
     if is_ktransformers(argv) {
@@ -275,7 +275,7 @@ pub fn parse_llm_args(argv: &[String]) -> LlmArgs {
             "-m" | "--model" => a.model = value.clone(),
             "-hf" | "-hfr" | "--hf-repo" | "-mu" | "--model-url" => {
                 // Named in findings: a URL's credentials stay on the board.
-                a.remote_model = value.as_deref().map(crate::sys::secret::redact_url)
+                a.remote_model = value.as_deref().map(crate::sys::redact::redact_url)
             }
             "-ot" | "--override-tensor" => {
                 if let Some(v) = &value {

@@ -374,7 +374,7 @@ pub fn probe_processes(root: &SysRoot, names: &[String]) -> Probed<Vec<ProcessIn
             pid,
             comm,
             // Secret values (`--api-key`, tokens, passwords) never reach a finding.
-            cmdline: crate::sys::secret::redact_argv(&cmdline),
+            cmdline: crate::sys::redact::redact_argv(&cmdline),
             limits: read_parsed(root, &lpath, limits::parse_limits),
             container: cgroup.as_deref().and_then(container_of_cgroup),
             unit: cgroup.as_deref().and_then(unit_of_cgroup),

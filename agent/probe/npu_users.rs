@@ -88,7 +88,7 @@ fn cmdline_head(root: &SysRoot, pid: u32) -> String {
         .read(&format!("/proc/{pid}/cmdline"))
         .map(|b| crate::parse::devicetree::string_list(&b))
         .unwrap_or_default();
-    let mut argv = crate::sys::secret::redact_argv(&argv);
+    let mut argv = crate::sys::redact::redact_argv(&argv);
     argv.truncate(CMDLINE_ARGS);
     argv.join(" ")
 }

@@ -4,9 +4,8 @@
 //! A secret is found by its name (`password=`, `--pass X`, `"api_key": "…"`, `psk=`), by the
 //! header that carries it (`Authorization: Basic …`, `Cookie: …`), by the word before it
 //! (`Bearer …`, `token hf_…`), by its shape (`hf_…`, `sk-…`, `ghp_…`) or in a URL
-//! (`https://user:pw@host`, `?token=`). Names are [`is_secret_name`]'s.
-
-use super::secret::{is_secret_name, redact_url, REDACTED};
+//! (`https://user:pw@host`, `?token=`). Names are [`is_secret_name`]'s. A command line
+//! ([`redact_argv`]) goes word by word through the same rules.
 
 /// `text` with every secret value replaced by [`REDACTED`], line by line; everything else is
 /// kept as it is (spacing included).
@@ -145,6 +144,161 @@ fn has_token_shape(w: &str) -> bool {
 /// with a digit, of the characters credentials are made of.
 fn looks_like_credential(w: &str) -> bool {
     w.len() >= 8 && w.bytes().any(|b| b.is_ascii_digit()) && w.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// What a redacted value is replaced with.
+pub const REDACTED: &str = "<redacted>";
+
+/// True for an option or variable name whose value is a secret: `--api-key`, `--hf-token`,
+/// anything with `token`, `password`, `passwd`, `passphrase`, `secret`, `auth`, `bearer` or
+/// `cookie` in it, `pass`, `pwd`, `psk` or `pw` alone or at the end (`--db-pass`, `wifi_psk`),
+/// or ending in `key` (`--ssl-key`... but not `--key-file`: a path). Case and `-`/`_` do not
+/// matter.
+pub fn is_secret_name(name: &str) -> bool {
+    let n = name
+        .trim_start_matches('-')
+        .to_ascii_lowercase()
+        .replace('_', "-");
+    if n.is_empty() {
+        return false;
+    }
+    [
+        "token",
+        "password",
+        "passwd",
+        "secret",
+        "auth",
+        "credential",
+        "api-key",
+        "apikey",
+        "passphrase",
+        "bearer",
+        "cookie",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+        || n == "key"
+        || n.ends_with("-key")
+        || ["pass", "pwd", "psk", "pw"]
+            .iter()
+            .any(|w| n == *w || n.ends_with(&format!("-{w}")))
+        // llama.cpp's short form of --hf-token.
+        || n == "hft"
+}
+
+/// A word with the credentials of any URL in it replaced: the `user:password@` part
+/// (`https://u:pw@host/m.gguf` -> `https://<redacted>@host/m.gguf`) and the value of a query
+/// parameter with a secret name (`?token=...`). Other text is kept as it is.
+pub fn redact_url(word: &str) -> String {
+    let Some(scheme_end) = word.find("://") else {
+        return word.to_string();
+    };
+    let (head, rest) = word.split_at(scheme_end + 3);
+    let auth_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(auth_end);
+    let mut out = head.to_string();
+    match authority.rfind('@') {
+        Some(at) => {
+            out.push_str(REDACTED);
+            out.push_str(&authority[at..]);
+        }
+        None => out.push_str(authority),
+    }
+    match tail.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            let (query, frag) = match query.split_once('#') {
+                Some((q, f)) => (q, Some(f)),
+                None => (query, None),
+            };
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if is_secret_name(k) => format!("{k}={REDACTED}"),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            out.push_str(&pairs.join("&"));
+            if let Some(f) = frag {
+                out.push('#');
+                out.push_str(f);
+            }
+        }
+        None => out.push_str(tail),
+    }
+    out
+}
+
+/// A command line with every secret value replaced by [`REDACTED`]: the word after a secret
+/// option (`--api-key SECRET`), the value of `--api-key=SECRET`, and `NAME=SECRET` words (an
+/// `env HF_TOKEN=... llama-server` prefix). Everything else is kept as it is.
+pub fn redact_argv(argv: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(argv.len());
+    let mut hide_next = false;
+    for word in argv {
+        if hide_next {
+            hide_next = false;
+            out.push(REDACTED.to_string());
+            continue;
+        }
+        // `NAME=VALUE` (an option or a variable; a URL's query is left to `redact_url`).
+        if let Some((name, _)) = word.split_once('=').filter(|(n, _)| !n.contains("://")) {
+            if is_secret_name(name) {
+                out.push(format!("{name}={REDACTED}"));
+                continue;
+            }
+        } else if word.starts_with('-') && is_secret_name(word) {
+            hide_next = true;
+        }
+        out.push(redact_text(word));
+    }
+    out
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::*;
+
+    fn v(s: &str) -> Vec<String> {
+        s.split(' ').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn command_lines_lose_their_secrets() {
+        let argv = v("env HF_TOKEN=hf_abc llama-server -m /m.gguf --api-key sk-123 --hf-token=hf_def \
+                      --ssl-key-file /k.pem --db-password pw1 --client-secret s2 -ngl 99 --ssl-key kk");
+        let r = redact_argv(&argv).join(" ");
+        for s in ["hf_abc", "sk-123", "hf_def", "pw1", "s2", " kk"] {
+            assert!(!r.contains(s), "{s} in {r}");
+        }
+        assert!(r.contains("-m /m.gguf") && r.contains("-ngl 99"), "{r}");
+        assert!(
+            r.contains("--ssl-key-file /k.pem"),
+            "a key file path is not a secret: {r}"
+        );
+        assert!(r.contains("--api-key <redacted>"), "{r}");
+    }
+
+    /// URL credentials and llama.cpp's `-hft` never survive; the host and path do.
+    #[test]
+    fn urls_and_short_token_options_lose_their_secrets() {
+        let argv = v(
+            "llama-server -mu https://bob:pw9xq@models.example/q4.gguf?token=tk7z&x=1 \
+                      -hf org/repo -hft hf_short --model-url=http://u2:p2zz@h/m.gguf",
+        );
+        let r = redact_argv(&argv).join(" ");
+        for s in ["pw9xq", "bob", "tk7z", "hf_short", "p2zz", "u2:"] {
+            assert!(!r.contains(s), "{s} in {r}");
+        }
+        assert!(
+            r.contains("@models.example/q4.gguf?token=<redacted>&x=1"),
+            "{r}"
+        );
+        assert!(r.contains("-hf org/repo"), "{r}");
+        assert_eq!(redact_url("no url here"), "no url here");
+        assert_eq!(redact_url("https://h/p"), "https://h/p");
+    }
 }
 
 #[cfg(test)]

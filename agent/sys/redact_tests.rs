@@ -56,7 +56,7 @@ fn command_lines_in_the_status_use_the_same_rules() {
     ]
     .map(String::from)
     .to_vec();
-    let r = crate::sys::secret::redact_argv(&argv).join(" ");
+    let r = crate::sys::redact::redact_argv(&argv).join(" ");
     for s in ["hdrTok99", "p1p1p1", "ph2", "k3k3k3"] {
         assert!(!r.contains(s), "{s} in {r}");
     }
