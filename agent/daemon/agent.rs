@@ -69,8 +69,8 @@ impl RejectionLog {
 
 /// What the agent hands the MQTT client, in order.
 pub(super) enum Outbound {
-    /// A retained QoS 1 message (a command's state): topic, payload.
-    Retained(String, Vec<u8>),
+    /// A QoS 1 message (a command's state): topic, payload, retained.
+    Publish(String, Vec<u8>, bool),
     /// The acknowledgement of a handled incoming message.
     Ack(crate::mqtt::link::Ack),
 }
@@ -243,7 +243,13 @@ impl Agent {
     /// Queues a retained QoS 1 message; sent now if connected and nothing waits before it,
     /// else in order on a later flush (the next connect at the latest).
     pub fn send_retained(&mut self, topic: String, payload: Vec<u8>) {
-        self.outbox.push_back(Outbound::Retained(topic, payload));
+        self.send(topic, payload, true);
+    }
+
+    /// Queues a QoS 1 message, retained or not, as [`Agent::send_retained`] does.
+    pub fn send(&mut self, topic: String, payload: Vec<u8>, retain: bool) {
+        self.outbox
+            .push_back(Outbound::Publish(topic, payload, retain));
         self.flush_outbox();
     }
 
@@ -261,9 +267,9 @@ impl Agent {
         let Some(l) = &self.link else { return };
         while let Some(next) = self.outbox.front() {
             let sent = match next {
-                Outbound::Retained(t, p) => l
+                Outbound::Publish(t, p, retain) => l
                     .client
-                    .try_publish(t.clone(), QoS::AtLeastOnce, true, p.clone())
+                    .try_publish(t.clone(), QoS::AtLeastOnce, *retain, p.clone())
                     .is_ok(),
                 // A void acknowledgement (an ended connection) is simply dropped.
                 Outbound::Ack(a) => l.try_ack(a).is_ok(),

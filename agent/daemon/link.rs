@@ -29,7 +29,12 @@ pub(super) fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::Unbounded
             after_connack,
             retry_in_ms,
         } => on_disconnected(agent, &reason, cause, after_connack, retry_in_ms),
-        LinkEvent::Message { topic, payload, .. } => on_message(agent, &topic, &payload, tx),
+        LinkEvent::Message {
+            topic,
+            payload,
+            retain,
+            ..
+        } => on_message(agent, &topic, &payload, retain, tx),
     }
 }
 
@@ -159,7 +164,14 @@ fn on_disconnected(
     agent.connected_since = None;
 }
 
-fn on_message(agent: &mut Agent, topic: &str, payload: &[u8], tx: &mpsc::UnboundedSender<Done>) {
+/// A message on a subscribed topic; `retain`: its retain flag.
+fn on_message(
+    agent: &mut Agent,
+    topic: &str,
+    payload: &[u8],
+    retain: bool,
+    tx: &mpsc::UnboundedSender<Done>,
+) {
     if agent.s.cfg.home_assistant.enabled {
         match crate::mqtt::ha::on_message(super::agent::agent_ha(agent), topic, payload) {
             crate::mqtt::ha::HaMessage::NotMine => {}
@@ -198,7 +210,14 @@ fn on_message(agent: &mut Agent, topic: &str, payload: &[u8], tx: &mpsc::Unbound
     agent.gate.set_clock_sync(clock.clone());
     agent.gate.set_monotonic(agent.time.mono_s());
     let admission = agent.gate.admit_command(&t, payload, agent.now());
-    route_admission(agent, &t, admission, &clock, tx);
+    // A refusal of a command nobody asked the broker to keep is not kept either: a flood of
+    // live junk leaves nothing stored. Only MQTT 5 (Retain As Published) can tell.
+    let told = agent
+        .link
+        .as_ref()
+        .is_some_and(|l| l.client.retain_as_published());
+    let keep = retain || !told;
+    route_admission(agent, &t, admission, &clock, keep, tx);
 }
 
 /// Publishes what the gate decided about an MQTT command, and logs it.
@@ -207,6 +226,7 @@ pub(super) fn route_admission(
     t: &topics::CommandTopic,
     admission: Admission,
     clock: &crate::model::ClockSync,
+    keep: bool,
     tx: &mpsc::UnboundedSender<Done>,
 ) {
     // Only a well-formed id gets an answer on its own topic (the topic is built from it).
@@ -234,12 +254,13 @@ pub(super) fn route_admission(
                 || t.board == agent.s.board
             {
                 let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
-                agent.send_retained(tp, p);
+                agent.send(tp, p, keep);
             }
         }
         Admission::ClockHeld { cmd, reason } => {
             agent.rejections.log(&cmd, &reason, "command rejected");
-            agent.answer(&cmd, CmdStatus::Rejected, json!({"reason": reason}));
+            let (tp, p) = agent.lifecycle(&cmd, CmdStatus::Rejected, json!({"reason": reason}));
+            agent.send(tp, p, keep);
         }
         Admission::Replay {
             cmd,
@@ -255,7 +276,7 @@ pub(super) fn route_admission(
                 extra["reason"] = json!(r);
             }
             let (tp, p) = agent.lifecycle(&cmd, record.status, extra);
-            agent.send_retained(tp, p);
+            agent.send(tp, p, keep);
         }
         Admission::Answered { cmd, record } => {
             tracing::info!(action = %cmd.action, cmd_id = %cmd.cmd_id, status = ?record.status,

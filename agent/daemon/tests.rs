@@ -83,7 +83,7 @@ impl Rig {
             .outbox
             .drain(..)
             .filter_map(|o| match o {
-                Outbound::Retained(t, p) => Some((t, serde_json::from_slice(&p).unwrap())),
+                Outbound::Publish(t, p, _) => Some((t, serde_json::from_slice(&p).unwrap())),
                 Outbound::Ack(_) => None,
             })
             .collect()

@@ -2272,3 +2272,72 @@ fn sighup_reloads_the_trusted_keys_without_a_restart() {
     );
     assert!(agent.is_running() && agent.pid() == pid);
 }
+
+/// Issue 26 item 16: every board used to answer every junk command with a retained message
+/// nobody clears. Under MQTT 5 (Retain As Published) a refusal of a command that was not
+/// retained is not retained either; one that was retained is, so it still replaces the junk.
+#[test]
+fn live_junk_leaves_no_retained_answer_on_the_broker() {
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let _agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
+    status_of(&c, "b1");
+    let n = 30;
+    for i in 0..n {
+        let id = format!("junk-{i}");
+        let topic = format!("npu-fleet/b1/cmd/set_cma/{id}");
+        let p = init_payload(
+            "b1",
+            "set_cma",
+            &id,
+            json!({"size": "1G"}),
+            now_s(),
+            60,
+            None,
+        );
+        c.publish(&topic, &p, false);
+        c.publish(
+            &format!("npu-fleet/b1/cmd/compact/raw-{i}"),
+            b"not json",
+            false,
+        );
+    }
+    let kept = "npu-fleet/b1/cmd/set_cma/kept-1";
+    let p = init_payload(
+        "b1",
+        "set_cma",
+        "kept-1",
+        json!({"size": "1G"}),
+        now_s(),
+        60,
+        None,
+    );
+    c.publish(kept, &p, true);
+    // Every refusal was answered live.
+    let seen = collect_for(&c, T, |ms| {
+        ms.iter()
+            .filter(|m| m.topic.contains("/cmd/") && m.text().contains("\"rejected\""))
+            .count()
+            > 2 * n
+    });
+    let rejected = seen
+        .iter()
+        .filter(|m| m.topic.contains("/cmd/") && m.text().contains("\"rejected\""))
+        .count();
+    assert_eq!(rejected, 2 * n + 1, "answers seen live");
+    // A fresh subscriber finds only the retained command's answer kept.
+    let marker = "test/marker/junk-probe";
+    let probe = Client::connect(broker.port, &["npu-fleet/b1/cmd/#", marker]);
+    probe.publish(marker, b"m", false);
+    let got = collect_for(&probe, T, |ms| ms.iter().any(|m| m.topic == marker));
+    let stored: Vec<&str> = got
+        .iter()
+        .filter(|m| m.topic != marker && m.retain && !m.payload.is_empty())
+        .map(|m| m.topic.as_str())
+        .collect();
+    assert_eq!(stored, vec![kept], "retained under npu-fleet/b1/cmd/");
+    let last = got.iter().rfind(|m| m.topic == kept).unwrap().json();
+    assert_eq!(last["status"], "rejected", "{last}");
+}

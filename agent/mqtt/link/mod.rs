@@ -123,6 +123,13 @@ impl MqttClient {
         }
     }
 
+    /// Whether an incoming message's retain flag on a [`MqttClient::try_subscribe_no_local`]
+    /// subscription is the sender's (MQTT 5 Retain As Published). Under MQTT 3.1.1 a live
+    /// message always arrives with the flag clear, whatever its sender asked.
+    pub fn retain_as_published(&self) -> bool {
+        matches!(self, MqttClient::V5(_))
+    }
+
     /// Queues a subscription.
     pub fn try_subscribe<S: Into<String>>(&self, filter: S, qos: QoS) -> Result<(), String> {
         match self {
@@ -134,8 +141,9 @@ impl MqttClient {
     }
 
     /// Queues a subscription that does not deliver this client's own publishes back to it
-    /// (MQTT 5 No Local; MQTT 3.1.1 has no such option and subscribes plainly): the agent's
-    /// answers on its command topics do not come back as messages to handle.
+    /// (MQTT 5 No Local, with Retain As Published; MQTT 3.1.1 has neither and subscribes
+    /// plainly): the agent's answers on its command topics do not come back as messages to
+    /// handle.
     pub fn try_subscribe_no_local<S: Into<String>>(
         &self,
         filter: S,
@@ -145,6 +153,9 @@ impl MqttClient {
             MqttClient::V5(c) => {
                 let mut f = rumqttc::v5::mqttbytes::v5::Filter::new(filter, qos);
                 f.nolocal = true;
+                // Retain As Published: a message's retain flag says whether its sender had the
+                // broker keep it (see [`MqttClient::retain_as_published`]).
+                f.preserve_retain = true;
                 c.try_subscribe_many([f]).map_err(|e| e.to_string())
             }
             MqttClient::V311(c) => c
