@@ -136,9 +136,12 @@ pub(super) fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i
     };
     let r = &d.report;
     match a.format {
-        Format::Json => match serde_json::to_string_pretty(r) {
+        // One line, byte for byte the status payload's encoding (one serialiser of the report
+        // in the binary; `jq .` lays it out).
+        Format::Json => match serde_json::to_vec(r) {
             Ok(s) => {
-                let _ = writeln!(out, "{s}");
+                let _ = out.write_all(&s);
+                let _ = writeln!(out);
             }
             Err(e) => {
                 let _ = writeln!(err, "npu-agent: cannot encode the report: {e}");

@@ -203,7 +203,8 @@ fn print_plan(
         let _ = write!(out, "{}", p.render());
         return Ok(());
     }
-    match serde_json::to_string_pretty(p) {
+    // Through a Value: the plan's serialiser is then the one the executor's result uses.
+    match serde_json::to_value(p).and_then(|v| serde_json::to_string_pretty(&v)) {
         Ok(s) => {
             let _ = writeln!(out, "{s}");
             Ok(())
@@ -243,7 +244,8 @@ fn apply(opts: &FixOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         return EXIT_FINDINGS;
     };
     if opts.json {
-        if let Ok(s) = serde_json::to_string_pretty(&report) {
+        // The report as the executor's result holds it (`details`, keys sorted).
+        if let Ok(s) = serde_json::to_string_pretty(&done.outcome.details) {
             let _ = writeln!(out, "{s}");
         }
     } else if let Some(a) = &report.applied {

@@ -32,10 +32,11 @@ pub(super) fn reload(agent: &mut Agent, read: &Reloader) {
         agent.s.profile.clone(),
     );
     tracing::info!(
-        trusted_keys = settings.policy.trusted_keys.len(),
-        allow_unsigned = ?settings.policy.allow_unsigned,
-        restart_needed = ?waiting,
-        "SIGHUP: config reloaded; the command policy and [actions] apply now"
+        "SIGHUP: config reloaded; the command policy and [actions] apply now{}",
+        match waiting.is_empty() {
+            true => String::new(),
+            false => format!("; restart_needed: {}", waiting.join(", ")),
+        }
     );
     agent.s.settings = settings;
 }

@@ -38,7 +38,7 @@ pub(super) struct LightFinding {
     id: String,
     status: String,
     #[serde(default)]
-    fix: Option<serde::de::IgnoredAny>,
+    fix: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1050,7 +1050,7 @@ fn package_fix_from_the_fleet(g: &mut Guest, sub: &fleet::Subscriber, url: &str,
         !pkgs.contains("hailo-all") && !pkgs.contains("hailort 4"),
         "{pkgs}"
     );
-    say("image: fix from the fleet swapped hailo-all 4.23.0 for hailo-h10-all 5.1.1 through apt in a transient unit; unsigned and dpkg-locked fixes refused");
+    say("image: fix from the fleet swapped hailo-all 4.23.0 for hailo-h10-all 5.1.1 through apt in a transient unit; unsigned, beyond-the-plan and dpkg-locked fixes refused");
 }
 
 /// `chroot ROOT sh -c CMD`: (output, exit code).

@@ -2260,7 +2260,7 @@ fn sighup_reloads_the_trusted_keys_without_a_restart() {
     hup();
     wait_log(&agent, &["SIGHUP: config reloaded"]);
     assert!(
-        agent.log_text().contains("restart_needed=[\"mqtt\"]"),
+        agent.log_text().contains("restart_needed: mqtt"),
         "{}",
         agent.log_text()
     );
