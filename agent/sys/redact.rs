@@ -56,7 +56,8 @@ fn redact_line(line: &str, out: &mut String) {
             next = Next::Keep;
             continue;
         }
-        if next == Next::Scheme {
+        if next == Next::Scheme || (next == Next::IfCredential && matches!(core, "" | "=" | ":")) {
+            // `Basic`/`Bearer`, or the `=`/`:` of `password = x`: the value is the next word.
             out.push_str(piece);
             next = Next::Hide;
             continue;
@@ -81,33 +82,56 @@ fn redact_line(line: &str, out: &mut String) {
 
 /// One word: its text with a secret taken out, and what it asks of the next word.
 fn redact_word(word: &str, core: &str, lower: &str) -> (String, Next) {
-    if word.contains("://") {
-        return (redact_url(word), Next::Keep);
-    }
     if has_token_shape(core) {
         return (splice(word, core), Next::Keep);
     }
-    // NAME=VALUE, NAME:VALUE, "NAME":"VALUE".
-    if let Some(i) = core.find(['=', ':']) {
-        let name = core[..i].trim_matches(|c: char| "\"'".contains(c));
-        let value = core[i + 1..].trim_matches(|c: char| "\"'".contains(c));
-        if is_secret_name(name) {
-            if value.is_empty() {
-                return (word.to_string(), Next::Hide);
-            }
-            return (splice(word, value), Next::Keep);
-        }
-        return (word.to_string(), Next::Keep);
+    let text = match word.contains("://") {
+        true => redact_url(word),
+        false => word.to_string(),
+    };
+    if text.contains(['=', ':']) {
+        let (text, pending) = redact_pairs(&text);
+        return (text, if pending { Next::Hide } else { Next::Keep });
     }
     if core.starts_with('-') && is_secret_name(core) {
-        return (word.to_string(), Next::Hide);
+        return (text, Next::Hide);
     }
     let next = match lower {
         "bearer" => Next::Hide,
         _ if is_secret_name(lower) => Next::IfCredential,
         _ => Next::Keep,
     };
-    (word.to_string(), next)
+    (text, next)
+}
+
+/// Every `NAME=VALUE`, `NAME:VALUE` or `"NAME":"VALUE"` pair of `word` (pairs apart at `,` `&`
+/// `;` `{` `}`: a query, compact JSON, a list) whose name is a secret name, its value replaced;
+/// `true` when the last such pair has no value in the word (it is the next word).
+fn redact_pairs(word: &str) -> (String, bool) {
+    let mut out = String::with_capacity(word.len());
+    let mut pending = false;
+    for seg in word.split_inclusive([',', '&', ';', '{', '}']) {
+        pending = false;
+        let secret = pair(seg).filter(|(name, _)| !seg.contains("://") && is_secret_name(name));
+        match secret {
+            Some((_, "")) => {
+                pending = true;
+                out.push_str(seg);
+            }
+            Some((_, value)) => out.push_str(&splice(seg, value)),
+            None => out.push_str(seg),
+        }
+    }
+    (out, pending)
+}
+
+/// The name and value of a `NAME=VALUE` / `NAME:VALUE` piece, quotes and brackets trimmed.
+fn pair(seg: &str) -> Option<(&str, &str)> {
+    let i = seg.find(['=', ':'])?;
+    let trim = |t: &'static str| move |c: char| t.contains(c);
+    let name = seg[..i].trim_matches(trim("\"'`([{,;&"));
+    let value = seg[i + 1..].trim_matches(trim("\"'`)]},;&"));
+    Some((name, value))
 }
 
 /// `word` with `part`, a slice of it, replaced by [`REDACTED`].
@@ -179,7 +203,7 @@ pub fn is_secret_name(name: &str) -> bool {
     .any(|w| n.contains(w))
         || n == "key"
         || n.ends_with("-key")
-        || ["pass", "pwd", "psk", "pw"]
+        || ["pass", "pwd", "psk", "pw", "sig", "signature"]
             .iter()
             .any(|w| n == *w || n.ends_with(&format!("-{w}")))
         // llama.cpp's short form of --hf-token.
