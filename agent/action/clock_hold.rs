@@ -21,13 +21,15 @@ pub fn command_hold(clock: &ClockSync, action: &str, payload: &[u8], now: i64) -
     let mut reason =
         String::from("board clock not synchronised: expiring commands are refused until it is");
     match issued_at {
-        Some(i) if i > now + crate::mqtt::command::CLOCK_SKEW_S => reason.push_str(&format!(
-            " (issued {} s in the future by the board's clock: the board's clock is behind)",
-            i - now
-        )),
+        Some(i) if i > now.saturating_add(crate::mqtt::command::CLOCK_SKEW_S) => {
+            reason.push_str(&format!(
+                " (issued {} s in the future by the board's clock: the board's clock is behind)",
+                i.saturating_sub(now)
+            ))
+        }
         _ if now > expires_at => reason.push_str(&format!(
             " (expired {} s ago by the board's clock, which may be ahead)",
-            now - expires_at
+            now.saturating_sub(expires_at)
         )),
         _ => {}
     }

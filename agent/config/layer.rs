@@ -251,7 +251,8 @@ pub fn redact_values(message: &str) -> String {
         };
         let known = tail.split('`').skip(1).step_by(2);
         if p.starts_with("missing") || known.clone().any(|k| edits(k, name) <= 2) {
-            return format!("{p}{name}`{tail}");
+            let shown: String = name.chars().filter(|c| !c.is_control()).collect();
+            return format!("{p}{shown}`{tail}");
         }
         let what = &p[..p.len() - 2];
         return format!(

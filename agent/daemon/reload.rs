@@ -23,7 +23,10 @@ pub(super) fn reload(agent: &mut Agent, read: &Reloader) {
         }
     };
     let waiting = restart_needed(&agent.s.cfg, &settings.cfg);
-    agent.gate.set_policy(settings.policy.clone());
+    let mut policy = settings.policy.clone();
+    // Signatures bind the topic root the agent is subscribed under, until a restart moves it.
+    policy.topic_root.clone_from(&agent.s.topic_root);
+    agent.gate.set_policy(policy);
     agent.gate.set_limits(settings.limits.clone());
     agent.s.executor = Executor::new(
         agent.s.root.clone(),

@@ -31,7 +31,7 @@ pub fn available(root: &crate::root::SysRoot) -> bool {
 }
 
 /// Runs `npu-agent fix --yes --json --profile P CHECK...` in the transient oneshot unit
-/// `npu-agent-fix-<now_s>` and waits for it; the outcome is the child's report (its `result`
+/// `npu-agent-fix-<now_s>-<pid>` and waits for it; the outcome is the child's report (its `result`
 /// decides), with the unit's name added. Its output files in `state` (`<unit>.json`, and
 /// `<unit>.json.err` for its log) are removed afterwards.
 pub fn run(
@@ -40,7 +40,8 @@ pub fn run(
     state: &StateDir,
     now_s: i64,
 ) -> ActionOutcome {
-    let unit = format!("npu-agent-fix-{now_s}");
+    // Unique per run: a second fix in the same second (another process) never shares it.
+    let unit = format!("npu-agent-fix-{now_s}-{}", std::process::id());
     let report = state.board_path(&format!("{unit}.json"));
     let exe = std::env::current_exe().unwrap_or_else(|_| "/usr/bin/npu-agent".into());
     let mut cmd = Command::new("systemd-run");
@@ -83,7 +84,7 @@ pub fn outcome(stdout: &str, stderr: &str, unit: &str) -> ActionOutcome {
     let last = stdout.rfind("\n{").map_or(stdout, |i| &stdout[i..]);
     let report = serde_json::from_str::<Value>(last).ok();
     let Some(mut report) = report.filter(|v| v.get("result").is_some()) else {
-        let why = stderr.lines().last().unwrap_or("no report");
+        let why = crate::sys::redact::redact_text(stderr.lines().last().unwrap_or("no report"));
         return ActionOutcome::failed(
             format!("the fix in unit {unit} ended without a report: {why}"),
             Value::Null,

@@ -188,6 +188,8 @@ pub struct Gate {
     /// The refusals the gate was made with (the config's `[actions] disabled`); kept whatever
     /// [`Gate::set_refused`] adds.
     base_refused: BTreeMap<String, String>,
+    /// The board's own refusals ([`Gate::set_refused`]), kept across a config reload.
+    board_refused: BTreeMap<String, String>,
     ledger: Ledger,
     /// Why the ledger could not be read (signed commands are refused while set).
     ledger_error: Option<String>,
@@ -224,6 +226,7 @@ impl Gate {
         ledger.upgrade(policy.max_command_age_s);
         Gate {
             base_refused: policy.refused.clone(),
+            board_refused: BTreeMap::new(),
             policy,
             ledger,
             ledger_error,
@@ -266,22 +269,16 @@ impl Gate {
     /// Replaces the policy (a config reload): trusted keys, `allow_unsigned`, the command age
     /// and the config's refusals; the refusals a diagnosis added ([`Gate::set_refused`]) stay.
     pub fn set_policy(&mut self, policy: Policy) {
-        let added: BTreeMap<String, String> = self
-            .policy
-            .refused
-            .iter()
-            .filter(|(a, _)| !self.base_refused.contains_key(*a))
-            .map(|(a, w)| (a.clone(), w.clone()))
-            .collect();
         self.base_refused = policy.refused.clone();
         self.policy = policy;
-        self.set_refused(added);
+        self.set_refused(self.board_refused.clone());
     }
 
     /// Sets the actions this board refuses (action → reason published as is), e.g. the
     /// profile's [`crate::profile::Profile::refuses_action`] after a diagnosis. The refusals the
     /// gate was made with (the config's) stay, with their own reason.
     pub fn set_refused(&mut self, refused: BTreeMap<String, String>) {
+        self.board_refused = refused.clone();
         let mut all = self.base_refused.clone();
         for (a, why) in refused {
             all.entry(a).or_insert(why);

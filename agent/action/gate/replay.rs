@@ -121,8 +121,17 @@ impl Gate {
 
     /// Records the settled reboot `cmd_id` (its result is known after the reboot).
     pub fn settle_reboot(&mut self, cmd_id: &str, ok: bool, detail: &str) {
-        let signed = self.ledger.commands.contains_key(cmd_id);
-        if let Some(e) = self.ledger.commands.get_mut(&ledger_key(cmd_id, signed)) {
+        // The reboot's own record: an unsigned message may have reused a signed id.
+        let key = [true, false]
+            .map(|signed| ledger_key(cmd_id, signed))
+            .into_iter()
+            .find(|k| {
+                self.ledger
+                    .commands
+                    .get(k)
+                    .is_some_and(|e| e.action == "reboot" && e.status == CmdStatus::Executing)
+            });
+        if let Some(e) = key.and_then(|k| self.ledger.commands.get_mut(&k)) {
             e.status = if ok {
                 CmdStatus::Successful
             } else {

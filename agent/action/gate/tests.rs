@@ -724,3 +724,49 @@ fn a_signature_binds_the_topic_root_and_v1_only_where_allowed() {
         Admission::Queued(Some(_))
     ));
 }
+
+/// A reboot's result settles the reboot's own record, even when an unsigned reboot reused the
+/// id of a signed command of another action; and a config reload keeps the board's own
+/// refusals (the profile's) whatever the new config disables.
+#[test]
+fn a_reboot_settles_its_own_record_and_a_reload_keeps_the_board_refusals() {
+    let mut p = policy();
+    p.allow_unsigned.push("reboot".into());
+    let mut g = Gate::new(p, None, 600);
+    let b = signed("set_cma", "x1", serde_json::json!({"size": "256M"}), NOW);
+    assert!(matches!(
+        g.admit_command(&topic("b1", "set_cma", "x1"), &b, NOW),
+        Admission::Queued(Some(_))
+    ));
+    assert_eq!(run_all(&mut g).len(), 1);
+    let reboot = bytes(&init("b1", serde_json::json!({}), NOW + 1));
+    assert!(matches!(
+        g.admit_command(&topic("b1", "reboot", "x1"), &reboot, NOW + 1),
+        Admission::Queued(Some(_))
+    ));
+    let j = g.next_job().unwrap();
+    let started = Outcome {
+        ok: true,
+        ran: true,
+        detail: "rebooting".into(),
+    };
+    g.finish(&j, &started);
+    g.settle_reboot("x1", true, "new boot_id");
+    let c = &g.ledger().commands;
+    assert_eq!(c["u:x1"].status, CmdStatus::Successful, "{c:?}");
+    assert_eq!(c["x1"].action, "set_cma");
+    assert_eq!(c["x1"].reason.as_deref(), Some("done"), "{c:?}");
+    // The reload.
+    let mut p = policy();
+    p.refused
+        .insert("set_cma".into(), "disabled in the config".into());
+    let mut g = Gate::new(p, None, 600);
+    g.set_refused(BTreeMap::from([
+        ("set_cma".into(), "the profile refuses it".into()),
+        ("release_npu".into(), "no Hailo here".into()),
+    ]));
+    g.set_policy(policy());
+    let r = &g.policy().refused;
+    assert_eq!(r["set_cma"], "the profile refuses it");
+    assert_eq!(r["release_npu"], "no Hailo here");
+}
