@@ -250,7 +250,11 @@ pub fn redact_values(message: &str) -> String {
             String::new()
         };
         let known = tail.split('`').skip(1).step_by(2);
-        if p.starts_with("missing") || known.clone().any(|k| edits(k, name) <= 2) {
+        if p.starts_with("missing")
+            || known
+                .clone()
+                .any(|k| crate::sys::distance::edit_distance(k, name) <= 2)
+        {
             let shown: String = name.chars().filter(|c| !c.is_control()).collect();
             return format!("{p}{shown}`{tail}");
         }
@@ -281,25 +285,6 @@ pub fn redact_values(message: &str) -> String {
         }
     }
     out
-}
-
-/// The edit distance of `a` and `b` (insertions, deletions, substitutions), counted up to 3.
-fn edits(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len().abs_diff(b.len()) > 2 {
-        return 3;
-    }
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, x) in a.iter().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, y) in b.iter().enumerate() {
-            let up = row[j + 1];
-            row[j + 1] = (diag + usize::from(x != y)).min(up + 1).min(row[j] + 1);
-            diag = up;
-        }
-    }
-    row[b.len()].min(3)
 }
 
 pub(super) fn layer_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {

@@ -221,7 +221,9 @@ impl Agent {
         topics::command(&self.s.topic_root, &self.s.board, &c.action, &c.cmd_id)
     }
 
-    pub fn lifecycle(&self, c: &CmdRef, status: CmdStatus, extra: Value) -> (String, Vec<u8>) {
+    pub fn lifecycle(&self, c: &CmdRef, status: CmdStatus, mut extra: Value) -> (String, Vec<u8>) {
+        // Every answer leaves here: a reason or result quoting a log or a file loses its secrets.
+        crate::sys::redact::redact_value(&mut extra);
         let mut body = json!({
             "status": status,
             "board": self.s.board,

@@ -1,9 +1,10 @@
 //! The bottom layer: utilities every other module may use and that use nothing above them —
-//! the operator log ([`log`]), the process shape of the long-running modes ([`runtime`]),
-//! values kept out of logs ([`secret`]) and secrets taken out of text ([`redact`]),
-//! terminal-safe output ([`term`]), UTC civil time ([`time`]) and the one way a child process
-//! is run ([`process`]).
+//! the operator log ([`log`]), how far apart two names are ([`distance`]), the process shape of
+//! the long-running modes ([`runtime`]), values kept out of logs ([`secret`]) and secrets taken
+//! out of text ([`redact`]), terminal-safe output ([`term`]), UTC civil time ([`time`]) and the
+//! one way a child process is run ([`process`]).
 
+pub mod distance;
 pub mod log;
 pub mod process;
 pub mod redact;

@@ -7,6 +7,18 @@
 //! (`https://user:pw@host`, `?token=`). Names are [`is_secret_name`]'s. A command line
 //! ([`redact_argv`]) goes word by word through the same rules.
 
+/// Every string in `v` (at any depth) through [`redact_text`]: a command's result (an apt log, a
+/// file's new lines) before it is published.
+pub fn redact_value(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::String(t) => *t = redact_text(t),
+        Value::Array(a) => a.iter_mut().for_each(redact_value),
+        Value::Object(m) => m.values_mut().for_each(redact_value),
+        _ => {}
+    }
+}
+
 /// `text` with every secret value replaced by [`REDACTED`], line by line; everything else is
 /// kept as it is (spacing included).
 pub fn redact_text(text: &str) -> String {
@@ -203,9 +215,11 @@ pub fn is_secret_name(name: &str) -> bool {
     .any(|w| n.contains(w))
         || n == "key"
         || n.ends_with("-key")
-        || ["pass", "pwd", "psk", "pw", "sig", "signature"]
+        || ["pass", "pwd", "psk", "pw", "sig"]
             .iter()
             .any(|w| n == *w || n.ends_with(&format!("-{w}")))
+        // A signed URL's `X-Amz-Signature=`; a bare `signature` is prose ("bad signature: ...").
+        || n.ends_with("-signature")
         // llama.cpp's short form of --hf-token.
         || n == "hft"
 }

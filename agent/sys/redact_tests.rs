@@ -62,3 +62,15 @@ fn command_lines_in_the_status_use_the_same_rules() {
     }
     assert!(r.contains("llama-server --header"), "{r}");
 }
+
+/// A command's result is redacted at every depth; prose about signatures is left alone.
+#[test]
+fn results_lose_secrets_at_any_depth() {
+    let mut v = serde_json::json!({"reason": "bad signature: no trusted key verifies it",
+        "result": {"log": ["Get:1 http://bob:proxyPw9@proxy:3128 stable"], "n": 3}});
+    redact_value(&mut v);
+    let t = v.to_string();
+    assert!(!t.contains("proxyPw9") && t.contains(REDACTED), "{t}");
+    assert_eq!(v["reason"], "bad signature: no trusted key verifies it");
+    assert_eq!(v["result"]["n"], 3);
+}

@@ -391,6 +391,23 @@ fn finding_ids(status: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The `result` of the `successful` state of the command `sent` (a `fleet send` of `action`
+/// to `board`), seen on the subscription from index `from`.
+fn successful_result(
+    sub: &fleet::Subscriber,
+    g: &Guest,
+    from: usize,
+    board: &str,
+    action: &str,
+    sent: &fleet::CliOut,
+) -> Value {
+    let topic = format!("npu-fleet/{board}/cmd/{action}/{}", sent.cmd_id());
+    let (_, done) = wait_msg(sub, g, from, &topic, Duration::from_secs(60), |m| {
+        m.json()["status"] == "successful"
+    });
+    done.json()["result"].clone()
+}
+
 /// `npu-agent fleet send ACTION --board B --broker URL [--arg K=V]... [--key K] --wait S`.
 fn send(url: &str, board: &str, action: &str, args: &[&str], key: Option<&str>) -> fleet::CliOut {
     let mut a: Vec<String> = vec!["fleet".into(), "send".into(), action.into()];
@@ -545,15 +562,7 @@ fn rock5b_image_provisions_runs_sandboxed_actions_watchdog_upgrade_and_reboots()
     let from = sub.len();
     let c = send(&url, ROCK_ID, "compact", &[], None);
     assert_eq!(c.code, 0, "{c:?}\n{}", g.tail());
-    let (_, done) = wait_msg(
-        &sub,
-        &g,
-        from,
-        &format!("npu-fleet/{ROCK_ID}/cmd/compact/{}", c.cmd_id()),
-        Duration::from_secs(60),
-        |m| m.json()["status"] == "successful",
-    );
-    let res = &done.json()["result"];
+    let res = &successful_result(&sub, &g, from, ROCK_ID, "compact", &c);
     assert_eq!(res["outcome"], "done", "{res:#}");
     let deltas = res["counter_deltas"].as_object().expect("counter_deltas");
     assert!(
@@ -574,15 +583,7 @@ fn rock5b_image_provisions_runs_sandboxed_actions_watchdog_upgrade_and_reboots()
     let from = sub.len();
     let remote = send(&url, ROCK_ID, "fix", &["check=limits.nofile"], Some(&key));
     assert_eq!(remote.code, 0, "{remote:?}\n{}", g.tail());
-    let (_, done) = wait_msg(
-        &sub,
-        &g,
-        from,
-        &format!("npu-fleet/{ROCK_ID}/cmd/fix/{}", remote.cmd_id()),
-        Duration::from_secs(60),
-        |m| m.json()["status"] == "successful",
-    );
-    let res = &done.json()["result"];
+    let res = &successful_result(&sub, &g, from, ROCK_ID, "fix", &remote);
     assert_eq!(res["result"], "fixed", "{res:#}");
     let unit = res["unit"].as_str().unwrap_or_default();
     assert!(unit.starts_with("npu-agent-fix-"), "{res:#}");
@@ -1022,11 +1023,7 @@ fn package_fix_from_the_fleet(g: &mut Guest, sub: &fleet::Subscriber, url: &str,
     let from = sub.len();
     let fixed = send(url, PI_ID, "fix", &[check], Some(key));
     assert_eq!(fixed.code, 0, "{fixed:?}\n{}", g.tail());
-    let topic = format!("npu-fleet/{PI_ID}/cmd/fix/{}", fixed.cmd_id());
-    let (_, done) = wait_msg(sub, g, from, &topic, Duration::from_secs(60), |m| {
-        m.json()["status"] == "successful"
-    });
-    let res = &done.json()["result"];
+    let res = &successful_result(sub, g, from, PI_ID, "fix", &fixed);
     assert!(
         res["unit"]
             .as_str()

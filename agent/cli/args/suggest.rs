@@ -1,5 +1,7 @@
 //! "Did you mean" hints for a mistyped option or command: the nearest known name.
 
+use crate::sys::distance::edit_distance;
+
 /// `"; did you mean 'PREFIXNAME'?"` for the known name closest to a mistyped `given` (letter
 /// case ignored): one it begins (two letters at least), or one at most about a third of its
 /// letters away (changed, inserted or removed); an empty string when none is that close.
@@ -20,20 +22,4 @@ pub(super) fn did_you_mean<'a>(
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| format!("; did you mean '{prefix}{k}'?"))
         .unwrap_or_default()
-}
-
-/// Levenshtein distance between `a` and `b`, in characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
 }
