@@ -341,6 +341,69 @@ fn a_finished_command_delivered_again_is_answered_again() {
     assert_eq!(kept.json()["status"], "successful");
 }
 
+/// Issue 28 item 1, the real fault: the connection dies as the agent publishes `successful`
+/// (a proxy cuts it instead of passing that PUBLISH on), so the broker keeps `executing`, not the
+/// `init`, and nothing is delivered again. The agent sends the answer again on its next
+/// connection (rumqttc alone drops it on a clean start), and the command ran once.
+#[test]
+fn an_answer_cut_off_by_the_broker_is_sent_again_on_the_next_connection() {
+    use crate::support::proxy::{contains, packet_type, Dir, Fault, Proxy};
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = cut.clone();
+    let rule = move |dir: Dir, p: &[u8]| {
+        let answer = dir == Dir::Up
+            && packet_type(p) == 3
+            && contains(p, b"cmd/rescan/cut-1")
+            && contains(p, b"\"successful\"");
+        if answer && !seen.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            Fault::Cut
+        } else {
+            Fault::Pass
+        }
+    };
+    let proxy = Proxy::start(
+        broker.port,
+        std::sync::Arc::new(std::sync::Mutex::new(rule)),
+    );
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&proxy.url(), "b1", ""),
+    );
+    let agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
+    status_of(&c, "b1");
+    let topic = "npu-fleet/b1/cmd/rescan/cut-1";
+    let p = init_payload("b1", "rescan", "cut-1", json!({}), now_s(), 60, None);
+    c.publish(topic, &p, true);
+    lifecycle(&c, topic, "executing");
+    let done = lifecycle(&c, topic, "successful");
+    assert!(
+        cut.load(std::sync::atomic::Ordering::SeqCst),
+        "the proxy never cut"
+    );
+    assert_eq!(done["cmd_id"], "cut-1");
+    // The status of the new connection comes after its subscriptions (the marker is live).
+    status_of(&c, "b1");
+    let later = until_marker(&c, "b1", "cut-marker");
+    assert!(
+        !later
+            .iter()
+            .any(|m| m.topic == topic && m.json()["status"] == "executing"),
+        "it ran again"
+    );
+    let fresh = Client::connect(broker.port, &[topic]);
+    let kept = fresh.wait_for(T, "the retained record", |m| m.topic == topic);
+    assert_eq!(kept.json()["status"], "successful", "{}", agent.log_text());
+    assert!(
+        agent.log_text().contains("had not delivered"),
+        "{}",
+        agent.log_text()
+    );
+}
+
 #[test]
 fn hostile_commands_are_rejected_and_the_agent_keeps_serving() {
     let Some((broker, board)) = setup("b1", "") else {
@@ -1196,6 +1259,7 @@ fn the_mqtt_311_fallback_link_publishes_and_receives() {
             ack_when_handled: false,
             protocol: Protocol::V311,
             auto_protocol: false,
+            resend_under: None,
         };
         let mut link = Link::start(&opts);
         assert!(matches!(link.client, MqttClient::V311(_)));
@@ -1300,6 +1364,7 @@ fn the_agent_link_holds_a_flood_back_on_the_broker_until_each_message_is_handled
                 ack_when_handled: true,
                 protocol,
                 auto_protocol: false,
+                resend_under: None,
             };
             let mut link = Link::start(&opts);
             assert!(matches!(

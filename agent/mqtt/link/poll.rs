@@ -1,6 +1,7 @@
 //! The task that owns and polls the rumqttc event loop and turns what it sees into
 //! [`LinkEvent`]s, one loop per protocol version.
 
+use super::resend::Unsent;
 use super::*;
 
 /// What the polling task shares with its [`Link`].
@@ -14,6 +15,8 @@ pub(super) struct TaskCtx {
     pub(super) lossless: bool,
     /// The owner acknowledges QoS 1 messages ([`Ack`]).
     pub(super) manual_acks: bool,
+    /// [`LinkOptions::resend_under`].
+    pub(super) resend_under: Option<String>,
 }
 
 impl TaskCtx {
@@ -42,6 +45,16 @@ impl TaskCtx {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
         true
+    }
+}
+
+/// Logs the publishes a dropped connection took with it that go again on the new one.
+fn resent(n: usize) {
+    if n > 0 {
+        tracing::info!(
+            publishes = n,
+            "sending again what the dropped connection had not delivered"
+        );
     }
 }
 
@@ -89,12 +102,14 @@ pub(super) async fn after_failure(
 pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool) {
     let tx = &ctx.tx;
     let mut policy = Reconnect::default();
+    let mut unsent = Unsent::new(ctx.resend_under.clone());
     loop {
         let polled = eventloop.poll().await;
         ctx.progress.store(now_ms(), Ordering::Relaxed);
         match polled {
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                 policy.connack();
+                resent(unsent.restore(&mut eventloop.pending, ack.session_present));
                 let _ = tx
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,
@@ -123,6 +138,7 @@ pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool
             Ok(_) => {}
             Err(e) => {
                 ctx.connection_ended();
+                unsent.take(&mut eventloop.pending);
                 if ctx.stopping.load(Ordering::SeqCst) {
                     return;
                 }
@@ -146,12 +162,14 @@ pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool
 pub(super) async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskCtx) {
     let tx = &ctx.tx;
     let mut policy = Reconnect::default();
+    let mut unsent = Unsent::new(ctx.resend_under.clone());
     loop {
         let polled = eventloop.poll().await;
         ctx.progress.store(now_ms(), Ordering::Relaxed);
         match polled {
             Ok(rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(ack))) => {
                 policy.connack();
+                resent(unsent.restore(&mut eventloop.pending, ack.session_present));
                 let _ = tx
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,
@@ -179,6 +197,7 @@ pub(super) async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskC
             Ok(_) => {}
             Err(e) => {
                 ctx.connection_ended();
+                unsent.take(&mut eventloop.pending);
                 if ctx.stopping.load(Ordering::SeqCst) {
                     return;
                 }
