@@ -100,8 +100,13 @@ pub(super) struct Agent {
     pub status_unfit_logged: Option<usize>,
     /// The connection-failure cause last logged (logged again only when it changes).
     pub last_cause: String,
-    /// Another client uses this board id (session taken over); cleared after a stable minute.
-    pub taken_over: bool,
+    /// The broker kept ending this board's sessions (`Some(true)`: it said another client uses
+    /// this board id, MQTT 5 reason 0x8E; `Some(false)`: kicks without a reason); cleared
+    /// after a stable minute.
+    pub taken_over: Option<bool>,
+    /// The first recent connection drop right after a full status (a second within a minute
+    /// chooses the compact form).
+    pub last_full_drop: Option<Instant>,
     /// `compact_only` was chosen because the broker dropped the connection right after a full
     /// status; a session takeover recognised later explains those drops, and undoes it.
     pub compact_for_drop: bool,
@@ -170,7 +175,8 @@ impl Agent {
             last_status_sent: None,
             status_unfit_logged: None,
             last_cause: String::new(),
-            taken_over: false,
+            taken_over: None,
+            last_full_drop: None,
             compact_for_drop: false,
             connected_since: None,
             status_dirty: false,
@@ -190,6 +196,18 @@ impl Agent {
             rejections: RejectionLog::default(),
             diagnosis_started: Instant::now(),
             s,
+        }
+    }
+
+    /// The status notice for [`Agent::taken_over`] (its reading, by what the broker said).
+    pub fn takeover_notice(&self) -> String {
+        match self.taken_over {
+            Some(true) => format!("another client uses this board id ({})", self.s.board),
+            _ => format!(
+                "the broker keeps closing this board's connection soon after accepting it: \
+                 another client with this board id ({}), or an overloaded broker",
+                self.s.board
+            ),
         }
     }
 

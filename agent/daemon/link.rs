@@ -22,7 +22,10 @@ pub(super) fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::Unbounded
             max_packet_bytes,
         } => on_connected(agent, session_present, max_packet_bytes),
         LinkEvent::ProtocolRefused { reason } => on_protocol_refused(agent, &reason),
-        LinkEvent::SessionTakenOver { reason } => on_taken_over(agent, &reason),
+        LinkEvent::SessionTakenOver {
+            reason,
+            said_by_broker,
+        } => on_taken_over(agent, &reason, said_by_broker),
         LinkEvent::Disconnected {
             reason,
             cause,
@@ -44,6 +47,10 @@ fn on_connected(agent: &mut Agent, session_present: bool, max_packet_bytes: Opti
     agent.session += 1;
     agent.max_packet_bytes = max_packet_bytes;
     agent.last_cause.clear();
+    if agent.compact_for_drop && max_packet_bytes.is_some() {
+        // The broker now says what it accepts: the status is sized to that instead.
+        undo_compact(agent, "the broker announces its packet limit");
+    }
     tracing::info!(
         broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
         board = %agent.s.board,
@@ -94,28 +101,73 @@ fn on_protocol_refused(agent: &mut Agent, reason: &str) {
     agent.link = Some(Link::start(&agent.s.link));
 }
 
-fn on_taken_over(agent: &mut Agent, reason: &str) {
-    tracing::warn!(
-        broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
-        board = %agent.s.board,
-        %reason,
-        "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)"
-    );
-    agent.taken_over = true;
-    // The earlier drops were this takeover, not a status too large for the broker.
+/// A takeover streak: named as one only when the broker said so (MQTT 5 reason 0x8E); kicks
+/// without a reason may as well be an overloaded broker, and are reported as either.
+fn on_taken_over(agent: &mut Agent, reason: &str, said_by_broker: bool) {
+    let broker = crate::mqtt::redact_url(&agent.s.cfg.mqtt.url);
+    if said_by_broker {
+        tracing::warn!(%broker, board = %agent.s.board, %reason,
+            "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)");
+    } else {
+        tracing::warn!(%broker, board = %agent.s.board, %reason,
+            "the broker keeps closing this connection soon after accepting it, without a reason: another client may use this board id, or the broker is overloaded; backing off");
+    }
+    agent.taken_over = Some(said_by_broker);
+    // The earlier drops were these kicks, not a status too large for the broker.
     if agent.compact_for_drop {
-        agent.compact_for_drop = false;
-        agent.compact_only = false;
-        tracing::info!(
-            "the drops after a full status were this session takeover, not a packet limit; publishing the full status again"
+        undo_compact(
+            agent,
+            "the drops after a full status were these kicks, not a packet limit",
         );
     }
+    let note = agent.takeover_notice();
     if let Some(r) = &mut agent.status_report {
-        let note = format!("another client uses this board id ({})", agent.s.board);
         if !r.notices.contains(&note) {
             r.notices.push(note);
         }
     }
+}
+
+/// Publishes the full status again: the reason the compact form was chosen did not hold.
+pub(super) fn undo_compact(agent: &mut Agent, why: &str) {
+    agent.compact_for_drop = false;
+    agent.compact_only = false;
+    agent.last_full_drop = None;
+    agent.status_dirty = agent.status_report.is_some();
+    tracing::info!("{why}; publishing the full status again");
+}
+
+/// A connection that ended within 2 s of a full status, after its CONNACK: what a broker does
+/// with a packet bigger than a limit it could not announce (MQTT 3.1.1), and also what one node
+/// crash or restart looks like. The compact form is chosen on the second such drop within a
+/// minute (a limit repeats on every connection; a crash does not), never while the broker
+/// announces its limit (the status is sized to it) or while kicks are being read as a takeover.
+fn drop_after_full_status(agent: &mut Agent, after_connack: bool) {
+    let Some((at, form)) = agent.last_status_sent else {
+        return;
+    };
+    if !after_connack
+        || form != crate::report::StatusForm::Full
+        || at.elapsed() >= Duration::from_secs(2)
+        || agent.compact_only
+        || agent.taken_over.is_some()
+        || agent.max_packet_bytes.is_some()
+    {
+        return;
+    }
+    let again = agent
+        .last_full_drop
+        .is_some_and(|t| t.elapsed() < Duration::from_secs(60));
+    if !again {
+        agent.last_full_drop = Some(Instant::now());
+        tracing::info!("the broker dropped the connection right after a full status (once: not yet read as a packet limit)");
+        return;
+    }
+    agent.compact_only = true;
+    agent.compact_for_drop = true;
+    tracing::warn!(
+        "the broker dropped the connection right after a full status twice in a minute; publishing the compact status from now on"
+    );
 }
 
 fn on_disconnected(
@@ -125,24 +177,18 @@ fn on_disconnected(
     after_connack: bool,
     retry_in_ms: u64,
 ) {
-    // A status bigger than 4 KiB followed by a drop within 2 s: the broker enforces a
-    // packet limit it did not announce (MQTT 3.1.1, or mosquitto message_size_limit).
-    // Compact from now on; the compact form is never retried in the full form, unless
-    // the drops turn out to be a session takeover (another client with this board id:
-    // MQTT 5 reason 0x8E, or kicks right after CONNACK), which is never read as a size.
-    if let Some((at, form)) = agent.last_status_sent {
-        if after_connack
-            && form == crate::report::StatusForm::Full
-            && at.elapsed() < Duration::from_secs(2)
-            && !agent.compact_only
-            && !agent.taken_over
-        {
-            agent.compact_only = true;
-            agent.compact_for_drop = true;
-            tracing::warn!(
-                "the broker dropped the connection right after a full status; publishing the compact status from now on"
-            );
-        }
+    drop_after_full_status(agent, after_connack);
+    let stable = agent
+        .connected_since
+        .is_some_and(|t| t.elapsed() >= crate::mqtt::link::STABLE_CONNECTION);
+    if agent.compact_for_drop && stable {
+        // A stable compact connection ended (a broker restart, a failover): the next one tries
+        // the full form once, and a drop right after it chooses the compact form again.
+        undo_compact(
+            agent,
+            "a stable connection ended; the next one tries the full status",
+        );
+        agent.last_full_drop = Some(Instant::now());
     }
     if cause != agent.last_cause {
         tracing::warn!(

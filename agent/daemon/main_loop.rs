@@ -119,12 +119,12 @@ fn housekeeping(agent: &mut Agent, watchdog: Option<Duration>, last_watchdog: &m
         }
     }
     restart_stalled_link(agent);
-    if agent.taken_over
+    if agent.taken_over.is_some()
         && agent
             .connected_since
             .is_some_and(|t| t.elapsed() > Duration::from_secs(60))
     {
-        agent.taken_over = false;
+        agent.taken_over = None;
         tracing::info!("this board id's connection has been stable for a minute");
     }
 }

@@ -51,11 +51,8 @@ impl Agent {
                 "board clock not synchronised: `time` may be days off, and expiring destructive commands are refused until it is".into(),
             );
         }
-        if self.taken_over {
-            r.notices.push(format!(
-                "another client uses this board id ({})",
-                self.s.board
-            ));
+        if self.taken_over.is_some() {
+            r.notices.push(self.takeover_notice());
         }
         self.status_report = Some(r.clone());
         // Checks run every CHECK_PERIOD (at most interval_s); the status goes out on start, when

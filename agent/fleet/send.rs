@@ -212,7 +212,7 @@ pub(super) async fn send_async(
                 }
             }
             LinkEvent::Disconnected { reason, .. } => last_error = reason,
-            LinkEvent::SessionTakenOver { reason } => last_error = reason,
+            LinkEvent::SessionTakenOver { reason, .. } => last_error = reason,
             LinkEvent::Message {
                 topic, payload: p, ..
             } => {

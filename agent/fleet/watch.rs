@@ -310,7 +310,7 @@ pub(super) async fn watch_async(
                 st.start(&link, root);
             }
             Some(LinkEvent::Disconnected { reason, .. }) => last_error = reason,
-            Some(LinkEvent::SessionTakenOver { reason }) => last_error = reason,
+            Some(LinkEvent::SessionTakenOver { reason, .. }) => last_error = reason,
             Some(LinkEvent::Message {
                 topic,
                 payload,

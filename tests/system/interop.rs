@@ -169,7 +169,9 @@ fn a_status_bigger_than_the_broker_allows_goes_out_compact_without_a_storm() {
 }
 
 /// BR-38: two boards with one board id. Before: ~190 connects each in 40 s. Now each side backs
-/// off on every kick, says "another client uses this board id" once, and does not fight.
+/// off on every kick, says once that another client may use this board id (mosquitto 2.0 gives
+/// no reason code for a takeover, so an overloaded broker cannot be ruled out), and does not
+/// fight.
 #[test]
 fn br38_two_agents_with_one_board_id_do_not_storm() {
     if !require_tool("mosquitto") {
@@ -190,7 +192,7 @@ fn br38_two_agents_with_one_board_id_do_not_storm() {
     let started = Instant::now();
     // Each twin reports the takeover after three kicks in a row; every kick is followed by a
     // back-off (1.6 s doubled per kick, at least 2 x 1.6 s x 0.75 here) and the twins take turns.
-    let takeover = "another client uses this board id";
+    let takeover = "another client may use this board id";
     let deadline = started + Duration::from_secs(60);
     while ![&agent_a, &agent_b]
         .iter()
@@ -220,7 +222,7 @@ fn br38_two_agents_with_one_board_id_do_not_storm() {
     assert!(onlines <= 16, "{onlines} online messages in {took:?}");
     assert!(offlines <= 16, "{offlines} offline messages in {took:?}");
     let logs = format!("{}{}", agent_a.log_text(), agent_b.log_text());
-    let reports = logs.matches("another client uses this board id").count();
+    let reports = logs.matches(takeover).count();
     assert!(reports >= 1, "{logs}");
     assert!(reports <= 4, "reported {reports} times: {logs}");
 }

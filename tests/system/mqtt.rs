@@ -2091,7 +2091,8 @@ fn a_session_takeover_is_not_read_as_a_status_too_large() {
     let b = Agent::start(&twin);
     let compact = "publishing the compact status from now on";
     let full_again = "publishing the full status again";
-    let takeover = "another client uses this board id";
+    // mosquitto 2.0 ends the session without reason code 0x8E: only the pattern is seen.
+    let takeover = "another client may use this board id";
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let logs = [a.log_text(), b.log_text()];
@@ -2124,6 +2125,121 @@ fn a_session_takeover_is_not_read_as_a_status_too_large() {
             "the compact status stays on after a takeover:\n{log}"
         );
     }
+}
+
+/// A proxy rule that cuts the connection in place of the first `n` packets `hit` matches.
+fn cut_first(
+    n: usize,
+    hit: impl Fn(crate::support::proxy::Dir, &[u8]) -> bool + Send + 'static,
+) -> crate::support::proxy::Rule {
+    use crate::support::proxy::Fault;
+    let mut left = n;
+    std::sync::Arc::new(std::sync::Mutex::new(move |d, p: &[u8]| {
+        if left > 0 && hit(d, p) {
+            left -= 1;
+            Fault::Cut
+        } else {
+            Fault::Pass
+        }
+    }))
+}
+
+/// Issue 28 item 3: one broker fault right after a full status (a node crash, a restart) is
+/// not read as a packet limit: the next connection publishes the full status again.
+#[test]
+fn one_drop_after_a_full_status_keeps_the_full_status() {
+    use crate::support::proxy::{contains, packet_type, Dir, Proxy};
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let rule = cut_first(1, |d, p| {
+        d == Dir::Up && packet_type(p) == 3 && contains(p, b"npu-fleet/b1/status")
+    });
+    let proxy = Proxy::start(broker.port, rule);
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&proxy.url(), "b1", ""),
+    );
+    let agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
+    let s = c.wait_for(T, "the status of the second connection", |m| {
+        !m.payload.is_empty() && m.json()["session"] == 2
+    });
+    assert_ne!(s.json()["form"], "compact", "{}", agent.log_text());
+    assert!(
+        s.json()["findings"].is_array(),
+        "the full form has the findings"
+    );
+    let log = agent.log_text();
+    assert!(log.contains("not yet read as a packet limit"), "{log}");
+    assert!(!log.contains("compact status from now on"), "{log}");
+}
+
+/// Issue 28 item 3: connections closed right after CONNACK without a reason code (an overloaded
+/// broker, a cluster node going away) are not called "another client uses this board id": the
+/// agent backs off and says it may be either.
+#[test]
+fn kicks_without_a_reason_are_not_named_a_takeover() {
+    use crate::support::proxy::{packet_type, Dir, Proxy};
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let rule = cut_first(3, |d, p| d == Dir::Up && packet_type(p) == 8);
+    let proxy = Proxy::start(broker.port, rule);
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&proxy.url(), "b1", ""),
+    );
+    let agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
+    let s = c.wait_for(Duration::from_secs(30), "a status after the kicks", |m| {
+        !m.payload.is_empty() && m.json()["session"].as_u64() >= Some(4)
+    });
+    let log = agent.log_text();
+    assert!(log.contains("or the broker is overloaded"), "{log}");
+    assert!(!log.contains("another client uses this board id"), "{log}");
+    let notices = s.json()["notices"].to_string();
+    assert!(notices.contains("or an overloaded broker"), "{notices}");
+}
+
+/// Issue 28 item 3, the other side: when the broker does say it (an MQTT 5 DISCONNECT with
+/// reason code 0x8E, here put in place of the SUBACK by a proxy), one is enough, and the agent
+/// names it.
+#[test]
+fn a_takeover_the_broker_names_is_reported_as_one_at_once() {
+    use crate::support::proxy::{packet_type, Dir, Fault, Proxy};
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let mut left = 1;
+    let rule = move |d: Dir, p: &[u8]| {
+        if left > 0 && d == Dir::Down && packet_type(p) == 9 {
+            left -= 1;
+            return Fault::Replace(vec![0xe0, 0x02, 0x8e, 0x00]);
+        }
+        Fault::Pass
+    };
+    let proxy = Proxy::start(
+        broker.port,
+        std::sync::Arc::new(std::sync::Mutex::new(rule)),
+    );
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&proxy.url(), "b1", ""),
+    );
+    let agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
+    let s = c.wait_for(T, "a status after the takeover", |m| {
+        !m.payload.is_empty() && m.json()["session"].as_u64() >= Some(2)
+    });
+    let log = agent.log_text();
+    assert!(log.contains("another client uses this board id:"), "{log}");
+    assert!(!log.contains("or the broker is overloaded"), "{log}");
+    let notices = s.json()["notices"].to_string();
+    assert!(
+        notices.contains("another client uses this board id (b1)"),
+        "{notices}"
+    );
 }
 
 /// Publishes at QoS 2 (the test client speaks QoS 1), from its own connection.

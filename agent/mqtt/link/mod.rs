@@ -245,11 +245,14 @@ pub enum LinkEvent {
         max_packet_bytes: Option<u32>,
     },
     /// The broker ended this client's session because another client connected with the same
-    /// client id (MQTT 5 reason 0x8E, or connections closed soon after CONNACK again and
-    /// again). Reported once per streak; the link backs off (up to a minute) rather than fight.
+    /// client id (MQTT 5 reason 0x8E), or closed connections soon after CONNACK again and again
+    /// without a reason (a takeover under MQTT 3.1.1, or an overloaded broker). Reported once
+    /// per streak; the link backs off (up to a minute) rather than fight.
     SessionTakenOver {
         /// What was seen.
         reason: String,
+        /// The broker said so (reason code 0x8E); `false`: only the pattern of kicks was seen.
+        said_by_broker: bool,
     },
     /// The broker does not speak MQTT 5: start the link again with [`Protocol::V311`]. The
     /// polling task has stopped.

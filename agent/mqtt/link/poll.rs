@@ -84,7 +84,10 @@ pub(super) async fn after_failure(
         } => {
             if report_takeover {
                 let _ = tx
-                    .send(LinkEvent::SessionTakenOver { reason: f.cause() })
+                    .send(LinkEvent::SessionTakenOver {
+                        reason: f.cause(),
+                        said_by_broker: f == Failure::SessionTakenOver,
+                    })
                     .await;
             }
             let _ = tx.try_send(LinkEvent::Disconnected {
