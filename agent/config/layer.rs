@@ -130,6 +130,7 @@ pub(super) struct MqttLayer {
     key_file: Option<String>,
     keep_alive_s: Option<u64>,
     protocol: Option<TextOrNumber>,
+    command_qos: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -186,7 +187,8 @@ impl Config {
             ca_file,
             cert_file,
             key_file,
-            keep_alive_s
+            keep_alive_s,
+            command_qos
         );
         if let Some(p) = m.protocol {
             self.mqtt.protocol = p.into_text();

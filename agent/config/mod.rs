@@ -108,6 +108,10 @@ pub struct MqttConfig {
     /// Protocol version: `auto` (MQTT 5, falling back to 3.1.1 when the broker refuses 5),
     /// `5` or `3.1.1`.
     pub protocol: String,
+    /// QoS of the command subscription: 1 (each command acknowledged once handled, a flood held
+    /// back on the broker) or 0 (every retained `init` still arrives on subscribing; on a
+    /// clustered broker a QoS 1 subscription is a stored consumer per board).
+    pub command_qos: u64,
 }
 
 /// The values `[mqtt] protocol` accepts.
@@ -227,6 +231,7 @@ impl Default for Config {
                 key_file: String::new(),
                 keep_alive_s: 30,
                 protocol: "auto".into(),
+                command_qos: 1,
             },
             report: ReportConfig { interval_s: 60 },
             actions: ActionsConfig {

@@ -66,6 +66,20 @@ fn mqtt_protocol_from_file_and_environment() {
 }
 
 #[test]
+fn mqtt_command_qos_is_0_or_1() {
+    let d = tempfile::tempdir().unwrap();
+    let (c, _) = load(&SysRoot::new(d.path()), None, &[]).unwrap();
+    assert_eq!(c.mqtt.command_qos, 1);
+    let env = |v: &str| vec![("NPU_AGENT_MQTT_COMMAND_QOS".to_string(), v.to_string())];
+    let (c, _) = load(&SysRoot::new(d.path()), None, &env("0")).unwrap();
+    assert_eq!(c.mqtt.command_qos, 0);
+    for bad in ["2", "256"] {
+        let e = load(&SysRoot::new(d.path()), None, &env(bad)).unwrap_err();
+        assert!(e.message.contains("mqtt.command_qos"), "{bad}: {e:?}");
+    }
+}
+
+#[test]
 fn mqtt_protocol_of_other_types_reads_as_before() {
     // What the former `#[serde(untagged)]` derive gave, message and line included.
     let cases = [

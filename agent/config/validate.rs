@@ -33,6 +33,12 @@ impl Config {
                 MQTT_PROTOCOLS.join(", ")
             ));
         }
+        if self.mqtt.command_qos > 1 {
+            return err(format!(
+                "mqtt.command_qos = {}: expected 0 or 1",
+                self.mqtt.command_qos
+            ));
+        }
         if self.mqtt.keep_alive_s > u64::from(u16::MAX) {
             return err(format!(
                 "mqtt.keep_alive_s = {} is above {} s (the MQTT maximum)",

@@ -72,8 +72,12 @@ fn on_connected(agent: &mut Agent, session_present: bool, max_packet_bytes: Opti
     if !session_present {
         // rumqttc keeps no subscriptions across a clean session (#250): subscribe again.
         // No Local: the agent's own answers on these topics do not come back to it.
+        let qos = match agent.s.cfg.mqtt.command_qos {
+            0 => QoS::AtMostOnce,
+            _ => QoS::AtLeastOnce,
+        };
         for f in topics::command_filters(&agent.s.topic_root, &agent.s.board) {
-            let _ = l.client.try_subscribe_no_local(f, QoS::AtLeastOnce);
+            let _ = l.client.try_subscribe_no_local(f, qos);
         }
     }
     // Re-publish the status with the new session counter.
@@ -105,13 +109,10 @@ fn on_protocol_refused(agent: &mut Agent, reason: &str) {
 /// without a reason may as well be an overloaded broker, and are reported as either.
 fn on_taken_over(agent: &mut Agent, reason: &str, said_by_broker: bool) {
     let broker = crate::mqtt::redact_url(&agent.s.cfg.mqtt.url);
-    if said_by_broker {
-        tracing::warn!(%broker, board = %agent.s.board, %reason,
-            "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)");
-    } else {
-        tracing::warn!(%broker, board = %agent.s.board, %reason,
-            "the broker keeps closing this connection soon after accepting it, without a reason: another client may use this board id, or the broker is overloaded; backing off");
-    }
+    tracing::warn!(%broker, board = %agent.s.board, %reason, "{}", match said_by_broker {
+        true => "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)",
+        false => "the broker keeps closing this connection soon after accepting it, without a reason: another client may use this board id, or the broker is overloaded; backing off",
+    });
     agent.taken_over = Some(said_by_broker);
     // The earlier drops were these kicks, not a status too large for the broker.
     if agent.compact_for_drop {
@@ -159,8 +160,8 @@ fn drop_after_full_status(agent: &mut Agent, after_connack: bool) {
         .last_full_drop
         .is_some_and(|t| t.elapsed() < Duration::from_secs(60));
     if !again {
+        // Once is not yet a packet limit (the drop itself is logged with its cause).
         agent.last_full_drop = Some(Instant::now());
-        tracing::info!("the broker dropped the connection right after a full status (once: not yet read as a packet limit)");
         return;
     }
     agent.compact_only = true;

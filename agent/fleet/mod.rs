@@ -112,8 +112,8 @@ mod tests {
 
     #[test]
     fn an_incomplete_list_says_why() {
-        assert_eq!(incomplete_reason(None, false, 0), None);
-        let why = incomplete_reason(Some((4, 49, 5134)), true, 0).unwrap();
+        assert_eq!(incomplete_reason(None, false, 0, None), None);
+        let why = incomplete_reason(Some((4, 49, 5134)), true, 0, None).unwrap();
         assert!(
             why.contains("after 4 passes")
                 && why.contains("revealed 49 boards")

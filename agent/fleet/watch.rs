@@ -214,6 +214,10 @@ pub const EXACT_BATCH: usize = 500;
 /// seen before makes the list incomplete.
 pub const MAX_AVAILABILITY_PASSES: u32 = 4;
 
+/// How long `fleet watch --once` may take in all before it prints what it has, marked
+/// incomplete.
+pub const ONCE_LIMIT: Duration = Duration::from_secs(300);
+
 /// How long one retained burst may take before `fleet watch --once` gives up on it.
 pub(super) const BURST_LIMIT: Duration = Duration::from_secs(30);
 
@@ -256,12 +260,22 @@ pub(super) async fn watch_async(
     let mut last_draw = Instant::now() - Duration::from_secs(1);
     let tty = std::io::stdout().is_terminal();
     let mut st = Retained::new();
+    let started = Instant::now();
+    // Why `--once` stopped before the listing was done (the list is then incomplete).
+    let mut cut: Option<String> = None;
     loop {
         if connected && st.advance(&link, root, a.once) {
             continue;
         }
         if a.once {
             if matches!(st.phase, Phase::Live) {
+                break;
+            }
+            if started.elapsed() > ONCE_LIMIT {
+                cut = Some(format!(
+                    "the listing was not done after {} s",
+                    ONCE_LIMIT.as_secs()
+                ));
                 break;
             }
             if !connected && link_started.elapsed() > Duration::from_secs(10) {
@@ -309,6 +323,11 @@ pub(super) async fn watch_async(
                 // flight" at the broker and use up the receive quota of later passes.
                 st.start(&link, root);
             }
+            Some(LinkEvent::Disconnected { reason, .. }) if a.once && connected => {
+                // Starting over would meet the same limit again, and again.
+                cut = Some(once_cut(&reason));
+                break;
+            }
             Some(LinkEvent::Disconnected { reason, .. }) => last_error = reason,
             Some(LinkEvent::SessionTakenOver { reason, .. }) => last_error = reason,
             Some(LinkEvent::Message {
@@ -347,9 +366,18 @@ pub(super) async fn watch_async(
             st.passes.incomplete,
             st.timed_out,
             link.dropped.load(std::sync::atomic::Ordering::Relaxed),
+            cut,
         ),
     };
     finish(a, link, end, out, err).await
+}
+
+/// Why `fleet watch --once` stopped when the broker closed its connection mid-listing.
+fn once_cut(reason: &str) -> String {
+    format!(
+        "the broker closed the connection in the middle of the listing ({reason}); NATS drops \
+         a slow consumer: raise its max_pending"
+    )
 }
 
 /// Where the reading of the retained state stands: the phase, when it began and when its last
@@ -662,8 +690,9 @@ pub fn incomplete_reason(
     passes: Option<(u32, usize, usize)>,
     timed_out: bool,
     dropped: u64,
+    cut: Option<String>,
 ) -> Option<String> {
-    let mut why = Vec::new();
+    let mut why: Vec<String> = cut.into_iter().collect();
     if let Some((n, new, all)) = passes {
         why.push(format!(
             "after {n} passes over <root>/+/availability the last one still revealed {new} \

@@ -249,3 +249,121 @@ impl Drop for Amqtt {
         stop(&mut self.child);
     }
 }
+
+/// The NATS server (Debian 12 `nats-server` 2.9.10).
+pub const NATS_SERVER: &str = "/usr/sbin/nats-server";
+
+/// True when nats-server can be started; in CI its absence is a failure.
+pub fn have_nats() -> bool {
+    let found = Path::new(NATS_SERVER).exists();
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "nats-server is required in CI (apt-get install nats-server)"
+        );
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP: nats-server not installed (set CI=true to make this a failure)"
+        );
+    }
+    found
+}
+
+/// A three-node NATS cluster (routes between every node, JetStream, MQTT 3.1.1 on each node) on
+/// free loopback ports, from a temporary directory, stopped when dropped. A client without
+/// credentials is user `ops` (everything allowed); user `deaf` (password `deaf`) may not
+/// subscribe to board `deaf`'s command topics, so its SUBACK carries 0x80.
+pub struct NatsCluster {
+    dir: tempfile::TempDir,
+    children: Vec<Option<Child>>,
+    /// Each node's MQTT port.
+    pub mqtt_ports: Vec<u16>,
+}
+
+impl NatsCluster {
+    /// Starts the nodes and waits until each one's MQTT port listens.
+    pub fn start() -> NatsCluster {
+        let dir = tempfile::tempdir().unwrap();
+        let ports: Vec<[u16; 3]> = (0..3)
+            .map(|_| [free_port(), free_port(), free_port()])
+            .collect();
+        let routes: Vec<String> = ports
+            .iter()
+            .map(|p| format!("nats-route://127.0.0.1:{}", p[1]))
+            .collect();
+        let mut children = Vec::new();
+        for (i, [client, cluster, mqtt]) in ports.iter().enumerate() {
+            let conf = dir.path().join(format!("n{i}.conf"));
+            let store = dir.path().join(format!("js{i}"));
+            std::fs::write(
+                &conf,
+                format!(
+                    "server_name: n{i}\nlisten: 127.0.0.1:{client}\n\
+                     jetstream {{ store_dir: \"{}\" }}\n\
+                     cluster {{ name: c1, listen: 127.0.0.1:{cluster}, routes: [{}] }}\n\
+                     mqtt {{ listen: 127.0.0.1:{mqtt} }}\n\
+                     no_auth_user: ops\n\
+                     authorization {{ users: [ {{user: ops, password: ops}},\n\
+                       {{user: deaf, password: deaf, permissions: {{ publish: \">\",\n\
+                         subscribe: {{ allow: \">\", deny: [\"npu-fleet.deaf.cmd.>\"] }} }} }} ] }}\n",
+                    store.display(),
+                    routes.join(", ")
+                ),
+            )
+            .unwrap();
+            let log = dir.path().join(format!("n{i}.log"));
+            let child = Command::new(NATS_SERVER)
+                .arg("-c")
+                .arg(&conf)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .expect("start nats-server");
+            children.push(Some(child));
+        }
+        for (i, p) in ports.iter().enumerate() {
+            let log = dir.path().join(format!("n{i}.log"));
+            wait_port(
+                p[2],
+                Duration::from_secs(30),
+                children[i].as_mut().unwrap(),
+                &log,
+            );
+        }
+        NatsCluster {
+            dir,
+            children,
+            mqtt_ports: ports.iter().map(|p| p[2]).collect(),
+        }
+    }
+
+    /// `mqtt://127.0.0.1:<port>` of node `i`.
+    pub fn url(&self, i: usize) -> String {
+        format!("mqtt://127.0.0.1:{}", self.mqtt_ports[i])
+    }
+
+    /// The server processes' ids.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().flatten().map(|c| c.id()).collect()
+    }
+
+    /// The servers' logs.
+    pub fn logs(&self) -> String {
+        (0..self.children.len())
+            .map(|i| {
+                std::fs::read_to_string(self.dir.path().join(format!("n{i}.log")))
+                    .unwrap_or_default()
+            })
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            stop(c);
+        }
+    }
+}

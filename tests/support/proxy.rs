@@ -24,6 +24,10 @@ pub enum Fault {
     Cut,
     /// Pass these bytes instead (a whole packet).
     Replace(Vec<u8>),
+    /// Do not pass it on; keep the connection.
+    Drop,
+    /// Pass it on after this long (the packets after it in this direction wait behind it).
+    Delay(std::time::Duration),
 }
 
 /// Decides on each whole packet (fixed header included); shared by all connections.
@@ -74,6 +78,11 @@ fn relay(mut from: TcpStream, mut to: TcpStream, dir: Dir, rule: Rule) {
         let ok = match fault {
             Fault::Pass => to.write_all(&packet).is_ok(),
             Fault::Replace(b) => to.write_all(&b).is_ok(),
+            Fault::Drop => true,
+            Fault::Delay(d) => {
+                std::thread::sleep(d);
+                to.write_all(&packet).is_ok()
+            }
             Fault::Cut => false,
         };
         if !ok {
@@ -102,6 +111,25 @@ fn read_packet(s: &mut TcpStream) -> Option<Vec<u8>> {
         }
     }
     None
+}
+
+/// `suback` with every reason code set to `code` (a broker refusing each filter). `v5`: the
+/// packet carries MQTT 5 properties after the packet identifier.
+pub fn refuse_suback(suback: &[u8], v5: bool, code: u8) -> Vec<u8> {
+    let mut i = 1;
+    while suback.get(i).is_some_and(|b| b & 0x80 != 0) {
+        i += 1;
+    }
+    let mut start = i + 1 + 2; // past the Remaining Length and the packet identifier
+    if v5 {
+        // The property length (one byte while under 128) and the properties.
+        start += 1 + usize::from(suback.get(start).copied().unwrap_or(0));
+    }
+    let mut out = suback.to_vec();
+    for b in out.iter_mut().skip(start) {
+        *b = code;
+    }
+    out
 }
 
 /// The packet type (the high nibble of the first byte): 3 PUBLISH, 8 SUBSCRIBE, 9 SUBACK.

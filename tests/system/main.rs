@@ -24,6 +24,7 @@ mod aarch64;
 mod image;
 mod interop;
 mod mqtt;
+mod nats;
 mod operator;
 mod package;
 mod vboard;

@@ -112,7 +112,7 @@ pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool
         match polled {
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                 policy.connack();
-                resent(unsent.restore(&mut eventloop.pending, ack.session_present));
+                resent(unsent.restore(&mut eventloop.pending));
                 let _ = tx
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,
@@ -172,7 +172,7 @@ pub(super) async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskC
         match polled {
             Ok(rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(ack))) => {
                 policy.connack();
-                resent(unsent.restore(&mut eventloop.pending, ack.session_present));
+                resent(unsent.restore(&mut eventloop.pending));
                 let _ = tx
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,

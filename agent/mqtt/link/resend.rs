@@ -4,59 +4,39 @@
 //! in its channel to `EventLoop::pending`, and a clean-start CONNACK (the session is never
 //! present here) clears that list: a command's final state queued just before a session
 //! takeover would be gone, and the broker would keep `executing` (or `init`) for good. The
-//! polling task takes the list out after each failure ([`Unsent::take`]) and puts the
-//! publishes under one topic prefix back first after the CONNACK ([`Unsent::restore`]), newest
-//! per topic, in their order, with new packet identifiers.
+//! polling task takes that list after each failure ([`Unsent::take`]) and puts the publishes
+//! under one topic prefix back first after the CONNACK ([`Unsent::restore`]), in their order,
+//! with new packet identifiers.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 
-/// Most publishes kept across a run of failed connections (the oldest go first).
+/// Most requests kept across a run of failed connections (the oldest go first).
 pub const UNSENT_MAX: usize = 1024;
 
 /// A request of either protocol's event loop that may be a publish.
-pub(super) trait Resendable: Sized {
-    /// The topic when this is a publish.
-    fn publish_topic(&self) -> Option<&[u8]>;
-    /// The same publish for a new session: no packet identifier (the event loop assigns one),
-    /// not a duplicate.
-    fn for_new_session(self) -> Self;
+pub(super) trait Resendable {
+    /// A publish whose topic starts with `prefix`, made ready for a new session (no packet
+    /// identifier, not a duplicate); `false` for anything else.
+    fn renew_under(&mut self, prefix: &[u8]) -> bool;
 }
 
 impl Resendable for rumqttc::v5::Request {
-    fn publish_topic(&self) -> Option<&[u8]> {
-        match self {
-            rumqttc::v5::Request::Publish(p) => Some(&p.topic),
-            _ => None,
-        }
-    }
-    fn for_new_session(self) -> Self {
-        match self {
-            rumqttc::v5::Request::Publish(mut p) => {
-                p.pkid = 0;
-                p.dup = false;
-                rumqttc::v5::Request::Publish(p)
-            }
-            other => other,
-        }
+    fn renew_under(&mut self, prefix: &[u8]) -> bool {
+        let rumqttc::v5::Request::Publish(p) = self else {
+            return false;
+        };
+        (p.pkid, p.dup) = (0, false);
+        p.topic.starts_with(prefix)
     }
 }
 
 impl Resendable for rumqttc::Request {
-    fn publish_topic(&self) -> Option<&[u8]> {
-        match self {
-            rumqttc::Request::Publish(p) => Some(p.topic.as_bytes()),
-            _ => None,
-        }
-    }
-    fn for_new_session(self) -> Self {
-        match self {
-            rumqttc::Request::Publish(mut p) => {
-                p.pkid = 0;
-                p.dup = false;
-                rumqttc::Request::Publish(p)
-            }
-            other => other,
-        }
+    fn renew_under(&mut self, prefix: &[u8]) -> bool {
+        let rumqttc::Request::Publish(p) = self else {
+            return false;
+        };
+        (p.pkid, p.dup) = (0, false);
+        p.topic.as_bytes().starts_with(prefix)
     }
 }
 
@@ -78,48 +58,26 @@ impl<R: Resendable> Unsent<R> {
     /// After a failed poll: takes what the event loop set aside (`EventLoop::pending`).
     pub(super) fn take(&mut self, pending: &mut VecDeque<R>) {
         if self.prefix.is_some() {
-            self.kept.extend(pending.drain(..));
+            self.kept.append(pending);
+            let over = self.kept.len().saturating_sub(UNSENT_MAX);
+            self.kept.drain(..over);
         }
     }
 
-    /// On a CONNACK: puts back in front of `pending` what is to be sent (all of it when the
-    /// broker kept the session, as rumqttc would; else the publishes under the prefix, the
-    /// newest per topic). Returns how many publishes go again.
-    pub(super) fn restore(&mut self, pending: &mut VecDeque<R>, session_present: bool) -> usize {
+    /// On a CONNACK (a clean start: the session is never present): puts the kept publishes
+    /// under the prefix back in front of `pending`, in their order; a later state of a topic
+    /// goes after an earlier one, so the broker keeps the newest. Returns how many go again.
+    pub(super) fn restore(&mut self, pending: &mut VecDeque<R>) -> usize {
         let Some(prefix) = &self.prefix else {
             return 0;
         };
-        let kept = std::mem::take(&mut self.kept);
-        let mut back: VecDeque<R> = if session_present {
-            kept
-        } else {
-            newest_per_topic(kept, prefix.as_bytes())
-        };
-        let n = back.iter().filter(|r| r.publish_topic().is_some()).count();
-        back.extend(pending.drain(..));
+        let mut back = std::mem::take(&mut self.kept);
+        back.retain_mut(|r| r.renew_under(prefix.as_bytes()));
+        let n = back.len();
+        back.append(pending);
         *pending = back;
         n
     }
-}
-
-/// The publishes under `prefix`, the last one of each topic (a later state supersedes an
-/// earlier one), in their order, at most [`UNSENT_MAX`] of the newest, ready for a new session.
-fn newest_per_topic<R: Resendable>(kept: VecDeque<R>, prefix: &[u8]) -> VecDeque<R> {
-    let mut seen = HashSet::new();
-    let mut out = VecDeque::new();
-    for r in kept.into_iter().rev() {
-        let Some(topic) = r.publish_topic() else {
-            continue;
-        };
-        if !topic.starts_with(prefix) || !seen.insert(topic.to_vec()) {
-            continue;
-        }
-        if out.len() == UNSENT_MAX {
-            break;
-        }
-        out.push_front(r.for_new_session());
-    }
-    out
 }
 
 #[cfg(test)]
@@ -151,7 +109,7 @@ mod tests {
     }
 
     #[test]
-    fn a_clean_session_gets_the_newest_answer_per_command_topic_back_first() {
+    fn the_answers_go_first_on_the_next_connection_in_their_order() {
         let mut u = Unsent::new(Some("r/b1/cmd/".to_string()));
         let mut pending: VecDeque<Request> = [
             publish("r/b1/cmd/rescan/a", "executing", 3),
@@ -167,55 +125,49 @@ mod tests {
         u.take(&mut pending);
         // The CONNACK: a request queued since then goes after the restored ones.
         pending.push_back(publish("r/b1/status", "{new}", 0));
-        assert_eq!(u.restore(&mut pending, false), 2);
+        assert_eq!(u.restore(&mut pending), 3);
         assert_eq!(
             bodies(&pending),
             [
+                ("r/b1/cmd/rescan/a".into(), "executing".into(), 0, false),
                 ("r/b1/cmd/rescan/b".into(), "rejected".into(), 0, false),
                 ("r/b1/cmd/rescan/a".into(), "successful".into(), 0, false),
                 ("r/b1/status".into(), "{new}".into(), 0, true),
             ]
         );
         // Nothing is sent twice on the connection after.
-        assert_eq!(u.restore(&mut pending, false), 0);
-        assert_eq!(pending.len(), 3);
+        assert_eq!(u.restore(&mut pending), 0);
+        assert_eq!(pending.len(), 4);
     }
 
     #[test]
-    fn a_present_session_gets_everything_back_unchanged_and_no_prefix_changes_nothing() {
-        let mut u = Unsent::new(Some("r/".to_string()));
-        let mut pending: VecDeque<Request> = [
-            publish("x/1", "a", 7),
-            Request::PingReq,
-            publish("r/2", "b", 8),
-        ]
-        .into();
-        u.take(&mut pending);
-        assert_eq!(u.restore(&mut pending, true), 2);
-        assert_eq!(pending.len(), 3);
-        assert_eq!(bodies(&pending)[0], ("x/1".into(), "a".into(), 7, true));
+    fn without_a_prefix_the_list_is_left_to_rumqttc() {
         let mut off = Unsent::new(None);
+        let mut pending: VecDeque<Request> = [publish("x/1", "a", 7), Request::PingReq].into();
         off.take(&mut pending);
-        assert_eq!(
-            pending.len(),
-            3,
-            "without a prefix the list is left to rumqttc"
-        );
-        assert_eq!(off.restore(&mut pending, false), 0);
+        assert_eq!(pending.len(), 2);
+        assert_eq!(off.restore(&mut pending), 0);
+        // MQTT 3.1.1 requests go the same way.
+        let mut u = Unsent::new(Some("c/".to_string()));
+        let mut q: VecDeque<rumqttc::Request> = [rumqttc::Request::Publish(rumqttc::Publish::new(
+            "c/1",
+            rumqttc::QoS::AtLeastOnce,
+            b"x".to_vec(),
+        ))]
+        .into();
+        u.take(&mut q);
+        assert_eq!(u.restore(&mut q), 1);
+        assert!(matches!(&q[0], rumqttc::Request::Publish(p) if p.topic == "c/1" && p.pkid == 0));
     }
 
     #[test]
-    fn at_most_the_newest_unsent_max_topics_are_kept() {
+    fn at_most_the_newest_unsent_max_are_kept() {
         let mut u = Unsent::new(Some("c/".to_string()));
         let mut pending: VecDeque<Request> = (0..UNSENT_MAX + 10)
             .map(|i| publish(&format!("c/{i}"), "x", 1))
             .collect();
         u.take(&mut pending);
-        assert_eq!(u.restore(&mut pending, false), UNSENT_MAX);
+        assert_eq!(u.restore(&mut pending), UNSENT_MAX);
         assert_eq!(bodies(&pending)[0].0, "c/10");
-        assert_eq!(
-            bodies(&pending)[UNSENT_MAX - 1].0,
-            format!("c/{}", UNSENT_MAX + 9)
-        );
     }
 }
