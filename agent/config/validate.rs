@@ -11,6 +11,37 @@ impl Config {
         toml::to_string(&c).unwrap_or_else(|_| "# cannot render the configuration\n".into())
     }
 
+    /// What is wrong with `[mqtt]`'s keep-alive, protocol and command QoS, if anything.
+    fn mqtt_number_problem(&self) -> Option<String> {
+        let m = &self.mqtt;
+        if m.keep_alive_s != 0 && m.keep_alive_s < 5 {
+            return Some(format!(
+                "mqtt.keep_alive_s = {} is below 5 s",
+                m.keep_alive_s
+            ));
+        }
+        if !MQTT_PROTOCOLS.contains(&m.protocol.as_str()) {
+            return Some(format!(
+                "mqtt.protocol = {:?}: expected one of {}",
+                m.protocol,
+                MQTT_PROTOCOLS.join(", ")
+            ));
+        }
+        if m.command_qos > 1 {
+            return Some(format!(
+                "mqtt.command_qos = {}: expected 0 or 1",
+                m.command_qos
+            ));
+        }
+        (m.keep_alive_s > u64::from(u16::MAX)).then(|| {
+            format!(
+                "mqtt.keep_alive_s = {} is above {} s (the MQTT maximum)",
+                m.keep_alive_s,
+                u16::MAX
+            )
+        })
+    }
+
     /// Checks values that parse but make no sense.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |m: String| {
@@ -20,31 +51,8 @@ impl Config {
                 message: m,
             })
         };
-        if self.mqtt.keep_alive_s != 0 && self.mqtt.keep_alive_s < 5 {
-            return err(format!(
-                "mqtt.keep_alive_s = {} is below 5 s",
-                self.mqtt.keep_alive_s
-            ));
-        }
-        if !MQTT_PROTOCOLS.contains(&self.mqtt.protocol.as_str()) {
-            return err(format!(
-                "mqtt.protocol = {:?}: expected one of {}",
-                self.mqtt.protocol,
-                MQTT_PROTOCOLS.join(", ")
-            ));
-        }
-        if self.mqtt.command_qos > 1 {
-            return err(format!(
-                "mqtt.command_qos = {}: expected 0 or 1",
-                self.mqtt.command_qos
-            ));
-        }
-        if self.mqtt.keep_alive_s > u64::from(u16::MAX) {
-            return err(format!(
-                "mqtt.keep_alive_s = {} is above {} s (the MQTT maximum)",
-                self.mqtt.keep_alive_s,
-                u16::MAX
-            ));
+        if let Some(m) = self.mqtt_number_problem() {
+            return err(m);
         }
         if !self.mqtt.url.is_empty() {
             // The value is not quoted (it could be anything typed in the wrong key), except a

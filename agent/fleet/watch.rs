@@ -258,7 +258,6 @@ pub(super) async fn watch_async(
     let mut said_unreachable = false;
     let mut last_error = String::new();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
-    let tty = std::io::stdout().is_terminal();
     let mut st = Retained::new();
     let started = Instant::now();
     // Why `--once` stopped before the listing was done (the list is then incomplete).
@@ -272,10 +271,7 @@ pub(super) async fn watch_async(
                 break;
             }
             if started.elapsed() > ONCE_LIMIT {
-                cut = Some(format!(
-                    "the listing was not done after {} s",
-                    ONCE_LIMIT.as_secs()
-                ));
+                cut = Some(format!("not done after {} s", ONCE_LIMIT.as_secs()));
                 break;
             }
             if !connected && link_started.elapsed() > Duration::from_secs(10) {
@@ -283,17 +279,8 @@ pub(super) async fn watch_async(
                 link.abort();
                 return EXIT_FAILED;
             }
-        } else if !connected
-            && !said_unreachable
-            && link_started.elapsed() > Duration::from_secs(10)
-        {
-            // The live table keeps trying, but says why it shows nothing (once per outage).
-            let _ = writeln!(
-                err,
-                "npu-agent: cannot reach {}: {last_error}; still trying",
-                a.broker
-            );
-            said_unreachable = true;
+        } else if !connected && link_started.elapsed() > Duration::from_secs(10) {
+            say_unreachable(err, &a.broker, &last_error, &mut said_unreachable);
         }
         let ev = match tokio::time::timeout(Duration::from_millis(100), link.events.recv()).await {
             Ok(Some(ev)) => Some(ev),
@@ -354,7 +341,7 @@ pub(super) async fn watch_async(
             && last_draw.elapsed() > Duration::from_millis(250)
             && last_msg.is_some_and(|t| t > last_draw)
         {
-            redraw(&rows, tty, out);
+            redraw(&rows, std::io::stdout().is_terminal(), out);
             last_draw = Instant::now();
         }
     }
@@ -370,6 +357,17 @@ pub(super) async fn watch_async(
         ),
     };
     finish(a, link, end, out, err).await
+}
+
+/// The live table keeps trying, but says why it shows nothing (once per outage).
+fn say_unreachable(err: &mut dyn Write, broker: &str, last_error: &str, said: &mut bool) {
+    if !*said {
+        let _ = writeln!(
+            err,
+            "npu-agent: cannot reach {broker}: {last_error}; still trying"
+        );
+        *said = true;
+    }
 }
 
 /// Why `fleet watch --once` stopped when the broker closed its connection mid-listing.
