@@ -256,6 +256,7 @@ fn on_message(
     let clock = agent.clock_state();
     agent.gate.set_clock_sync(clock.clone());
     agent.gate.set_monotonic(agent.time.mono_s());
+    agent.gate.set_retained(retain);
     let admission = agent.gate.admit_command(&t, payload, agent.now());
     // A refusal of a command nobody asked the broker to keep is not kept either: a flood of
     // live junk leaves nothing stored. Only MQTT 5 (Retain As Published) can tell.

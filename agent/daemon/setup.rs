@@ -123,7 +123,6 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         ack_when_handled: true,
         protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).0,
         auto_protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).1,
-        resend_under: Some(topics::answers_prefix(&topic_root, &board)),
     };
     let state = settings.state.clone();
     let profile = ProfileChoice::parse(&cfg.profile);

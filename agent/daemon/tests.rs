@@ -227,3 +227,43 @@ fn a_refused_action_is_rejected_before_executing() {
     );
     assert!(r.started().is_empty());
 }
+
+/// Issue 28 item 1: the broker keeps `executing` for a command whose final answer a dropped
+/// connection took with it (rumqttc discards unsent publishes on a clean-start CONNACK).
+/// Delivered retained on (re)subscribing, it is answered again with the recorded final state;
+/// live, or while the command still runs, it is not.
+#[test]
+fn a_retained_executing_of_a_finished_command_is_answered_again() {
+    let mut r = rig();
+    r.command("compact", "c1", json!({}));
+    let _ = r.answers();
+    let executing = |retain: bool| LinkEvent::Message {
+        topic: "npu-fleet/b1/cmd/compact/c1".into(),
+        payload: br#"{"status":"executing","board":"b1","action":"compact","cmd_id":"c1"}"#
+            .to_vec(),
+        retain,
+        ack: None,
+    };
+    handle_link(&mut r.agent, executing(true), &r.tx);
+    assert!(r.answers().is_empty(), "still running: nothing to say yet");
+    let (job, _) = r.started().remove(0);
+    r.finish(job, ActionOutcome::succeeded("compacted", json!({})));
+    let _ = r.answers();
+    handle_link(&mut r.agent, executing(false), &r.tx);
+    assert!(
+        r.answers().is_empty(),
+        "a live state is not the broker's record"
+    );
+    handle_link(&mut r.agent, executing(true), &r.tx);
+    let a = r.answers();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].0, "npu-fleet/b1/cmd/compact/c1");
+    assert_eq!(a[0].1["status"], "successful");
+    // An id the ledger never saw: ignored.
+    let mut unknown = executing(true);
+    if let LinkEvent::Message { topic, .. } = &mut unknown {
+        *topic = "npu-fleet/b1/cmd/compact/never".into();
+    }
+    handle_link(&mut r.agent, unknown, &r.tx);
+    assert!(r.answers().is_empty());
+}

@@ -91,7 +91,6 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
         ack_when_handled: false,
         protocol: protocol.0,
         auto_protocol: protocol.1,
-        resend_under: None,
     })
 }
 

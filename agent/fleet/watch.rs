@@ -218,6 +218,10 @@ pub const MAX_AVAILABILITY_PASSES: u32 = 4;
 /// incomplete.
 pub const ONCE_LIMIT: Duration = Duration::from_secs(300);
 
+/// Connections the broker may close in the middle of a `fleet watch --once` listing before
+/// it stops (each reconnect starts the listing over).
+pub const ONCE_RESETS: u32 = 2;
+
 /// How long one retained burst may take before `fleet watch --once` gives up on it.
 pub(super) const BURST_LIMIT: Duration = Duration::from_secs(30);
 
@@ -260,8 +264,9 @@ pub(super) async fn watch_async(
     let mut last_draw = Instant::now() - Duration::from_secs(1);
     let mut st = Retained::new();
     let started = Instant::now();
-    // Why `--once` stopped before the listing was done (the list is then incomplete).
-    let mut cut: Option<String> = None;
+    // Why `--once` stopped before the listing was done (the list is then incomplete), and how
+    // often the broker closed the connection in the middle of it.
+    let (mut cut, mut resets): (Option<String>, u32) = (None, 0);
     loop {
         if connected && st.advance(&link, root, a.once) {
             continue;
@@ -300,20 +305,17 @@ pub(super) async fn watch_async(
             }
             Some(LinkEvent::Connected { .. }) => {
                 connected = true;
-                if said_unreachable {
-                    let _ = writeln!(err, "npu-agent: connected to {}", a.broker);
-                    said_unreachable = false;
-                }
-                // QoS 0 subscriptions: mosquitto writes a subscription's retained messages out
-                // at once and drops what does not fit in the socket's buffers plus
-                // max_queued_messages packets; over QoS 1 a dropped packet would also stay "in
-                // flight" at the broker and use up the receive quota of later passes.
+                say_reconnected(err, &a.broker, &mut said_unreachable);
                 st.start(&link, root);
             }
             Some(LinkEvent::Disconnected { reason, .. }) if a.once && connected => {
-                // Starting over would meet the same limit again, and again.
-                cut = Some(once_cut(&reason));
-                break;
+                // Each reconnect starts the listing over (at most ONCE_RESETS times).
+                resets += 1;
+                connected = false;
+                if resets > ONCE_RESETS {
+                    cut = Some(once_cut(&reason));
+                    break;
+                }
             }
             Some(LinkEvent::Disconnected { reason, .. }) => last_error = reason,
             Some(LinkEvent::SessionTakenOver { reason, .. }) => last_error = reason,
@@ -324,9 +326,7 @@ pub(super) async fn watch_async(
                 ..
             }) => {
                 last_msg = Some(Instant::now());
-                if retain {
-                    st.last_retained = last_msg;
-                }
+                st.last_retained = if retain { last_msg } else { st.last_retained };
                 let seen = Seen {
                     rows: &mut rows,
                     have_status: &mut st.have_status,
@@ -359,6 +359,13 @@ pub(super) async fn watch_async(
     finish(a, link, end, out, err).await
 }
 
+/// After an outage the live table said, says it is back.
+fn say_reconnected(err: &mut dyn Write, broker: &str, said: &mut bool) {
+    if std::mem::take(said) {
+        let _ = writeln!(err, "npu-agent: connected to {broker}");
+    }
+}
+
 /// The live table keeps trying, but says why it shows nothing (once per outage).
 fn say_unreachable(err: &mut dyn Write, broker: &str, last_error: &str, said: &mut bool) {
     if !*said {
@@ -373,8 +380,9 @@ fn say_unreachable(err: &mut dyn Write, broker: &str, last_error: &str, said: &m
 /// Why `fleet watch --once` stopped when the broker closed its connection mid-listing.
 fn once_cut(reason: &str) -> String {
     format!(
-        "the broker closed the connection in the middle of the listing ({reason}); NATS drops \
-         a slow consumer: raise its max_pending"
+        "the broker closed the connection in the middle of the listing {} times (the last: \
+         {reason}); NATS drops a slow consumer: raise its max_pending",
+        ONCE_RESETS + 1
     )
 }
 

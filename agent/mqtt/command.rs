@@ -29,6 +29,9 @@ pub const MAX_COMMAND_BYTES: usize = 4096;
 /// Clock skew tolerated between requester and board, seconds.
 pub const CLOCK_SKEW_S: i64 = 60;
 
+/// Why [`parse`] ignores an `executing` state (the gate checks it against the ledger).
+pub const IN_PROGRESS: &str = "a command's state in progress";
+
 /// Lifecycle states of a command (docs/reference.md "MQTT topics and payloads").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -394,6 +397,7 @@ pub fn parse(
         return Err(Verdict::Reject("payload is not UTF-8 JSON".into()));
     };
     match serde_json::from_str::<AnyStatus>(text) {
+        Ok(s) if s.status == CmdStatus::Executing => return Err(Verdict::Ignore(IN_PROGRESS)),
         Ok(s) if s.status != CmdStatus::Init => return Err(Verdict::Ignore("not an init message")),
         Ok(_) => {}
         Err(e) => return Err(Verdict::Reject(json_error(&e))),

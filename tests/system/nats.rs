@@ -103,7 +103,7 @@ fn a_nats_cluster_carries_commands_and_answers_across_nodes() {
         "the proxy never cut"
     );
     assert!(
-        a1.log_text().contains("had not delivered"),
+        a1.log_text().contains("its final state is published again"),
         "{}",
         a1.log_text()
     );

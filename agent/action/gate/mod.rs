@@ -208,6 +208,8 @@ pub struct Gate {
     clock_sync: Option<ClockSync>,
     limits: Limits,
     last_planner_compact: Option<i64>,
+    /// The message being admitted is a retained one ([`Gate::set_retained`]).
+    retained: bool,
 }
 
 impl Gate {
@@ -243,6 +245,7 @@ impl Gate {
                 ..Limits::default()
             },
             last_planner_compact: None,
+            retained: false,
         }
     }
 
@@ -430,6 +433,9 @@ impl Gate {
         }
         let parsed = match command::parse(&self.policy, topic, payload) {
             Ok(p) => p,
+            Err(Verdict::Ignore(command::IN_PROGRESS)) if self.retained => {
+                return self.in_progress_on_the_broker(&cmd);
+            }
             Err(Verdict::Ignore(why)) => return Admission::Ignored(why),
             Err(Verdict::Reject(r)) => {
                 // Junk on the topic of a used id: answer with the real record, never overwrite

@@ -8,6 +8,12 @@ use crate::mqtt::command::{self, CmdStatus, CLOCK_SKEW_S};
 use crate::mqtt::topics::CommandTopic;
 
 impl Gate {
+    /// Whether the next message admitted is one the broker kept (a retained message delivered
+    /// on subscribing): a retained `executing` of a finished command is answered again.
+    pub fn set_retained(&mut self, retained: bool) {
+        self.retained = retained;
+    }
+
     /// The caller's monotonic clock now, in seconds (`CLOCK_MONOTONIC`, a test clock): a
     /// forward step of the wall clock then prunes no id before its time (see
     /// [`Gate::prune_time`]). Without it the wall clock is trusted as it is.
@@ -117,6 +123,19 @@ impl Gate {
             record: e.clone(),
             reason: format!("cmd_id {:?} was already used (replay)", topic.cmd_id),
         })
+    }
+
+    /// The broker keeps `executing` for `cmd` (a retained state, delivered on (re)subscribing):
+    /// when the ledger says it finished, its final answer was lost with a dropped connection
+    /// (rumqttc discards unsent publishes on a clean-start CONNACK), so it is answered again.
+    pub(super) fn in_progress_on_the_broker(&self, cmd: &CmdRef) -> Admission {
+        match self.record(&cmd.cmd_id) {
+            Some(e) if e.status.is_final() && e.action == cmd.action => Admission::Answered {
+                cmd: cmd.clone(),
+                record: e.clone(),
+            },
+            _ => Admission::Ignored(command::IN_PROGRESS),
+        }
     }
 
     /// Records the settled reboot `cmd_id` (its result is known after the reboot).

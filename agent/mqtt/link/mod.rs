@@ -32,7 +32,6 @@
 mod failure;
 mod poll;
 mod reconnect;
-mod resend;
 pub use failure::*;
 use poll::*;
 pub use reconnect::*;
@@ -227,10 +226,6 @@ pub struct LinkOptions {
     /// `[mqtt] protocol = "auto"`: an MQTT 5 link whose CONNECT is refused the way 3.1.1-only
     /// brokers refuse it reports [`LinkEvent::ProtocolRefused`] so the owner can fall back.
     pub auto_protocol: bool,
-    /// Publishes under this topic prefix that a dropped connection had not delivered are sent
-    /// again after the next CONNACK (the newest per topic), which a clean start would otherwise
-    /// discard. The agent's setting: its command topics, so no command is left `executing`.
-    pub resend_under: Option<String>,
 }
 
 /// What the polling task reports.
@@ -421,7 +416,6 @@ impl Link {
             stopping: stopping.clone(),
             lossless: o.lossless || o.ack_when_handled,
             manual_acks: o.ack_when_handled,
-            resend_under: o.resend_under.clone(),
         };
         let (client, task) = match o.protocol {
             Protocol::V5 => {
@@ -579,7 +573,6 @@ mod tests {
             ack_when_handled: false,
             protocol,
             auto_protocol: auto,
-            resend_under: None,
         }
     }
 

@@ -1,7 +1,6 @@
 //! The task that owns and polls the rumqttc event loop and turns what it sees into
 //! [`LinkEvent`]s, one loop per protocol version.
 
-use super::resend::Unsent;
 use super::*;
 
 /// What the polling task shares with its [`Link`].
@@ -15,8 +14,6 @@ pub(super) struct TaskCtx {
     pub(super) lossless: bool,
     /// The owner acknowledges QoS 1 messages ([`Ack`]).
     pub(super) manual_acks: bool,
-    /// [`LinkOptions::resend_under`].
-    pub(super) resend_under: Option<String>,
 }
 
 impl TaskCtx {
@@ -45,16 +42,6 @@ impl TaskCtx {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
         true
-    }
-}
-
-/// Logs the publishes a dropped connection took with it that go again on the new one.
-fn resent(n: usize) {
-    if n > 0 {
-        tracing::info!(
-            publishes = n,
-            "sending again what the dropped connection had not delivered"
-        );
     }
 }
 
@@ -105,14 +92,12 @@ pub(super) async fn after_failure(
 pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool) {
     let tx = &ctx.tx;
     let mut policy = Reconnect::default();
-    let mut unsent = Unsent::new(ctx.resend_under.clone());
     loop {
         let polled = eventloop.poll().await;
         ctx.progress.store(now_ms(), Ordering::Relaxed);
         match polled {
             Ok(Event::Incoming(Packet::ConnAck(ack))) => {
                 policy.connack();
-                resent(unsent.restore(&mut eventloop.pending));
                 let _ = tx
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,
@@ -141,7 +126,6 @@ pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool
             Ok(_) => {}
             Err(e) => {
                 ctx.connection_ended();
-                unsent.take(&mut eventloop.pending);
                 if ctx.stopping.load(Ordering::SeqCst) {
                     return;
                 }
@@ -165,14 +149,12 @@ pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool
 pub(super) async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskCtx) {
     let tx = &ctx.tx;
     let mut policy = Reconnect::default();
-    let mut unsent = Unsent::new(ctx.resend_under.clone());
     loop {
         let polled = eventloop.poll().await;
         ctx.progress.store(now_ms(), Ordering::Relaxed);
         match polled {
             Ok(rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(ack))) => {
                 policy.connack();
-                resent(unsent.restore(&mut eventloop.pending));
                 let _ = tx
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,
@@ -200,7 +182,6 @@ pub(super) async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskC
             Ok(_) => {}
             Err(e) => {
                 ctx.connection_ended();
-                unsent.take(&mut eventloop.pending);
                 if ctx.stopping.load(Ordering::SeqCst) {
                     return;
                 }
