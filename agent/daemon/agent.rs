@@ -104,6 +104,8 @@ pub(super) struct Agent {
     /// this board id, MQTT 5 reason 0x8E; `Some(false)`: kicks without a reason); cleared
     /// after a stable minute.
     pub taken_over: Option<bool>,
+    /// Answers to clear once their command can no longer be live.
+    pub sweep: super::sweep::Sweep,
     /// The first recent connection drop right after a full status (a second within a minute
     /// chooses the compact form).
     pub last_full_drop: Option<Instant>,
@@ -177,6 +179,7 @@ impl Agent {
             last_cause: String::new(),
             taken_over: None,
             last_full_drop: None,
+            sweep: Default::default(),
             compact_for_drop: false,
             connected_since: None,
             status_dirty: false,
@@ -268,6 +271,9 @@ impl Agent {
 
     /// Queues a QoS 1 message, retained or not, as [`Agent::send_retained`] does.
     pub fn send(&mut self, topic: String, payload: Vec<u8>, retain: bool) {
+        if retain {
+            super::sweep::published(self, &topic, &payload);
+        }
         self.outbox
             .push_back(Outbound::Publish(topic, payload, retain));
         self.flush_outbox();

@@ -252,6 +252,9 @@ fn on_message(
     let Some(t) = topics::parse_command(&agent.s.topic_root, topic) else {
         return;
     };
+    if retain && super::sweep::stale_answer(agent, &t, payload) {
+        return;
+    }
     // The board's clock state (cached, no file I/O per message): the gate's one clock check.
     let clock = agent.clock_state();
     agent.gate.set_clock_sync(clock.clone());

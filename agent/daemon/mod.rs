@@ -14,6 +14,7 @@ mod main_loop;
 pub mod reload;
 mod setup;
 mod status;
+pub mod sweep;
 #[cfg(test)]
 mod tests;
 mod work;

@@ -267,3 +267,69 @@ fn a_retained_executing_of_a_finished_command_is_answered_again() {
     handle_link(&mut r.agent, unknown, &r.tx);
     assert!(r.answers().is_empty());
 }
+
+/// Issue 28 item 7: an answer nobody cleared is cleared by the agent once no command can still
+/// be live (security.max_command_age_s, 300, plus the 60 s clock skew), a running command's
+/// record is kept, and an old answer of an earlier run the broker still holds is cleared on
+/// sight.
+#[test]
+fn answers_are_cleared_once_no_command_can_be_live() {
+    let mut r = rig();
+    r.command("rescan", "r1", json!({}));
+    let (job, _) = r.started().remove(0);
+    r.finish(job, ActionOutcome::succeeded("rescanned", json!({})));
+    r.command("rescan", "r2", json!({})); // rate limited: rejected
+    r.command("compact", "c9", json!({})); // left running
+    let answered: Vec<_> = r
+        .answers()
+        .into_iter()
+        .map(|(t, v)| (t, v["status"].clone()))
+        .collect();
+    assert!(answered.contains(&("npu-fleet/b1/cmd/rescan/r2".into(), json!("rejected"))));
+    r.agent.connected = true;
+    let clears = |r: &mut Rig| -> Vec<String> {
+        super::sweep::clear_due(&mut r.agent);
+        r.agent
+            .outbox
+            .drain(..)
+            .filter_map(|o| match o {
+                Outbound::Publish(t, p, true) if p.is_empty() => Some(t),
+                _ => None,
+            })
+            .collect()
+    };
+    r.clock.advance(359);
+    assert!(
+        clears(&mut r).is_empty(),
+        "cleared before the command could expire"
+    );
+    r.clock.advance(2);
+    let mut cleared = clears(&mut r);
+    cleared.sort();
+    assert_eq!(
+        cleared,
+        ["npu-fleet/b1/cmd/rescan/r1", "npu-fleet/b1/cmd/rescan/r2"],
+        "the running compact c9 keeps its record"
+    );
+    // On a connect the broker delivers an answer of an earlier run: cleared at once.
+    let old = json!({"status": "successful", "board": "b1", "action": "rescan", "cmd_id": "old1",
+        "time": crate::sys::time::rfc3339_utc((T0 - 3600) as u64, 0)});
+    let ev = LinkEvent::Message {
+        topic: "npu-fleet/b1/cmd/rescan/old1".into(),
+        payload: serde_json::to_vec(&old).unwrap(),
+        retain: true,
+        ack: None,
+    };
+    handle_link(&mut r.agent, ev, &r.tx);
+    assert_eq!(clears(&mut r), ["npu-fleet/b1/cmd/rescan/old1"]);
+    // A recent one stays.
+    let recent = json!({"status": "successful", "time": crate::sys::time::rfc3339_utc(r.clock.now_s() as u64, 0)});
+    let ev = LinkEvent::Message {
+        topic: "npu-fleet/b1/cmd/rescan/new1".into(),
+        payload: serde_json::to_vec(&recent).unwrap(),
+        retain: true,
+        ack: None,
+    };
+    handle_link(&mut r.agent, ev, &r.tx);
+    assert!(clears(&mut r).is_empty());
+}

@@ -20,6 +20,11 @@ pub fn command(root: &str, board: &str, action: &str, cmd_id: &str) -> String {
     format!("{root}/{board}/cmd/{action}/{cmd_id}")
 }
 
+/// `<root>/<board>/cmd/`: the prefix of every answer the board publishes.
+pub fn answers_prefix(root: &str, board: &str) -> String {
+    format!("{root}/{board}/cmd/")
+}
+
 /// The subscriptions a board needs for its commands: its own and the fleet-wide ones.
 pub fn command_filters(root: &str, board: &str) -> [String; 2] {
     [

@@ -40,6 +40,12 @@ impl Gate {
         self.record(cmd_id).is_some()
     }
 
+    /// The ledger holds `cmd_id` as still `executing` (its record must not be cleared yet).
+    pub fn is_executing(&self, cmd_id: &str) -> bool {
+        self.record(cmd_id)
+            .is_some_and(|e| e.status == CmdStatus::Executing)
+    }
+
     /// The record of `cmd_id`: the signed command's, else the unsigned one's.
     pub(super) fn record(&self, cmd_id: &str) -> Option<&LedgerEntry> {
         let c = &self.ledger.commands;
