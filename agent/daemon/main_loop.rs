@@ -123,7 +123,7 @@ fn housekeeping(agent: &mut Agent, watchdog: Option<Duration>, last_watchdog: &m
     if agent.taken_over.is_some()
         && agent
             .connected_since
-            .is_some_and(|t| t.elapsed() > Duration::from_secs(60))
+            .is_some_and(|t| t.elapsed() > crate::mqtt::link::TAKEOVER_FORGOTTEN)
     {
         agent.taken_over = None;
         tracing::info!("this board id's connection has been stable for a minute");

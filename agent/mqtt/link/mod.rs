@@ -656,6 +656,27 @@ mod tests {
         };
         assert!(report_takeover);
         assert!(wait >= Duration::from_millis(2400), "{wait:?}");
+        // Within a minute of the report, another 0x8E is the same streak: not reported again.
+        p.connack();
+        let Next::Retry {
+            report_takeover, ..
+        } = p.failed(&Failure::SessionTakenOver, Some(STABLE_CONNECTION), true)
+        else {
+            panic!()
+        };
+        assert!(!report_takeover);
+        // After a connection that outlived the daemon's notice, a new takeover is reported.
+        p.connack();
+        let Next::Retry {
+            report_takeover, ..
+        } = p.failed(&Failure::SessionTakenOver, Some(TAKEOVER_FORGOTTEN), true)
+        else {
+            panic!()
+        };
+        assert!(
+            report_takeover,
+            "a takeover after a stable minute is reported again"
+        );
     }
 
     #[test]

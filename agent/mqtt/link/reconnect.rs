@@ -21,6 +21,10 @@ pub fn next_backoff(prev: Duration) -> Duration {
 /// A connection that ends sooner than this after its CONNACK counts as a kick.
 pub const STABLE_CONNECTION: Duration = Duration::from_secs(10);
 
+/// A connection up this long ends a takeover streak's report: the daemon clears its notice
+/// then, and a takeover after it is reported again.
+pub const TAKEOVER_FORGOTTEN: Duration = Duration::from_secs(60);
+
 /// Back-off cap after repeated kicks or a session takeover (a few connects per minute).
 pub const KICK_BACKOFF_MAX: Duration = Duration::from_secs(60);
 
@@ -86,6 +90,9 @@ impl Reconnect {
     pub fn failed(&mut self, f: &Failure, up_for: Option<Duration>, auto: bool) -> Next {
         self.connected_at = None;
         if let Some(up) = up_for {
+            if up >= TAKEOVER_FORGOTTEN {
+                self.takeover_reported = false;
+            }
             if up >= STABLE_CONNECTION && *f != Failure::SessionTakenOver {
                 self.kicks = 0;
                 self.backoff = Duration::ZERO;
