@@ -181,8 +181,12 @@ fn on_diagnosed(agent: &mut Agent, d: Arc<Diagnosis>, tx: &mpsc::UnboundedSender
         ));
     plan_automatic(agent, &d, tx);
     let first = agent.last_diagnosis.is_none();
-    let force = std::mem::take(&mut agent.force_publish);
+    // An action finished while this diagnosis ran (a rescan follows): its findings predate the
+    // action (a boot-file edit, a compaction), so nothing of it goes out; the rescan publishes.
+    let stale = agent.rescan_wanted;
+    let force = !stale && std::mem::take(&mut agent.force_publish);
     agent.set_report(d, force);
+    agent.status_dirty &= !stale;
     if first && agent.connected && agent.s.cfg.home_assistant.enabled {
         if let Some(l) = &agent.link {
             crate::mqtt::ha::on_connect(super::agent::agent_ha(agent), &l.client);
