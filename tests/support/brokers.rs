@@ -253,21 +253,10 @@ impl Drop for Amqtt {
 /// The NATS server (Debian 12 `nats-server` 2.9.10).
 pub const NATS_SERVER: &str = "/usr/sbin/nats-server";
 
-/// True when nats-server can be started; in CI its absence is a failure.
+/// True when nats-server can be started; in CI its absence is a failure (the one tool check,
+/// [`super::mqtt::require_tool`]).
 pub fn have_nats() -> bool {
-    let found = Path::new(NATS_SERVER).exists();
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "nats-server is required in CI (apt-get install nats-server)"
-        );
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIP: nats-server not installed (set CI=true to make this a failure)"
-        );
-    }
-    found
+    super::mqtt::require_tool("nats-server")
 }
 
 /// A three-node NATS cluster (routes between every node, JetStream, MQTT 3.1.1 on each node) on
