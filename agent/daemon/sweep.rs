@@ -57,10 +57,12 @@ fn keep_s(agent: &Agent) -> i64 {
 /// its status is the one unescaped `"status":"<state>"` that is not nested in a `result`.
 pub(super) fn published(agent: &mut Agent, topic: &str, payload: &[u8]) {
     let has = |s: &str| payload.windows(s.len()).any(|w| w == s.as_bytes());
-    let is_final = !has("\"status\":\"executing\"")
-        && ["successful", "failed", "rejected"]
-            .iter()
-            .any(|s| has(&format!("\"status\":\"{s}\"")));
+    const FINAL: [&str; 3] = [
+        r#""status":"successful""#,
+        r#""status":"failed""#,
+        r#""status":"rejected""#,
+    ];
+    let is_final = !has(r#""status":"executing""#) && FINAL.iter().any(|s| has(s));
     if !is_final || !topic.starts_with(&topics::answers_prefix(&agent.s.topic_root, &agent.s.board))
     {
         return;
