@@ -1,6 +1,8 @@
-//! Ed25519 keys for signed commands, through `ed25519-dalek`: signatures are checked with
-//! `verify_strict` (RFC 8032's canonical `S < L`, no small-order keys or `R`), keys are read and
-//! written with its PKCS#8 / SPKI (RFC 8410) encoders.
+//! Ed25519 keys for signed commands. Signing and verifying go through `ring`, the Ed25519 that
+//! rustls already links for TLS, so the binary carries one implementation, not two. Verifying
+//! follows `verify_strict` (RFC 8032's canonical `S < L`, which `ring` checks, plus no small-order
+//! key or `R`, which `curve25519-dalek` decides). Keys are read and written with the `ed25519`
+//! crate's PKCS#8 / SPKI (RFC 8410) encoders.
 //!
 //! Key files are the forms `openssl` writes: the private key as PKCS#8 PEM (`PRIVATE KEY`: v1 as
 //! `openssl genpkey -algorithm ed25519` writes it, and v2 with the public key inside, which this
@@ -8,51 +10,67 @@
 //! `openssl pkey -pubout` writes it). Text around the PEM block (comments, CRLF line ends) is
 //! allowed, as in the files operators hand-edit; the block itself is decoded strictly.
 
-use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
-use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
+use ed25519::pkcs8::spki::der::pem::LineEnding;
+use ed25519::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
+use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
 
 /// An Ed25519 private key (RFC 8032 section 5.1.5).
-pub struct SigningKey(ed25519_dalek::SigningKey);
+pub struct SigningKey {
+    seed: [u8; 32],
+    pair: Ed25519KeyPair,
+}
 
 impl SigningKey {
     /// The key of a 32-byte seed (the private key as RFC 8032 and PKCS#8 files hold it).
     pub fn from_bytes(seed: &[u8; 32]) -> SigningKey {
-        SigningKey(ed25519_dalek::SigningKey::from_bytes(seed))
+        match Ed25519KeyPair::from_seed_unchecked(seed) {
+            Ok(pair) => SigningKey { seed: *seed, pair },
+            // `ring` refuses a seed only for its length, and this one is 32 bytes.
+            Err(e) => unreachable!("ring refused a 32-byte Ed25519 seed: {e}"),
+        }
     }
 
     /// The 32-byte seed.
     pub fn to_bytes(&self) -> [u8; 32] {
-        self.0.to_bytes()
+        self.seed
     }
 
     /// The matching public key.
     pub fn verifying_key(&self) -> VerifyingKey {
-        VerifyingKey(self.0.verifying_key().to_bytes())
+        let mut key = [0u8; 32];
+        key.copy_from_slice(self.pair.public_key().as_ref());
+        VerifyingKey(key)
     }
 
     /// The 64-byte signature of `message` (deterministic, RFC 8032).
     pub fn sign(&self, message: &[u8]) -> [u8; 64] {
-        use ed25519_dalek::Signer;
-        self.0.sign(message).to_bytes()
+        let mut sig = [0u8; 64];
+        sig.copy_from_slice(self.pair.sign(message).as_ref());
+        sig
     }
 
     /// Reads a PKCS#8 PEM private key (v1 or v2; in a v2 key the public key must match the seed).
     ///
-    /// Errors: no `PRIVATE KEY` PEM block, or a block that is not an unencrypted Ed25519 PKCS#8
-    /// key.
+    /// Errors: no `PRIVATE KEY` PEM block, a block that is not an unencrypted Ed25519 PKCS#8
+    /// key, or a v2 key whose public key is not its seed's.
     pub fn from_pkcs8_pem(text: &str) -> Result<SigningKey, String> {
         let block = pem_block(text, "PRIVATE KEY")?;
-        ed25519_dalek::SigningKey::from_pkcs8_pem(&block)
-            .map(SigningKey)
-            .map_err(|e| format!("not an Ed25519 PKCS#8 key ({e})"))
+        let pair = ed25519::pkcs8::KeypairBytes::from_pkcs8_pem(&block)
+            .map_err(|e| format!("not an Ed25519 PKCS#8 key ({e})"))?;
+        let key = SigningKey::from_bytes(&pair.secret_key);
+        match pair.public_key {
+            Some(public) if public.0 != key.verifying_key().0 => {
+                Err("not an Ed25519 PKCS#8 key (its public key is not its seed's)".into())
+            }
+            _ => Ok(key),
+        }
     }
 
     /// The PKCS#8 v1 PEM form (what `openssl genpkey -algorithm ed25519` writes), LF line ends.
     pub fn to_pkcs8_pem(&self) -> String {
-        // v1 holds the seed only; the encoder writes v2 (with the public key) unless given the
-        // bare key bytes.
-        let v1 = ed25519_dalek::pkcs8::KeypairBytes {
-            secret_key: self.0.to_bytes(),
+        // v1 holds the seed only.
+        let v1 = ed25519::pkcs8::KeypairBytes {
+            secret_key: self.seed,
             public_key: None,
         };
         match v1.to_pkcs8_pem(LineEnding::LF) {
@@ -82,17 +100,19 @@ impl VerifyingKey {
         self.0
     }
 
-    /// True when `sig` (64 bytes) is this key's signature of `message` under `verify_strict`:
-    /// a key that is not a valid curve point, a small-order key or `R`, and a non-canonical `S`
-    /// verify nothing.
+    /// True when `sig` (64 bytes) is this key's signature of `message` under `verify_strict`'s
+    /// rules: a key that is not a valid curve point, a small-order key or `R`, and a non-canonical
+    /// `S` verify nothing.
     pub fn verify(&self, message: &[u8], sig: &[u8]) -> bool {
-        let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(&self.0) else {
+        if sig.len() != 64
+            || small_order_or_no_point(&self.0)
+            || small_order_or_no_point(&sig[..32])
+        {
             return false;
-        };
-        let Ok(sig) = ed25519_dalek::Signature::from_slice(sig) else {
-            return false;
-        };
-        key.verify_strict(message, &sig).is_ok()
+        }
+        UnparsedPublicKey::new(&ED25519, self.0)
+            .verify(message, sig)
+            .is_ok()
     }
 
     /// Reads an SPKI PEM public key (`PUBLIC KEY`).
@@ -101,14 +121,9 @@ impl VerifyingKey {
     /// order (a weak key, which would verify forged signatures).
     pub fn from_public_key_pem(text: &str) -> Result<VerifyingKey, String> {
         let block = pem_block(text, "PUBLIC KEY")?;
-        let raw = ed25519_dalek::pkcs8::PublicKeyBytes::from_public_key_pem(&block)
+        let raw = ed25519::pkcs8::PublicKeyBytes::from_public_key_pem(&block)
             .map_err(|e| format!("not an Ed25519 SubjectPublicKeyInfo ({e})"))?;
-        let weak = match ed25519_dalek::VerifyingKey::from_bytes(&raw.0) {
-            Ok(key) => key.is_weak(),
-            // Not a point at all: as unusable as a weak one, and said the same way.
-            Err(_) => true,
-        };
-        if weak {
+        if small_order_or_no_point(&raw.0) {
             return Err(
                 "an Ed25519 public key of small order or off the curve (a weak key that \
                  verifies forged signatures, or none)"
@@ -120,7 +135,7 @@ impl VerifyingKey {
 
     /// The SPKI PEM form (what `openssl pkey -pubout` writes), LF line ends.
     pub fn to_public_key_pem(&self) -> String {
-        match ed25519_dalek::pkcs8::PublicKeyBytes(self.0).to_public_key_pem(LineEnding::LF) {
+        match ed25519::pkcs8::PublicKeyBytes(self.0).to_public_key_pem(LineEnding::LF) {
             Ok(pem) => pem,
             Err(e) => unreachable!("SPKI encoding of 32 key bytes failed: {e}"),
         }
@@ -134,6 +149,15 @@ impl std::fmt::Debug for VerifyingKey {
             write!(f, "{b:02x}")?;
         }
         write!(f, ")")
+    }
+}
+
+/// True when the 32 bytes encode no point of edwards25519, or a point of order 1, 2, 4 or 8 (as a
+/// key it verifies forged signatures; as `R` it marks a signature `verify_strict` refuses).
+fn small_order_or_no_point(bytes: &[u8]) -> bool {
+    match curve25519_dalek::edwards::CompressedEdwardsY::from_slice(bytes) {
+        Ok(compressed) => compressed.decompress().is_none_or(|p| p.is_small_order()),
+        Err(_) => true,
     }
 }
 
