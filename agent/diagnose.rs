@@ -383,6 +383,7 @@ fn build_report(
         uptime_s: snap.uptime_s.as_ref().ok().map(|u| *u as u64),
         session: 0,
         notices: Vec::new(),
+        commands: None,
         health: Health::of(&findings),
         metrics: metrics(snap, profile),
         findings,

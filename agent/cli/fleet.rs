@@ -44,8 +44,8 @@ pub static FLEET: Spec = Spec {
                      array with one object per board (`board`, `availability` \
                      online/offline/unknown, `health`, `profile`, `model`, `cma_free_bytes`, \
                      `cma_total_bytes`, `soc_temp_c`, `undervoltage_now`, `worst` \
-                     failing/warning check ids, `last_seen` RFC 3339, `session`; absent metrics \
-                     are null), and `incomplete` (true when repeated availability passes kept \
+                     failing/warning check ids, `fixable`, `last_seen` RFC 3339, `session`, \
+                     `commands` subscribed/subscribing/not subscribed; absent metrics are null), and `incomplete` (true when repeated availability passes kept \
                      revealing new boards or a retained burst did not end within 30 s; then also \
                      `incomplete_reason`, and the exit code is 1).",
                 )
@@ -84,6 +84,13 @@ pub static FLEET: Spec = Spec {
                     "Seconds to wait for the final state (at most 86400).",
                 )
                 .default("30"),
+                Opt::text(
+                    "board-wait",
+                    "SECS",
+                    "Seconds to wait after the SUBACK for the board's retained status before \
+                     saying there is no such board (at most --wait).",
+                )
+                .default("5"),
             ],
             args: &[Pos {
                 name: "ACTION",
@@ -140,6 +147,8 @@ pub enum FleetAction {
         key: Option<PathBuf>,
         /// Seconds to wait for the final state.
         wait: u64,
+        /// Seconds to wait, after the SUBACK, for the board's retained availability or status.
+        board_wait: u64,
     },
 }
 
@@ -190,21 +199,27 @@ impl FleetAction {
                 },
             });
         }
-        let wait = text("wait")?;
-        let wait = wait
-            .parse::<u64>()
-            .map_err(|e| e.to_string())
-            .and_then(|s| {
-                (s <= MAX_WAIT_S)
-                    .then_some(s)
-                    .ok_or_else(|| format!("at most {MAX_WAIT_S} seconds (a day)"))
-            })
-            .map_err(|e| {
-                m.error(
-                    ErrorKind::InvalidValue,
-                    format!("invalid value '{wait}' for '--wait <SECS>': {e}"),
-                )
-            })?;
+        let seconds = |long: &str, max: u64, what: &str| -> Result<u64, UsageError> {
+            let v = text(long)?;
+            v.parse::<u64>()
+                .map_err(|e| e.to_string())
+                .and_then(|s| {
+                    (s <= max)
+                        .then_some(s)
+                        .ok_or_else(|| format!("at most {max} seconds ({what})"))
+                })
+                .map_err(|e| {
+                    m.error(
+                        ErrorKind::InvalidValue,
+                        format!(
+                            "invalid value '{}' for '--{long} <SECS>': {e}",
+                            crate::report::clean(&v)
+                        ),
+                    )
+                })
+        };
+        let wait = seconds("wait", MAX_WAIT_S, "a day")?;
+        let board_wait = seconds("board-wait", wait, "the --wait")?;
         Ok(FleetAction::Send {
             action: m.positional(0)?,
             args: m.texts("arg")?,
@@ -217,6 +232,7 @@ impl FleetAction {
             topic_root,
             key: m.path("key"),
             wait,
+            board_wait,
         })
     }
 }
@@ -255,6 +271,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             topic_root,
             key,
             wait,
+            board_wait,
         } => crate::fleet::send(
             &crate::fleet::SendArgs {
                 action,
@@ -264,6 +281,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 topic_root,
                 key,
                 wait_s: wait,
+                board_wait_s: board_wait,
             },
             out,
             err,

@@ -325,6 +325,37 @@ pub fn check_layer(source: &str, text: &str, consumed: &[&str]) -> Result<Config
 /// Turns `NPU_AGENT_<SECTION>_<KEY>` / `NPU_AGENT_<KEY>` variables into one TOML layer. A value
 /// that parses as a TOML value (`30`, `true`, `["a","b"]`) is taken as such, else as a string.
 pub(super) fn env_layer(vars: &[(String, String)]) -> Result<Option<Layer>, ConfigError> {
+    let table = env_table(vars);
+    if table.is_empty() {
+        return Ok(None);
+    }
+    let text = toml::to_string(&table).map_err(|e| ConfigError {
+        source: "NPU_AGENT_* environment".into(),
+        line: None,
+        message: e.to_string(),
+    })?;
+    parse_layer("NPU_AGENT_* environment", &text)
+        .map(Some)
+        .map_err(|mut e| {
+            e.line = None;
+            // Name the variable the user set: the one that fails alone.
+            let bad = vars.iter().find(|v| {
+                let t = env_table(std::slice::from_ref(v));
+                !t.is_empty()
+                    && toml::to_string(&t)
+                        .map(|text| parse_layer("", &text).is_err())
+                        .unwrap_or(true)
+            });
+            if let Some((name, _)) = bad {
+                e.source = format!("environment variable {name}");
+            }
+            e.message = e.message.replace("unknown key", "unknown variable for key");
+            e
+        })
+}
+
+/// The `NPU_AGENT_*` variables among `vars` as one TOML table (sections as subtables).
+fn env_table(vars: &[(String, String)]) -> toml::Table {
     const SECTIONS: &[&str] = &[
         "mqtt",
         "report",
@@ -372,34 +403,5 @@ pub(super) fn env_layer(vars: &[(String, String)]) -> Result<Option<Layer>, Conf
             }
         }
     }
-    if table.is_empty() {
-        return Ok(None);
-    }
-    let text = toml::to_string(&table).map_err(|e| ConfigError {
-        source: "NPU_AGENT_* environment".into(),
-        line: None,
-        message: e.to_string(),
-    })?;
-    parse_layer("NPU_AGENT_* environment", &text)
-        .map(Some)
-        .map_err(|mut e| {
-            e.line = None;
-            // Name the variable the user set: NPU_AGENT_<SECTION>_<KEY> for the unknown key.
-            let names: Vec<&str> = vars
-                .iter()
-                .map(|(n, _)| n.as_str())
-                .filter(|n| n.starts_with("NPU_AGENT_"))
-                .collect();
-            if let Some(bad) = names.iter().find(|n| {
-                let k = n.to_ascii_lowercase();
-                e.message
-                    .split('`')
-                    .nth(1)
-                    .is_some_and(|key| k.ends_with(&format!("_{key}")))
-            }) {
-                e.source = format!("environment variable {bad}");
-            }
-            e.message = e.message.replace("unknown key", "unknown variable for key");
-            e
-        })
+    table
 }

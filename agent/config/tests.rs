@@ -73,9 +73,10 @@ fn mqtt_command_qos_is_0_or_1() {
     let env = |v: &str| vec![("NPU_AGENT_MQTT_COMMAND_QOS".to_string(), v.to_string())];
     let (c, _) = load(&SysRoot::new(d.path()), None, &env("0")).unwrap();
     assert_eq!(c.mqtt.command_qos, 0);
-    for bad in ["2", "256"] {
+    for bad in ["2", "256", "-1", "one"] {
         let e = load(&SysRoot::new(d.path()), None, &env(bad)).unwrap_err();
-        assert!(e.message.contains("mqtt.command_qos"), "{bad}: {e:?}");
+        let said = format!("{} {}", e.source, e.message).to_ascii_lowercase();
+        assert!(said.contains("command_qos"), "{bad}: {e:?}");
     }
 }
 

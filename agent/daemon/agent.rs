@@ -106,6 +106,8 @@ pub(super) struct Agent {
     pub taken_over: Option<bool>,
     /// Answers to clear once their command can no longer be live.
     pub sweep: super::sweep::Sweep,
+    /// Where the command subscription stands on this connection (its SUBACK read).
+    pub subscription: super::subscribe::Subscription,
     /// The first recent connection drop right after a full status (a second within a minute
     /// chooses the compact form).
     pub last_full_drop: Option<Instant>,
@@ -179,6 +181,7 @@ impl Agent {
             last_cause: String::new(),
             taken_over: None,
             last_full_drop: None,
+            subscription: Default::default(),
             sweep: Default::default(),
             compact_for_drop: false,
             connected_since: None,
@@ -211,6 +214,20 @@ impl Agent {
                  another client with this board id ({}), or an overloaded broker",
                 self.s.board
             ),
+        }
+    }
+
+    /// Puts where the command subscription stands (`commands`, its notice) on the status now,
+    /// and publishes it (the next diagnosis makes the same fields again).
+    pub fn refresh_notices(&mut self) {
+        let word = self.subscription.status_word();
+        let notice = self.subscription.notice();
+        if let Some(r) = &mut self.status_report {
+            r.commands = Some(word.to_string());
+            r.notices
+                .retain(|n| !n.contains(super::subscribe::NOTICE_MARK));
+            r.notices.extend(notice);
+            self.status_dirty = true;
         }
     }
 

@@ -32,6 +32,7 @@ pub(super) fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::Unbounded
             after_connack,
             retry_in_ms,
         } => on_disconnected(agent, &reason, cause, after_connack, retry_in_ms),
+        LinkEvent::SubAck { codes } => super::subscribe::on_suback(agent, &codes),
         LinkEvent::Message {
             topic,
             payload,
@@ -69,17 +70,14 @@ fn on_connected(agent: &mut Agent, session_present: bool, max_packet_bytes: Opti
     let _ = l
         .client
         .try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
-    if !session_present {
-        // rumqttc keeps no subscriptions across a clean session (#250): subscribe again.
-        // No Local: the agent's own answers on these topics do not come back to it.
-        let qos = match agent.s.cfg.mqtt.command_qos {
-            0 => QoS::AtMostOnce,
-            _ => QoS::AtLeastOnce,
-        };
-        for f in topics::command_filters(&agent.s.topic_root, &agent.s.board) {
-            let _ = l.client.try_subscribe_no_local(f, qos);
-        }
+    // rumqttc keeps no subscriptions across a clean session (#250): subscribe again, and read
+    // the SUBACK (a broker that kept the session has them already).
+    if session_present {
+        agent.subscription = super::subscribe::Subscription::Granted;
+    } else {
+        super::subscribe::subscribe(agent, 1);
     }
+    let Some(l) = &agent.link else { return };
     // Re-publish the status with the new session counter.
     if let Some(r) = &mut agent.status_report {
         r.session = agent.session;
@@ -209,6 +207,7 @@ fn on_disconnected(
     }
     agent.connected = false;
     agent.connected_since = None;
+    agent.subscription = Default::default();
 }
 
 /// A message on a subscribed topic; `retain`: its retain flag.
@@ -357,7 +356,10 @@ fn send_discovery(agent: &mut Agent) {
     {
         return;
     }
-    let Some(l) = &agent.link else { return };
+    // Discovery names the model: nothing to announce before the first diagnosis.
+    let (Some(l), Some(_)) = (&agent.link, &agent.last_diagnosis) else {
+        return;
+    };
     crate::mqtt::ha::publish_discovery(super::agent::agent_ha(agent), &l.client);
     agent.last_discovery = Some(Instant::now());
 }

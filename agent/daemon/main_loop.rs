@@ -119,6 +119,7 @@ fn housekeeping(agent: &mut Agent, watchdog: Option<Duration>, last_watchdog: &m
         }
     }
     restart_stalled_link(agent);
+    super::subscribe::retry_due(agent);
     super::sweep::clear_due(agent);
     if agent.taken_over.is_some()
         && agent

@@ -14,6 +14,7 @@ mod main_loop;
 pub mod reload;
 mod setup;
 mod status;
+pub mod subscribe;
 pub mod sweep;
 #[cfg(test)]
 mod tests;

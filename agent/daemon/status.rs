@@ -54,6 +54,8 @@ impl Agent {
         if self.taken_over.is_some() {
             r.notices.push(self.takeover_notice());
         }
+        r.commands = Some(self.subscription.status_word().to_string());
+        r.notices.extend(self.subscription.notice());
         self.status_report = Some(r.clone());
         // Checks run every CHECK_PERIOD (at most interval_s); the status goes out on start, when
         // a finding's status changed, after an action or rescan (forced), and every interval_s.

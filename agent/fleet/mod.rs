@@ -158,6 +158,13 @@ mod tests {
         );
         assert_eq!(whole_seconds(""), "");
         assert_eq!(whole_seconds("x.y"), "x.y");
+        // A board online whose command subscription was refused is shown deaf.
+        r.availability = "online".into();
+        apply_status(&mut r, br#"{"health":"ok","commands":"not subscribed"}"#);
+        assert_eq!(r.commands, "not subscribed");
+        assert!(render_rows(std::slice::from_ref(&r)).contains(" deaf "));
+        apply_status(&mut r, br#"{"health":"ok","commands":"subscribed"}"#);
+        assert!(render_rows(std::slice::from_ref(&r)).contains(" online "));
         apply_status(&mut r, b"garbage");
         assert_eq!(r.health, "unparsable");
         assert!(render_rows(&[r]).contains("unparsable"));

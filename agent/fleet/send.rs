@@ -20,6 +20,9 @@ pub struct SendArgs {
     pub key: Option<std::path::PathBuf>,
     /// Seconds to wait for the final state.
     pub wait_s: u64,
+    /// Seconds to wait, once the broker granted the subscriptions (SUBACK), for the target's
+    /// retained availability or status before saying no such board has connected.
+    pub board_wait_s: u64,
 }
 
 /// Parses `K=V` arguments.
@@ -120,6 +123,50 @@ pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     rt.block_on(send_async(a, link, &board, &cmd_id, payload, out, err))
 }
 
+/// What `fleet send` has seen on its link so far.
+#[derive(Default)]
+struct Seen {
+    connected: bool,
+    /// SUBACKs on the current connection: the replies' subscription's, then the target's.
+    subacks: u32,
+    /// When the broker granted the target's subscription (its retained messages follow).
+    granted_at: Option<Instant>,
+    /// The target (any board, for `--all`) has published an availability or status.
+    target_seen: bool,
+    /// The init is published.
+    sent: bool,
+    /// Every target has given a final state.
+    answered: bool,
+    last_error: String,
+    online: BTreeMap<String, bool>,
+    finals: BTreeMap<String, CmdStatus>,
+}
+
+impl Seen {
+    /// Why to stop waiting now, if it is time: the target never showed up after the SUBACK, the
+    /// SUBACK never came, or the wait is over.
+    fn give_up(&self, a: &SendArgs, deadline: Instant) -> Option<String> {
+        let board_wait = Duration::from_secs(a.board_wait_s);
+        if let Some(t) = self.granted_at {
+            if !self.target_seen && t.elapsed() > board_wait {
+                return Some(unknown_target(a));
+            }
+        }
+        if Instant::now() < deadline {
+            return None;
+        }
+        Some(match (self.connected, self.granted_at, self.target_seen) {
+            (true, None, _) => format!(
+                "the broker did not answer the subscriptions (no SUBACK) within {} s; try a \
+                 longer --wait",
+                a.wait_s
+            ),
+            (true, Some(_), false) => unknown_target(a),
+            _ => String::new(), // no final state: reported with the last error
+        })
+    }
+}
+
 pub(super) async fn send_async(
     a: &SendArgs,
     mut opts: LinkOptions,
@@ -141,52 +188,37 @@ pub(super) async fn send_async(
     let deadline = Instant::now()
         .checked_add(Duration::from_secs(a.wait_s))
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_WAIT_S));
-    let mut sent = false;
-    let mut finals: BTreeMap<String, CmdStatus> = BTreeMap::new();
-    let mut online: BTreeMap<String, bool> = BTreeMap::new();
-    let mut last_error = String::new();
-    let mut answered = false;
+    let mut seen = Seen::default();
     let mut started = Instant::now();
-    let mut connected = false;
-    // When the first CONNACK came, and whether the target board (any board for --all) has ever
-    // published: its retained availability/status arrives right after subscribing.
-    let mut connected_at: Option<Instant> = None;
-    let mut target_seen = false;
     loop {
-        if let Some(t) = connected_at {
-            if !target_seen && t.elapsed() > UNKNOWN_TARGET_AFTER {
-                let _ = writeln!(err, "npu-agent: {}", unknown_target(a));
-                break;
-            }
-        }
         // An unreachable broker is reported after 10 s (per protocol version tried), not after
         // the whole --wait.
-        if !connected && started.elapsed() > Duration::from_secs(10) {
-            let why = if last_error.is_empty() {
-                "no answer"
-            } else {
-                last_error.as_str()
+        if !seen.connected && started.elapsed() > Duration::from_secs(10) {
+            let why = match seen.last_error.as_str() {
+                "" => "no answer",
+                e => e,
             };
             let _ = writeln!(err, "npu-agent: cannot reach {}: {why}", a.broker);
             link.abort();
             return EXIT_FAILED;
         }
+        match seen.give_up(a, deadline) {
+            Some(why) if why.is_empty() => {
+                report_no_final_state(a, seen.sent, &seen.last_error, &reply_filter, err);
+                break;
+            }
+            Some(why) => {
+                let _ = writeln!(err, "npu-agent: {why}");
+                break;
+            }
+            None => {}
+        }
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() && connected && !target_seen {
-            let _ = writeln!(err, "npu-agent: {}", unknown_target(a));
-            break;
-        }
-        if left.is_zero() {
-            report_no_final_state(a, sent, &last_error, &reply_filter, err);
-            break;
-        }
-        let ev =
-            match tokio::time::timeout(left.min(Duration::from_millis(500)), link.events.recv())
-                .await
-            {
-                Ok(Some(ev)) => ev,
-                Ok(None) | Err(_) => continue,
-            };
+        let wait = left.min(Duration::from_millis(500));
+        let ev = match tokio::time::timeout(wait, link.events.recv()).await {
+            Ok(Some(ev)) => ev,
+            Ok(None) | Err(_) => continue,
+        };
         match ev {
             LinkEvent::ProtocolRefused { reason } => {
                 let _ = writeln!(
@@ -198,45 +230,75 @@ pub(super) async fn send_async(
                 started = Instant::now();
             }
             LinkEvent::Connected { .. } => {
-                connected = true;
-                connected_at.get_or_insert_with(Instant::now);
+                seen.connected = true;
+                seen.subacks = 0;
                 subscribe_replies(&link, a, board, &reply_filter);
-                if !sent
+                if !seen.sent
                     && link
                         .client
                         .try_publish(init_topic.clone(), QoS::AtLeastOnce, true, payload.clone())
                         .is_ok()
                 {
-                    sent = true;
+                    seen.sent = true;
                     let _ = writeln!(out, "{board} {cmd_id} init");
                 }
             }
-            LinkEvent::Disconnected { reason, .. } => last_error = reason,
-            LinkEvent::SessionTakenOver { reason, .. } => last_error = reason,
+            LinkEvent::SubAck { codes } => {
+                if let Some(why) = on_suback(&mut seen, a, &codes, &reply_filter) {
+                    let _ = writeln!(err, "npu-agent: {why}");
+                    break;
+                }
+            }
+            LinkEvent::Disconnected { reason, .. } => seen.last_error = reason,
+            LinkEvent::SessionTakenOver { reason, .. } => seen.last_error = reason,
             LinkEvent::Message {
                 topic, payload: p, ..
             } => {
-                let seen = Replies {
-                    target_seen: &mut target_seen,
-                    online: &mut online,
-                    finals: &mut finals,
+                let replies = Replies {
+                    target_seen: &mut seen.target_seen,
+                    online: &mut seen.online,
+                    finals: &mut seen.finals,
                 };
-                if !on_reply(a, cmd_id, &topic, &p, seen, out) {
+                if !on_reply(a, cmd_id, &topic, &p, replies, out) {
                     continue;
                 }
-                if all_answered(a, &finals, &online) {
-                    answered = true;
+                if all_answered(a, &seen.finals, &seen.online) {
+                    seen.answered = true;
                     break;
                 }
             }
         }
     }
-    let code = exit_code(a, &finals, answered);
-    if sent {
-        clear_retained(&link, a, &init_topic, &finals, cmd_id);
+    let code = exit_code(a, &seen.finals, seen.answered);
+    if seen.sent {
+        clear_retained(&link, a, &init_topic, &seen.finals, cmd_id);
     }
     link.shutdown(Duration::from_secs(2)).await;
     code
+}
+
+/// A SUBACK (the replies' subscription first, then the target's): a refusal ends the send
+/// (returned as the reason); the target's grant starts the wait for its retained messages.
+fn on_suback(seen: &mut Seen, a: &SendArgs, codes: &[u8], reply_filter: &str) -> Option<String> {
+    seen.subacks += 1;
+    let what = match seen.subacks {
+        1 => format!("the command's replies ({reply_filter})"),
+        _ => format!(
+            "the board's availability and status under {}/{}/",
+            a.topic_root,
+            a.board.as_deref().unwrap_or("+")
+        ),
+    };
+    if let Some(code) = codes.iter().find(|c| **c >= 0x80) {
+        return Some(format!(
+            "the broker refused the subscription to {what} ({}): check its ACL for this client",
+            crate::mqtt::link::suback_refusal_name(*code)
+        ));
+    }
+    if seen.subacks == 2 {
+        seen.granted_at = Some(Instant::now());
+    }
+    None
 }
 
 /// 0 when every final state is successful and either every target answered or (for `--all`)
@@ -300,24 +362,24 @@ fn on_reply(
     true
 }
 
-/// After a connection: subscribes to the command's replies and to the target's availability
-/// (and status, for one board), whose retained messages tell whether the target exists.
+/// After a connection: subscribes to the command's replies, then (a second SUBSCRIBE, whose
+/// SUBACK starts the wait for the target) to the target's availability (and status, for one
+/// board), whose retained messages tell whether the target exists.
 fn subscribe_replies(link: &Link, a: &SendArgs, board: &str, reply_filter: &str) {
     let root = &a.topic_root;
     let _ = link
         .client
         .try_subscribe(reply_filter.to_string(), QoS::AtLeastOnce);
-    if a.board.is_none() {
-        let _ = link
-            .client
-            .try_subscribe(format!("{root}/+/availability"), QoS::AtLeastOnce);
-    } else {
-        for leaf in ["availability", "status"] {
-            let _ = link
-                .client
-                .try_subscribe(format!("{root}/{board}/{leaf}"), QoS::AtMostOnce);
-        }
-    }
+    let (filters, qos) = match a.board {
+        None => (vec![format!("{root}/+/availability")], QoS::AtLeastOnce),
+        Some(_) => (
+            ["availability", "status"]
+                .map(|leaf| format!("{root}/{board}/{leaf}"))
+                .to_vec(),
+            QoS::AtMostOnce,
+        ),
+    };
+    let _ = link.client.try_subscribe_many(&filters, qos);
 }
 
 /// `BOARD CMD_ID STATUS[: reason][ result]`: one line of a command's lifecycle, board text
@@ -411,25 +473,22 @@ fn clear_retained(
     }
 }
 
-/// How long after connecting `fleet send` waits for any sign of its target board (retained
-/// availability or status, which a broker delivers at once on subscribing) before saying it is
-/// unknown instead of waiting the whole `--wait`.
-pub(super) const UNKNOWN_TARGET_AFTER: Duration = Duration::from_secs(3);
-
 /// The message for a `fleet send` target that never published anything on this broker.
 pub(super) fn unknown_target(a: &SendArgs) -> String {
     let root = &a.topic_root;
     match &a.board {
         Some(b) => format!(
-            "no status was ever seen for board {b:?} under {root}/ on {}: no agent with that \
-             board_id has connected to this broker with this topic root (`npu-agent fleet watch \
-             --once --broker {}` lists the boards)",
-            a.broker, a.broker
+            "no status was ever seen for board {b:?} under {root}/ on {} within {} s \
+             (--board-wait) of the SUBACK: no agent with that board_id has connected to this \
+             broker with this topic root (`npu-agent fleet watch --once --broker {}` lists the \
+             boards)",
+            a.broker, a.board_wait_s, a.broker
         ),
         None => format!(
-            "no board at all under {root}/ on {}: no agent has published its availability there \
-             (check --topic-root and the agents' [mqtt] url and topic_root)",
-            a.broker
+            "no board at all under {root}/ on {} within {} s (--board-wait) of the SUBACK: no \
+             agent has published its availability there (check --topic-root and the agents' \
+             [mqtt] url and topic_root)",
+            a.broker, a.board_wait_s
         ),
     }
 }

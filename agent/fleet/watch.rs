@@ -31,6 +31,9 @@ pub struct BoardRow {
     pub last_seen: String,
     /// MQTT session counter.
     pub session: u64,
+    /// The status's `commands`: `subscribed`, `subscribing`, `not subscribed` (a deaf board:
+    /// online, but the broker refused its command subscription), or empty (an older agent).
+    pub commands: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,6 +57,8 @@ pub(super) struct LightStatus {
     #[serde(default)]
     session: u64,
     #[serde(default)]
+    commands: String,
+    #[serde(default)]
     findings: Vec<LightFinding>,
     #[serde(default)]
     metrics: BTreeMap<String, Value>,
@@ -70,6 +75,7 @@ pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
     row.model = s.model;
     row.last_seen = s.time;
     row.session = s.session;
+    row.commands = s.commands;
     row.cma_free_bytes = s.metrics.get("cma_free_bytes").and_then(Value::as_u64);
     row.cma_total_bytes = s.metrics.get("cma_total_bytes").and_then(Value::as_u64);
     row.soc_temp_c = s.metrics.get("soc_temp_c").and_then(Value::as_f64);
@@ -102,6 +108,15 @@ pub fn whole_seconds(rfc3339: &str) -> String {
             format!("{head}{zone}")
         }
         _ => rfc3339.to_string(),
+    }
+}
+
+/// The LINK cell: the availability, or `deaf` for a board online whose command subscription
+/// the broker refused (it publishes, but hears no command).
+fn link_cell(r: &BoardRow) -> &str {
+    match (r.availability.as_str(), r.commands.as_str()) {
+        ("online", "not subscribed") => "deaf",
+        (a, _) => a,
     }
 }
 
@@ -151,7 +166,7 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
             // Other boards' text is escaped here: a status cannot clear the screen, add rows
             // or hide a column (the filter on stdout passes home/clear for this view's own use).
             clean(&r.board),
-            clean(&r.availability),
+            clean(link_cell(r)),
             clean(&r.health),
             clean(&r.profile),
             cma,
@@ -335,7 +350,7 @@ pub(super) async fn watch_async(
                 };
                 record_message(seen, &mut st.phase, root, &topic, &payload, retain);
             }
-            None => {}
+            Some(LinkEvent::SubAck { .. }) | None => {}
         }
         if !a.once
             && last_draw.elapsed() > Duration::from_millis(250)

@@ -7,13 +7,17 @@ use crate::mqtt::link::MqttClient as AsyncClient;
 use crate::report::ha::{button_topic, discovery_payload, discovery_topic, HaContext, PRESS};
 use rumqttc::v5::mqttbytes::QoS;
 
-/// On every connect: publish discovery and subscribe to Home Assistant's status and the buttons.
-pub fn on_connect(ctx: HaContext<'_>, client: &AsyncClient) {
-    let _ = client.try_subscribe(format!("{}/status", ctx.prefix), QoS::AtLeastOnce);
-    let _ = client.try_subscribe(
+/// The filters Home Assistant needs: its birth message and the board's buttons (the daemon
+/// subscribes them with its command filters, in one SUBSCRIBE).
+pub fn filters(ctx: HaContext<'_>) -> [String; 2] {
+    [
+        format!("{}/status", ctx.prefix),
         format!("{}/{}/ha/+", ctx.topic_root, ctx.board),
-        QoS::AtLeastOnce,
-    );
+    ]
+}
+
+/// On every connect, once the board is diagnosed: publish discovery.
+pub fn on_connect(ctx: HaContext<'_>, client: &AsyncClient) {
     publish_discovery(ctx, client);
 }
 

@@ -68,6 +68,10 @@ pub struct Report {
     /// client uses this board id", "board clock not synchronised…"); absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// Whether the board hears its commands (`npu-agent run` only): `subscribed`, `subscribing`,
+    /// or `not subscribed` (the broker refused or did not answer the command subscription).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commands: Option<String>,
     /// Every check's findings, in check-id order.
     pub findings: Vec<Finding>,
     /// Figures for dashboards: `cma_total_bytes`, `cma_free_bytes`, `mem_available_bytes`,
@@ -127,6 +131,9 @@ pub struct CompactReport<'a> {
     /// As in [`Report::notices`].
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notices: Vec<String>,
+    /// As in [`Report::commands`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands: Option<&'a str>,
     /// Non-passing findings (evidence dropped when even that does not fit).
     pub findings: Vec<Finding>,
     /// Every other check id and its status (`pass` or `skip`).
@@ -193,6 +200,7 @@ pub fn compact(r: &Report, brief: bool) -> CompactReport<'_> {
         uptime_s: r.uptime_s,
         session: r.session,
         notices: r.notices.clone(),
+        commands: r.commands.as_deref(),
         findings,
         checks,
         metrics: &r.metrics,

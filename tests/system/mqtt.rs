@@ -1372,7 +1372,7 @@ fn the_agent_link_holds_a_flood_back_on_the_broker_until_each_message_is_handled
                 LinkEvent::Connected { .. }
             ));
             link.client
-                .try_subscribe_no_local(format!("flood/{name}/cmd/+"), QoS::AtLeastOnce)
+                .try_subscribe_no_local(&[format!("flood/{name}/cmd/+")], QoS::AtLeastOnce)
                 .unwrap();
             // Nothing acknowledged: only the in-flight window arrives, for longer than 1.5
             // keep-alives (the broker would end a connection whose pings stopped).
@@ -1399,6 +1399,8 @@ fn the_agent_link_holds_a_flood_back_on_the_broker_until_each_message_is_handled
                             status_sent = true;
                         }
                     }
+                    // The subscription's SUBACK (granted at QoS 1).
+                    Ok(Some(LinkEvent::SubAck { codes })) => assert_eq!(codes, [1], "{name}"),
                     Ok(ev) => panic!("{name}: unexpected {ev:?} while the flood is held back"),
                 }
             }
@@ -2303,6 +2305,161 @@ fn fleet_watch_once_cut_mid_listing_says_incomplete_and_why() {
     );
     assert!(why.contains("max_pending"), "{why}");
     assert!(err.contains("in the middle of the listing"), "{err}");
+}
+
+/// Issue 28 item 2: a broker that refuses the command subscription (an ACL, a cluster out of
+/// consumers; here a proxy rewrites the first two SUBACKs to 0x87) leaves a board that
+/// publishes but hears nothing. The agent reads its SUBACK, says so in the status
+/// (`commands: not subscribed`, a notice) and the log, subscribes again with back-off, and
+/// hears commands once the broker grants it; `fleet watch` shows the board `deaf` meanwhile.
+#[test]
+fn a_refused_command_subscription_is_retried_and_shown() {
+    use crate::support::proxy::{packet_type, refuse_suback, Dir, Fault, Proxy};
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let mut left = 2;
+    let rule = move |d: Dir, p: &[u8]| {
+        if left > 0 && d == Dir::Down && packet_type(p) == 9 {
+            left -= 1;
+            return Fault::Replace(refuse_suback(p, true, 0x87));
+        }
+        Fault::Pass
+    };
+    let proxy = Proxy::start(
+        broker.port,
+        std::sync::Arc::new(std::sync::Mutex::new(rule)),
+    );
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&proxy.url(), "b1", ""),
+    );
+    let agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
+    let deaf = c.wait_for(T, "a status saying the commands are not subscribed", |m| {
+        m.topic == "npu-fleet/b1/status" && m.json()["commands"] == "not subscribed"
+    });
+    let notices = deaf.json()["notices"].to_string();
+    assert!(
+        notices.contains("not authorized, reason code 0x87"),
+        "{notices}"
+    );
+    let watch = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        .args(["fleet", "watch", "--once", "--broker", &broker.url()])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&watch.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("b1 ") && l.contains(" deaf ")),
+        "{table}"
+    );
+    c.wait_for(T, "a status saying the commands are subscribed", |m| {
+        m.topic == "npu-fleet/b1/status" && m.json()["commands"] == "subscribed"
+    });
+    let topic = "npu-fleet/b1/cmd/rescan/heard-1";
+    let p = init_payload("b1", "rescan", "heard-1", json!({}), now_s(), 60, None);
+    c.publish(topic, &p, true);
+    lifecycle(&c, topic, "successful");
+    let log = agent.log_text();
+    assert!(log.contains("refused the command subscription"), "{log}");
+    // Two refusals, then the third SUBSCRIBE was granted (no third refusal).
+    assert_eq!(
+        log.matches("the broker refused the command subscription")
+            .count(),
+        2,
+        "{log}"
+    );
+}
+
+/// `fleet send rescan --board b1` through a proxy to `broker_port` that treats each SUBACK and
+/// each PUBLISH to the client with `fault` (with the number of SUBACKs so far: 1 is the
+/// replies', 2 the target's): exit code, stdout, stderr.
+fn send_through(
+    broker_port: u16,
+    extra: &[&str],
+    fault: impl Fn(u32, &[u8]) -> crate::support::proxy::Fault + Send + 'static,
+) -> (i32, String, String) {
+    use crate::support::proxy::{packet_type, Dir, Fault, Proxy};
+    let mut n = 0;
+    let rule = move |d: Dir, p: &[u8]| {
+        if d == Dir::Down && [3, 9].contains(&packet_type(p)) {
+            n += u32::from(packet_type(p) == 9);
+            return fault(n, p);
+        }
+        Fault::Pass
+    };
+    let proxy = Proxy::start(
+        broker_port,
+        std::sync::Arc::new(std::sync::Mutex::new(rule)),
+    );
+    let url = proxy.url();
+    let mut args = vec!["fleet", "send", "rescan", "--board", "b1", "--broker", &url];
+    args.extend_from_slice(extra);
+    run_cli(&args, &[])
+}
+
+/// Issue 28 item 4: `fleet send` waits for the SUBACK before it waits for the board: a broker
+/// that takes 4 s per SUBACK (a cluster creating a QoS 1 consumer) is not "no such board"; a
+/// refused subscription and a SUBACK that never comes are each named as what did not come.
+#[test]
+fn fleet_send_waits_for_the_suback_and_says_what_did_not_come() {
+    use crate::support::proxy::{packet_type, refuse_suback, Fault};
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let _agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
+    status_of(&c, "b1");
+    let slow = |_: u32, p: &[u8]| match packet_type(p) {
+        9 => Fault::Delay(Duration::from_secs(4)),
+        _ => Fault::Pass,
+    };
+    let (code, out, err) = send_through(broker.port, &["--wait", "30"], slow);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(" successful"), "{out}");
+    // The target's SUBACK refused: named, with the reason code.
+    let refuse = |n: u32, p: &[u8]| match (n, packet_type(p)) {
+        (2, 9) => Fault::Replace(refuse_suback(p, true, 0x87)),
+        _ => Fault::Pass,
+    };
+    let (code, _, err) = send_through(broker.port, &["--wait", "10"], refuse);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("the broker refused the subscription to the board's"),
+        "{err}"
+    );
+    assert!(err.contains("not authorized, reason code 0x87"), "{err}");
+    // No SUBACK and nothing else either: said so, not "no such board".
+    let (code, out, err) = send_through(
+        broker.port,
+        &["--wait", "3", "--board-wait", "1"],
+        |_, _| Fault::Drop,
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("did not answer the subscriptions (no SUBACK)"),
+        "{out}{err}"
+    );
+    assert!(!err.contains("no status was ever seen"), "{err}");
+    // An unknown board after a granted subscription: the board wait is named.
+    let (code, _, err) = run_cli(
+        &[
+            "fleet",
+            "send",
+            "rescan",
+            "--board",
+            "nobody",
+            "--broker",
+            &broker.url(),
+            "--board-wait",
+            "1",
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("within 1 s (--board-wait)"), "{err}");
 }
 
 /// Publishes at QoS 2 (the test client speaks QoS 1), from its own connection.

@@ -1,9 +1,10 @@
 //! The fleet link on a clustered broker: three NATS nodes (Debian 12's `nats-server` 2.9.10,
 //! JetStream, MQTT 3.1.1 on each node, routes between them) started here on free loopback
 //! ports. Boards and operator tools connect to different nodes, as a fleet behind a load
-//! balancer does. Issue 28: a command through another node is answered, also when the board's
-//! link is cut as it publishes the answer (item 1: the answer is sent again), and
-//! `command_qos = 0` still receives its commands (item 6).
+//! balancer does. Issue 28: a command through another node is answered (item 4: `fleet send`
+//! waits for the SUBACK a JetStream consumer takes seconds to give), an answer cut off by a
+//! dropped link is sent again (item 1), a board whose command subscription the cluster refuses
+//! is shown deaf (item 2), and `command_qos = 0` still receives its commands (item 6).
 
 use crate::support::brokers::{have_nats, NatsCluster};
 use crate::support::mqtt::{agent_config, Agent, Board, Client};
@@ -73,7 +74,7 @@ fn rescan(id: &str, url: &str) -> (i32, String, String) {
 }
 
 #[test]
-fn a_nats_cluster_carries_commands_and_answers_across_nodes() {
+fn a_nats_cluster_carries_commands_answers_and_deaf_boards_across_nodes() {
     if !have_nats() {
         return;
     }
@@ -122,5 +123,33 @@ fn a_nats_cluster_carries_commands_and_answers_across_nodes() {
     let (code, out, err) = rescan("b2", &cluster.url(2));
     assert_eq!(code, 0, "{out}{err}\n{}", a2.log_text());
     assert!(out.contains(" successful"), "{out}");
+    // Item 2: board `deaf` may not subscribe to its commands: the status (read on node 0) and
+    // fleet watch say so.
+    let creds = "username = \"deaf\"\npassword_file = \"/etc/npu-agent/mqtt-password\"\n";
+    let (_deaf, ad, _wd) = board_on(
+        "deaf",
+        &cluster.url(2),
+        creds,
+        &[("/etc/npu-agent/mqtt-password", "deaf\n")],
+        cluster.mqtt_ports[0],
+    );
+    let w = Client::connect(cluster.mqtt_ports[0], &["npu-fleet/deaf/status"]);
+    let s = w.wait_for(T, "deaf's status saying it hears no commands", |m| {
+        m.json()["commands"] == "not subscribed"
+    });
+    assert!(
+        s.json()["notices"]
+            .to_string()
+            .contains("refused the command subscription"),
+        "{}",
+        s.text()
+    );
+    let (code, out, err) = run_cli(&["fleet", "watch", "--once", "--broker", &cluster.url(0)]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("deaf ") && l.contains(" deaf ")),
+        "{code} {out}{err}\n{}",
+        ad.log_text()
+    );
     eprintln!("nats: all parts in {:?}", t0.elapsed());
 }

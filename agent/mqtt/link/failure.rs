@@ -88,6 +88,23 @@ pub fn v5_reason_code(c: rumqttc::v5::mqttbytes::v5::ConnectReturnCode) -> u8 {
     }
 }
 
+/// An MQTT 5 SUBACK refusal code, named.
+pub fn suback_refusal_name(code: u8) -> String {
+    let name = match code {
+        0x80 => "unspecified error",
+        0x83 => "implementation specific error",
+        0x87 => "not authorized",
+        0x8f => "topic filter invalid",
+        0x91 => "packet identifier in use",
+        0x97 => "quota exceeded",
+        0x9e => "shared subscriptions not supported",
+        0xa1 => "subscription identifiers not supported",
+        0xa2 => "wildcard subscriptions not supported",
+        _ => "refused",
+    };
+    format!("{name}, reason code 0x{code:02x}")
+}
+
 /// Reads an MQTT 5 connection error as rumqttc 0.25 reports it. What real 3.1.1-only brokers do
 /// to an MQTT 5 CONNECT arrives as: `MqttState(ConnectionAborted)` (RabbitMQ before 3.13 closes
 /// the socket), `Timeout` (amqtt never answers), `MqttState(Deserialization(Io(..)))` or

@@ -140,27 +140,23 @@ impl MqttClient {
         }
     }
 
-    /// Queues a subscription that does not deliver this client's own publishes back to it
-    /// (MQTT 5 No Local, with Retain As Published; MQTT 3.1.1 has neither and subscribes
-    /// plainly): the agent's answers on its command topics do not come back as messages to
-    /// handle.
-    pub fn try_subscribe_no_local<S: Into<String>>(
-        &self,
-        filter: S,
-        qos: QoS,
-    ) -> Result<(), String> {
+    /// Queues one SUBSCRIBE for `filters` that does not deliver this client's own publishes
+    /// back to it (MQTT 5 No Local, with Retain As Published; MQTT 3.1.1 has neither and
+    /// subscribes plainly): the agent's answers on its command topics do not come back as
+    /// messages to handle. Its SUBACK ([`LinkEvent::SubAck`]) has one code per filter, in order.
+    pub fn try_subscribe_no_local(&self, filters: &[String], qos: QoS) -> Result<(), String> {
         match self {
-            MqttClient::V5(c) => {
-                let mut f = rumqttc::v5::mqttbytes::v5::Filter::new(filter, qos);
-                f.nolocal = true;
-                // Retain As Published: a message's retain flag says whether its sender had the
-                // broker keep it (see [`MqttClient::retain_as_published`]).
-                f.preserve_retain = true;
-                c.try_subscribe_many([f]).map_err(|e| e.to_string())
-            }
-            MqttClient::V311(c) => c
-                .try_subscribe(filter, v311_qos(qos))
+            MqttClient::V5(c) => c
+                .try_subscribe_many(filters.iter().map(|f| {
+                    let mut f = rumqttc::v5::mqttbytes::v5::Filter::new(f.clone(), qos);
+                    f.nolocal = true;
+                    // Retain As Published: a message's retain flag says whether its sender had
+                    // the broker keep it (see [`MqttClient::retain_as_published`]).
+                    f.preserve_retain = true;
+                    f
+                }))
                 .map_err(|e| e.to_string()),
+            MqttClient::V311(_) => self.try_subscribe_many(filters, qos),
         }
     }
 
@@ -265,6 +261,12 @@ pub enum LinkEvent {
         after_connack: bool,
         /// How long the link waits before the next attempt, milliseconds.
         retry_in_ms: u64,
+    },
+    /// A SUBACK: one code per filter of the SUBSCRIBE it answers, in order (0 to 2: granted at
+    /// that QoS; 0x80 and up: refused, MQTT 5 reason codes; 3.1.1's refusal reads as 0x80).
+    SubAck {
+        /// The codes.
+        codes: Vec<u8>,
     },
     /// An incoming PUBLISH.
     Message {

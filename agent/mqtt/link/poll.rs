@@ -45,6 +45,23 @@ impl TaskCtx {
     }
 }
 
+/// An MQTT 5 SUBACK reason code as sent on the wire (section 3.9.3).
+fn v5_suback_code(c: &rumqttc::v5::mqttbytes::v5::SubscribeReasonCode) -> u8 {
+    use rumqttc::v5::mqttbytes::v5::SubscribeReasonCode as R;
+    match c {
+        R::Success(q) => *q as u8,
+        R::Failure | R::Unspecified => 0x80,
+        R::ImplementationSpecific => 0x83,
+        R::NotAuthorized => 0x87,
+        R::TopicFilterInvalid => 0x8f,
+        R::PkidInUse => 0x91,
+        R::QuotaExceeded => 0x97,
+        R::SharedSubscriptionsNotSupported => 0x9e,
+        R::SubscriptionIdNotSupported => 0xa1,
+        R::WildcardSubscriptionsNotSupported => 0xa2,
+    }
+}
+
 /// Applies the policy to a failure: reports it, then sleeps. `false`: stop the task.
 pub(super) async fn after_failure(
     policy: &mut Reconnect,
@@ -105,6 +122,11 @@ pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool
                     })
                     .await;
             }
+            Ok(Event::Incoming(Packet::SubAck(ack))) => {
+                let codes = ack.return_codes.iter().map(v5_suback_code).collect();
+                // Not awaited: a SUBACK lost to a full channel is taken as none (sent again).
+                let _ = tx.try_send(LinkEvent::SubAck { codes });
+            }
             Ok(Event::Incoming(Packet::Publish(p))) => {
                 let ev = LinkEvent::Message {
                     topic: String::from_utf8_lossy(&p.topic).into_owned(),
@@ -161,6 +183,17 @@ pub(super) async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskC
                         max_packet_bytes: None,
                     })
                     .await;
+            }
+            Ok(rumqttc::Event::Incoming(rumqttc::Packet::SubAck(ack))) => {
+                let codes = ack
+                    .return_codes
+                    .iter()
+                    .map(|c| match c {
+                        rumqttc::SubscribeReasonCode::Success(q) => *q as u8,
+                        rumqttc::SubscribeReasonCode::Failure => 0x80,
+                    })
+                    .collect();
+                let _ = tx.try_send(LinkEvent::SubAck { codes });
             }
             Ok(rumqttc::Event::Incoming(rumqttc::Packet::Publish(p))) => {
                 let ev = LinkEvent::Message {
