@@ -36,7 +36,12 @@ pub struct ExecJob {
     pub diagnosis: Option<Arc<Diagnosis>>,
     /// Unix seconds now (the caller's clock).
     pub now_s: i64,
+    /// Told each step of a `fix` as it starts (the daemon publishes it with `executing`).
+    pub on_step: Option<OnStep>,
 }
+
+/// Where a running `fix` tells its current step (`"2 of 4: install ..."`).
+pub type OnStep = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl ExecJob {
     /// A job for `action` at `now_s`, from a local origin, with no diagnosis yet.
@@ -48,6 +53,7 @@ impl ExecJob {
             dry_run: false,
             diagnosis: None,
             now_s,
+            on_step: None,
         }
     }
 }
@@ -205,14 +211,21 @@ impl Executor {
                 other(super::release_npu::release_npu(&self.root, model))
             }
             Action::Fix { checks, dry_run } => {
-                self.fix(job.diagnosis, &checks, dry_run || job.dry_run)
+                let on_step = job.on_step.unwrap_or_else(|| Arc::new(|_: &str| {}));
+                self.fix(job.diagnosis, &checks, dry_run || job.dry_run, on_step)
             }
         }
     }
 
     /// `fix`: plan from the diagnosis, carry it out, diagnose again (that diagnosis is returned
     /// for the status).
-    fn fix(&self, d: Option<Arc<Diagnosis>>, checks: &[String], dry_run: bool) -> Executed {
+    fn fix(
+        &self,
+        d: Option<Arc<Diagnosis>>,
+        checks: &[String],
+        dry_run: bool,
+        on_step: OnStep,
+    ) -> Executed {
         use super::fix::run::{run_fix, FixContext};
         let d = match self.diagnosis(d) {
             Ok(d) => d,
@@ -231,6 +244,7 @@ impl Executor {
                 &self.profile,
                 &self.state,
                 crate::action::now_unix_s(),
+                on_step,
             );
             let again = diagnose::diagnose(&self.root, &self.profile).ok();
             return Executed {
@@ -244,6 +258,7 @@ impl Executor {
             root: &self.root,
             state: &self.state,
             env: &env,
+            on_step: &*on_step,
         };
         let again: std::cell::RefCell<Option<Arc<Diagnosis>>> = std::cell::RefCell::new(None);
         let rediagnose = || {

@@ -231,11 +231,9 @@ fn apply(opts: &FixOptions, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Err(code) => return code,
     };
     let profile = ProfileChoice::parse(&opts.profile);
-    let done = super::cli_executor(&root, &state, profile).execute(ExecJob::new(
-        action.clone(),
-        "cli",
-        now,
-    ));
+    let mut job = ExecJob::new(action.clone(), "cli", now);
+    job.on_step = crate::action::fix::delegate::step_saver(&state);
+    let done = super::cli_executor(&root, &state, profile).execute(job);
     if done.outcome.ran {
         super::record_cli_run(&mut gate, &action, now, err);
     }

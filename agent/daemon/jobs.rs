@@ -91,7 +91,14 @@ fn spawn_action(
         }
     }
     let executor = agent.s.executor.clone();
-    let exec = exec_job(&job, d, agent.now());
+    let mut exec = exec_job(&job, d, agent.now());
+    if let Some(cmd) = job.cmd.clone() {
+        let tx = tx.clone();
+        exec.on_step = Some(Arc::new(move |step: &str| {
+            let (cmd, step) = (cmd.clone(), step.to_string());
+            let _ = tx.send(Done::Step { cmd, step });
+        }));
+    }
     let tx = tx.clone();
     spawn_blocking_job(Box::new(move || {
         let r = executor.execute(exec);
@@ -163,6 +170,11 @@ pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSen
             outcome,
             diagnosis,
         } => on_action_done(agent, &job, outcome, diagnosis, tx),
+        // Sent from the action's thread before its end, so read before it: never after the
+        // final state.
+        Done::Step { cmd, step } => {
+            agent.answer(&cmd, CmdStatus::Executing, json!({ "step": step }));
+        }
     }
 }
 

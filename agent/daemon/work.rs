@@ -1,6 +1,6 @@
 //! What the daemon's blocking work hands back ([`Done`]) and how it is started ([`Dispatch`]).
 
-use crate::action::gate::Job;
+use crate::action::gate::{CmdRef, Job};
 use crate::diagnose::Diagnosis;
 use crate::model::action::ActionOutcome;
 use std::sync::Arc;
@@ -17,6 +17,13 @@ pub(super) enum Done {
         outcome: ActionOutcome,
         /// A rescan's diagnosis: published as is, not made again.
         diagnosis: Option<Arc<Diagnosis>>,
+    },
+    /// A running command's current step (`fix`), published with its `executing` state.
+    Step {
+        /// The command.
+        cmd: CmdRef,
+        /// `"2 of 4: install hailo-h10-all=5.1.1"`.
+        step: String,
     },
 }
 

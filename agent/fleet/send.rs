@@ -62,6 +62,9 @@ pub(super) struct Lifecycle {
     reason: Option<String>,
     #[serde(default)]
     result: Option<Value>,
+    /// The step a running `fix` is at (with `executing`).
+    #[serde(default)]
+    step: Option<String>,
 }
 
 /// Sends one command and follows its lifecycle. Returns the exit code (0 only on `successful`
@@ -393,7 +396,7 @@ fn lifecycle_line(board: &str, cmd_id: &str, l: &Lifecycle) -> String {
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default()
     );
-    if let Some(r) = &l.reason {
+    if let Some(r) = l.reason.as_ref().or(l.step.as_ref()) {
         line.push_str(&format!(": {}", clean(r)));
     }
     if let (CmdStatus::Successful, Some(res)) = (l.status, &l.result) {

@@ -1032,6 +1032,13 @@ fn package_fix_from_the_fleet(g: &mut Guest, sub: &fleet::Subscriber, url: &str,
         "{res:#}"
     );
     assert_eq!(res["result"], "fixed", "{res:#}");
+    // The transient unit's steps reach the fleet as they start (`executing: N of M: ...`).
+    assert!(
+        fixed.out.lines().any(|l| l.contains(" executing: ")
+            && l.contains(" of ")
+            && l.contains("hailo-h10-all")),
+        "{fixed:?}"
+    );
     let f = status_with(sub, g, from, "hailo.package_generation", |f| {
         f["status"] == "pass"
     });

@@ -681,6 +681,14 @@ fn a_signed_fix_from_the_fleet_writes_the_option_and_an_unsigned_one_is_rejected
     let (code, out, err) = send(true);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains(" executing"), "{out}");
+    // Each step as it starts, with its place in the plan, before the final state.
+    let step = out
+        .lines()
+        .position(|l| l.contains(" executing: 1 of 2: echo 'options hailo_pci force_desc_page_size=4096' | tee /etc/modprobe.d/hailo_pci.conf"));
+    let reboot = out
+        .lines()
+        .position(|l| l.ends_with(" executing: 2 of 2: reboot"));
+    assert!(step.is_some() && step < reboot, "{out}");
     let last = out.lines().last().unwrap();
     assert!(last.contains(" successful"), "{out}");
     assert!(last.contains("\"result\":\"reboot_needed\""), "{last}");

@@ -247,7 +247,18 @@ pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
 
 /// Carries out `steps` in order under `root` with the tools of `env` (see the module).
 pub fn apply(root: &SysRoot, steps: &[Step], env: &ApplyEnv) -> ApplyOutcome {
-    apply_with(root, steps, env, &mut RealStorage)
+    apply_telling(root, steps, env, &|_| {})
+}
+
+/// [`apply`], telling `on_step` each step as it starts (`"2 of 4: install hailo-h10-all=5.1.1"`):
+/// a remote `fix` publishes it as the command's `executing` state.
+pub fn apply_telling(
+    root: &SysRoot,
+    steps: &[Step],
+    env: &ApplyEnv,
+    on_step: &dyn Fn(&str),
+) -> ApplyOutcome {
+    apply_with(root, steps, env, &mut RealStorage, on_step)
 }
 
 /// [`apply`] with the file writes going through `storage` (tests inject failures).
@@ -256,6 +267,7 @@ pub fn apply_with(
     steps: &[Step],
     env: &ApplyEnv,
     storage: &mut dyn Storage,
+    on_step: &dyn Fn(&str),
 ) -> ApplyOutcome {
     let mut out = ApplyOutcome::new(steps);
     if let Err(e) = preflight(steps, env).and_then(|()| writable(root, steps)) {
@@ -272,6 +284,9 @@ pub fn apply_with(
     }
     let mut undo: Vec<(usize, Undo)> = Vec::new();
     for (i, step) in steps.iter().enumerate() {
+        let now = format!("{} of {}: {}", i + 1, steps.len(), step.text(false));
+        tracing::info!(target: "action::fix", step = now.as_str(), "fix step");
+        on_step(&now);
         let r = run_step(root, steps, step, env, storage, &mut out.steps[i]);
         match r {
             Ok(u) => {

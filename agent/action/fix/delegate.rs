@@ -7,8 +7,11 @@
 //! The unit is a oneshot started through `systemd-run` without `--wait` or `--pipe`, which need
 //! a D-Bus daemon that minimal images lack: root's private systemd socket starts it, the start
 //! job ends when the fix has, and the report comes back through a file in the state directory
-//! (`StandardOutput=file:`).
+//! (`StandardOutput=file:`). The step it is at comes back the same way: the child saves it to
+//! `<unit>.step` in the state directory as each step starts, and the agent, polling that file,
+//! publishes it with the command's `executing`.
 
+use crate::action::executor::OnStep;
 use crate::action::state::StateDir;
 use crate::diagnose::ProfileChoice;
 use crate::model::action::ActionOutcome;
@@ -19,6 +22,11 @@ use std::time::Duration;
 
 /// Set in the transient unit, so the fix there never hands itself on again.
 const DELEGATED_ENV: &str = "NPU_FIX_DELEGATED";
+/// Set in the transient unit: the state file (a name in the state directory) the child saves
+/// its current step to.
+const STEP_ENV: &str = "NPU_FIX_STEP_FILE";
+/// How often the agent looks at the child's step file.
+const STEP_POLL: Duration = Duration::from_millis(250);
 /// The transient unit's time limit (`TimeoutStartSec=` of a oneshot): an apt run has its own.
 const UNIT_MAX_S: u64 = 1200;
 
@@ -39,6 +47,7 @@ pub fn run(
     profile: &ProfileChoice,
     state: &StateDir,
     now_s: i64,
+    on_step: OnStep,
 ) -> ActionOutcome {
     // Unique per run: a second fix in the same second (another process) never shares it.
     let unit = format!("npu-agent-fix-{now_s}-{}", std::process::id());
@@ -48,6 +57,7 @@ pub fn run(
     cmd.args(["--quiet", "--collect", "--service-type=oneshot"])
         .arg(format!("--unit={unit}"))
         .arg(format!("--setenv={DELEGATED_ENV}=1"))
+        .arg(format!("--setenv={STEP_ENV}={unit}.step"))
         .arg("--property=EnvironmentFile=-/etc/default/npu-agent")
         .arg(format!("--property=TimeoutStartSec={UNIT_MAX_S}"))
         .arg(format!("--property=StandardOutput=file:{report}"))
@@ -57,7 +67,15 @@ pub fn run(
         .arg(profile.arg())
         .args(checks);
     tracing::info!(target: "action::fix", unit, "the sandbox keeps the fix's files read-only: running it in a transient unit");
-    let done = run_with_timeout(&mut cmd, Duration::from_secs(UNIT_MAX_S + 60), |_| {});
+    let step_file = format!("{unit}.step");
+    let finished = std::sync::atomic::AtomicBool::new(false);
+    let done = std::thread::scope(|s| {
+        s.spawn(|| follow_steps(state, &step_file, &finished, &*on_step));
+        let done = run_with_timeout(&mut cmd, Duration::from_secs(UNIT_MAX_S + 60), |_| {});
+        finished.store(true, std::sync::atomic::Ordering::Relaxed);
+        done
+    });
+    let _ = std::fs::remove_file(state.board_path(&step_file));
     let mut text = [String::new(), String::new()];
     for (t, path) in text
         .iter_mut()
@@ -75,6 +93,45 @@ pub fn run(
             Value::Null,
         ),
     }
+}
+
+/// Tells `on_step` each new step the child saved to `name` in `state`, until `finished`.
+fn follow_steps(
+    state: &StateDir,
+    name: &str,
+    finished: &std::sync::atomic::AtomicBool,
+    on_step: &dyn Fn(&str),
+) {
+    let mut told = String::new();
+    while !finished.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(STEP_POLL);
+        if let Ok(Some(step)) = state.load::<String>(name) {
+            if step != told {
+                on_step(&step);
+                told = step;
+            }
+        }
+    }
+}
+
+/// In the delegated run: what saves each step to the file the agent follows (the name
+/// [`run`] set in the environment, a plain `npu-agent-fix-*.step` name in `state`); `None`
+/// outside it.
+pub fn step_saver(state: &StateDir) -> Option<OnStep> {
+    let name = std::env::var(STEP_ENV).ok()?;
+    let plain = name.starts_with("npu-agent-fix-")
+        && name.ends_with(".step")
+        && !name.contains('/')
+        && !name.contains("..");
+    if !plain || std::env::var_os(DELEGATED_ENV).is_none() {
+        return None;
+    }
+    let state = state.clone();
+    Some(std::sync::Arc::new(move |step: &str| {
+        if let Err(e) = state.save(&name, &step) {
+            tracing::warn!(target: "action::fix", error = %e, "the current step could not be saved for the agent");
+        }
+    }))
 }
 
 /// The outcome from the child's output: its last JSON document is the report (the plan comes
@@ -134,6 +191,39 @@ mod tests {
         );
         let o = outcome("not json", "", "u3");
         assert!(o.message.ends_with("no report"), "{o:?}");
+    }
+
+    #[test]
+    fn each_step_the_child_saves_is_told_once() {
+        use std::sync::{atomic::AtomicBool, Mutex};
+        let tmp = tempfile::tempdir().unwrap();
+        let root = crate::root::SysRoot::new(tmp.path());
+        let state = StateDir::default_for(&root);
+        std::fs::create_dir_all(root.join(&state.board_path("")).unwrap()).unwrap();
+        let name = "npu-agent-fix-1-2.step";
+        let told = Mutex::new(Vec::<String>::new());
+        let finished = AtomicBool::new(false);
+        let wait_for = |n: usize| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while told.lock().unwrap().len() < n && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                follow_steps(&state, name, &finished, &|t| {
+                    told.lock().unwrap().push(t.to_string())
+                })
+            });
+            state.save(name, &"1 of 2: a").unwrap();
+            wait_for(1);
+            // The same step saved again is not told twice.
+            state.save(name, &"1 of 2: a").unwrap();
+            state.save(name, &"2 of 2: b").unwrap();
+            wait_for(2);
+            finished.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert_eq!(*told.lock().unwrap(), ["1 of 2: a", "2 of 2: b"]);
     }
 
     #[test]

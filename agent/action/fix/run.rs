@@ -5,7 +5,7 @@
 //! The executor ([`crate::action::executor`]) is the only caller; the command line and the
 //! remote command both reach this through it.
 
-use super::apply::{apply, ApplyEnv, ApplyOutcome, ApplyResult};
+use super::apply::{apply_telling, ApplyEnv, ApplyOutcome, ApplyResult};
 use super::plan::{plan, FixPlan, Outcome};
 use crate::action::reboot::{RebootState, REBOOT_FILE};
 use crate::action::state::StateDir;
@@ -171,6 +171,8 @@ pub struct FixContext<'a> {
     pub state: &'a StateDir,
     /// The tools the steps may use.
     pub env: &'a ApplyEnv,
+    /// Told each step as it starts ([`super::apply::apply_telling`]).
+    pub on_step: &'a dyn Fn(&str),
 }
 
 /// Plans the fix of `checks` (every fired finding when empty) from `findings`; unless
@@ -206,7 +208,7 @@ pub fn run_fix(
         r.message = why;
         return r;
     }
-    let outcome = apply(cx.root, &unique_steps(&r.plan), cx.env);
+    let outcome = apply_telling(cx.root, &unique_steps(&r.plan), cx.env, cx.on_step);
     let (result, error, reboot) = (outcome.result, outcome.error.clone(), outcome.reboot_needed);
     r.applied = Some(outcome);
     match result {

@@ -45,12 +45,45 @@ fn board() -> Board {
 }
 
 fn fix(b: &Board, findings: &[Finding], dry_run: bool, after: Status) -> FixReport {
+    fix_telling(b, findings, dry_run, after, &|_| {})
+}
+
+fn fix_telling(
+    b: &Board,
+    findings: &[Finding],
+    dry_run: bool,
+    after: Status,
+    on_step: &dyn Fn(&str),
+) -> FixReport {
     let cx = FixContext {
         root: &b.root,
         state: &b.state,
         env: &b.env,
+        on_step,
     };
     run_fix(&cx, findings, &[], dry_run, &|| Ok(vec![binding(after)]))
+}
+
+#[test]
+fn each_step_is_told_as_it_starts_and_a_dry_run_tells_none() {
+    let b = board();
+    let told = std::cell::RefCell::new(Vec::<String>::new());
+    let tell = |s: &str| {
+        // The file step is told before it writes: its file is not there yet.
+        told.borrow_mut()
+            .push(format!("{s} [written: {}]", conf(&b).is_some()));
+    };
+    fix_telling(&b, &[binding(Status::Fail)], true, Status::Fail, &tell);
+    assert!(told.borrow().is_empty());
+    let r = fix_telling(&b, &[binding(Status::Fail)], false, Status::Fail, &tell);
+    assert_eq!(r.result, FixResult::RebootNeeded, "{}", r.message);
+    assert_eq!(
+        *told.borrow(),
+        [
+            "1 of 2: echo 'options hailo_pci force_desc_page_size=4096' | tee /etc/modprobe.d/hailo_pci.conf [written: false]",
+            "2 of 2: reboot [written: true]",
+        ]
+    );
 }
 
 fn conf(b: &Board) -> Option<String> {
