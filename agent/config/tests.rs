@@ -161,18 +161,17 @@ fn bad_values_are_refused() {
         .unwrap_err()
         .message
         .contains("format_disk"));
-    // `fix` changes packages and units: never accepted unsigned, whatever the config says.
+    // `fix` unsigned is the operator's opt-in (never the default): accepted when listed.
     let d = tree(&[(
         "/etc/npu-agent/agent.toml",
         "[security]\nallow_unsigned = [\"rescan\", \"fix\"]\n",
     )]);
-    let e = load(&SysRoot::new(d.path()), None, &[])
-        .unwrap_err()
-        .message;
-    assert!(
-        e.contains("\"fix\" installs packages and restarts units; it is accepted signed only"),
-        "{e}"
-    );
+    let (c, _) = load(&SysRoot::new(d.path()), None, &[]).unwrap();
+    assert_eq!(c.security.allow_unsigned, ["rescan", "fix"]);
+    assert!(!Config::default()
+        .security
+        .allow_unsigned
+        .contains(&"fix".into()));
     let d = tree(&[(
         "/etc/npu-agent/agent.toml",
         "[mqtt]\nkeep_alive_s = \"soon\"\n",

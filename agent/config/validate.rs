@@ -184,25 +184,10 @@ impl Config {
         Ok(())
     }
 
-    /// [`Self::check_bounds`], [`Self::check_names`] and [`Self::check_signed_only`] in turn.
+    /// [`Self::check_bounds`] and [`Self::check_names`] in turn.
     fn check_fields(&self) -> Result<(), String> {
         self.check_bounds()?;
-        self.check_names()?;
-        self.check_signed_only()
-    }
-
-    /// `fix` installs packages and restarts units: it is never accepted unsigned.
-    ///
-    /// Errors: the reason, naming the key.
-    fn check_signed_only(&self) -> Result<(), String> {
-        if self.security.allow_unsigned.iter().any(|a| a == "fix") {
-            return Err(
-                "security.allow_unsigned: \"fix\" installs packages and restarts \
-                        units; it is accepted signed only"
-                    .into(),
-            );
-        }
-        Ok(())
+        self.check_names()
     }
 
     /// Names that become topic levels: no control character (MQTT forbids U+0000 in a topic),

@@ -68,6 +68,15 @@ pub fn on_message(ctx: HaContext<'_>, topic: &str, payload: &[u8]) -> HaMessage 
             false => HaMessage::Handled,
         };
     }
+    if topic == button_topic(&ctx, "fix") {
+        return match press {
+            true => HaMessage::Press(Action::Fix {
+                checks: Vec::new(),
+                dry_run: false,
+            }),
+            false => HaMessage::Handled,
+        };
+    }
     if topic.starts_with(&format!("{}/{}/ha/", ctx.topic_root, ctx.board)) {
         return HaMessage::Handled;
     }
@@ -95,6 +104,18 @@ mod tests {
         assert_eq!(
             on_message(ctx(), "npu-fleet/b1/ha/rescan", b"PRESS"),
             HaMessage::Press(Action::Rescan)
+        );
+        // Every firing finding's planned fix.
+        assert_eq!(
+            on_message(ctx(), "npu-fleet/b1/ha/fix", b"PRESS"),
+            HaMessage::Press(Action::Fix {
+                checks: Vec::new(),
+                dry_run: false
+            })
+        );
+        assert_eq!(
+            on_message(ctx(), "npu-fleet/b1/ha/fix", b"press"),
+            HaMessage::Handled
         );
         assert_eq!(
             on_message(ctx(), "homeassistant/status", b"online"),

@@ -704,3 +704,51 @@ fn a_signed_fix_from_the_fleet_writes_the_option_and_an_unsigned_one_is_rejected
     assert!(out.contains("rejected: no automatic fix"), "{out}");
     assert_eq!(board.read(conf).unwrap_or_default(), written);
 }
+
+/// `fix` from Home Assistant: a board whose config lists `fix` unsigned (the operator's opt-in,
+/// never the default) announces a fix button, and its press writes the module option through
+/// the gate and the executor; the default config announces none.
+#[test]
+fn a_fix_button_where_the_config_allows_unsigned_fixes_and_its_press_fixes() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let broker = Broker::start();
+    let conf = "/etc/modprobe.d/hailo_pci.conf";
+    for (id, allow) in [("h0", "\"rescan\""), ("h1", "\"rescan\", \"fix\"")] {
+        let board = Board::from_fixture("own-pi5-hailo8-16k-pages-max-desc-page-size", id, "");
+        board.write(
+            "/etc/npu-agent/agent.toml",
+            &agent_config(
+                &broker.url(),
+                id,
+                &format!(
+                    "[security]\nallow_unsigned = [{allow}]\n\n[home_assistant]\nenabled = true\n"
+                ),
+            ),
+        );
+        let discovery = format!("homeassistant/device/{id}/config");
+        let c = Client::connect(broker.port, &[&discovery]);
+        let _agent = Agent::start(&board);
+        let d = c.wait_for(T, "discovery", |m| m.topic == discovery).json();
+        let button = &d["cmps"][format!("{id}_fix")];
+        if id == "h0" {
+            assert!(button.is_null(), "{d:#}");
+            assert!(!d["cmps"][format!("{id}_rescan")].is_null(), "{d:#}");
+            continue;
+        }
+        let topic = format!("npu-fleet/{id}/ha/fix");
+        assert_eq!(button["command_topic"], topic.as_str(), "{d:#}");
+        assert_eq!(board.read(conf), None);
+        c.publish(&topic, b"PRESS", false);
+        let t0 = std::time::Instant::now();
+        while !board
+            .read(conf)
+            .unwrap_or_default()
+            .contains("options hailo_pci force_desc_page_size=4096")
+        {
+            assert!(t0.elapsed() < T, "the fix button did nothing");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}

@@ -1,8 +1,9 @@
 //! A `fix` the service's own sandbox cannot carry out (`ProtectSystem=strict` keeps `/etc`,
 //! `/usr` and `/var/lib/dpkg` read-only to it) runs as `npu-agent fix --yes --json` in a
 //! transient systemd unit outside the sandbox, as a reboot goes through `systemctl reboot`. The
-//! sandbox bounds what the agent does by itself; a verified, signed `fix` command is the
-//! authority for this one step out of it.
+//! sandbox bounds what the agent does by itself; a `fix` the gate admitted (signed, or unsigned
+//! where the operator listed `fix` in `allow_unsigned`) is the authority for this one step out
+//! of it.
 //!
 //! The unit is a oneshot started through `systemd-run` without `--wait` or `--pipe`, which need
 //! a D-Bus daemon that minimal images lack: root's private systemd socket starts it, the start

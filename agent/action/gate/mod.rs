@@ -331,9 +331,10 @@ impl Gate {
     }
 
     /// Actions a Home Assistant button may offer: the unsigned allow-list, less what this board
-    /// refuses, among `compact` and `rescan`.
+    /// refuses, among `compact`, `rescan` and `fix` (every firing finding's planned fix; only
+    /// where the config lists `fix`, which it does not by default).
     pub fn button_actions(&self) -> Vec<&'static str> {
-        ["compact", "rescan"]
+        ["compact", "rescan", "fix"]
             .into_iter()
             .filter(|a| self.policy.allow_unsigned.iter().any(|u| u == a))
             .filter(|a| !self.policy.refused.contains_key(*a))

@@ -457,6 +457,27 @@ fn hostile_commands_are_rejected_with_reasons() {
     assert!(g.ledger.commands.is_empty());
 }
 
+/// A fix button only where the config lists `fix` unsigned; a press is admitted then, and the
+/// same press is refused without it (the gate decides, not the button's presence).
+#[test]
+fn a_fix_button_and_its_press_only_where_fix_is_allowed_unsigned() {
+    let fix = Action::Fix {
+        checks: Vec::new(),
+        dry_run: false,
+    };
+    let mut g = Gate::new(policy(), None, 600);
+    assert_eq!(g.button_actions(), ["compact", "rescan"]);
+    let why = g
+        .admit_local(Origin::HomeAssistant, fix.clone(), NOW)
+        .unwrap_err();
+    assert!(why.contains("fix"), "{why}");
+    let mut p = policy();
+    p.allow_unsigned.push("fix".into());
+    let mut g = Gate::new(p, None, 600);
+    assert_eq!(g.button_actions(), ["compact", "rescan", "fix"]);
+    assert!(g.admit_local(Origin::HomeAssistant, fix, NOW).is_ok());
+}
+
 /// `[actions] disabled` refuses the action for every origin, and a profile's refusals set
 /// after a diagnosis do not wipe it.
 #[test]
