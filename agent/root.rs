@@ -11,6 +11,8 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Component, Path, PathBuf};
 
 mod paths;
+mod pin;
+pub use pin::{PinnedDir, WriteTarget};
 
 /// Most bytes read from one file (16 MiB). Larger files are refused with
 /// [`ReadErrorKind::TooLarge`]; logs are read from their tail with [`SysRoot::read_tail`].

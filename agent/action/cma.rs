@@ -592,7 +592,7 @@ fn new_record(root: &SysRoot, r: &CmaSetReport, size: &CmaSize, now_unix_s: i64)
 /// Errors: the first write that failed (that file is unchanged or complete).
 fn write_changes(
     storage: &mut dyn Storage,
-    hosts: &[std::path::PathBuf],
+    hosts: &[crate::root::WriteTarget],
     originals: &[String],
     changes: &mut [FileChange],
 ) -> Result<(), String> {
@@ -600,7 +600,8 @@ fn write_changes(
         if !c.edit.changed {
             continue;
         }
-        let host = &hosts[i];
+        // Every step through the file's directory as opened when the edit was planned.
+        let host = &hosts[i].path();
         // Under the lock: temp files beside it are leftovers of a cut-off edit (or planted).
         super::atomic::remove_stale_temps(host);
         let mode = existing_mode(host).unwrap_or(DEFAULT_MODE);
@@ -616,6 +617,7 @@ fn write_changes(
                 c.backup = w.backup.map(|_| format!("{}{BACKUP_SUFFIX}", c.path));
             }
             Err(e) => {
+                let e = hosts[i].unpin(e);
                 let msg = format!(
                     "{}: {e}; the file is unchanged or complete, the backup is beside it",
                     c.path
@@ -667,13 +669,17 @@ fn confirm_unverified(root: &SysRoot, state: &StateDir, size: &CmaSize, r: &mut 
     }
 }
 
-/// Host paths of the files to write; refuses a read-only file (no write bit in its mode).
-fn host_paths(root: &SysRoot, changes: &[FileChange]) -> Result<Vec<std::path::PathBuf>, String> {
+/// The files to write, their directories pinned; refuses a read-only file (no write bit in its
+/// mode).
+fn host_paths(
+    root: &SysRoot,
+    changes: &[FileChange],
+) -> Result<Vec<crate::root::WriteTarget>, String> {
     let mut hosts = Vec::new();
     for c in changes {
-        let host = root.write_path(&c.path).map_err(|e| e.to_string())?;
+        let host = root.write_target(&c.path).map_err(|e| e.to_string())?;
         if c.edit.changed {
-            if let Ok(m) = std::fs::metadata(&host) {
+            if let Ok(m) = std::fs::metadata(host.path()) {
                 let mode = m.permissions().mode() & 0o7777;
                 if mode & 0o222 == 0 {
                     return Err(format!(

@@ -155,8 +155,10 @@ impl StateDir {
         let path = self.board_path(name);
         text.push('\n');
         self.root.create_dir_all(&self.dir)?;
-        // The entry itself: a symlink at a state file is replaced by the rename, never followed.
-        let host = self.root.entry_path(&path)?;
+        // The entry itself: a symlink at a state file is replaced by the rename, never followed;
+        // every step goes through the directory opened once (a swapped directory cannot move it).
+        let target = self.root.entry_target(&path)?;
+        let host = target.path();
         let is_link = host
             .symlink_metadata()
             .is_ok_and(|m| m.file_type().is_symlink());
@@ -164,7 +166,7 @@ impl StateDir {
             true => STATE_FILE_MODE,
             false => existing_mode(&host).unwrap_or(STATE_FILE_MODE),
         };
-        write_atomic(storage, &host, text.as_bytes(), None, mode)?;
+        write_atomic(storage, &host, text.as_bytes(), None, mode).map_err(|e| target.unpin(e))?;
         Ok(())
     }
 }

@@ -37,7 +37,8 @@ pub(super) fn apply(
     let mut done: Vec<Written> = Vec::new();
     for w in writes {
         let step = (|| -> Result<(), String> {
-            let host = root.write_path(&w.path).map_err(|e| e.to_string())?;
+            let target = root.write_target(&w.path).map_err(|e| e.to_string())?;
+            let host = target.path();
             let old = match std::fs::read(&host) {
                 Ok(b) => Some((
                     b,
@@ -47,19 +48,14 @@ pub(super) fn apply(
                 Err(e) => return Err(io_msg(&w.path, e)),
             };
             if let Err(e) = write_atomic(storage, &host, &w.bytes, None, w.mode) {
+                let e = target.unpin(e);
                 if e.step == crate::action::atomic::Step::DirSync {
                     // Renamed already, durability unconfirmed: it counts as written.
-                    done.push(Written {
-                        host: host.clone(),
-                        old,
-                    });
+                    done.push(Written { target, old });
                 }
                 return Err(e.to_string());
             }
-            done.push(Written {
-                host: host.clone(),
-                old,
-            });
+            done.push(Written { target, old });
             // A replaced file keeps no looser mode than asked (the umask may only tighten it).
             let m = crate::action::atomic::existing_mode(&host).unwrap_or(w.mode);
             if m & !w.mode != 0 {
@@ -76,15 +72,17 @@ pub(super) fn apply(
     Ok(())
 }
 
-/// A file [`apply`] wrote: its host path, and its previous content and mode (`None`: it was new).
+/// A file [`apply`] wrote: where (its directory pinned), and its previous content and mode
+/// (`None`: it was new).
 pub(super) struct Written {
-    host: PathBuf,
+    target: crate::root::WriteTarget,
     old: Option<(Vec<u8>, u32)>,
 }
 
 /// Puts back what [`apply`] replaced, newest first (best effort: a dead disk cannot).
 pub(super) fn rollback(storage: &mut dyn Storage, done: &[Written]) {
-    for Written { host, old } in done.iter().rev() {
+    for Written { target, old } in done.iter().rev() {
+        let host = &target.path();
         match old {
             Some((bytes, mode)) => {
                 let _ = write_atomic(storage, host, bytes, None, *mode);

@@ -161,3 +161,25 @@ fn tail_starts_at_a_line_boundary() {
         "aaaa\nbbbb\ncccc\n"
     );
 }
+
+/// A pinned write target reaches the directory opened, even after that directory is renamed,
+/// and shows the host path it stood for in messages.
+#[test]
+fn a_pinned_target_follows_its_directory_not_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("var/lib/x")).unwrap();
+    let root = SysRoot::new(tmp.path());
+    let t = root.write_target("/var/lib/x/state.json").unwrap();
+    let real = std::fs::canonicalize(tmp.path()).unwrap();
+    assert_eq!(t.shown(), real.join("var/lib/x/state.json"));
+    assert!(t.path().starts_with("/proc/self/fd/"), "{:?}", t.path());
+    std::fs::rename(tmp.path().join("var/lib/x"), tmp.path().join("var/lib/y")).unwrap();
+    std::fs::write(t.path(), "{}").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("var/lib/y/state.json")).unwrap(),
+        "{}"
+    );
+    assert!(!tmp.path().join("var/lib/x").exists());
+    // A missing directory is an error now, not at the write.
+    assert!(root.write_target("/var/lib/x/state.json").is_err());
+}

@@ -41,7 +41,13 @@ impl BootEditLock {
             .create_dir_all(dir.trim_end_matches('/'))
             .map_err(|e| format!("cannot create the state directory: {e}"))?;
         let path = state.board_path(BOOT_EDIT_LOCK_FILE);
-        let host = state.root().write_path(&path).map_err(|e| e.to_string())?;
+        // Opened through its directory's handle: a directory swapped on the path meanwhile
+        // cannot move the lock out of the tree.
+        let target = state
+            .root()
+            .write_target(&path)
+            .map_err(|e| e.to_string())?;
+        let host = target.path();
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

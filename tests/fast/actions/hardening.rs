@@ -277,3 +277,83 @@ fn planted_fifos_are_refused_not_waited_on() {
     });
     assert!(d.unwrap().contains("/proc/meminfo"));
 }
+
+/// Issue 26 item 7: `boot` and the state directory exchanged with symlinks to host directories
+/// (`renameat2(RENAME_EXCHANGE)`, over and over) while `cma set` and state saves run. A write
+/// may fail, but none lands outside the tree: each goes through its directory as opened once.
+#[test]
+fn directories_swapped_for_links_mid_write_never_send_a_write_out_of_the_root() {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let t = rk3588_tree(ENV, CMDLINE, 262_144);
+    let root = t.root();
+    let d = diagnose(&root, &ProfileChoice::Auto).unwrap();
+    std::fs::create_dir_all(t.host("/var/lib/npu-agent")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let mut pairs = Vec::new();
+    for (dir, name) in [("/boot", "boot"), ("/var/lib/npu-agent", "state")] {
+        // The host directory the link points at holds the same file names, so a write that
+        // follows the link by path succeeds there, and shows.
+        let host_dir = outside.path().join(name);
+        std::fs::create_dir_all(&host_dir).unwrap();
+        std::fs::write(host_dir.join("armbianEnv.txt"), ENV).unwrap();
+        let swap = t.host(&format!("{dir}.swap"));
+        symlink(&host_dir, &swap).unwrap();
+        pairs.push((t.host(dir), swap));
+    }
+    let stop = AtomicBool::new(false);
+    let swaps = AtomicUsize::new(0);
+    let (mut attempts, mut written) = (0, 0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                for (a, b) in &pairs {
+                    if renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).is_ok() {
+                        swaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                // Gaps between the exchanges (this thread's pace, not a wait of the test):
+                // writes also start and finish between them.
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+        });
+        let st = StateDir::default_for(&root);
+        for i in 0..400 {
+            attempts += 1;
+            let size = if i % 2 == 0 { "512M" } else { "768M" };
+            if set_on(&root, &d, size).outcome == CmaSetOutcome::Written {
+                written += 1;
+            }
+            let _ = st.save("commands.json", &serde_json::json!({ "i": i }));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    // Put the tree back as it was (an even number of exchanges each).
+    for (a, b) in &pairs {
+        if std::fs::symlink_metadata(a)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+        {
+            renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).unwrap();
+        }
+    }
+    assert!(swaps.load(Ordering::Relaxed) > 20, "the swapper ran");
+    println!(
+        "race: {attempts} cma set runs, {written} written, {} swaps",
+        swaps.load(Ordering::Relaxed)
+    );
+    for name in ["boot", "state"] {
+        let dir = outside.path().join(name);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["armbianEnv.txt"], "{name}: written outside the root");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("armbianEnv.txt")).unwrap(),
+            ENV
+        );
+    }
+}

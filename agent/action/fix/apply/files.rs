@@ -235,7 +235,9 @@ fn write_file(
     path: &str,
     created_dir: Option<String>,
 ) -> Result<(FileChange, Undo), String> {
-    let host = root.write_path(path).map_err(|e| e.to_string())?;
+    // Every step through the file's directory as opened now (a swapped directory cannot move it).
+    let target = root.write_target(path).map_err(|e| e.to_string())?;
+    let host = target.path();
     let old = match root.read(path) {
         Ok(b) => Some(b),
         Err(e) if e.is_not_found() && !matches!(step, Step::BootKey { .. }) => None,
@@ -289,7 +291,12 @@ fn write_file(
         old.as_deref(),
         mode,
     )
-    .map_err(|e| format!("{path}: {e}; the file is unchanged or complete"))?;
+    .map_err(|e| {
+        format!(
+            "{path}: {}; the file is unchanged or complete",
+            target.unpin(e)
+        )
+    })?;
     if old.is_some() {
         change.backup = Some(format!("{path}{BACKUP_SUFFIX}"));
     }
@@ -354,13 +361,14 @@ pub fn undo_file(root: &SysRoot, storage: &mut dyn Storage, undo: &Undo) -> Resu
             let current = root.read(&undo.path).ok();
             if current.as_deref() != Some(old.as_slice()) {
                 let r = root
-                    .write_path(&undo.path)
+                    .write_target(&undo.path)
                     .map_err(|e| e.to_string())
-                    .and_then(|host| {
+                    .and_then(|target| {
+                        let host = target.path();
                         let mode = existing_mode(&host).unwrap_or(DEFAULT_MODE);
                         write_atomic(storage, &host, old, None, mode)
                             .map(|_| ())
-                            .map_err(|e| e.to_string())
+                            .map_err(|e| target.unpin(e).to_string())
                     });
                 if let Err(e) = r {
                     errors.push(format!("{}: {e}", undo.path));
