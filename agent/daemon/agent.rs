@@ -108,6 +108,8 @@ pub(super) struct Agent {
     pub sweep: super::sweep::Sweep,
     /// Where the command subscription stands on this connection (its SUBACK read).
     pub subscription: super::subscribe::Subscription,
+    /// Commands left `executing` at start, answered `failed` once the broker had its say.
+    pub interrupted: super::interrupted::Interrupted,
     /// The first recent connection drop right after a full status (a second within a minute
     /// chooses the compact form).
     pub last_full_drop: Option<Instant>,
@@ -182,6 +184,7 @@ impl Agent {
             taken_over: None,
             last_full_drop: None,
             subscription: Default::default(),
+            interrupted: Default::default(),
             sweep: Default::default(),
             compact_for_drop: false,
             connected_since: None,

@@ -251,6 +251,9 @@ fn on_message(
     let Some(t) = topics::parse_command(&agent.s.topic_root, topic) else {
         return;
     };
+    if retain {
+        super::interrupted::on_retained(agent, &t, payload);
+    }
     if retain && super::sweep::stale_answer(agent, &t, payload) {
         return;
     }

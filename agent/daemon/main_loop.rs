@@ -10,7 +10,6 @@ use super::{CHECK_PERIOD_MAX_S, HOUSEKEEPING_BUSY, HOUSEKEEPING_IDLE};
 use crate::mqtt::link::{Link, LinkEvent};
 use crate::mqtt::topics;
 use rumqttc::v5::mqttbytes::QoS;
-use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,11 +29,13 @@ pub(super) fn settle_on_start(agent: &mut Agent) {
         // The operator's choice (off by default), said once per start where the journal keeps it.
         tracing::warn!("security.allow_unsigned lists fix: whoever may publish on this board's command or Home Assistant topics can run the fixes its findings plan (package swaps, unit limits, boot keys)");
     }
-    // Commands a crash left `executing`: finished as failed (published on connect).
-    for (c, e) in agent.gate.finish_interrupted() {
-        tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, "command interrupted by an agent restart: failed");
-        agent.answer(&c, e.status, json!({"reason": e.reason}));
+    // Commands a crash left `executing`: finished as failed, published once the broker's
+    // retained records are in (a final answer it holds is kept instead).
+    let interrupted = agent.gate.finish_interrupted();
+    for (c, _) in &interrupted {
+        tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, "command interrupted by an agent restart: failed, unless the broker holds its answer");
     }
+    agent.interrupted = super::interrupted::Interrupted::new(interrupted);
     // A reboot asked for before this start: did the board really reboot? And is a boot-file
     // edit now in effect?
     reconcile_reboot(agent, crate::action::reboot::ReconcileWhen::Start);
@@ -131,6 +132,7 @@ fn housekeeping(agent: &mut Agent, watchdog: Option<Duration>, last_watchdog: &m
     }
     restart_stalled_link(agent);
     super::subscribe::retry_due(agent);
+    super::interrupted::answer_due(agent);
     super::sweep::clear_due(agent);
     if agent.taken_over.is_some()
         && agent

@@ -8,6 +8,7 @@
 
 mod agent;
 pub mod clock;
+mod interrupted;
 mod jobs;
 mod link;
 mod main_loop;

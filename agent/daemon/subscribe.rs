@@ -144,6 +144,7 @@ pub(super) fn on_suback(agent: &mut Agent, codes: &[u8]) {
         agent.subscription = refused_at(code, attempt, wait);
     } else {
         agent.subscription = Subscription::Granted;
+        agent.interrupted.granted(Instant::now());
     }
     if let Some(code) = codes.iter().skip(2).find(refused) {
         let why = format!(

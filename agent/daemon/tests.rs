@@ -28,7 +28,11 @@ struct Rig {
 /// An agent for board `b1` on an empty board tree (with a `boot_id`), reboots allowed and
 /// accepted unsigned, nothing connected: every answer stays in the outbox.
 fn rig() -> Rig {
-    let dir = tempfile::tempdir().unwrap();
+    rig_in(tempfile::tempdir().unwrap())
+}
+
+/// [`rig`] on the board tree `dir` (a restart: the state directory of an earlier rig).
+fn rig_in(dir: tempfile::TempDir) -> Rig {
     let boot_id = dir.path().join("proc/sys/kernel/random");
     std::fs::create_dir_all(&boot_id).unwrap();
     std::fs::write(boot_id.join("boot_id"), "boot-1\n").unwrap();
@@ -206,6 +210,54 @@ fn a_duplicate_cmd_id_is_answered_from_the_ledger() {
     assert_eq!(a[0].1["status"], "successful");
     assert!(a[0].1["replay_rejected"].is_string(), "{a:?}");
     assert!(r.started().is_empty());
+}
+
+/// Issue 26 item 10: the ledger still says `executing` after a restart (the final state was
+/// published, but a full state directory kept the ledger from recording it). The broker's
+/// retained final answer is kept, not overwritten with `failed: agent restarted`; a command
+/// the broker holds no answer for is failed once the retained records had their time.
+#[test]
+fn a_final_answer_the_broker_holds_survives_a_restart_the_ledger_missed() {
+    let mut r = rig();
+    r.command("compact", "c1", json!({}));
+    let _ = r.started();
+    r.command("rescan", "c2", json!({}));
+    let _ = r.answers();
+    // Restart: the same state directory, both commands still `executing` in the ledger.
+    let dir = std::mem::replace(&mut r._dir, tempfile::tempdir().unwrap());
+    drop(r);
+    let mut r = rig_in(dir);
+    super::main_loop::settle_on_start(&mut r.agent);
+    assert!(
+        r.answers().is_empty(),
+        "nothing before the broker had its say"
+    );
+    let retained = LinkEvent::Message {
+        topic: "npu-fleet/b1/cmd/compact/c1".into(),
+        payload:
+            br#"{"status":"successful","board":"b1","action":"compact","cmd_id":"c1","result":{}}"#
+                .to_vec(),
+        retain: true,
+        ack: None,
+    };
+    handle_link(&mut r.agent, retained, &r.tx);
+    // The commands subscription granted a while ago: the wait is over.
+    r.agent.connected = true;
+    r.agent.subscription = super::subscribe::Subscription::Granted;
+    let past = std::time::Instant::now() - super::interrupted::RETAINED_GRACE;
+    r.agent.interrupted.granted(past);
+    super::interrupted::answer_due(&mut r.agent);
+    let a = r.answers();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].0, "npu-fleet/b1/cmd/rescan/c2");
+    assert_eq!(a[0].1["status"], "failed");
+    assert_eq!(a[0].1["reason"], "agent restarted");
+    // The ledger took the broker's answer: a replay of c1 is answered `successful`.
+    r.clock.advance(5);
+    r.command("compact", "c1", json!({"drop_caches": true}));
+    let a = r.answers();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].1["status"], "successful", "{a:?}");
 }
 
 #[test]

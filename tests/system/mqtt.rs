@@ -1546,6 +1546,51 @@ fn no_planted_secret_leaves_the_board() {
     );
 }
 
+/// Issue 26 item 10: the agent published `successful`, but a full state directory kept the
+/// ledger from recording it; after a restart the ledger says `executing`. The broker's retained
+/// `successful` stays (it is not overwritten with `failed: agent restarted`), while a command
+/// the broker holds no answer for is still failed.
+#[test]
+fn a_final_answer_the_ledger_could_not_record_is_kept_after_a_restart() {
+    let Some((broker, board)) = setup("b1", "") else {
+        return;
+    };
+    let (n, k) = (now_s(), now_s() + 120);
+    let entry = |action: &str| {
+        format!(
+            r#"{{"action":"{action}","signed":false,"accepted_unix_s":{n},"keep_until_unix_s":{k},"payload_hash":1,"status":"executing"}}"#
+        )
+    };
+    board.write(
+        "/var/lib/npu-agent/commands.json",
+        &format!(
+            r#"{{"schema":2,"commands":{{"lost-1":{},"crashed-2":{}}},"last_run":{{}}}}"#,
+            entry("rescan"),
+            entry("compact")
+        ),
+    );
+    let c = Client::connect(broker.port, &["npu-fleet/b1/cmd/#"]);
+    let time = String::from_utf8(
+        std::process::Command::new("date")
+            .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let answer = format!(
+        r#"{{"status":"successful","board":"b1","action":"rescan","cmd_id":"lost-1","time":"{}","result":{{}}}}"#,
+        time.trim()
+    );
+    c.publish("npu-fleet/b1/cmd/rescan/lost-1", answer.as_bytes(), true);
+    let _agent = Agent::start(&board);
+    let r = lifecycle(&c, "npu-fleet/b1/cmd/compact/crashed-2", "failed");
+    assert_eq!(r["reason"], "agent restarted", "{r}");
+    let probe = Client::connect(broker.port, &["npu-fleet/b1/cmd/rescan/lost-1"]);
+    let kept = probe.wait_for(T, "lost-1's record", |m| m.topic.ends_with("/lost-1"));
+    assert_eq!(kept.json()["status"], "successful", "{}", kept.text());
+}
+
 /// Command-path attacks against a real broker (items 1, 2, 5 and 8 of the hardening issue):
 /// a captured signed `init` replayed after an unsigned flood never runs again; a command that
 /// never expires is refused; every message of a flood gets a final state and a signed command

@@ -144,6 +144,28 @@ impl Gate {
         }
     }
 
+    /// An interrupted command (finished `failed: agent restarted` on start) whose final answer
+    /// the broker holds: the ledger takes that answer (the record the state directory could not
+    /// save).
+    pub fn adopt_final(&mut self, cmd: &CmdRef, status: CmdStatus, reason: Option<String>) {
+        let restarted = |e: &LedgerEntry| {
+            e.action == cmd.action
+                && e.status == CmdStatus::Failed
+                && e.reason.as_deref() == Some("agent restarted")
+        };
+        let key = [true, false]
+            .map(|signed| ledger_key(&cmd.cmd_id, signed))
+            .into_iter()
+            .find(|k| self.ledger.commands.get(k).is_some_and(restarted));
+        if let Some(e) = key.and_then(|k| self.ledger.commands.get_mut(&k)) {
+            e.status = status;
+            e.reason = reason;
+            if let Err(e) = self.persist() {
+                tracing::error!(error = %e, "cannot save the command ledger");
+            }
+        }
+    }
+
     /// Records the settled reboot `cmd_id` (its result is known after the reboot).
     pub fn settle_reboot(&mut self, cmd_id: &str, ok: bool, detail: &str) {
         // The reboot's own record: an unsigned message may have reused a signed id.
