@@ -1,8 +1,9 @@
 //! Ed25519 keys for signed commands. Signing and verifying go through `ring`, the Ed25519 that
 //! rustls already links for TLS, so the binary carries one implementation, not two. Verifying
 //! follows `verify_strict` (RFC 8032's canonical `S < L`, which `ring` checks, plus no small-order
-//! key or `R`, which `curve25519-dalek` decides). Keys are read and written with the `ed25519`
-//! crate's PKCS#8 / SPKI (RFC 8410) encoders.
+//! key or `R`, which `curve25519-dalek` decides). Key files' DER is read and written with the
+//! `ed25519` crate's PKCS#8 / SPKI (RFC 8410) encoders, their PEM armour (RFC 7468) is read by
+//! rustls' `pki-types` (as for certificates) and written as base64 lines of 64.
 //!
 //! Key files are the forms `openssl` writes: the private key as PKCS#8 PEM (`PRIVATE KEY`: v1 as
 //! `openssl genpkey -algorithm ed25519` writes it, and v2 with the public key inside, which this
@@ -10,9 +11,10 @@
 //! `openssl pkey -pubout` writes it). Text around the PEM block (comments, CRLF line ends) is
 //! allowed, as in the files operators hand-edit; the block itself is decoded strictly.
 
-use ed25519::pkcs8::spki::der::pem::LineEnding;
 use ed25519::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
 use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{PrivatePkcs8KeyDer, SubjectPublicKeyInfoDer};
 
 /// An Ed25519 private key (RFC 8032 section 5.1.5).
 pub struct SigningKey {
@@ -54,8 +56,9 @@ impl SigningKey {
     /// Errors: no `PRIVATE KEY` PEM block, a block that is not an unencrypted Ed25519 PKCS#8
     /// key, or a v2 key whose public key is not its seed's.
     pub fn from_pkcs8_pem(text: &str) -> Result<SigningKey, String> {
-        let block = pem_block(text, "PRIVATE KEY")?;
-        let pair = ed25519::pkcs8::KeypairBytes::from_pkcs8_pem(&block)
+        let der = PrivatePkcs8KeyDer::from_pem_slice(text.as_bytes())
+            .map_err(|e| pem_error("PRIVATE KEY", &e))?;
+        let pair = ed25519::pkcs8::KeypairBytes::from_pkcs8_der(der.secret_pkcs8_der())
             .map_err(|e| format!("not an Ed25519 PKCS#8 key ({e})"))?;
         let key = SigningKey::from_bytes(&pair.secret_key);
         match pair.public_key {
@@ -73,8 +76,8 @@ impl SigningKey {
             secret_key: self.seed,
             public_key: None,
         };
-        match v1.to_pkcs8_pem(LineEnding::LF) {
-            Ok(pem) => pem.as_str().to_string(),
+        match v1.to_pkcs8_der() {
+            Ok(der) => pem_encode(der.as_bytes(), "PRIVATE KEY"),
             // Encoding 32 known bytes into a fixed-size DER cannot fail.
             Err(e) => unreachable!("PKCS#8 encoding of an Ed25519 seed failed: {e}"),
         }
@@ -120,8 +123,9 @@ impl VerifyingKey {
     /// Errors: no `PUBLIC KEY` PEM block, a block that is not an Ed25519 key, or a key of small
     /// order (a weak key, which would verify forged signatures).
     pub fn from_public_key_pem(text: &str) -> Result<VerifyingKey, String> {
-        let block = pem_block(text, "PUBLIC KEY")?;
-        let raw = ed25519::pkcs8::PublicKeyBytes::from_public_key_pem(&block)
+        let der = SubjectPublicKeyInfoDer::from_pem_slice(text.as_bytes())
+            .map_err(|e| pem_error("PUBLIC KEY", &e))?;
+        let raw = ed25519::pkcs8::PublicKeyBytes::from_public_key_der(&der)
             .map_err(|e| format!("not an Ed25519 SubjectPublicKeyInfo ({e})"))?;
         if small_order_or_no_point(&raw.0) {
             return Err(
@@ -135,8 +139,8 @@ impl VerifyingKey {
 
     /// The SPKI PEM form (what `openssl pkey -pubout` writes), LF line ends.
     pub fn to_public_key_pem(&self) -> String {
-        match ed25519::pkcs8::PublicKeyBytes(self.0).to_public_key_pem(LineEnding::LF) {
-            Ok(pem) => pem,
+        match ed25519::pkcs8::PublicKeyBytes(self.0).to_public_key_der() {
+            Ok(der) => pem_encode(der.as_bytes(), "PUBLIC KEY"),
             Err(e) => unreachable!("SPKI encoding of 32 key bytes failed: {e}"),
         }
     }
@@ -161,24 +165,31 @@ fn small_order_or_no_point(bytes: &[u8]) -> bool {
     }
 }
 
-/// The first `-----BEGIN <label>-----` ... `-----END <label>-----` block of `text`, with LF line
-/// ends, for the strict PEM decoder (which refuses text around the block).
-fn pem_block(text: &str, label: &str) -> Result<String, String> {
-    let begin = format!("-----BEGIN {label}-----");
-    let end = format!("-----END {label}-----");
-    let start = text
-        .find(&begin)
-        .ok_or_else(|| format!("no \"{begin}\" line"))?;
-    let len = text[start..]
-        .find(&end)
-        .ok_or_else(|| format!("no \"{end}\" line"))?;
-    let block = &text[start..start + len + end.len()];
-    let mut out = String::with_capacity(block.len() + 1);
-    for line in block.lines() {
-        out.push_str(line.trim_end());
+/// Why a key file has no usable `label` PEM block (never its bytes: a pasted key is a secret).
+fn pem_error(label: &str, e: &rustls::pki_types::pem::Error) -> String {
+    match e {
+        rustls::pki_types::pem::Error::NoItemsFound => {
+            format!("no \"-----BEGIN {label}-----\" block")
+        }
+        e => format!(
+            "the {label} PEM block is malformed ({})",
+            crate::mqtt::pem_error_kind(e)
+        ),
+    }
+}
+
+/// `der` in PEM armour (RFC 7468): the label lines around base64 lines of 64 characters, LF
+/// line ends, as openssl writes them.
+fn pem_encode(der: &[u8], label: &str) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
         out.push('\n');
     }
-    Ok(out)
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
 }
 
 #[cfg(test)]
