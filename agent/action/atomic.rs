@@ -160,6 +160,13 @@ pub struct WriteError {
 }
 
 impl WriteError {
+    /// The error with its path shown as the host path it stood for, when it went through the
+    /// pinned directory of `target`.
+    pub fn unpinned(mut self, target: &crate::root::WriteTarget) -> WriteError {
+        self.path = target.dir.shown(&self.path);
+        self
+    }
+
     /// The errno, when the error came from the OS (`28` = `ENOSPC`, `30` = `EROFS`).
     pub fn errno(&self) -> Option<i32> {
         self.source.raw_os_error()

@@ -617,7 +617,7 @@ fn write_changes(
                 c.backup = w.backup.map(|_| format!("{}{BACKUP_SUFFIX}", c.path));
             }
             Err(e) => {
-                let e = hosts[i].unpin(e);
+                let e = e.unpinned(&hosts[i]);
                 let msg = format!(
                     "{}: {e}; the file is unchanged or complete, the backup is beside it",
                     c.path

@@ -40,8 +40,7 @@ pub struct ExecJob {
     pub on_step: Option<OnStep>,
 }
 
-/// Where a running `fix` tells its current step (`"2 of 4: install ..."`).
-pub type OnStep = Arc<dyn Fn(&str) + Send + Sync>;
+pub use super::fix::OnStep;
 
 impl ExecJob {
     /// A job for `action` at `now_s`, from a local origin, with no diagnosis yet.

@@ -166,7 +166,8 @@ impl StateDir {
             true => STATE_FILE_MODE,
             false => existing_mode(&host).unwrap_or(STATE_FILE_MODE),
         };
-        write_atomic(storage, &host, text.as_bytes(), None, mode).map_err(|e| target.unpin(e))?;
+        write_atomic(storage, &host, text.as_bytes(), None, mode)
+            .map_err(|e| e.unpinned(&target))?;
         Ok(())
     }
 }

@@ -8,6 +8,7 @@ use super::{CLOCK_REPROBE, REJECTIONS_LOGGED_PER_S};
 use crate::action::gate::{CmdRef, Gate};
 use crate::check::Status;
 use crate::diagnose::Diagnosis;
+use crate::mqtt::board_sig::SEAL_BYTES;
 use crate::mqtt::command::CmdStatus;
 use crate::mqtt::link::Link;
 use crate::mqtt::topics;
@@ -110,6 +111,8 @@ pub(super) struct Agent {
     pub subscription: super::subscribe::Subscription,
     /// Commands left `executing` at start, answered `failed` once the broker had its say.
     pub interrupted: super::interrupted::Interrupted,
+    /// When `online` was last published again over someone else's availability value.
+    pub online_reasserted: Option<Instant>,
     /// The first recent connection drop right after a full status (a second within a minute
     /// chooses the compact form).
     pub last_full_drop: Option<Instant>,
@@ -185,6 +188,7 @@ impl Agent {
             last_full_drop: None,
             subscription: Default::default(),
             interrupted: Default::default(),
+            online_reasserted: None,
             sweep: Default::default(),
             compact_for_drop: false,
             connected_since: None,
@@ -277,10 +281,18 @@ impl Agent {
                 b.insert(k.clone(), v.clone());
             }
         }
-        (
-            self.reply_topic(c),
-            serde_json::to_vec(&body).unwrap_or_default(),
-        )
+        let topic = self.reply_topic(c);
+        let payload = self.seal(&topic, serde_json::to_vec(&body).unwrap_or_default());
+        (topic, payload)
+    }
+
+    /// `payload` sealed with the board's key for `topic` ([`crate::mqtt::board_sig`]), or as
+    /// it is without one.
+    pub fn seal(&self, topic: &str, payload: Vec<u8>) -> Vec<u8> {
+        match &self.s.identity {
+            Some(key) => crate::mqtt::board_sig::seal(key, topic, payload),
+            None => payload,
+        }
     }
 
     /// Queues a retained QoS 1 message; sent now if connected and nothing waits before it,
@@ -347,12 +359,17 @@ impl Agent {
                 let topic = topics::status(&self.s.topic_root, &self.s.board);
                 // MQTT 5 Maximum Packet Size covers the whole PUBLISH: fixed header (≤ 5),
                 // topic (2 + len), packet id (2) and the property length (1).
+                // The seal adds at most SEAL_BYTES.
                 let limit = self
                     .max_packet_bytes
-                    .map(|m| (m as usize).saturating_sub(topic.len() + 10))
+                    .map(|m| (m as usize).saturating_sub(topic.len() + 10 + SEAL_BYTES))
                     .unwrap_or(usize::MAX);
                 match crate::report::status_payload(r, limit, self.compact_only) {
                     Ok((payload, form)) => {
+                        let payload = match &self.s.identity {
+                            Some(key) => crate::mqtt::board_sig::seal(key, &topic, payload),
+                            None => payload,
+                        };
                         if l.client
                             .try_publish(topic, QoS::AtLeastOnce, true, payload)
                             .is_ok()

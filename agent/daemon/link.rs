@@ -211,6 +211,28 @@ fn on_disconnected(
 }
 
 /// A message on a subscribed topic; `retain`: its retain flag.
+/// Another value than `online` on this board's availability while it is connected (a spoofed
+/// retained `offline`): `online` is published again, at most once a second.
+fn reassert_online(agent: &mut Agent, payload: &[u8]) {
+    let due = agent
+        .online_reasserted
+        .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+    if payload == b"online" || !agent.connected || !due {
+        return;
+    }
+    agent.online_reasserted = Some(Instant::now());
+    tracing::warn!(
+        seen = %String::from_utf8_lossy(payload).chars().take(16).map(|c| if c.is_control() { '?' } else { c }).collect::<String>(),
+        "another client set this board's availability: publishing online again"
+    );
+    let avail = topics::availability(&agent.s.topic_root, &agent.s.board);
+    if let Some(l) = &agent.link {
+        let _ = l
+            .client
+            .try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
+    }
+}
+
 fn on_message(
     agent: &mut Agent,
     topic: &str,
@@ -218,6 +240,10 @@ fn on_message(
     retain: bool,
     tx: &mpsc::UnboundedSender<Done>,
 ) {
+    if topic == topics::availability(&agent.s.topic_root, &agent.s.board) {
+        reassert_online(agent, payload);
+        return;
+    }
     if agent.s.cfg.home_assistant.enabled {
         match crate::mqtt::ha::on_message(super::agent::agent_ha(agent), topic, payload) {
             crate::mqtt::ha::HaMessage::NotMine => {}

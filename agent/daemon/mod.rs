@@ -8,6 +8,7 @@
 
 mod agent;
 pub mod clock;
+mod identity;
 mod interrupted;
 mod jobs;
 mod link;

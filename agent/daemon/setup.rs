@@ -29,6 +29,9 @@ pub(super) struct Setup {
     pub profile: ProfileChoice,
     /// Log read positions and the evidence kept this boot (persisted as [`LOG_CURSORS_FILE`]).
     pub log_cursors: Arc<Mutex<crate::probe::evidence::LogCursors>>,
+    /// The board's own key, which seals its statuses and answers (`None`: it could not be
+    /// made or saved; they go out unsigned, as the log says).
+    pub identity: Option<crate::mqtt::ed25519::SigningKey>,
 }
 
 /// Reads a secret or key file the config names (`password_file`, `ca_file`, `cert_file`,
@@ -139,7 +142,22 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
             Default::default()
         }
     };
+    let identity = match super::identity::load_or_make(&state) {
+        Ok(key) => {
+            let text = crate::mqtt::board_sig::key_text(&key.verifying_key());
+            tracing::info!(board_key = text.as_str(), "this board's identity");
+            Some(key)
+        }
+        Err(e) => {
+            tracing::error!(
+                error = e.as_str(),
+                "no board identity key: statuses and answers go out unsigned"
+            );
+            None
+        }
+    };
     Ok(Setup {
+        identity,
         cfg,
         root,
         board,

@@ -75,9 +75,11 @@ impl Subscription {
     }
 }
 
-/// The filters of the agent's SUBSCRIBE: the command filters first.
+/// The filters of the agent's SUBSCRIBE: the command filters first, then its own
+/// availability (to put `online` back when someone else sets it), then Home Assistant's.
 fn filters(agent: &Agent) -> Vec<String> {
     let mut f = topics::command_filters(&agent.s.topic_root, &agent.s.board).to_vec();
+    f.push(topics::availability(&agent.s.topic_root, &agent.s.board));
     if agent.s.cfg.home_assistant.enabled {
         f.extend(crate::mqtt::ha::filters(super::agent::agent_ha(agent)));
     }
@@ -126,7 +128,8 @@ fn log_not_subscribed(why: &str, attempt: u32, retry_in_s: u64) {
     );
 }
 
-/// A SUBACK: the first two codes are the command filters', the rest Home Assistant's.
+/// A SUBACK: the first two codes are the command filters', the third the availability's (a
+/// refusal there only costs the re-asserted `online`), the rest Home Assistant's.
 pub(super) fn on_suback(agent: &mut Agent, codes: &[u8]) {
     let attempt = match agent.subscription {
         Subscription::Waiting { attempt, .. } => attempt,
@@ -146,7 +149,7 @@ pub(super) fn on_suback(agent: &mut Agent, codes: &[u8]) {
         agent.subscription = Subscription::Granted;
         agent.interrupted.granted(Instant::now());
     }
-    if let Some(code) = codes.iter().skip(2).find(refused) {
+    if let Some(code) = codes.iter().skip(3).find(refused) {
         let why = format!(
             "the broker refused the Home Assistant subscription ({}); its buttons do nothing",
             crate::mqtt::link::suback_refusal_name(*code)

@@ -232,14 +232,27 @@ fn a_final_answer_the_broker_holds_survives_a_restart_the_ledger_missed() {
         r.answers().is_empty(),
         "nothing before the broker had its say"
     );
-    let retained = LinkEvent::Message {
-        topic: "npu-fleet/b1/cmd/compact/c1".into(),
-        payload:
-            br#"{"status":"successful","board":"b1","action":"compact","cmd_id":"c1","result":{}}"#
-                .to_vec(),
-        retain: true,
-        ack: None,
+    let answer = |r: &Rig, action: &str, id: &str, sealed: bool| {
+        let topic = format!("npu-fleet/b1/cmd/{action}/{id}");
+        let body = format!(
+            r#"{{"status":"successful","board":"b1","action":"{action}","cmd_id":"{id}","result":{{}}}}"#
+        );
+        let payload = match sealed {
+            // The answer this board published before the restart, with its own key.
+            true => r.agent.seal(&topic, body.into_bytes()),
+            false => body.into_bytes(),
+        };
+        LinkEvent::Message {
+            topic,
+            payload,
+            retain: true,
+            ack: None,
+        }
     };
+    // Someone else's retained "successful" for c2 (no seal of this board): not taken.
+    let spoofed = answer(&r, "rescan", "c2", false);
+    handle_link(&mut r.agent, spoofed, &r.tx);
+    let retained = answer(&r, "compact", "c1", true);
     handle_link(&mut r.agent, retained, &r.tx);
     // The commands subscription granted a while ago: the wait is over.
     r.agent.connected = true;

@@ -9,6 +9,7 @@
 /// past what the clock can hold would end the command with an overflow.
 pub const MAX_WAIT_S: u64 = 86_400;
 
+pub mod known;
 mod send;
 mod watch;
 pub use send::*;

@@ -143,6 +143,9 @@ struct Seen {
     last_error: String,
     online: BTreeMap<String, bool>,
     finals: BTreeMap<String, CmdStatus>,
+    /// The board keys the operator knows; boards whose final answer is not sealed by theirs.
+    keys: super::known::KnownBoards,
+    untrusted: std::collections::BTreeSet<String>,
 }
 
 impl Seen {
@@ -191,7 +194,10 @@ pub(super) async fn send_async(
     let deadline = Instant::now()
         .checked_add(Duration::from_secs(a.wait_s))
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_WAIT_S));
-    let mut seen = Seen::default();
+    let mut seen = Seen {
+        keys: super::known::KnownBoards::load(),
+        ..Seen::default()
+    };
     let mut started = Instant::now();
     loop {
         // An unreachable broker is reported after 10 s (per protocol version tried), not after
@@ -261,6 +267,8 @@ pub(super) async fn send_async(
                     target_seen: &mut seen.target_seen,
                     online: &mut seen.online,
                     finals: &mut seen.finals,
+                    keys: &mut seen.keys,
+                    untrusted: &mut seen.untrusted,
                 };
                 if !on_reply(a, cmd_id, &topic, &p, replies, out) {
                     continue;
@@ -272,7 +280,10 @@ pub(super) async fn send_async(
             }
         }
     }
-    let code = exit_code(a, &seen.finals, seen.answered);
+    let code = match seen.untrusted.is_empty() {
+        true => exit_code(a, &seen.finals, seen.answered),
+        false => EXIT_FAILED,
+    };
     if seen.sent {
         clear_retained(&link, a, &init_topic, &seen.finals, cmd_id);
     }
@@ -305,7 +316,7 @@ fn on_suback(seen: &mut Seen, a: &SendArgs, codes: &[u8], reply_filter: &str) ->
 }
 
 /// 0 when every final state is successful and either every target answered or (for `--all`)
-/// at least one board did; else 1.
+/// at least one board did; else 1 (as it is when an answer is not the board's).
 fn exit_code(a: &SendArgs, finals: &BTreeMap<String, CmdStatus>, answered: bool) -> i32 {
     let all_ok = finals.values().all(|s| *s == CmdStatus::Successful);
     if all_ok && (answered || (a.board.is_none() && !finals.is_empty())) {
@@ -321,6 +332,8 @@ struct Replies<'a> {
     target_seen: &'a mut bool,
     online: &'a mut BTreeMap<String, bool>,
     finals: &'a mut BTreeMap<String, CmdStatus>,
+    keys: &'a mut super::known::KnownBoards,
+    untrusted: &'a mut std::collections::BTreeSet<String>,
 }
 
 /// Takes one message: an availability or status of the target marks it seen; a lifecycle
@@ -358,7 +371,16 @@ fn on_reply(
     if l.status == CmdStatus::Init {
         return false;
     }
-    let _ = writeln!(out, "{}", lifecycle_line(&t.board, cmd_id, &l));
+    // An answer is the board's only when sealed by the key known for it (or first seen).
+    let trust = seen.keys.judge(&t.board, topic, p);
+    let whose = match trust.is_trusted() {
+        true => String::new(),
+        false => format!(" [{}: not taken as the board's answer]", trust.word()),
+    };
+    let _ = writeln!(out, "{}{whose}", lifecycle_line(&t.board, cmd_id, &l));
+    if l.status.is_final() && !trust.is_trusted() {
+        seen.untrusted.insert(t.board.clone());
+    }
     if l.status.is_final() {
         seen.finals.insert(t.board.clone(), l.status);
     }

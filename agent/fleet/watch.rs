@@ -34,6 +34,9 @@ pub struct BoardRow {
     /// The status's `commands`: `subscribed`, `subscribing`, `not subscribed` (a deaf board:
     /// online, but the broker refused its command subscription), or empty (an older agent).
     pub commands: String,
+    /// Whose the status is ([`super::known::Trust::word`]): `signed` (the key known for the
+    /// board), `new key` (first seen, now recorded), `KEY CHANGED`, `UNSIGNED`, `BAD SIG`.
+    pub identity: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -123,10 +126,11 @@ fn link_cell(r: &BoardRow) -> &str {
 /// Renders rows as a table.
 pub fn render_rows(rows: &[BoardRow]) -> String {
     let mut out = format!(
-        "{:<24} {:<8} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
+        "{:<24} {:<8} {:<11} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
 ",
         "BOARD",
         "LINK",
+        "IDENTITY",
         "HEALTH",
         "PROFILE",
         "CMA_FREE",
@@ -161,12 +165,16 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
             None => "-",
         };
         out.push_str(&format!(
-            "{:<24} {:<8} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
+            "{:<24} {:<8} {:<11} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
 ",
             // Other boards' text is escaped here: a status cannot clear the screen, add rows
             // or hide a column (the filter on stdout passes home/clear for this view's own use).
             clean(&r.board),
             clean(link_cell(r)),
+            match r.identity.as_str() {
+                "" => "-",
+                id => id,
+            },
             clean(&r.health),
             clean(&r.profile),
             cma,
@@ -347,6 +355,7 @@ pub(super) async fn watch_async(
                     have_status: &mut st.have_status,
                     pass_seen: &mut st.pass_seen,
                     retained_statuses: &mut retained_statuses,
+                    keys: &mut st.keys,
                 };
                 record_message(seen, &mut st.phase, root, &topic, &payload, retain);
             }
@@ -416,6 +425,8 @@ struct Retained {
     passes: Passes,
     /// A burst did not end within BURST_LIMIT (`--once`).
     timed_out: bool,
+    /// The board keys the operator knows: each status's seal is judged against them.
+    keys: super::known::KnownBoards,
 }
 
 impl Retained {
@@ -433,6 +444,7 @@ impl Retained {
                 incomplete: None,
             },
             timed_out: false,
+            keys: super::known::KnownBoards::load(),
         }
     }
 
@@ -580,6 +592,7 @@ struct Seen<'a> {
     have_status: &'a mut std::collections::BTreeSet<String>,
     pass_seen: &'a mut std::collections::BTreeSet<String>,
     retained_statuses: &'a mut usize,
+    keys: &'a mut super::known::KnownBoards,
 }
 
 /// Takes one status or availability message into the table (an empty status removes the row).
@@ -609,6 +622,7 @@ fn record_message(
             ..Default::default()
         });
         apply_status(row, payload);
+        row.identity = seen.keys.judge(b, topic, payload).word().into();
     } else if let Some(b) = topics::parse_board_leaf(root, topic, "availability") {
         if payload.is_empty() {
             return;

@@ -98,6 +98,12 @@ impl std::fmt::Debug for SigningKey {
 pub struct VerifyingKey([u8; 32]);
 
 impl VerifyingKey {
+    /// The key of 32 bytes as published (a board's `board_key`); a small-order or off-curve key
+    /// verifies nothing ([`VerifyingKey::verify`]).
+    pub fn from_bytes(key: &[u8; 32]) -> VerifyingKey {
+        VerifyingKey(*key)
+    }
+
     /// The 32 key bytes.
     pub fn to_bytes(&self) -> [u8; 32] {
         self.0

@@ -1,6 +1,7 @@
 //! MQTT: topics, the command gate, and the connection (one task owns and only polls the rumqttc
 //! event loop; everything else publishes with non-blocking `try_*` calls).
 
+pub mod board_sig;
 pub mod command;
 pub mod ed25519;
 pub mod ha;

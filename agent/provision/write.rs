@@ -48,7 +48,7 @@ pub(super) fn apply(
                 Err(e) => return Err(io_msg(&w.path, e)),
             };
             if let Err(e) = write_atomic(storage, &host, &w.bytes, None, w.mode) {
-                let e = target.unpin(e);
+                let e = e.unpinned(&target);
                 if e.step == crate::action::atomic::Step::DirSync {
                     // Renamed already, durability unconfirmed: it counts as written.
                     done.push(Written { target, old });

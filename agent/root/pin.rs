@@ -53,15 +53,6 @@ impl WriteTarget {
     pub fn shown(&self) -> PathBuf {
         self.dir.shown.join(&self.name)
     }
-
-    /// A failed write's error with its path shown as the host path.
-    pub fn unpin(
-        &self,
-        mut e: crate::action::atomic::WriteError,
-    ) -> crate::action::atomic::WriteError {
-        e.path = self.dir.shown(&e.path);
-        e
-    }
 }
 
 impl SysRoot {

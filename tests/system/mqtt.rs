@@ -1569,6 +1569,9 @@ fn a_final_answer_the_ledger_could_not_record_is_kept_after_a_restart() {
             entry("compact")
         ),
     );
+    // The board's identity key, as its first start made it: its answers are sealed with it.
+    let key = npu_agent::mqtt::ed25519::SigningKey::from_bytes(&[5; 32]);
+    board.write("/var/lib/npu-agent/board_identity.key", &key.to_pkcs8_pem());
     let c = Client::connect(broker.port, &["npu-fleet/b1/cmd/#"]);
     let time = String::from_utf8(
         std::process::Command::new("date")
@@ -1582,7 +1585,17 @@ fn a_final_answer_the_ledger_could_not_record_is_kept_after_a_restart() {
         r#"{{"status":"successful","board":"b1","action":"rescan","cmd_id":"lost-1","time":"{}","result":{{}}}}"#,
         time.trim()
     );
-    c.publish("npu-fleet/b1/cmd/rescan/lost-1", answer.as_bytes(), true);
+    let lost = "npu-fleet/b1/cmd/rescan/lost-1";
+    c.publish(
+        lost,
+        &npu_agent::mqtt::board_sig::seal(&key, lost, answer.clone().into_bytes()),
+        true,
+    );
+    // Someone else's retained "successful" (not sealed by this board) is not taken.
+    let spoof = answer
+        .replace("rescan", "compact")
+        .replace("lost-1", "crashed-2");
+    c.publish("npu-fleet/b1/cmd/compact/crashed-2", spoof.as_bytes(), true);
     let _agent = Agent::start(&board);
     let r = lifecycle(&c, "npu-fleet/b1/cmd/compact/crashed-2", "failed");
     assert_eq!(r["reason"], "agent restarted", "{r}");

@@ -12,7 +12,7 @@
 //! `<unit>.step` in the state directory as each step starts, and the agent, polling that file,
 //! publishes it with the command's `executing`.
 
-use crate::action::executor::OnStep;
+use super::OnStep;
 use crate::action::state::StateDir;
 use crate::diagnose::ProfileChoice;
 use crate::model::action::ActionOutcome;

@@ -12,3 +12,7 @@ pub mod apply;
 pub mod delegate;
 pub mod plan;
 pub mod run;
+
+/// Where a running `fix` tells its current step (`"2 of 4: install ..."`): the daemon publishes
+/// it with the command's `executing`.
+pub type OnStep = std::sync::Arc<dyn Fn(&str) + Send + Sync>;

@@ -294,7 +294,7 @@ fn write_file(
     .map_err(|e| {
         format!(
             "{path}: {}; the file is unchanged or complete",
-            target.unpin(e)
+            e.unpinned(&target)
         )
     })?;
     if old.is_some() {
@@ -368,7 +368,7 @@ pub fn undo_file(root: &SysRoot, storage: &mut dyn Storage, undo: &Undo) -> Resu
                         let mode = existing_mode(&host).unwrap_or(DEFAULT_MODE);
                         write_atomic(storage, &host, old, None, mode)
                             .map(|_| ())
-                            .map_err(|e| target.unpin(e).to_string())
+                            .map_err(|e| e.unpinned(&target).to_string())
                     });
                 if let Err(e) = r {
                     errors.push(format!("{}: {e}", undo.path));

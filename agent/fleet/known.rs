@@ -1,0 +1,158 @@
+//! The board keys the operator's fleet tools know, as ssh's `known_hosts` knows hosts: one line
+//! per board, `<board_id> <board_key>` (the base64 public key a board publishes in every
+//! status as `board_key`, and logs at start as "this board's identity"). The file is
+//! `NPU_AGENT_KNOWN_BOARDS`, else `~/.config/npu-agent/known_boards`; the operator may fill it,
+//! and a board seen for the first time is added to it (trust on first use) when its directory
+//! exists (the tools never create it).
+
+use crate::action::atomic::{write_atomic, RealStorage};
+use crate::mqtt::board_sig::{self, Seal};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// How a board's status or answer stands against the known keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// Sealed by the key known for this board.
+    Known,
+    /// Sealed by a key seen for the first time for this board (now recorded).
+    New,
+    /// Sealed by another key than the one known for this board: not the board, or a board
+    /// whose state directory was wiped.
+    Changed,
+    /// Not sealed (an older agent, or someone else).
+    Unsigned,
+    /// A seal that does not verify.
+    Bad,
+}
+
+impl Trust {
+    /// The word `fleet watch` and `fleet send` show.
+    pub fn word(self) -> &'static str {
+        match self {
+            Trust::Known => "signed",
+            Trust::New => "new key",
+            Trust::Changed => "KEY CHANGED",
+            Trust::Unsigned => "UNSIGNED",
+            Trust::Bad => "BAD SIG",
+        }
+    }
+
+    /// Whether the message can be taken as the board's.
+    pub fn is_trusted(self) -> bool {
+        matches!(self, Trust::Known | Trust::New)
+    }
+}
+
+/// The known board keys, and where new ones are recorded.
+#[derive(Debug, Default)]
+pub struct KnownBoards {
+    path: Option<PathBuf>,
+    keys: BTreeMap<String, String>,
+}
+
+impl KnownBoards {
+    /// The operator's file ([module docs](self)); a missing or unreadable file knows nothing.
+    pub fn load() -> KnownBoards {
+        let path = std::env::var_os("NPU_AGENT_KNOWN_BOARDS")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .map(|h| PathBuf::from(h).join(".config/npu-agent/known_boards"))
+            });
+        let text = path
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default();
+        let keys = text
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(b, k)| (b.trim().to_string(), k.trim().to_string()))
+            .collect();
+        KnownBoards { path, keys }
+    }
+
+    /// Judges `payload`, published on `topic` by (or for) `board`; a first seal of a board is
+    /// recorded.
+    pub fn judge(&mut self, board: &str, topic: &str, payload: &[u8]) -> Trust {
+        let key = match board_sig::open(topic, payload) {
+            Seal::Unsigned => return Trust::Unsigned,
+            Seal::Bad => return Trust::Bad,
+            Seal::By(key) => key,
+        };
+        match self.keys.get(board) {
+            Some(k) if *k == key => Trust::Known,
+            Some(_) => Trust::Changed,
+            None => {
+                self.keys.insert(board.to_string(), key);
+                self.save();
+                Trust::New
+            }
+        }
+    }
+
+    /// Writes the keys back when the file's directory exists (best effort: the judgement
+    /// stands for this run either way).
+    fn save(&self) {
+        let Some(path) = &self.path else { return };
+        if !path.parent().is_some_and(|d| d.is_dir()) {
+            return;
+        }
+        let text: String = self
+            .keys
+            .iter()
+            .map(|(b, k)| format!("{b} {k}\n"))
+            .collect();
+        let _ = write_atomic(&mut RealStorage, path, text.as_bytes(), None, 0o644);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mqtt::ed25519::SigningKey;
+
+    #[test]
+    fn first_use_is_recorded_then_held_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("known_boards");
+        let mut k = KnownBoards {
+            path: Some(file.clone()),
+            keys: BTreeMap::new(),
+        };
+        let t = "npu-fleet/b1/status";
+        let real = SigningKey::from_bytes(&[1; 32]);
+        let fake = SigningKey::from_bytes(&[2; 32]);
+        let status = |key: &SigningKey| board_sig::seal(key, t, br#"{"health":"ok"}"#.to_vec());
+        assert_eq!(k.judge("b1", t, &status(&real)), Trust::New);
+        assert_eq!(k.judge("b1", t, &status(&real)), Trust::Known);
+        assert_eq!(k.judge("b1", t, &status(&fake)), Trust::Changed);
+        assert_eq!(k.judge("b1", t, br#"{"health":"ok"}"#), Trust::Unsigned);
+        let mut bad = status(&real);
+        let n = bad.len();
+        bad[n - 5] ^= 1;
+        assert_eq!(k.judge("b1", t, &bad), Trust::Bad);
+        // Recorded on disk, read back by the next run.
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            text,
+            format!("b1 {}\n", board_sig::key_text(&real.verifying_key()))
+        );
+        let mut again = KnownBoards {
+            path: Some(file),
+            keys: text
+                .lines()
+                .filter_map(|l| l.split_once(' '))
+                .map(|(b, k)| (b.to_string(), k.to_string()))
+                .collect(),
+        };
+        assert_eq!(again.judge("b1", t, &status(&fake)), Trust::Changed);
+        // No directory: judged, not written.
+        let mut nowhere = KnownBoards {
+            path: Some(dir.path().join("missing/known_boards")),
+            keys: BTreeMap::new(),
+        };
+        assert_eq!(nowhere.judge("b1", t, &status(&real)), Trust::New);
+        assert!(!dir.path().join("missing").exists());
+    }
+}
