@@ -131,6 +131,7 @@ pub(super) struct MqttLayer {
     keep_alive_s: Option<u64>,
     protocol: Option<TextOrNumber>,
     command_qos: Option<u64>,
+    reconnect_max_s: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -188,7 +189,8 @@ impl Config {
             cert_file,
             key_file,
             keep_alive_s,
-            command_qos
+            command_qos,
+            reconnect_max_s
         );
         if let Some(p) = m.protocol {
             self.mqtt.protocol = p.into_text();

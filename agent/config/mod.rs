@@ -112,6 +112,9 @@ pub struct MqttConfig {
     /// back on the broker) or 0 (every retained `init` still arrives on subscribing; on a
     /// clustered broker a QoS 1 subscription is a stored consumer per board).
     pub command_qos: u64,
+    /// Longest wait between reconnect attempts, seconds (issue: a fleet's reconnect storm):
+    /// waits grow from about 1 s with full jitter up to it; a refused CONNECT waits this long.
+    pub reconnect_max_s: u64,
 }
 
 /// The values `[mqtt] protocol` accepts.
@@ -232,6 +235,7 @@ impl Default for Config {
                 keep_alive_s: 30,
                 protocol: "auto".into(),
                 command_qos: 1,
+                reconnect_max_s: 120,
             },
             report: ReportConfig { interval_s: 60 },
             actions: ActionsConfig {

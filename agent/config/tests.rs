@@ -302,3 +302,22 @@ fn log_level_from_file_and_environment_and_checked() {
     assert_eq!(c.log.level, None);
     assert!(!c.redacted().contains("[log]"));
 }
+
+/// `[mqtt] reconnect_max_s`: 120 s by default, 1 to 3600 s, from the file or the environment.
+#[test]
+fn reconnect_max_is_bounded() {
+    let d = tree(&[]);
+    let (c, _) = load(&SysRoot::new(d.path()), None, &[]).unwrap();
+    assert_eq!(c.mqtt.reconnect_max_s, 120);
+    for bad in ["0", "3601"] {
+        let d = tree(&[(
+            "/etc/npu-agent/agent.toml",
+            &format!("[mqtt]\nreconnect_max_s = {bad}\n"),
+        )]);
+        let e = load(&SysRoot::new(d.path()), None, &[]).unwrap_err();
+        assert!(e.message.contains("mqtt.reconnect_max_s"), "{bad}: {e:?}");
+    }
+    let env = [("NPU_AGENT_MQTT_RECONNECT_MAX_S".to_string(), "30".to_string())];
+    let (c, _) = load(&SysRoot::new(d.path()), None, &env).unwrap();
+    assert_eq!(c.mqtt.reconnect_max_s, 30);
+}

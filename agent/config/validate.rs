@@ -150,6 +150,7 @@ impl Config {
 /// (a deadline of `now + u64::MAX` seconds panics).
 const BOUNDS_S: &[(&str, u64, u64)] = &[
     ("report.interval_s", 1, 86_400),
+    ("mqtt.reconnect_max_s", 1, 3_600),
     ("actions.compact_cooldown_s", 0, 604_800),
     ("actions.reboot_timeout_s", 1, 86_400),
     ("actions.rate_limit_overrides_s", 0, 604_800),
@@ -160,6 +161,7 @@ impl Config {
     fn check_bounds(&self) -> Result<(), String> {
         let values = [
             ("report.interval_s", self.report.interval_s),
+            ("mqtt.reconnect_max_s", self.mqtt.reconnect_max_s),
             (
                 "actions.compact_cooldown_s",
                 self.actions.compact_cooldown_s,

@@ -4,7 +4,6 @@
 
 use crate::action::atomic::{write_atomic, RealStorage};
 use crate::action::state::StateDir;
-use crate::mqtt::board_sig::key_text;
 use crate::mqtt::ed25519::SigningKey;
 
 /// The key's file in the state directory.
@@ -49,9 +48,6 @@ pub(super) fn load_or_make(state: &StateDir) -> Result<SigningKey, String> {
         0o600,
     )
     .map_err(|e| e.unpinned(&target).to_string())?;
-    tracing::info!(
-        board_key = key_text(&key.verifying_key()).as_str(),
-        "made this board's identity key"
-    );
+    tracing::info!(file = path.as_str(), "made this board's identity key");
     Ok(key)
 }

@@ -126,6 +126,7 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         ack_when_handled: true,
         protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).0,
         auto_protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).1,
+        reconnect_max: Duration::from_secs(cfg.mqtt.reconnect_max_s),
     };
     let state = settings.state.clone();
     let profile = ProfileChoice::parse(&cfg.profile);

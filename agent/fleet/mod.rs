@@ -92,6 +92,8 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
         ack_when_handled: false,
         protocol: protocol.0,
         auto_protocol: protocol.1,
+        // A person waits on these tools: reconnect within seconds of the broker coming back.
+        reconnect_max: Duration::from_secs(8),
     })
 }
 

@@ -171,7 +171,7 @@ impl Board {
 /// The standard agent config for tests.
 pub fn agent_config(url: &str, board: &str, extra: &str) -> String {
     format!(
-        "board_id = \"{board}\"\nstate_dir = \"/var/lib/npu-agent\"\n\n[mqtt]\nurl = \"{url}\"\nkeep_alive_s = 5\n\n[report]\ninterval_s = 2\n\n{extra}\n"
+        "board_id = \"{board}\"\nstate_dir = \"/var/lib/npu-agent\"\n\n[mqtt]\nurl = \"{url}\"\nkeep_alive_s = 5\nreconnect_max_s = 2\n\n[report]\ninterval_s = 2\n\n{extra}\n"
     )
 }
 

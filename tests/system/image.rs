@@ -445,6 +445,7 @@ fn rock_provisioning(public_pem: &str) -> String {
 [mqtt]
 url = "mqtt://10.0.2.100:1883"
 keep_alive_s = 5
+reconnect_max_s = 5
 
 [report]
 interval_s = 10
@@ -853,7 +854,7 @@ fn pi5_image_broken_provisioning_file_is_reported_and_left() {
     let broker = tmp.path().join("50-broker.toml");
     fs::write(
         &broker,
-        format!("board_id = \"{PI_ID}\"\nprofile = \"rpi5-hailo10h\"\n[mqtt]\nurl = \"mqtt://10.0.2.100:1883\"\nkeep_alive_s = 5\n[report]\ninterval_s = 10\n[security]\nallow_unsigned = [\"rescan\"]\ntrusted_keys = [\"/etc/npu-agent/keys/operator.pub\"]\n"),
+        format!("board_id = \"{PI_ID}\"\nprofile = \"rpi5-hailo10h\"\n[mqtt]\nurl = \"mqtt://10.0.2.100:1883\"\nkeep_alive_s = 5\nreconnect_max_s = 5\n[report]\ninterval_s = 10\n[security]\nallow_unsigned = [\"rescan\"]\ntrusted_keys = [\"/etc/npu-agent/keys/operator.pub\"]\n"),
     )
     .unwrap();
     let public_file = tmp.path().join("operator.pub");

@@ -1261,6 +1261,7 @@ fn the_mqtt_311_fallback_link_publishes_and_receives() {
             ack_when_handled: false,
             protocol: Protocol::V311,
             auto_protocol: false,
+            reconnect_max: Duration::from_secs(2),
         };
         let mut link = Link::start(&opts);
         assert!(matches!(link.client, MqttClient::V311(_)));
@@ -1365,6 +1366,7 @@ fn the_agent_link_holds_a_flood_back_on_the_broker_until_each_message_is_handled
                 ack_when_handled: true,
                 protocol,
                 auto_protocol: false,
+                reconnect_max: Duration::from_secs(2),
             };
             let mut link = Link::start(&opts);
             assert!(matches!(
@@ -2799,4 +2801,34 @@ fn live_junk_leaves_no_retained_answer_on_the_broker() {
     assert_eq!(stored, vec![kept], "retained under npu-fleet/b1/cmd/");
     let last = got.iter().rfind(|m| m.topic == kept).unwrap().json();
     assert_eq!(last["status"], "rejected", "{last}");
+}
+
+/// Issue 27, back-off sized for a fleet: a broker that refuses the CONNECT (not authorised)
+/// is not asked again for the whole cap (`reconnect_max_s`, default 120 s), where the old
+/// policy asked again within 0.1 s and then every 1.6 s.
+#[test]
+fn a_refused_connect_waits_the_whole_cap() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let broker = Broker::start_with(free_port(), "allow_anonymous false\n");
+    let board = Board::from_fixture(CASE, "b1", "");
+    // The default cap: the test helper's short one removed.
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), "b1", "").replace("reconnect_max_s = 2\n", ""),
+    );
+    let agent = Agent::start(&board);
+    let t0 = Instant::now();
+    while !agent.log_text().contains("retry_in_ms") {
+        assert!(
+            t0.elapsed() < T,
+            "no connection failure logged: {}",
+            agent.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = agent.log_text();
+    assert!(log.contains("NotAuthorized (reason code 0x87)"), "{log}");
+    assert!(log.contains("retry_in_ms=120000"), "{log}");
 }

@@ -692,6 +692,7 @@ state_dir = "/var/lib/npu-agent"
 [mqtt]
 url = "mqtt://10.0.2.100:1883"
 keep_alive_s = 5
+reconnect_max_s = 5
 
 [report]
 interval_s = 2

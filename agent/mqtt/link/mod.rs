@@ -222,6 +222,8 @@ pub struct LinkOptions {
     /// `[mqtt] protocol = "auto"`: an MQTT 5 link whose CONNECT is refused the way 3.1.1-only
     /// brokers refuse it reports [`LinkEvent::ProtocolRefused`] so the owner can fall back.
     pub auto_protocol: bool,
+    /// The longest reconnect wait ([`Reconnect`]): the agent's `[mqtt] reconnect_max_s`.
+    pub reconnect_max: Duration,
 }
 
 /// What the polling task reports.
@@ -418,6 +420,7 @@ impl Link {
             stopping: stopping.clone(),
             lossless: o.lossless || o.ack_when_handled,
             manual_acks: o.ack_when_handled,
+            reconnect_max: o.reconnect_max,
         };
         let (client, task) = match o.protocol {
             Protocol::V5 => {
@@ -575,6 +578,7 @@ mod tests {
             ack_when_handled: false,
             protocol,
             auto_protocol: auto,
+            reconnect_max: Duration::from_secs(2),
         }
     }
 
@@ -639,12 +643,12 @@ mod tests {
         assert!(waits.iter().all(|w| *w <= KICK_BACKOFF_MAX.mul_f64(1.25)));
         let total: Duration = waits.iter().sum();
         assert!(total >= Duration::from_secs(60), "6 kicks took {total:?}");
-        // A connection that stayed up resets the streak.
+        // A connection that stayed up resets the streak, and after BACKOFF_RESET the back-off.
         p.connack();
-        let Next::Retry { wait, .. } = p.failed(&kick, Some(STABLE_CONNECTION), true) else {
+        let Next::Retry { wait, .. } = p.failed(&kick, Some(BACKOFF_RESET), true) else {
             panic!()
         };
-        assert!(wait <= BACKOFF_MIN.mul_f64(1.25), "{wait:?}");
+        assert!(wait < BACKOFF_BASE, "{wait:?}");
         // Reason 0x8E is a takeover at once, waited out for seconds.
         let mut p = Reconnect::default();
         p.connack();
@@ -682,21 +686,36 @@ mod tests {
     }
 
     #[test]
-    fn backoff_grows_and_is_capped() {
-        let mut b = Duration::ZERO;
-        let mut seen = Vec::new();
-        for _ in 0..10 {
-            b = next_backoff(b);
-            seen.push(b);
+    fn backoff_is_full_jitter_doubling_to_the_cap_and_resets_after_a_stable_link() {
+        let cap = Duration::from_secs(120);
+        let s = Duration::from_secs;
+        // The bound doubles from 1 s to the cap; the wait is a uniform share of it.
+        assert_eq!(full_jitter(1, cap, 0.5), Duration::from_millis(500));
+        assert_eq!(full_jitter(3, cap, 0.5), s(2));
+        assert_eq!(full_jitter(8, cap, 0.5), s(60));
+        assert_eq!(full_jitter(u32::MAX, cap, 1.0), cap);
+        assert_eq!(full_jitter(5, cap, 0.0), Duration::ZERO);
+        let wait = |n: Next| match n {
+            Next::Retry { wait, .. } => wait,
+            Next::Fallback => panic!("no fallback"),
+        };
+        let mut p = Reconnect::new(cap);
+        let net = Failure::Network("connection refused".into());
+        let waits: Vec<Duration> = (0..12).map(|_| wait(p.failed(&net, None, false))).collect();
+        for (i, w) in waits.iter().enumerate() {
+            assert!(*w < s(1 << i).min(cap) || *w == cap, "{i}: {waits:?}");
         }
-        assert!(
-            seen[0] >= BACKOFF_MIN.mul_f64(0.75) && seen[0] <= BACKOFF_MIN.mul_f64(1.25),
-            "{seen:?}"
-        );
-        assert!(
-            seen.iter().all(|d| *d <= BACKOFF_MAX.mul_f64(1.25)),
-            "{seen:?}"
-        );
-        assert!(seen[9] >= BACKOFF_MAX.mul_f64(0.75), "{seen:?}");
+        // Spread over the window, not pinned near zero (all three under 1 s: about one in 7
+        // million).
+        assert!(waits[9..].iter().any(|w| *w > s(1)), "{waits:?}");
+        // A refused CONNECT (not authorised) waits the whole cap at once.
+        let refused = Failure::Refused {
+            code: 0x87,
+            name: "not authorized".into(),
+        };
+        assert_eq!(wait(Reconnect::new(cap).failed(&refused, None, false)), cap);
+        // A link up for BACKOFF_RESET starts again from the bottom; a shorter one does not.
+        p.connack();
+        assert!(wait(p.failed(&net, Some(BACKOFF_RESET), false)) < BACKOFF_BASE);
     }
 }

@@ -14,6 +14,8 @@ pub(super) struct TaskCtx {
     pub(super) lossless: bool,
     /// The owner acknowledges QoS 1 messages ([`Ack`]).
     pub(super) manual_acks: bool,
+    /// The longest reconnect wait.
+    pub(super) reconnect_max: Duration,
 }
 
 impl TaskCtx {
@@ -108,7 +110,7 @@ pub(super) async fn after_failure(
 
 pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool) {
     let tx = &ctx.tx;
-    let mut policy = Reconnect::default();
+    let mut policy = Reconnect::new(ctx.reconnect_max);
     loop {
         let polled = eventloop.poll().await;
         ctx.progress.store(now_ms(), Ordering::Relaxed);
@@ -170,7 +172,7 @@ pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool
 
 pub(super) async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskCtx) {
     let tx = &ctx.tx;
-    let mut policy = Reconnect::default();
+    let mut policy = Reconnect::new(ctx.reconnect_max);
     loop {
         let polled = eventloop.poll().await;
         ctx.progress.store(now_ms(), Ordering::Relaxed);

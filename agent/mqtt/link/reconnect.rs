@@ -3,19 +3,30 @@
 
 use super::*;
 
-/// First back-off after a failed connection, and the cap.
-pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// The bound of the first reconnect wait; each failure in a row doubles it, up to the cap.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 
-/// Back-off cap: reconnect within about 2 s of the broker coming back.
-pub const BACKOFF_MAX: Duration = Duration::from_millis(1600);
+/// A connection up this long resets the back-off to [`BACKOFF_BASE`].
+pub const BACKOFF_RESET: Duration = Duration::from_secs(30);
 
-/// The next back-off: doubled, capped, with ±25 % jitter.
-pub fn next_backoff(prev: Duration) -> Duration {
-    let doubled = (prev * 2).clamp(BACKOFF_MIN, BACKOFF_MAX);
+/// The base of the back-off after repeated kicks.
+pub const KICK_BASE: Duration = Duration::from_millis(1600);
+
+/// A uniform random number in `[0, 1)`.
+fn unit_random() -> f64 {
     let mut b = [0u8; 2];
     let _ = getrandom::fill(&mut b);
-    let r = f64::from(u16::from_le_bytes(b)) / f64::from(u16::MAX); // 0..1
-    doubled.mul_f64(0.75 + r * 0.5)
+    f64::from(u16::from_le_bytes(b)) / 65_536.0
+}
+
+/// The wait after `failures` failures in a row (1: the first), "full jitter": uniform in
+/// `[0, min(cap, BACKOFF_BASE · 2^(failures-1)))` for `r` in `[0, 1)`. A fleet that lost its
+/// broker spreads its reconnects over the whole window instead of arriving in waves.
+pub fn full_jitter(failures: u32, cap: Duration, r: f64) -> Duration {
+    let bound = BACKOFF_BASE
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(20))
+        .min(cap);
+    bound.mul_f64(r.clamp(0.0, 1.0))
 }
 
 /// A connection that ends sooner than this after its CONNACK counts as a kick.
@@ -37,13 +48,10 @@ pub const KICKS_FOR_TAKEOVER: u32 = 3;
 /// The back-off after `kicks` quick disconnects in a row: 1.6 s doubled per kick, capped at
 /// [`KICK_BACKOFF_MAX`], ±25 % jitter.
 pub fn kick_backoff(kicks: u32) -> Duration {
-    let base = BACKOFF_MAX
+    let base = KICK_BASE
         .saturating_mul(1u32 << kicks.saturating_sub(1).min(10))
         .min(KICK_BACKOFF_MAX);
-    let mut b = [0u8; 2];
-    let _ = getrandom::fill(&mut b);
-    let r = f64::from(u16::from_le_bytes(b)) / f64::from(u16::MAX);
-    base.mul_f64(0.75 + r * 0.5)
+    base.mul_f64(0.75 + unit_random() * 0.5)
 }
 
 /// What to do after a failure.
@@ -64,6 +72,10 @@ pub enum Next {
 /// disconnect right after a successful CONNACK; kicks counted; takeovers reported once.
 #[derive(Debug, Default)]
 pub struct Reconnect {
+    /// Failures since the last connection that stayed up [`BACKOFF_RESET`].
+    failures: u32,
+    /// The longest wait (`[mqtt] reconnect_max_s`).
+    cap: Duration,
     backoff: Duration,
     connected_at: Option<std::time::Instant>,
     ever_connected: bool,
@@ -73,6 +85,14 @@ pub struct Reconnect {
 }
 
 impl Reconnect {
+    /// The policy with waits up to `cap`.
+    pub fn new(cap: Duration) -> Reconnect {
+        Reconnect {
+            cap,
+            ..Reconnect::default()
+        }
+    }
+
     /// A CONNACK arrived.
     pub fn connack(&mut self) {
         self.connected_at = Some(std::time::Instant::now());
@@ -95,12 +115,15 @@ impl Reconnect {
             }
             if up >= STABLE_CONNECTION && *f != Failure::SessionTakenOver {
                 self.kicks = 0;
-                self.backoff = Duration::ZERO;
                 self.takeover_reported = false;
             } else {
                 self.kicks += 1;
             }
+            if up >= BACKOFF_RESET {
+                self.failures = 0;
+            }
         }
+        self.failures = self.failures.saturating_add(1);
         if !self.ever_connected && auto {
             self.suspects += match f {
                 Failure::ProtocolSuspect(_) => 1,
@@ -114,8 +137,11 @@ impl Reconnect {
         let takeover = *f == Failure::SessionTakenOver || self.kicks >= KICKS_FOR_TAKEOVER;
         self.backoff = if takeover || self.kicks >= 2 {
             kick_backoff(self.kicks.max(2))
+        } else if matches!(f, Failure::Refused { .. }) {
+            // Bad credentials or not authorised: no quick retry will change that.
+            self.cap
         } else {
-            next_backoff(self.backoff)
+            full_jitter(self.failures, self.cap, unit_random())
         };
         let report_takeover = takeover && !self.takeover_reported;
         if takeover {
