@@ -384,6 +384,7 @@ fn build_report(
         session: 0,
         notices: Vec::new(),
         commands: None,
+        interval_s: None,
         health: Health::of(&findings),
         metrics: metrics(snap, profile),
         findings,

@@ -317,7 +317,10 @@ fn reconnect_max_is_bounded() {
         let e = load(&SysRoot::new(d.path()), None, &[]).unwrap_err();
         assert!(e.message.contains("mqtt.reconnect_max_s"), "{bad}: {e:?}");
     }
-    let env = [("NPU_AGENT_MQTT_RECONNECT_MAX_S".to_string(), "30".to_string())];
+    let env = [(
+        "NPU_AGENT_MQTT_RECONNECT_MAX_S".to_string(),
+        "30".to_string(),
+    )];
     let (c, _) = load(&SysRoot::new(d.path()), None, &env).unwrap();
     assert_eq!(c.mqtt.reconnect_max_s, 30);
 }

@@ -55,6 +55,7 @@ impl Agent {
             r.notices.push(self.takeover_notice());
         }
         r.commands = Some(self.subscription.status_word().to_string());
+        r.interval_s = Some(self.s.cfg.report.interval_s);
         r.notices.extend(self.subscription.notice());
         self.status_report = Some(r.clone());
         // Checks run every CHECK_PERIOD (at most interval_s); the status goes out on start, when

@@ -26,6 +26,23 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+/// A board whose last status is more than this many intervals old is stale.
+pub const STALE_INTERVALS: i64 = 3;
+
+/// Why a board is stale, if it is: its last status (`time`, RFC 3339) is older than
+/// [`STALE_INTERVALS`] times its `interval_s` (plus a minute for clocks and slow checks) at
+/// `now_s`, whatever its retained availability says (a broker node that died with the board's
+/// session never publishes its last will).
+pub fn stale_reason(time: &str, interval_s: Option<u64>, now_s: i64) -> Option<String> {
+    let interval = i64::try_from(interval_s?).ok()?;
+    let (date, clock) = time.split_once('T')?;
+    let at = crate::sys::time::unix_from_date_time(date, clock.get(..8)?)?;
+    let age = now_s.saturating_sub(at);
+    (age > interval.saturating_mul(STALE_INTERVALS).saturating_add(60)).then(|| {
+        format!("its last status is {age} s old and it publishes every {interval} s: it may be off the broker, whatever its availability says")
+    })
+}
+
 /// Exit codes of the fleet commands.
 pub const EXIT_OK: i32 = 0;
 /// Failed, rejected or timed out.
@@ -111,6 +128,29 @@ fn runtime(err: &mut dyn Write) -> Option<tokio::runtime::Runtime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_status_several_intervals_old_is_stale() {
+        let now = crate::sys::time::unix_from_date_time("2026-12-04", "10:00:00").unwrap();
+        let t = "2026-12-04T09:50:00.123Z"; // 600 s before
+        let why = stale_reason(t, Some(60), now).unwrap();
+        assert!(
+            why.contains("600 s old") && why.contains("every 60 s"),
+            "{why}"
+        );
+        assert_eq!(
+            stale_reason(t, Some(300), now),
+            None,
+            "within 3 intervals and a minute"
+        );
+        assert_eq!(
+            stale_reason(t, None, now),
+            None,
+            "an older agent says no interval"
+        );
+        assert_eq!(stale_reason("yesterday", Some(60), now), None);
+        assert_eq!(stale_reason(t, Some(u64::MAX), now), None);
+    }
 
     #[test]
     fn an_incomplete_list_says_why() {

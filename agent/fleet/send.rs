@@ -146,9 +146,24 @@ struct Seen {
     /// The board keys the operator knows; boards whose final answer is not sealed by theirs.
     keys: super::known::KnownBoards,
     untrusted: std::collections::BTreeSet<String>,
+    /// Why a target board is stale ([`super::stale_reason`]), as its status showed.
+    stale: Option<String>,
 }
 
 impl Seen {
+    /// The exit code ([`exit_code`]; 1 as well when an answer is not the board's), saying why
+    /// a failed send's board may be stale.
+    fn code(&self, a: &SendArgs, err: &mut dyn Write) -> i32 {
+        let code = match self.untrusted.is_empty() {
+            true => exit_code(a, &self.finals, self.answered),
+            false => EXIT_FAILED,
+        };
+        if let (EXIT_FAILED, Some(why)) = (code, &self.stale) {
+            let _ = writeln!(err, "npu-agent: {why}");
+        }
+        code
+    }
+
     /// Why to stop waiting now, if it is time: the target never showed up after the SUBACK, the
     /// SUBACK never came, or the wait is over.
     fn give_up(&self, a: &SendArgs, deadline: Instant) -> Option<String> {
@@ -269,6 +284,7 @@ pub(super) async fn send_async(
                     finals: &mut seen.finals,
                     keys: &mut seen.keys,
                     untrusted: &mut seen.untrusted,
+                    stale: &mut seen.stale,
                 };
                 if !on_reply(a, cmd_id, &topic, &p, replies, out) {
                     continue;
@@ -280,10 +296,7 @@ pub(super) async fn send_async(
             }
         }
     }
-    let code = match seen.untrusted.is_empty() {
-        true => exit_code(a, &seen.finals, seen.answered),
-        false => EXIT_FAILED,
-    };
+    let code = seen.code(a, err);
     if seen.sent {
         clear_retained(&link, a, &init_topic, &seen.finals, cmd_id);
     }
@@ -334,6 +347,7 @@ struct Replies<'a> {
     finals: &'a mut BTreeMap<String, CmdStatus>,
     keys: &'a mut super::known::KnownBoards,
     untrusted: &'a mut std::collections::BTreeSet<String>,
+    stale: &'a mut Option<String>,
 }
 
 /// Takes one message: an availability or status of the target marks it seen; a lifecycle
@@ -355,8 +369,14 @@ fn on_reply(
         }
         return false;
     }
-    if topics::parse_board_leaf(root, topic, "status").is_some() {
+    if let Some(b) = topics::parse_board_leaf(root, topic, "status") {
         *seen.target_seen |= !p.is_empty();
+        if let Ok(s) = serde_json::from_slice::<Value>(p) {
+            let (time, every) = (s["time"].as_str().unwrap_or(""), s["interval_s"].as_u64());
+            if let Some(why) = super::stale_reason(time, every, crate::action::now_unix_s()) {
+                *seen.stale = Some(format!("{} is stale: {why}", clean(b)));
+            }
+        }
         return false;
     }
     let Some(t) = topics::parse_command(root, topic) else {

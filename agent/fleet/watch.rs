@@ -34,6 +34,12 @@ pub struct BoardRow {
     /// The status's `commands`: `subscribed`, `subscribing`, `not subscribed` (a deaf board:
     /// online, but the broker refused its command subscription), or empty (an older agent).
     pub commands: String,
+    /// Seconds between the board's statuses (`interval_s`), when it says.
+    #[serde(skip)]
+    pub interval_s: Option<u64>,
+    /// Why the board is stale ([`super::stale_reason`]), when it is: `LINK` says `stale`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<String>,
     /// Whose the status is ([`super::known::Trust::word`]): `signed` (the key known for the
     /// board), `new key` (first seen, now recorded), `KEY CHANGED`, `UNSIGNED`, `BAD SIG`.
     pub identity: String,
@@ -62,6 +68,8 @@ pub(super) struct LightStatus {
     #[serde(default)]
     commands: String,
     #[serde(default)]
+    interval_s: Option<u64>,
+    #[serde(default)]
     findings: Vec<LightFinding>,
     #[serde(default)]
     metrics: BTreeMap<String, Value>,
@@ -79,6 +87,7 @@ pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
     row.last_seen = s.time;
     row.session = s.session;
     row.commands = s.commands;
+    row.interval_s = s.interval_s;
     row.cma_free_bytes = s.metrics.get("cma_free_bytes").and_then(Value::as_u64);
     row.cma_total_bytes = s.metrics.get("cma_total_bytes").and_then(Value::as_u64);
     row.soc_temp_c = s.metrics.get("soc_temp_c").and_then(Value::as_f64);
@@ -118,8 +127,16 @@ pub fn whole_seconds(rfc3339: &str) -> String {
 /// the broker refused (it publishes, but hears no command).
 fn link_cell(r: &BoardRow) -> &str {
     match (r.availability.as_str(), r.commands.as_str()) {
+        (a, _) if a != "offline" && r.stale.is_some() => "stale",
         ("online", "not subscribed") => "deaf",
         (a, _) => a,
+    }
+}
+
+/// Marks each row stale, or not, at `now_s` ([`super::stale_reason`]).
+pub fn mark_stale(rows: &mut [BoardRow], now_s: i64) {
+    for r in rows {
+        r.stale = super::stale_reason(&r.last_seen, r.interval_s, now_s);
     }
 }
 
@@ -640,7 +657,8 @@ fn record_message(
 
 /// Redraws the live table: cursor home and clear screen on a terminal, else the table again.
 fn redraw(rows: &BTreeMap<String, BoardRow>, tty: bool, out: &mut dyn Write) {
-    let list: Vec<BoardRow> = rows.values().cloned().collect();
+    let mut list: Vec<BoardRow> = rows.values().cloned().collect();
+    mark_stale(&mut list, crate::action::now_unix_s());
     let text = render_rows(&list);
     let _ = if tty {
         write!(out, "\x1b[H\x1b[2J{text}")
@@ -683,7 +701,8 @@ async fn finish(
         link.shutdown(Duration::from_millis(500)).await;
         return EXIT_FAILED;
     }
-    let list: Vec<BoardRow> = end.rows.into_values().collect();
+    let mut list: Vec<BoardRow> = end.rows.into_values().collect();
+    mark_stale(&mut list, crate::action::now_unix_s());
     if list.is_empty() && a.once {
         let _ = writeln!(
             err,

@@ -72,6 +72,10 @@ pub struct Report {
     /// or `not subscribed` (the broker refused or did not answer the command subscription).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commands: Option<String>,
+    /// Seconds between statuses (`npu-agent run` only, `report.interval_s`): a reader calls the
+    /// board stale when its last status is several intervals old.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<u64>,
     /// Every check's findings, in check-id order.
     pub findings: Vec<Finding>,
     /// Figures for dashboards: `cma_total_bytes`, `cma_free_bytes`, `mem_available_bytes`,
@@ -134,6 +138,9 @@ pub struct CompactReport<'a> {
     /// As in [`Report::commands`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub commands: Option<&'a str>,
+    /// As in [`Report::interval_s`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<u64>,
     /// Non-passing findings (evidence dropped when even that does not fit).
     pub findings: Vec<Finding>,
     /// Every other check id and its status (`pass` or `skip`).
@@ -201,6 +208,7 @@ pub fn compact(r: &Report, brief: bool) -> CompactReport<'_> {
         session: r.session,
         notices: r.notices.clone(),
         commands: r.commands.as_deref(),
+        interval_s: r.interval_s,
         findings,
         checks,
         metrics: &r.metrics,

@@ -2832,3 +2832,66 @@ fn a_refused_connect_waits_the_whole_cap() {
     assert!(log.contains("NotAuthorized (reason code 0x87)"), "{log}");
     assert!(log.contains("retry_in_ms=120000"), "{log}");
 }
+
+/// Issue 27, liveness that does not depend on one node: a board whose retained status is many
+/// intervals old is `stale` in `fleet watch` (with the reason in JSON), whatever its retained
+/// availability says, and `fleet send` says so when the board does not answer.
+#[test]
+fn a_board_with_an_old_status_is_stale_whatever_its_availability_says() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let broker = Broker::start();
+    let c = Client::connect(broker.port, &["npu-fleet/ghost/#"]);
+    // Its node died with its session: the last will never came, "online" stayed.
+    c.publish("npu-fleet/ghost/availability", b"online", true);
+    let old = String::from_utf8(
+        Command::new("date")
+            .args(["-u", "-d", "-1 hour", "+%Y-%m-%dT%H:%M:%SZ"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let status = format!(
+        r#"{{"health":"ok","board_id":"ghost","profile":"rk3588-rknpu","time":"{}","session":1,"interval_s":60,"findings":[]}}"#,
+        old.trim()
+    );
+    c.publish("npu-fleet/ghost/status", status.as_bytes(), true);
+    let url = broker.url();
+    let (code, out, err) = run_cli(&["fleet", "watch", "--once", "--broker", &url], &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("ghost "))
+        .unwrap_or_default();
+    assert_eq!(row.split_whitespace().nth(1), Some("stale"), "{out}");
+    let (code, out, err) = run_cli(
+        &[
+            "fleet", "watch", "--once", "--format", "json", "--broker", &url,
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let why = v["boards"][0]["stale"].as_str().unwrap_or_default();
+    assert!(why.contains("publishes every 60 s"), "{v}");
+    let (code, out, err) = run_cli(
+        &[
+            "fleet",
+            "send",
+            "rescan",
+            "--board",
+            "ghost",
+            "--broker",
+            &url,
+            "--wait",
+            "3",
+            "--board-wait",
+            "1",
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("ghost is stale: its last status is"), "{err}");
+}
