@@ -385,6 +385,7 @@ fn build_report(
         notices: Vec::new(),
         commands: None,
         interval_s: None,
+        broker: None,
         health: Health::of(&findings),
         metrics: metrics(snap, profile),
         findings,

@@ -441,7 +441,7 @@ fn prepare(source: &str, text: &str, now: &str) -> Result<Prepared, Box<Provisio
         table.remove(*t);
     }
     if !cfg.mqtt.url.is_empty() {
-        crate::mqtt::parse_url(&cfg.mqtt.url)
+        crate::mqtt::parse_urls(&cfg.mqtt.url)
             .map_err(|e| bad(find_key_line(text, "url"), format!("mqtt.url: {e}")))?;
     }
     let s = consumed.secrets;

@@ -57,7 +57,7 @@ impl Config {
         if !self.mqtt.url.is_empty() {
             // The value is not quoted (it could be anything typed in the wrong key), except a
             // URL with user info, shown with it redacted.
-            if let Err(e) = crate::mqtt::parse_url_quiet(&self.mqtt.url) {
+            if let Err(e) = crate::mqtt::parse_urls_quiet(&self.mqtt.url) {
                 let shown = crate::mqtt::redact_url(&self.mqtt.url);
                 return err(if shown != self.mqtt.url {
                     format!("mqtt.url {shown:?}: {e}")

@@ -113,6 +113,8 @@ pub(super) struct Agent {
     pub interrupted: super::interrupted::Interrupted,
     /// When `online` was last published again over someone else's availability value.
     pub online_reasserted: Option<Instant>,
+    /// The broker of the current connection (one of `[mqtt] url`'s list), redacted.
+    pub broker: String,
     /// The first recent connection drop right after a full status (a second within a minute
     /// chooses the compact form).
     pub last_full_drop: Option<Instant>,
@@ -189,6 +191,7 @@ impl Agent {
             subscription: Default::default(),
             interrupted: Default::default(),
             online_reasserted: None,
+            broker: String::new(),
             sweep: Default::default(),
             compact_for_drop: false,
             connected_since: None,

@@ -20,7 +20,8 @@ pub(super) fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::Unbounded
         LinkEvent::Connected {
             session_present,
             max_packet_bytes,
-        } => on_connected(agent, session_present, max_packet_bytes),
+            broker,
+        } => on_connected(agent, session_present, max_packet_bytes, broker),
         LinkEvent::ProtocolRefused { reason } => on_protocol_refused(agent, &reason),
         LinkEvent::SessionTakenOver {
             reason,
@@ -42,7 +43,12 @@ pub(super) fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::Unbounded
     }
 }
 
-fn on_connected(agent: &mut Agent, session_present: bool, max_packet_bytes: Option<u32>) {
+fn on_connected(
+    agent: &mut Agent,
+    session_present: bool,
+    max_packet_bytes: Option<u32>,
+    broker: usize,
+) {
     agent.connected = true;
     agent.connected_since = Some(Instant::now());
     agent.session += 1;
@@ -52,8 +58,19 @@ fn on_connected(agent: &mut Agent, session_present: bool, max_packet_bytes: Opti
         // The broker now says what it accepts: the status is sized to that instead.
         undo_compact(agent, "the broker announces its packet limit");
     }
+    // The node that answered, of the configured list.
+    let url = agent
+        .s
+        .cfg
+        .mqtt
+        .url
+        .split(',')
+        .nth(broker)
+        .unwrap_or_default()
+        .trim();
+    agent.broker = crate::mqtt::redact_url(url);
     tracing::info!(
-        broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+        broker = agent.broker.as_str(),
         board = %agent.s.board,
         session = agent.session,
         session_present,
@@ -81,6 +98,7 @@ fn on_connected(agent: &mut Agent, session_present: bool, max_packet_bytes: Opti
     // Re-publish the status with the new session counter.
     if let Some(r) = &mut agent.status_report {
         r.session = agent.session;
+        r.broker = Some(agent.broker.clone());
         agent.status_dirty = true;
     }
     // Discovery names the model: wait for the first diagnosis if it has not come yet.

@@ -67,13 +67,15 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
             "mqtt.url is not set (in /etc/npu-agent/agent.toml, or NPU_AGENT_MQTT_URL)".into(),
         ));
     }
-    let url = mqtt::parse_url(&cfg.mqtt.url).map_err(cerr)?;
+    // One URL, or a cluster's nodes separated by commas: the first, then the others in turn.
+    let mut fallbacks = mqtt::parse_urls(&cfg.mqtt.url).map_err(cerr)?;
+    let url = fallbacks.remove(0);
     let root = SysRoot::new(&cfg.root);
     let board = board_id(&root, &cfg.board_id);
     let settings = Settings::assemble(cfg.clone())
         .for_board(board.clone())
         .map_err(cerr)?;
-    let tls = if url.tls {
+    let tls = if url.tls || fallbacks.iter().any(|u| u.tls) {
         let ca_pem = if cfg.mqtt.ca_file.is_empty() {
             Vec::new()
         } else {
@@ -127,6 +129,7 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).0,
         auto_protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).1,
         reconnect_max: Duration::from_secs(cfg.mqtt.reconnect_max_s),
+        fallbacks,
     };
     let state = settings.state.clone();
     let profile = ProfileChoice::parse(&cfg.profile);

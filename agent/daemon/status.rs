@@ -56,6 +56,7 @@ impl Agent {
         }
         r.commands = Some(self.subscription.status_word().to_string());
         r.interval_s = Some(self.s.cfg.report.interval_s);
+        r.broker = Some(self.broker.clone()).filter(|b| !b.is_empty());
         r.notices.extend(self.subscription.notice());
         self.status_report = Some(r.clone());
         // Checks run every CHECK_PERIOD (at most interval_s); the status goes out on start, when

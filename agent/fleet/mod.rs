@@ -56,9 +56,10 @@ fn env(name: &str) -> Option<String> {
 
 /// Connection options for an operator tool (no last will; lossless event channel).
 pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, String> {
-    let url = mqtt::parse_url(broker)?;
+    let mut fallbacks = mqtt::parse_urls(broker)?;
+    let url = fallbacks.remove(0);
     let read = |p: String| std::fs::read(&p).map_err(|e| format!("{p}: {e}"));
-    let tls = if url.tls {
+    let tls = if url.tls || fallbacks.iter().any(|u| u.tls) {
         let ca_pem = match env("NPU_AGENT_MQTT_CA_FILE") {
             Some(p) => read(p)?,
             None => Vec::new(),
@@ -111,6 +112,7 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
         auto_protocol: protocol.1,
         // A person waits on these tools: reconnect within seconds of the broker coming back.
         reconnect_max: Duration::from_secs(8),
+        fallbacks,
     })
 }
 

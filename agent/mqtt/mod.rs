@@ -42,6 +42,19 @@ pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
     parse_url_quiet(url).map_err(|e| format!("{:?}: {e}", redact_url(url)))
 }
 
+/// A broker list: one URL, or several separated by commas (`mqtt://a:1883,mqtts://b:8883`, the
+/// nodes of a cluster, tried in order and in turn), each parsed as [`parse_url`] does.
+///
+/// Errors: the first URL that does not parse (quoted redacted).
+pub fn parse_urls(list: &str) -> Result<Vec<BrokerUrl>, String> {
+    list.split(',').map(|u| parse_url(u.trim())).collect()
+}
+
+/// [`parse_urls`] with errors that do not quote the URLs (config validation).
+pub fn parse_urls_quiet(list: &str) -> Result<Vec<BrokerUrl>, String> {
+    list.split(',').map(|u| parse_url_quiet(u.trim())).collect()
+}
+
 /// [`parse_url`] with errors that do not quote the URL (for config validation: a value typed in
 /// the wrong key may be anything).
 pub fn parse_url_quiet(url: &str) -> Result<BrokerUrl, String> {
@@ -412,6 +425,19 @@ mod tests {
             "h:1883",
         ] {
             assert!(parse_url(bad).is_err(), "{bad}");
+        }
+        // A cluster's nodes, in order, each with its own scheme.
+        let list = parse_urls("mqtt://a:1883, mqtts://b").unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!((list[0].host.as_str(), list[0].tls), ("a", false));
+        assert_eq!(
+            (list[1].host.as_str(), list[1].port, list[1].tls),
+            ("b", 8883, true)
+        );
+        assert_eq!(parse_urls("mqtt://a").unwrap().len(), 1);
+        for bad in ["mqtt://a,", "mqtt://a,http://b", "mqtt://a,mqtt://u:p@b"] {
+            let e = parse_urls(bad).unwrap_err();
+            assert!(!e.contains("u:p"), "{e}");
         }
     }
 }

@@ -76,6 +76,9 @@ pub struct Report {
     /// board stale when its last status is several intervals old.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_s: Option<u64>,
+    /// The broker this status went through (`npu-agent run` only; one of `[mqtt] url`'s list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broker: Option<String>,
     /// Every check's findings, in check-id order.
     pub findings: Vec<Finding>,
     /// Figures for dashboards: `cma_total_bytes`, `cma_free_bytes`, `mem_available_bytes`,
@@ -141,6 +144,9 @@ pub struct CompactReport<'a> {
     /// As in [`Report::interval_s`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interval_s: Option<u64>,
+    /// As in [`Report::broker`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker: Option<&'a str>,
     /// Non-passing findings (evidence dropped when even that does not fit).
     pub findings: Vec<Finding>,
     /// Every other check id and its status (`pass` or `skip`).
@@ -209,6 +215,7 @@ pub fn compact(r: &Report, brief: bool) -> CompactReport<'_> {
         notices: r.notices.clone(),
         commands: r.commands.as_deref(),
         interval_s: r.interval_s,
+        broker: r.broker.as_deref(),
         findings,
         checks,
         metrics: &r.metrics,

@@ -1262,6 +1262,7 @@ fn the_mqtt_311_fallback_link_publishes_and_receives() {
             protocol: Protocol::V311,
             auto_protocol: false,
             reconnect_max: Duration::from_secs(2),
+            fallbacks: Vec::new(),
         };
         let mut link = Link::start(&opts);
         assert!(matches!(link.client, MqttClient::V311(_)));
@@ -1367,6 +1368,7 @@ fn the_agent_link_holds_a_flood_back_on_the_broker_until_each_message_is_handled
                 protocol,
                 auto_protocol: false,
                 reconnect_max: Duration::from_secs(2),
+                fallbacks: Vec::new(),
             };
             let mut link = Link::start(&opts);
             assert!(matches!(
@@ -2894,4 +2896,45 @@ fn a_board_with_an_old_status_is_stale_whatever_its_availability_says() {
     );
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("ghost is stale: its last status is"), "{err}");
+}
+
+/// Issue 27, several brokers: `[mqtt] url` lists the nodes in order; the agent connects to the
+/// first that answers, fails over to the next when its broker goes away, and says in its status
+/// which broker it is on; the fleet tools take the same list.
+#[test]
+fn the_agent_fails_over_to_the_next_broker_and_says_which() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let mut a = Broker::start();
+    let b = Broker::start();
+    let dead = format!("mqtt://127.0.0.1:{}", free_port());
+    let list = format!("{dead},{},{}", a.url(), b.url());
+    let board = Board::from_fixture(CASE, "b1", "");
+    board.write("/etc/npu-agent/agent.toml", &agent_config(&list, "b1", ""));
+    let _agent = Agent::start(&board);
+    // The first node refuses the connection: the second one has the board.
+    let on_a = Client::connect(a.port, &["npu-fleet/b1/status"]);
+    let s = on_a.wait_for(T, "a status on the second broker", |m| {
+        !m.payload.is_empty()
+    });
+    assert_eq!(s.json()["broker"], a.url().as_str(), "{}", s.text());
+    // The tools take the list too, and use the node that answers.
+    let (code, out, err) = run_cli(
+        &[
+            "fleet",
+            "watch",
+            "--once",
+            "--broker",
+            &format!("{dead},{}", a.url()),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.lines().any(|l| l.starts_with("b1 ")), "{out}");
+    // Its node goes away: the board moves on to the third.
+    let on_b = Client::connect(b.port, &["npu-fleet/b1/status"]);
+    a.stop();
+    let s = on_b.wait_for(T, "a status on the third broker", |m| !m.payload.is_empty());
+    assert_eq!(s.json()["broker"], b.url().as_str(), "{}", s.text());
 }

@@ -224,6 +224,9 @@ pub struct LinkOptions {
     pub auto_protocol: bool,
     /// The longest reconnect wait ([`Reconnect`]): the agent's `[mqtt] reconnect_max_s`.
     pub reconnect_max: Duration,
+    /// Other brokers (the nodes of a cluster), tried in turn after `url` when a connection
+    /// fails or is lost ([`LinkEvent::Connected`] says which one answered).
+    pub fallbacks: Vec<super::BrokerUrl>,
 }
 
 /// What the polling task reports.
@@ -236,6 +239,8 @@ pub enum LinkEvent {
         /// MQTT 5 Maximum Packet Size from the CONNACK, bytes (`None`: no limit announced,
         /// or MQTT 3.1.1).
         max_packet_bytes: Option<u32>,
+        /// Which broker answered: 0 for `url`, then the fallbacks in order.
+        broker: usize,
     },
     /// The broker ended this client's session because another client connected with the same
     /// client id (MQTT 5 reason 0x8E), or closed connections soon after CONNACK again and again
@@ -332,8 +337,13 @@ pub fn now_ms() -> u64 {
     u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-fn options(o: &LinkOptions) -> MqttOptions {
-    let mut m = MqttOptions::new(o.client_id.clone(), o.url.host.clone(), o.url.port);
+/// `url` then [`LinkOptions::fallbacks`].
+fn brokers(o: &LinkOptions) -> Vec<&super::BrokerUrl> {
+    std::iter::once(&o.url).chain(&o.fallbacks).collect()
+}
+
+fn options(o: &LinkOptions, url: &super::BrokerUrl) -> MqttOptions {
+    let mut m = MqttOptions::new(o.client_id.clone(), url.host.clone(), url.port);
     m.set_keep_alive(o.keep_alive.max(Duration::from_secs(5)));
     m.set_clean_start(true);
     m.set_connection_timeout(o.connect_timeout_s);
@@ -366,7 +376,7 @@ fn options(o: &LinkOptions) -> MqttOptions {
             None,
         ));
     }
-    if let (true, Some(cfg)) = (o.url.tls, &o.tls) {
+    if let (true, Some(cfg)) = (url.tls, &o.tls) {
         m.set_transport(rumqttc::Transport::tls_with_config(
             rumqttc::TlsConfiguration::Rustls(cfg.clone()),
         ));
@@ -374,8 +384,8 @@ fn options(o: &LinkOptions) -> MqttOptions {
     m
 }
 
-fn options_v311(o: &LinkOptions) -> rumqttc::MqttOptions {
-    let mut m = rumqttc::MqttOptions::new(o.client_id.clone(), o.url.host.clone(), o.url.port);
+fn options_v311(o: &LinkOptions, url: &super::BrokerUrl) -> rumqttc::MqttOptions {
+    let mut m = rumqttc::MqttOptions::new(o.client_id.clone(), url.host.clone(), url.port);
     m.set_keep_alive(o.keep_alive.max(Duration::from_secs(5)));
     m.set_clean_session(true);
     m.set_max_packet_size(
@@ -396,7 +406,7 @@ fn options_v311(o: &LinkOptions) -> rumqttc::MqttOptions {
             true,
         ));
     }
-    if let (true, Some(cfg)) = (o.url.tls, &o.tls) {
+    if let (true, Some(cfg)) = (url.tls, &o.tls) {
         m.set_transport(rumqttc::Transport::tls_with_config(
             rumqttc::TlsConfiguration::Rustls(cfg.clone()),
         ));
@@ -424,17 +434,20 @@ impl Link {
         };
         let (client, task) = match o.protocol {
             Protocol::V5 => {
-                let (client, eventloop) = AsyncClient::new(options(o), 256);
-                let task = tokio::spawn(poll_loop(eventloop, task_ctx, o.auto_protocol));
+                let all: Vec<MqttOptions> = brokers(o).into_iter().map(|u| options(o, u)).collect();
+                let (client, eventloop) = AsyncClient::new(all[0].clone(), 256);
+                let task = tokio::spawn(poll_loop(eventloop, task_ctx, o.auto_protocol, all));
                 (MqttClient::V5(client), task)
             }
             Protocol::V311 => {
-                let (client, mut eventloop) = rumqttc::AsyncClient::new(options_v311(o), 256);
+                let all: Vec<rumqttc::MqttOptions> =
+                    brokers(o).into_iter().map(|u| options_v311(o, u)).collect();
+                let (client, mut eventloop) = rumqttc::AsyncClient::new(all[0].clone(), 256);
                 let mut net = rumqttc::NetworkOptions::new();
                 net.set_tcp_nodelay(true);
                 net.set_connection_timeout(o.connect_timeout_s);
                 eventloop.set_network_options(net);
-                let task = tokio::spawn(poll_loop_v311(eventloop, task_ctx));
+                let task = tokio::spawn(poll_loop_v311(eventloop, task_ctx, all));
                 (MqttClient::V311(client), task)
             }
         };
@@ -579,6 +592,7 @@ mod tests {
             protocol,
             auto_protocol: auto,
             reconnect_max: Duration::from_secs(2),
+            fallbacks: Vec::new(),
         }
     }
 

@@ -108,9 +108,15 @@ pub(super) async fn after_failure(
     }
 }
 
-pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool) {
+pub(super) async fn poll_loop(
+    mut eventloop: EventLoop,
+    ctx: TaskCtx,
+    auto: bool,
+    brokers: Vec<rumqttc::v5::MqttOptions>,
+) {
     let tx = &ctx.tx;
     let mut policy = Reconnect::new(ctx.reconnect_max);
+    let mut broker = 0;
     loop {
         let polled = eventloop.poll().await;
         ctx.progress.store(now_ms(), Ordering::Relaxed);
@@ -121,6 +127,7 @@ pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,
                         max_packet_bytes: ack.properties.and_then(|p| p.max_packet_size),
+                        broker,
                     })
                     .await;
             }
@@ -154,6 +161,11 @@ pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool
                     return;
                 }
                 let f = classify_v5(&e);
+                // Another node of the cluster next (the back-off still applies).
+                if brokers.len() > 1 {
+                    broker = (broker + 1) % brokers.len();
+                    eventloop.options = brokers[broker].clone();
+                }
                 if !after_failure(
                     &mut policy,
                     tx,
@@ -170,9 +182,14 @@ pub(super) async fn poll_loop(mut eventloop: EventLoop, ctx: TaskCtx, auto: bool
     }
 }
 
-pub(super) async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskCtx) {
+pub(super) async fn poll_loop_v311(
+    mut eventloop: rumqttc::EventLoop,
+    ctx: TaskCtx,
+    brokers: Vec<rumqttc::MqttOptions>,
+) {
     let tx = &ctx.tx;
     let mut policy = Reconnect::new(ctx.reconnect_max);
+    let mut broker = 0;
     loop {
         let polled = eventloop.poll().await;
         ctx.progress.store(now_ms(), Ordering::Relaxed);
@@ -183,6 +200,7 @@ pub(super) async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskC
                     .send(LinkEvent::Connected {
                         session_present: ack.session_present,
                         max_packet_bytes: None,
+                        broker,
                     })
                     .await;
             }
@@ -222,6 +240,10 @@ pub(super) async fn poll_loop_v311(mut eventloop: rumqttc::EventLoop, ctx: TaskC
                 }
                 // 3.1.1 is the last resort: it never falls back further.
                 let f = classify_v311(&e);
+                if brokers.len() > 1 {
+                    broker = (broker + 1) % brokers.len();
+                    eventloop.mqtt_options = brokers[broker].clone();
+                }
                 if !after_failure(
                     &mut policy,
                     tx,
