@@ -28,7 +28,6 @@ use crate::check::{Finding, Status};
 use crate::config::{self, FIRST_BOOT_FILES};
 use crate::root::SysRoot;
 use serde::{Deserialize, Serialize};
-use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

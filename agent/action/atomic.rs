@@ -277,9 +277,11 @@ fn sibling(target: &Path, prefix: &str, suffix: &str) -> PathBuf {
 /// Permission bits of an existing file (to give the replacement the same), `None` when it does
 /// not exist.
 pub fn existing_mode(path: &Path) -> Option<u32> {
-    fs::metadata(path)
+    // The entry itself (a link planted there lends no mode), and never set-id or sticky bits.
+    fs::symlink_metadata(path)
         .ok()
-        .map(|m| m.permissions().mode() & 0o7777)
+        .filter(|m| m.is_file())
+        .map(|m| m.permissions().mode() & 0o777)
 }
 
 fn at(step: Step, path: &Path) -> impl FnOnce(io::Error) -> WriteError + '_ {
@@ -433,5 +435,19 @@ mod tests {
         let e = write_atomic(&mut RealStorage, &target, b"{}", None, DEFAULT_MODE).unwrap_err();
         assert_eq!(e.step, Step::TempCreate);
         assert_eq!(e.errno(), Some(2));
+    }
+
+    #[test]
+    fn an_existing_mode_is_the_entrys_own_and_never_set_id() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let suid = dir.path().join("passwd");
+        fs::write(&suid, "x").unwrap();
+        fs::set_permissions(&suid, fs::Permissions::from_mode(0o4755)).unwrap();
+        assert_eq!(existing_mode(&suid), Some(0o755));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&suid, &link).unwrap();
+        assert_eq!(existing_mode(&link), None, "a planted link lends no mode");
+        assert_eq!(existing_mode(&dir.path().join("missing")), None);
     }
 }

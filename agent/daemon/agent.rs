@@ -111,8 +111,6 @@ pub(super) struct Agent {
     pub subscription: super::subscribe::Subscription,
     /// Commands left `executing` at start, answered `failed` once the broker had its say.
     pub interrupted: super::interrupted::Interrupted,
-    /// When `online` was last published again over someone else's availability value.
-    pub online_reasserted: Option<Instant>,
     /// The broker of the current connection (one of `[mqtt] url`'s list), redacted.
     pub broker: String,
     /// The first recent connection drop right after a full status (a second within a minute
@@ -190,7 +188,6 @@ impl Agent {
             last_full_drop: None,
             subscription: Default::default(),
             interrupted: Default::default(),
-            online_reasserted: None,
             broker: String::new(),
             sweep: Default::default(),
             compact_for_drop: false,

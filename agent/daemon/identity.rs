@@ -48,6 +48,5 @@ pub(super) fn load_or_make(state: &StateDir) -> Result<SigningKey, String> {
         0o600,
     )
     .map_err(|e| e.unpinned(&target).to_string())?;
-    tracing::info!(file = path.as_str(), "made this board's identity key");
     Ok(key)
 }

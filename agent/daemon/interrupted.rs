@@ -60,17 +60,20 @@ pub(super) fn on_retained(agent: &mut Agent, t: &CommandTopic, payload: &[u8]) {
     if v["board"].as_str() != Some(agent.s.board.as_str()) {
         return;
     }
-    // Only this board's own answer: sealed with its key (broker access alone cannot make one).
-    if let Some(key) = &agent.s.identity {
-        let topic =
-            crate::mqtt::topics::command(&agent.s.topic_root, &t.board, &t.action, &t.cmd_id);
-        let own = crate::mqtt::board_sig::key_text(&key.verifying_key());
-        if crate::mqtt::board_sig::open(&topic, payload) != crate::mqtt::board_sig::Seal::By(own) {
-            return;
-        }
-    }
-    let Ok(status) = serde_json::from_value::<CmdStatus>(v["status"].clone()) else {
+    // Only this board's own answer: sealed with its key (broker access alone cannot make one);
+    // without a key nothing can be told apart, and nothing is taken.
+    let Some(key) = &agent.s.identity else { return };
+    let topic = crate::mqtt::topics::command(&agent.s.topic_root, &t.board, &t.action, &t.cmd_id);
+    let own = crate::mqtt::board_sig::key_text(&key.verifying_key());
+    if crate::mqtt::board_sig::open(&topic, payload) != crate::mqtt::board_sig::Seal::By(own) {
         return;
+    }
+    let status = match v["status"].as_str() {
+        Some("successful") => CmdStatus::Successful,
+        Some("failed") => CmdStatus::Failed,
+        Some("rejected") => CmdStatus::Rejected,
+        Some("executing") => CmdStatus::Executing,
+        _ => return,
     };
     if status.is_final() {
         let (c, _) = agent.interrupted.pending.remove(i);

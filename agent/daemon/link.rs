@@ -230,17 +230,15 @@ fn on_disconnected(
 
 /// A message on a subscribed topic; `retain`: its retain flag.
 /// Another value than `online` on this board's availability while it is connected (a spoofed
-/// retained `offline`): `online` is published again, at most once a second.
+/// retained `offline`): `online` is published again, one for each (no amplification, and none
+/// skipped, so the last retained value is the board's).
 fn reassert_online(agent: &mut Agent, payload: &[u8]) {
-    let due = agent
-        .online_reasserted
-        .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
-    if payload == b"online" || !agent.connected || !due {
+    if payload == b"online" || !agent.connected {
         return;
     }
-    agent.online_reasserted = Some(Instant::now());
     tracing::warn!(
-        seen = %String::from_utf8_lossy(payload).chars().take(16).map(|c| if c.is_control() { '?' } else { c }).collect::<String>(),
+        // The log escapes control characters (sys::log); 16 are enough to tell what it was.
+        seen = %String::from_utf8_lossy(&payload[..payload.len().min(16)]),
         "another client set this board's availability: publishing online again"
     );
     let avail = topics::availability(&agent.s.topic_root, &agent.s.board);

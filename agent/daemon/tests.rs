@@ -273,6 +273,38 @@ fn a_final_answer_the_broker_holds_survives_a_restart_the_ledger_missed() {
     assert_eq!(a[0].1["status"], "successful", "{a:?}");
 }
 
+/// Without its own key the board cannot tell its answer from a forged one: an interrupted
+/// command is failed whatever the broker holds.
+#[test]
+fn without_a_board_key_no_answer_from_the_broker_is_taken() {
+    let mut r = rig();
+    r.command("compact", "c1", json!({}));
+    let _ = r.started();
+    let _ = r.answers();
+    let dir = std::mem::replace(&mut r._dir, tempfile::tempdir().unwrap());
+    drop(r);
+    let mut r = rig_in(dir);
+    r.agent.s.identity = None;
+    super::main_loop::settle_on_start(&mut r.agent);
+    let forged = LinkEvent::Message {
+        topic: "npu-fleet/b1/cmd/compact/c1".into(),
+        payload: br#"{"status":"successful","board":"b1","action":"compact","cmd_id":"c1"}"#
+            .to_vec(),
+        retain: true,
+        ack: None,
+    };
+    handle_link(&mut r.agent, forged, &r.tx);
+    r.agent.connected = true;
+    r.agent.subscription = super::subscribe::Subscription::Granted;
+    r.agent
+        .interrupted
+        .granted(std::time::Instant::now() - super::interrupted::RETAINED_GRACE);
+    super::interrupted::answer_due(&mut r.agent);
+    let a = r.answers();
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(a[0].1["status"], "failed", "{a:?}");
+}
+
 #[test]
 fn a_refused_action_is_rejected_before_executing() {
     let mut r = rig();

@@ -67,7 +67,7 @@ impl KnownBoards {
         let keys = text
             .lines()
             .filter_map(|l| l.split_once(' '))
-            .map(|(b, k)| (b.trim().to_string(), k.trim().to_string()))
+            .map(|(b, k)| (b.to_string(), k.to_string()))
             .collect();
         KnownBoards { path, keys }
     }
@@ -75,6 +75,11 @@ impl KnownBoards {
     /// Judges `payload`, published on `topic` by (or for) `board`; a first seal of a board is
     /// recorded.
     pub fn judge(&mut self, board: &str, topic: &str, payload: &[u8]) -> Trust {
+        // No agent publishes under another id shape (a space or a Unicode blank would make a
+        // line of the file that reads back as another board's).
+        if !crate::mqtt::command::valid_cmd_id(board) {
+            return Trust::Bad;
+        }
         let key = match board_sig::open(topic, payload) {
             Seal::Unsigned => return Trust::Unsigned,
             Seal::Bad => return Trust::Bad,
@@ -147,6 +152,13 @@ mod tests {
                 .collect(),
         };
         assert_eq!(again.judge("b1", t, &status(&fake)), Trust::Changed);
+        // A board id no agent uses (a blank would make a line that reads back as b1's): never
+        // trusted, never recorded.
+        for id in ["b1 ", "b1\u{3000}", "b1\nb2 x"] {
+            assert_eq!(again.judge(id, t, &status(&fake)), Trust::Bad, "{id:?}");
+        }
+        let after = std::fs::read_to_string(again.path.as_ref().unwrap()).unwrap();
+        assert_eq!(after, text);
         // No directory: judged, not written.
         let mut nowhere = KnownBoards {
             path: Some(dir.path().join("missing/known_boards")),

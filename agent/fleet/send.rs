@@ -153,9 +153,9 @@ struct Seen {
 impl Seen {
     /// The exit code ([`exit_code`]; 1 as well when an answer is not the board's), saying why
     /// a failed send's board may be stale.
-    fn code(&self, a: &SendArgs, err: &mut dyn Write) -> i32 {
+    fn code(&self, err: &mut dyn Write) -> i32 {
         let code = match self.untrusted.is_empty() {
-            true => exit_code(a, &self.finals, self.answered),
+            true => exit_code(&self.finals, self.answered),
             false => EXIT_FAILED,
         };
         if let (EXIT_FAILED, Some(why)) = (code, &self.stale) {
@@ -296,7 +296,7 @@ pub(super) async fn send_async(
             }
         }
     }
-    let code = seen.code(a, err);
+    let code = seen.code(err);
     if seen.sent {
         clear_retained(&link, a, &init_topic, &seen.finals, cmd_id);
     }
@@ -328,11 +328,11 @@ fn on_suback(seen: &mut Seen, a: &SendArgs, codes: &[u8], reply_filter: &str) ->
     None
 }
 
-/// 0 when every final state is successful and either every target answered or (for `--all`)
-/// at least one board did; else 1 (as it is when an answer is not the board's).
-fn exit_code(a: &SendArgs, finals: &BTreeMap<String, CmdStatus>, answered: bool) -> i32 {
+/// 0 when every target answered (for `--all`: every board online) and every final state is
+/// successful; else 1 (as it is when an answer is not the board's).
+fn exit_code(finals: &BTreeMap<String, CmdStatus>, answered: bool) -> i32 {
     let all_ok = finals.values().all(|s| *s == CmdStatus::Successful);
-    if all_ok && (answered || (a.board.is_none() && !finals.is_empty())) {
+    if all_ok && answered {
         EXIT_OK
     } else {
         EXIT_FAILED
@@ -371,6 +371,9 @@ fn on_reply(
     }
     if let Some(b) = topics::parse_board_leaf(root, topic, "status") {
         *seen.target_seen |= !p.is_empty();
+        // The board's own status (known key, or first seen in this run) sets the key its
+        // answers are held to.
+        seen.keys.judge(b, topic, p);
         if let Ok(s) = serde_json::from_slice::<Value>(p) {
             let (time, every) = (s["time"].as_str().unwrap_or(""), s["interval_s"].as_u64());
             if let Some(why) = super::stale_reason(time, every, crate::action::now_unix_s()) {

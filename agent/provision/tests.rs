@@ -2,6 +2,7 @@
 
 use super::*;
 use std::fs;
+use std::io;
 
 fn signing_key() -> ed25519_dalek::SigningKey {
     ed25519_dalek::SigningKey::from_bytes(&[7u8; 32])

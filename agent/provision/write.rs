@@ -39,13 +39,14 @@ pub(super) fn apply(
         let step = (|| -> Result<(), String> {
             let target = root.write_target(&w.path).map_err(|e| e.to_string())?;
             let host = target.path();
-            let old = match std::fs::read(&host) {
+            // Read in the root (a link there means the tree's file, never the host's).
+            let old = match root.read(&w.path) {
                 Ok(b) => Some((
                     b,
                     crate::action::atomic::existing_mode(&host).unwrap_or(w.mode),
                 )),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                Err(e) => return Err(io_msg(&w.path, e)),
+                Err(e) if e.is_not_found() => None,
+                Err(e) => return Err(e.to_string()),
             };
             if let Err(e) = write_atomic(storage, &host, &w.bytes, None, w.mode) {
                 let e = e.unpinned(&target);
@@ -59,7 +60,13 @@ pub(super) fn apply(
             // A replaced file keeps no looser mode than asked (the umask may only tighten it).
             let m = crate::action::atomic::existing_mode(&host).unwrap_or(w.mode);
             if m & !w.mode != 0 {
-                std::fs::set_permissions(&host, std::fs::Permissions::from_mode(w.mode))
+                // Through a handle on the file itself: a link swapped in is not followed.
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                    .open(&host)
+                    .and_then(|f| f.set_permissions(std::fs::Permissions::from_mode(w.mode)))
                     .map_err(|e| io_msg(&w.path, e))?;
             }
             Ok(())

@@ -81,6 +81,8 @@ fn statuses_and_answers_are_the_boards_own_and_spoofs_are_named() {
     assert!(!out.contains("not taken"), "{out}");
     // A retained "offline" while the board is connected: it says online again.
     c.drain();
+    // Twice in quick succession: each one is answered, so the last retained value is online.
+    c.publish("npu-fleet/b1/availability", b"offline", true);
     c.publish("npu-fleet/b1/availability", b"offline", true);
     c.wait_for(T, "online again", |m| {
         m.topic.ends_with("/availability") && m.payload == b"online"
@@ -138,4 +140,59 @@ fn an_answer_from_a_fake_board_fails_the_send() {
         out.contains("successful") && out.contains("[UNSIGNED: not taken as the board's answer]"),
         "{out}"
     );
+}
+
+/// Without a known-boards file to remember keys, the board's own retained status sets the key
+/// its answers are held to: an answer sealed by another key for a board whose status is known
+/// fails the send; and `--all` fails while an online board has not answered, whatever a new
+/// board answered.
+#[test]
+fn an_answer_sealed_by_another_key_than_the_boards_status_fails_the_send() {
+    let Some((broker, board)) = broker_and_board(CASE, "b1", "") else {
+        return;
+    };
+    let mut agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
+    c.wait_for(T, "a status", |m| !m.payload.is_empty());
+    // The board stops; its sealed status stays retained, and so does its "online" (killed:
+    // the last will says offline, so put online back as a node that died would leave it).
+    agent.kill();
+    let fake = Client::connect(broker.port, &["npu-fleet/+/cmd/#"]);
+    fake.publish("npu-fleet/b1/availability", b"online", true);
+    fake.publish("npu-fleet/zz/availability", b"online", true);
+    let dir = tempfile::tempdir().unwrap();
+    let known = dir.path().join("missing-dir/known_boards");
+    let other = npu_agent::mqtt::ed25519::SigningKey::from_bytes(&[9; 32]);
+    for (target, answerer) in [("b1", "b1"), ("all", "zz")] {
+        let url = broker.url();
+        let known = known.clone();
+        let sender = std::thread::spawn(move || {
+            let to = if target == "all" {
+                vec!["--all"]
+            } else {
+                vec!["--board", target]
+            };
+            let mut args = vec!["fleet", "send", "rescan", "--broker", &url, "--wait", "6"];
+            args.extend(to);
+            cli(&args, &known)
+        });
+        let init = fake.wait_for(T, "the init", |m| {
+            m.topic.contains("/cmd/rescan/") && m.json()["status"] == "init"
+        });
+        let id = init.topic.rsplit('/').next().unwrap().to_string();
+        let topic = format!("npu-fleet/{answerer}/cmd/rescan/{id}");
+        let answer = format!(
+            r#"{{"status":"successful","board":"{answerer}","action":"rescan","cmd_id":"{id}","result":{{}}}}"#
+        );
+        let sealed = npu_agent::mqtt::board_sig::seal(&other, &topic, answer.into_bytes());
+        fake.publish(&topic, &sealed, true);
+        let (code, out, err) = sender.join().unwrap();
+        assert_eq!(code, 1, "{target}: {out}{err}");
+        if target == "b1" {
+            assert!(
+                out.contains("[KEY CHANGED: not taken as the board's answer]"),
+                "{out}"
+            );
+        }
+    }
 }

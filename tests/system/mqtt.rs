@@ -2567,6 +2567,7 @@ fn a_qos2_flood_with_session_takeovers_leaves_no_command_without_a_final_state()
     status_of(&c, "b1");
     let (p, _pt) = qos2_publisher(broker.port, "attacker-q2", false);
     let flood = 600;
+    let mut session = 1;
     for (i, (topic, payload)) in rescan_flood("q2", flood, 120, "signed-q2")
         .into_iter()
         .enumerate()
@@ -2579,6 +2580,13 @@ fn a_qos2_flood_with_session_takeovers_leaves_no_command_without_a_final_state()
             std::thread::sleep(Duration::from_millis(300));
             let _ = thief.disconnect();
             let _ = t.join();
+            // The agent is back (after its back-off) before the flood goes on.
+            session += 1;
+            let t0 = Instant::now();
+            while !agent.log_text().contains(&format!("session={session} ")) {
+                assert!(t0.elapsed() < T, "not reconnected: {}", agent.log_text());
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
     let t0 = Instant::now();

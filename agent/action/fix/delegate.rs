@@ -106,7 +106,8 @@ fn follow_steps(
     let mut told = String::new();
     while !finished.load(std::sync::atomic::Ordering::Relaxed) {
         std::thread::sleep(STEP_POLL);
-        if let Ok(Some(step)) = state.load::<String>(name) {
+        // JSON strings, through the state directory's one Value reader and writer.
+        if let Ok(Some(serde_json::Value::String(step))) = state.load::<serde_json::Value>(name) {
             if step != told {
                 on_step(&step);
                 told = step;
@@ -129,7 +130,7 @@ pub fn step_saver(state: &StateDir) -> Option<OnStep> {
     }
     let state = state.clone();
     Some(std::sync::Arc::new(move |step: &str| {
-        if let Err(e) = state.save(&name, &step) {
+        if let Err(e) = state.save(&name, &serde_json::Value::from(step)) {
             tracing::warn!(target: "action::fix", error = %e, "the current step could not be saved for the agent");
         }
     }))
