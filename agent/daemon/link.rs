@@ -208,8 +208,13 @@ fn on_disconnected(
         agent.last_full_drop = Some(Instant::now());
     }
     if cause != agent.last_cause {
+        // A lost connection names its broker; a failed attempt the configured list.
+        let broker = match agent.connected {
+            true => agent.broker.clone(),
+            false => crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+        };
         tracing::warn!(
-            broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+            %broker,
             protocol = agent.s.link.protocol.as_str(),
             %cause,
             %reason,

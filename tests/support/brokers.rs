@@ -311,25 +311,35 @@ impl NatsCluster {
                 .expect("start nats-server");
             children.push(Some(child));
         }
-        for (i, p) in ports.iter().enumerate() {
-            let log = dir.path().join(format!("n{i}.log"));
-            wait_port(
-                p[2],
-                Duration::from_secs(30),
-                children[i].as_mut().unwrap(),
-                &log,
-            );
-        }
-        NatsCluster {
+        // Owned before the wait: a node that fails to start stops the others when this drops.
+        let mut cluster = NatsCluster {
             dir,
             children,
             mqtt_ports: ports.iter().map(|p| p[2]).collect(),
+        };
+        for (i, p) in ports.iter().enumerate() {
+            let log = cluster.dir.path().join(format!("n{i}.log"));
+            wait_port(
+                p[2],
+                Duration::from_secs(30),
+                cluster.children[i].as_mut().unwrap(),
+                &log,
+            );
         }
+        cluster
     }
 
     /// `mqtt://127.0.0.1:<port>` of node `i`.
     pub fn url(&self, i: usize) -> String {
         format!("mqtt://127.0.0.1:{}", self.mqtt_ports[i])
+    }
+
+    /// Kills node `i` at once (SIGKILL, as a crashed machine: no goodbye to its clients).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.children[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     /// The server processes' ids.

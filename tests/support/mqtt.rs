@@ -312,6 +312,12 @@ pub struct Client {
 
 impl Client {
     pub fn connect(port: u16, subscriptions: &[&str]) -> Client {
+        Client::connect_qos(port, subscriptions, rumqttc::QoS::AtLeastOnce)
+    }
+
+    /// [`Client::connect`] with subscriptions at `qos` (QoS 0 costs a NATS cluster no stored
+    /// consumer, which a node's death can leave unanswered for a while).
+    pub fn connect_qos(port: u16, subscriptions: &[&str], qos: rumqttc::QoS) -> Client {
         let mut id = [0u8; 4];
         getrandom::fill(&mut id).unwrap();
         let mut o = rumqttc::MqttOptions::new(
@@ -326,7 +332,7 @@ impl Client {
         let (client, mut conn) = rumqttc::Client::new(o, 1000);
         conn.eventloop.set_network_options(net);
         for s in subscriptions {
-            client.subscribe(*s, rumqttc::QoS::AtLeastOnce).unwrap();
+            client.subscribe(*s, qos).unwrap();
         }
         let inbox = Arc::new(Mutex::new(VecDeque::new()));
         let ib = inbox.clone();

@@ -153,3 +153,81 @@ fn a_nats_cluster_carries_commands_answers_and_deaf_boards_across_nodes() {
     );
     eprintln!("nats: all parts in {:?}", t0.elapsed());
 }
+
+/// Issue 27: a board given every node (`[mqtt] url` as a list) is on one node when that node
+/// is killed (-9). It fails over to another node (NATS 2.9 answers JetStream requests with 4 s
+/// timeouts while it elects new leaders, so this can take tens of seconds), says so in its
+/// status (read on a node still up), and a command sent through another node reaches it and
+/// runs once. The board and the watchers use QoS 0 subscriptions, as the operator guide advises
+/// for NATS.
+#[test]
+fn a_board_fails_over_to_another_node_when_its_node_is_killed() {
+    if !have_nats() {
+        return;
+    }
+    let mut cluster = NatsCluster::start();
+    let urls: Vec<String> = (0..3).map(|i| cluster.url(i)).collect();
+    let (_b, agent, _w) = board_on(
+        "f1",
+        &urls.join(","),
+        "command_qos = 0\n",
+        &[],
+        cluster.mqtt_ports[0],
+    );
+    let statuses =
+        |port: u16| Client::connect_qos(port, &["npu-fleet/f1/status"], rumqttc::QoS::AtMostOnce);
+    // The node it is on (the first that answered, normally node 0).
+    let first = statuses(cluster.mqtt_ports[1]).wait_for(T, "a status naming its broker", |m| {
+        m.json()["broker"].is_string()
+    });
+    let on = first.json()["broker"].as_str().unwrap().to_string();
+    let dead = urls.iter().position(|u| *u == on).unwrap();
+    let up: Vec<usize> = (0..3).filter(|i| *i != dead).collect();
+    let t0 = Instant::now();
+    cluster.kill(dead);
+    // A fresh watcher every 10 s: one that subscribed during the elections may never hear.
+    'moved: loop {
+        let watch = statuses(cluster.mqtt_ports[up[0]]);
+        let round = Instant::now();
+        while round.elapsed() < Duration::from_secs(10) {
+            let got = watch.drain();
+            if got
+                .iter()
+                .any(|m| m.json()["broker"].as_str().is_some_and(|b| b != on))
+            {
+                break 'moved;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(
+            t0.elapsed() < 3 * T,
+            "no status through another node:\n{}",
+            agent.log_text()
+        );
+    }
+    eprintln!(
+        "nats: f1 moved off node {dead} {:?} after it was killed",
+        t0.elapsed()
+    );
+    // While JetStream elects leaders, NATS refuses QoS 1 subscriptions (0x80) as it refuses
+    // denied ones: the operator sends again, past the rescan rate limit (5 s).
+    let mut sent = rescan("f1", &cluster.url(up[1]));
+    for _ in 0..5 {
+        if sent.0 == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(6));
+        sent = rescan("f1", &cluster.url(up[1]));
+    }
+    let (code, out, err) = sent;
+    assert_eq!(code, 0, "{out}{err}\n{}", agent.log_text());
+    // No command ran twice, through all the reconnects.
+    let log = agent.log_text();
+    let ids: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("executing action=rescan origin=mqtt"))
+        .filter_map(|l| l.split("cmd_id=").nth(1))
+        .collect();
+    let distinct: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
+    assert!(!ids.is_empty() && distinct.len() == ids.len(), "{log}");
+}
