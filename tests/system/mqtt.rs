@@ -347,7 +347,7 @@ fn a_finished_command_delivered_again_is_answered_again() {
 /// connection (rumqttc alone drops it on a clean start), and the command ran once.
 #[test]
 fn an_answer_cut_off_by_the_broker_is_sent_again_on_the_next_connection() {
-    use crate::support::proxy::{contains, packet_type, Dir, Fault, Proxy};
+    use crate::support::proxy::{contains, packet_type, Dir, Fault};
     let Some((broker, board)) = setup("b1", "") else {
         return;
     };
@@ -364,15 +364,7 @@ fn an_answer_cut_off_by_the_broker_is_sent_again_on_the_next_connection() {
             Fault::Pass
         }
     };
-    let proxy = Proxy::start(
-        broker.port,
-        std::sync::Arc::new(std::sync::Mutex::new(rule)),
-    );
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(&proxy.url(), "b1", ""),
-    );
-    let agent = Agent::start(&board);
+    let (_proxy, agent) = behind_proxy(&broker, &board, rule);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     status_of(&c, "b1");
     let topic = "npu-fleet/b1/cmd/rescan/cut-1";
@@ -2270,7 +2262,7 @@ fn kicks_without_a_reason_are_not_named_a_takeover() {
 /// names it.
 #[test]
 fn a_takeover_the_broker_names_is_reported_as_one_at_once() {
-    use crate::support::proxy::{packet_type, Dir, Fault, Proxy};
+    use crate::support::proxy::{packet_type, Dir, Fault};
     let Some((broker, board)) = setup("b1", "") else {
         return;
     };
@@ -2282,15 +2274,7 @@ fn a_takeover_the_broker_names_is_reported_as_one_at_once() {
         }
         Fault::Pass
     };
-    let proxy = Proxy::start(
-        broker.port,
-        std::sync::Arc::new(std::sync::Mutex::new(rule)),
-    );
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(&proxy.url(), "b1", ""),
-    );
-    let agent = Agent::start(&board);
+    let (_proxy, agent) = behind_proxy(&broker, &board, rule);
     let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
     let s = c.wait_for(T, "a status after the takeover", |m| {
         !m.payload.is_empty() && m.json()["session"].as_u64() >= Some(2)
@@ -2376,7 +2360,7 @@ fn fleet_watch_once_cut_mid_listing_says_incomplete_and_why() {
 /// hears commands once the broker grants it; `fleet watch` shows the board `deaf` meanwhile.
 #[test]
 fn a_refused_command_subscription_is_retried_and_shown() {
-    use crate::support::proxy::{packet_type, refuse_suback, Dir, Fault, Proxy};
+    use crate::support::proxy::{packet_type, refuse_suback, Dir, Fault};
     let Some((broker, board)) = setup("b1", "") else {
         return;
     };
@@ -2388,15 +2372,7 @@ fn a_refused_command_subscription_is_retried_and_shown() {
         }
         Fault::Pass
     };
-    let proxy = Proxy::start(
-        broker.port,
-        std::sync::Arc::new(std::sync::Mutex::new(rule)),
-    );
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(&proxy.url(), "b1", ""),
-    );
-    let agent = Agent::start(&board);
+    let (_proxy, agent) = behind_proxy(&broker, &board, rule);
     let c = Client::connect(broker.port, &["npu-fleet/b1/#"]);
     let deaf = c.wait_for(T, "a status saying the commands are not subscribed", |m| {
         m.topic == "npu-fleet/b1/status" && m.json()["commands"] == "not subscribed"
@@ -2945,4 +2921,22 @@ fn the_agent_fails_over_to_the_next_broker_and_says_which() {
     a.stop();
     let s = on_b.wait_for(T, "a status on the third broker", |m| !m.payload.is_empty());
     assert_eq!(s.json()["broker"], b.url().as_str(), "{}", s.text());
+}
+
+/// Board `b1`'s agent connected to `broker` through a proxy applying `rule` to every packet.
+fn behind_proxy(
+    broker: &Broker,
+    board: &Board,
+    rule: impl FnMut(crate::support::proxy::Dir, &[u8]) -> crate::support::proxy::Fault + Send + 'static,
+) -> (crate::support::proxy::Proxy, Agent) {
+    let proxy = crate::support::proxy::Proxy::start(
+        broker.port,
+        std::sync::Arc::new(std::sync::Mutex::new(rule)),
+    );
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&proxy.url(), "b1", ""),
+    );
+    let agent = Agent::start(board);
+    (proxy, agent)
 }
