@@ -366,10 +366,7 @@ impl Agent {
                     .unwrap_or(usize::MAX);
                 match crate::report::status_payload(r, limit, self.compact_only) {
                     Ok((payload, form)) => {
-                        let payload = match &self.s.identity {
-                            Some(key) => crate::mqtt::board_sig::seal(key, &topic, payload),
-                            None => payload,
-                        };
+                        let payload = self.seal(&topic, payload);
                         if l.client
                             .try_publish(topic, QoS::AtLeastOnce, true, payload)
                             .is_ok()

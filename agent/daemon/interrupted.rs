@@ -68,6 +68,8 @@ pub(super) fn on_retained(agent: &mut Agent, t: &CommandTopic, payload: &[u8]) {
     if crate::mqtt::board_sig::open(&topic, payload) != crate::mqtt::board_sig::Seal::By(own) {
         return;
     }
+    // CmdStatus's wire names, matched here rather than deserialised from the Value (a serde
+    // instance of its own in the size-bound build).
     let status = match v["status"].as_str() {
         Some("successful") => CmdStatus::Successful,
         Some("failed") => CmdStatus::Failed,

@@ -60,6 +60,12 @@ impl KnownBoards {
                 std::env::var_os("HOME")
                     .map(|h| PathBuf::from(h).join(".config/npu-agent/known_boards"))
             });
+        KnownBoards::from_file(path)
+    }
+
+    /// The keys in the file at `path` (`<board_id> <board_key>` lines), recording there; a
+    /// missing or unreadable file knows nothing.
+    fn from_file(path: Option<PathBuf>) -> KnownBoards {
         let text = path
             .as_ref()
             .and_then(|p| std::fs::read_to_string(p).ok())
@@ -143,14 +149,7 @@ mod tests {
             text,
             format!("b1 {}\n", board_sig::key_text(&real.verifying_key()))
         );
-        let mut again = KnownBoards {
-            path: Some(file),
-            keys: text
-                .lines()
-                .filter_map(|l| l.split_once(' '))
-                .map(|(b, k)| (b.to_string(), k.to_string()))
-                .collect(),
-        };
+        let mut again = KnownBoards::from_file(Some(file));
         assert_eq!(again.judge("b1", t, &status(&fake)), Trust::Changed);
         // A board id no agent uses (a blank would make a line that reads back as b1's): never
         // trusted, never recorded.
