@@ -30,6 +30,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 mod archive;
+pub use archive::write_file;
 use archive::*;
 
 mod redact;
@@ -151,6 +152,24 @@ pub fn capture(
     out: &Path,
     redact: bool,
 ) -> Result<CaptureSummary, CaptureError> {
+    let (bytes, manifest) = bundle(root, choice, redact)?;
+    write_file(out, &bytes)?;
+    Ok(CaptureSummary {
+        manifest,
+        archive_bytes: bytes.len() as u64,
+    })
+}
+
+/// The support bundle of the board under `root`, as `.tar.gz` bytes, with its manifest (what
+/// [`capture`] writes, and what the fleet's `capture` command publishes).
+///
+/// Errors: [`CaptureError::Profile`] for a named profile that does not exist;
+/// [`CaptureError::Write`] if the archive cannot be made.
+pub fn bundle(
+    root: &SysRoot,
+    choice: &ProfileChoice,
+    redact: bool,
+) -> Result<(Vec<u8>, Manifest), CaptureError> {
     let mut rec = root.clone();
     rec.record_access();
     let diag = match (diagnose::diagnose(&rec, choice), choice) {
@@ -237,11 +256,11 @@ pub fn capture(
     let mut json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
     json.push(b'\n');
     bundle.file(MANIFEST.into(), json, "file", "");
-    let archive_bytes = write_archive(out, &bundle)?;
-    Ok(CaptureSummary {
-        manifest,
-        archive_bytes,
-    })
+    let bytes = archive(&bundle).map_err(|e| CaptureError::Write {
+        path: "(the archive in memory)".into(),
+        detail: e.to_string(),
+    })?;
+    Ok((bytes, manifest))
 }
 
 /// Stores each name in a listed directory that the checks did not open, as an empty file or

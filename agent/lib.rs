@@ -22,15 +22,15 @@
 //! - [`probe`]: all reading of the board (files, kernel log, journal, clock) into a snapshot.
 //! - [`check`]: the pure checks, one finding or more per check id.
 //! - [`diagnose`]: one pass of profile, probe and check into a report.
+//! - [`capture`]: the support bundle.
 //! - [`report`]: the status, its text form, metrics, Prometheus text, Home Assistant discovery.
 //! - [`config`]: the agent's settings, assembled once from files and environment.
 //! - [`mqtt`]: topics, signed commands, the connection, Home Assistant on the link.
 //! - [`action`]: the planner, the gate, the one executor, rate limits, and each action.
 //! - [`daemon`]: `npu-agent run`'s event loop: routes link events, finished jobs and timers.
 //! - [`standby`]: `npu-agent run` on a board nobody configured yet.
-//! - [`capture`]: the support bundle.
 //! - [`provision`]: first-boot provisioning from the boot partition.
-//! - [`fleet`]: the operator side: `fleet send` and `fleet watch`.
+//! - [`fleet`]: the operator side: `fleet send`, `fleet watch` and `fleet capture`.
 //! - [`cli`]: the command line, one file per command.
 
 // Unit tests build board trees with plain writes (clippy.toml: disallowed_methods).

@@ -213,7 +213,33 @@ impl Executor {
                 let on_step = job.on_step.unwrap_or_else(|| Arc::new(|_: &str| {}));
                 self.fix(job.diagnosis, &checks, dry_run || job.dry_run, on_step)
             }
+            Action::Capture { max_bytes } => other(self.capture(max_bytes)),
         }
+    }
+
+    /// `capture`: the redacted support bundle, with its size and SHA-256. The bytes are the
+    /// outcome's attachment, which the daemon publishes in chunks.
+    fn capture(&self, max_bytes: u64) -> ActionOutcome {
+        let (bundle, manifest) = match crate::capture::bundle(&self.root, &self.profile, true) {
+            Ok(b) => b,
+            Err(e) => return ActionOutcome::failed(e.to_string(), Value::Null),
+        };
+        let bytes = bundle.len() as u64;
+        if bytes > max_bytes {
+            return ActionOutcome::failed(
+                format!("the bundle is {bytes} bytes, over max_bytes ({max_bytes})"),
+                json!({ "bytes": bytes }),
+            );
+        }
+        let sha256 = crate::mqtt::chunks::sha256_hex(&bundle);
+        let chunks = bundle.len().div_ceil(crate::mqtt::chunks::CHUNK_BYTES);
+        let files = manifest.files.len();
+        let mut o = ActionOutcome::succeeded(
+            format!("support bundle of {bytes} bytes, {files} files"),
+            json!({"bytes": bytes, "sha256": sha256, "chunks": chunks, "files": files}),
+        );
+        o.attachment = bundle;
+        o
     }
 
     /// `fix`: plan from the diagnosis, carry it out, diagnose again (that diagnosis is returned
@@ -376,7 +402,7 @@ impl Executor {
                 super::fix::run::preflight(&self.state, &d.report.findings, checks, *dry_run)?;
                 Ok(Some(d))
             }
-            Action::Compact { .. } | Action::Rescan => Ok(d),
+            Action::Compact { .. } | Action::Rescan | Action::Capture { .. } => Ok(d),
         }
     }
 }

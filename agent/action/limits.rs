@@ -21,6 +21,8 @@ pub fn default_rate_limit_s(action: &str, signed: bool) -> i64 {
         "release_npu" => 10,
         // A fix may run apt and restart units: at most one a minute.
         "fix" => 60,
+        // A bundle reads every file the checks read and holds the broker's retained store.
+        "capture" => 60,
         // A rescan is cheap, but unsigned ones come from anyone who may publish: 1 per 5 s.
         "rescan" if !signed => 5,
         _ => 0,

@@ -7,9 +7,41 @@ pub(super) fn is_text(b: &[u8]) -> bool {
     !b.contains(&0) && std::str::from_utf8(b).is_ok()
 }
 
-pub(super) fn write_archive(out: &Path, bundle: &Bundle) -> Result<u64, CaptureError> {
-    let werr = |p: &Path, e: &dyn std::fmt::Display| CaptureError::Write {
-        path: p.display().to_string(),
+/// The bundle as a `.tar.gz`, in memory (a bundle is a few MB at most: every file is bounded).
+pub(super) fn archive(bundle: &Bundle) -> std::io::Result<Vec<u8>> {
+    let mut tar = tar::Builder::new(GzipWriter::new(Vec::new())?);
+    tar.mode(tar::HeaderMode::Deterministic);
+    for (p, e) in &bundle.entries {
+        let rel = p.trim_start_matches('/');
+        if rel.is_empty() {
+            continue;
+        }
+        let mut h = tar::Header::new_gnu();
+        match e {
+            Entry::Dir => {
+                h.set_entry_type(tar::EntryType::Directory);
+                h.set_mode(0o755);
+                h.set_size(0);
+                tar.append_data(&mut h, format!("{rel}/"), std::io::empty())?;
+            }
+            Entry::File(b, _, _) => {
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_mode(0o644);
+                h.set_size(b.len() as u64);
+                tar.append_data(&mut h, rel, b.as_slice())?;
+            }
+        }
+    }
+    tar.into_inner()?.finish()
+}
+
+/// Writes `bytes` to `out` through a temporary file beside it (created new, synced, renamed),
+/// so `out` is either the whole file or absent. The fleet's `capture` writes its bundle here too.
+///
+/// Errors: [`CaptureError::Write`] naming `out`; the temporary file is removed.
+pub fn write_file(out: &Path, bytes: &[u8]) -> Result<(), CaptureError> {
+    let werr = |e: &dyn std::fmt::Display| CaptureError::Write {
+        path: out.display().to_string(),
         detail: e.to_string(),
     };
     let dir = out
@@ -22,63 +54,25 @@ pub(super) fn write_archive(out: &Path, bundle: &Bundle) -> Result<u64, CaptureE
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "capture.tar.gz".into());
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let file = std::fs::OpenOptions::new()
+    let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&tmp)
         .map_err(|e| {
             // Name the file the user asked for; the temporary name only as the detail.
-            let detail = format!(
+            werr(&format!(
                 "{e} (creating the temporary file {} beside it)",
                 tmp.display()
-            );
-            werr(out, &detail)
+            ))
         })?;
-    let result = (|| -> std::io::Result<u64> {
-        let gz = GzipWriter::new(std::io::BufWriter::new(file))?;
-        let mut tar = tar::Builder::new(gz);
-        tar.mode(tar::HeaderMode::Deterministic);
-        for (p, e) in &bundle.entries {
-            let rel = p.trim_start_matches('/');
-            if rel.is_empty() {
-                continue;
-            }
-            let mut h = tar::Header::new_gnu();
-            match e {
-                Entry::Dir => {
-                    h.set_entry_type(tar::EntryType::Directory);
-                    h.set_mode(0o755);
-                    h.set_size(0);
-                    tar.append_data(&mut h, format!("{rel}/"), std::io::empty())?;
-                }
-                Entry::File(b, _, _) => {
-                    h.set_entry_type(tar::EntryType::Regular);
-                    h.set_mode(0o644);
-                    h.set_size(b.len() as u64);
-                    tar.append_data(&mut h, rel, b.as_slice())?;
-                }
-            }
-        }
-        let gz = tar.into_inner()?;
-        let mut w = gz.finish()?;
-        w.flush()?;
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        Ok(f.metadata()?.len())
-    })();
-    match result {
-        Ok(n) => {
-            std::fs::rename(&tmp, out).map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                werr(out, &e)
-            })?;
-            Ok(n)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(werr(out, &e))
-        }
-    }
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, out));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        werr(&e)
+    })
 }
 
 /// The gzip member format (RFC 1952) around flate2's raw deflate stream: a 10-byte header

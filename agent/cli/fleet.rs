@@ -1,4 +1,4 @@
-//! `npu-agent fleet send|watch`: the operator side of the fleet link.
+//! `npu-agent fleet send|watch|capture`: the operator side of the fleet link.
 
 use super::args::{ErrorKind, Matches, Opt, Pos, Spec, UsageError};
 use super::run::TOPIC_ROOT;
@@ -8,7 +8,7 @@ use crate::fleet::MAX_WAIT_S;
 use std::io::Write;
 use std::path::PathBuf;
 
-/// `npu-agent fleet`: `watch` and `send`, their options and help.
+/// `npu-agent fleet`: `watch`, `send` and `capture`, their options and help.
 pub static FLEET: Spec = Spec {
     name: "fleet",
     about: "Operator side: watch the fleet's status, or send a command to one board or all. For \
@@ -62,47 +62,89 @@ pub static FLEET: Spec = Spec {
         &Spec {
             name: "send",
             about: "Send a command and print its lifecycle; exit 0 only on successful.",
-            opts: &[
-                Opt::text(
-                    "arg",
-                    "K=V",
-                    "Argument KEY=VALUE (repeatable), e.g. --arg size=256M.",
-                )
-                .repeatable(),
-                Opt::text("board", "BOARD", "The board to send it to."),
-                Opt::flag("all", "Send it to every board."),
-                Opt::text("broker", "BROKER", "Broker URL.").required(),
-                TOPIC_ROOT,
-                Opt::path(
-                    "key",
-                    "FILE",
-                    "Ed25519 private key (from `npu-agent keygen`) to sign the command with.",
-                ),
-                Opt::text(
-                    "wait",
-                    "SECS",
-                    "Seconds to wait for the final state (at most 86400).",
-                )
-                .default("30"),
-                Opt::text(
-                    "board-wait",
-                    "SECS",
-                    "Seconds to wait after the SUBACK for the board's retained status before \
-                     saying there is no such board (at most --wait).",
-                )
-                .default("5"),
-            ],
+            opts: &SEND_OPTS,
             args: &[Pos {
                 name: "ACTION",
-                help: "compact, set_cma, reboot, rescan or release_npu.",
+                help: "compact, set_cma, reboot, rescan, release_npu, fix or capture.",
                 many: false,
             }],
             commands: &[],
             one_of: Some(["board", "all"]),
         },
+        &Spec {
+            name: "capture",
+            about: "Fetch a board's support bundle: sends the signed `capture` command, takes the \
+                    chunks the board publishes, checks them against the size and sha256 of the \
+                    board's sealed answer and writes FILE (never over an existing one unless \
+                    --force). Exit 0 written; 1 refused, failed, not the board's answer, chunks \
+                    missing or altered; 2 usage error.",
+            opts: &[
+                Opt::text("board", "BOARD", "The board to fetch it from.").required(),
+                Opt::text("broker", "BROKER", "Broker URL.").required(),
+                TOPIC_ROOT,
+                Opt::path(
+                    "key",
+                    "FILE",
+                    "Ed25519 private key to sign the command with (the board refuses an \
+                     unsigned capture unless security.allow_unsigned lists it).",
+                ),
+                Opt::path("out", "FILE.tar.gz", "Where to write the bundle.").required(),
+                Opt::text(
+                    "max-bytes",
+                    "BYTES",
+                    "Largest bundle to take (at most 33554432).",
+                )
+                .default("8388608"),
+                Opt::flag("force", "Replace FILE if it exists."),
+                Opt::text("wait", "SECS", "Seconds to wait for the whole bundle (at most 86400).")
+                    .default("120"),
+                Opt::text(
+                    "board-wait",
+                    "SECS",
+                    "Seconds to wait after the SUBACK for the board's status (at most \
+                     --wait).",
+                )
+                .default("5"),
+            ],
+            args: &[],
+            commands: &[],
+            one_of: None,
+        },
     ],
     one_of: None,
 };
+
+/// `fleet send`'s options.
+static SEND_OPTS: [Opt; 8] = [
+    Opt::text(
+        "arg",
+        "K=V",
+        "Argument KEY=VALUE (repeatable), e.g. --arg size=256M.",
+    )
+    .repeatable(),
+    Opt::text("board", "BOARD", "The board to send it to."),
+    Opt::flag("all", "Send it to every board."),
+    Opt::text("broker", "BROKER", "Broker URL.").required(),
+    TOPIC_ROOT,
+    Opt::path(
+        "key",
+        "FILE",
+        "Ed25519 private key (from `npu-agent keygen`) to sign the command with.",
+    ),
+    Opt::text(
+        "wait",
+        "SECS",
+        "Seconds to wait for the final state (at most 86400).",
+    )
+    .default("30"),
+    Opt::text(
+        "board-wait",
+        "SECS",
+        "Seconds to wait after the SUBACK for the board's retained status before \
+                     saying there is no such board (at most --wait).",
+    )
+    .default("5"),
+];
 
 /// `fleet watch --format`: a table, or (with `--once`) one JSON object. Not the `check`
 /// formats: there is no Prometheus form of the fleet list.
@@ -149,6 +191,10 @@ pub enum FleetAction {
         wait: u64,
         /// Seconds to wait, after the SUBACK, for the board's retained availability or status.
         board_wait: u64,
+        /// `fleet capture`: where to write the bundle (the action is `capture`).
+        out: Option<PathBuf>,
+        /// `fleet capture`: replace `out` if it exists.
+        force: bool,
     },
 }
 
@@ -220,25 +266,66 @@ impl FleetAction {
         };
         let wait = seconds("wait", MAX_WAIT_S, "a day")?;
         let board_wait = seconds("board-wait", wait, "the --wait")?;
+        let out = match m.commands.last() {
+            Some(&"capture") => m.path("out"),
+            _ => None,
+        };
+        let force = out.is_some() && m.flag("force");
+        // `fleet capture` has --out and no --all, --arg or ACTION.
+        let (action, args, all) = match out {
+            Some(_) => ("capture".to_string(), vec![max_bytes(m)?], false),
+            None => (m.positional(0)?, m.texts("arg")?, m.flag("all")),
+        };
         Ok(FleetAction::Send {
-            action: m.positional(0)?,
-            args: m.texts("arg")?,
+            action,
+            args,
             board: m
                 .text("board")?
                 .map(|b| level("board", b, false))
                 .transpose()?,
-            all: m.flag("all"),
+            all,
             broker: text("broker")?,
             topic_root,
             key: m.path("key"),
             wait,
             board_wait,
+            out,
+            force,
         })
     }
 }
 
-/// `npu-agent fleet …`.
+/// `fleet capture --max-bytes` as the command's argument `max_bytes=N`.
+///
+/// Errors: [`ErrorKind::InvalidValue`] unless N is a whole number from 1 to
+/// [`crate::mqtt::chunks::MAX_BUNDLE_BYTES`].
+fn max_bytes(m: &Matches) -> Result<String, UsageError> {
+    let v = m.text("max-bytes")?.unwrap_or_default();
+    let max = crate::mqtt::chunks::MAX_BUNDLE_BYTES;
+    match v.parse::<u64>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(format!("max_bytes={n}")),
+        _ => Err(m.error(
+            ErrorKind::InvalidValue,
+            format!(
+                "invalid value '{}' for '--max-bytes <BYTES>': a whole number of bytes from 1 \
+                 to {max}",
+                crate::report::clean(&v)
+            ),
+        )),
+    }
+}
+
+/// `npu-agent fleet …`. Without the `fleet` feature (the static board build) every fleet
+/// command exits 2, saying so.
 pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    if !cfg!(feature = "fleet") {
+        let _ = writeln!(
+            err,
+            "npu-agent: the fleet tools are not in this build (the static board build leaves \
+             them out): run them from the amd64 package or a build with `--features fleet`"
+        );
+        return EXIT_USAGE;
+    }
     match a {
         FleetAction::Watch {
             broker,
@@ -272,19 +359,36 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             key,
             wait,
             board_wait,
-        } => crate::fleet::send(
-            &crate::fleet::SendArgs {
-                action,
-                args,
-                board,
-                broker,
-                topic_root,
-                key,
-                wait_s: wait,
-                board_wait_s: board_wait,
-            },
-            out,
-            err,
-        ),
+            out: bundle,
+            force,
+        } => {
+            // As `capture` and `keygen`: an existing file (or a link) is replaced only on request.
+            if let Some(o) = bundle
+                .as_ref()
+                .filter(|o| !force && o.symlink_metadata().is_ok())
+            {
+                let _ = writeln!(
+                    err,
+                    "npu-agent: {}: file exists; pass --force to replace it",
+                    o.display()
+                );
+                return EXIT_USAGE;
+            }
+            crate::fleet::send(
+                &crate::fleet::SendArgs {
+                    action,
+                    args,
+                    board,
+                    broker,
+                    topic_root,
+                    key,
+                    wait_s: wait,
+                    board_wait_s: board_wait,
+                    out: bundle,
+                },
+                out,
+                err,
+            )
+        }
     }
 }

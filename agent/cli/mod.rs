@@ -765,7 +765,7 @@ mod parse_tests {
     #[test]
     fn help_at_every_level_lists_what_the_command_takes() {
         let all = all_specs();
-        assert_eq!(all.len(), 1 + 9 + 2 + 2 + 2, "commands in the tree");
+        assert_eq!(all.len(), 1 + 9 + 2 + 2 + 3, "commands in the tree");
         for (path, spec) in all {
             let h = help(&[&path[..], &["--help"]].concat());
             assert_eq!(h, help(&[&path[..], &["-h"]].concat()), "{path:?}");

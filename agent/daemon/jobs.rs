@@ -260,10 +260,14 @@ fn plan_automatic(agent: &mut Agent, d: &Diagnosis, tx: &mpsc::UnboundedSender<D
 fn on_action_done(
     agent: &mut Agent,
     job: &Job,
-    o: ActionOutcome,
+    mut o: ActionOutcome,
     diagnosis: Option<Arc<Diagnosis>>,
     tx: &mpsc::UnboundedSender<Done>,
 ) {
+    // A bundle's chunks go out before the answer that names them.
+    if let Some(c) = &job.cmd {
+        super::capture::publish(agent, c, &mut o);
+    }
     let name = job.action.name();
     agent.gate.finish(
         job,

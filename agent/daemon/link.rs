@@ -298,6 +298,9 @@ fn on_message(
     let Some(t) = topics::parse_command(&agent.s.topic_root, topic) else {
         return;
     };
+    if payload.is_empty() && t.action == "capture" && t.board == agent.s.board {
+        super::capture::acknowledged(agent, &t.cmd_id);
+    }
     if retain {
         super::interrupted::on_retained(agent, &t, payload);
     }

@@ -32,6 +32,15 @@ impl Sweep {
         self.due.drain(..n).map(|(_, t)| t).collect()
     }
 
+    /// Takes the topics that start with `prefix` off the list (cleared early).
+    pub fn take_prefix(&mut self, prefix: &str) -> Vec<String> {
+        let (hit, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.due)
+            .into_iter()
+            .partition(|(_, t)| t.starts_with(prefix));
+        self.due = keep;
+        hit.into_iter().map(|(_, t)| t).collect()
+    }
+
     /// How many answers wait.
     pub fn len(&self) -> usize {
         self.due.len()
@@ -45,7 +54,7 @@ impl Sweep {
 
 /// How long an answer stays retained, seconds: no command lives longer than
 /// `security.max_command_age_s`, and clocks may differ by [`CLOCK_SKEW_S`].
-fn keep_s(agent: &Agent) -> i64 {
+pub(super) fn keep_s(agent: &Agent) -> i64 {
     let age = agent.s.cfg.security.max_command_age_s;
     i64::try_from(age)
         .unwrap_or(i64::MAX)
@@ -114,6 +123,15 @@ pub(super) fn stale_answer(agent: &mut Agent, t: &CommandTopic, payload: &[u8]) 
     }
     let topic = topics::command(&agent.s.topic_root, &t.board, &t.action, &t.cmd_id);
     clear(agent, topic);
+    // A bundle the requester never fetched goes with its answer (the count is bounded: the
+    // answer may not be the board's own).
+    if t.action == "capture" {
+        let n = v["result"]["chunks"].as_u64().unwrap_or(0);
+        let prefix = crate::mqtt::chunks::prefix(&agent.s.topic_root, &t.board, &t.cmd_id);
+        for i in 0..n.min(crate::mqtt::chunks::MAX_CHUNKS as u64) {
+            clear(agent, format!("{prefix}{i}"));
+        }
+    }
     true
 }
 
@@ -135,5 +153,9 @@ mod tests {
         assert_eq!(s.len(), SWEEP_MAX);
         assert!(s.take_due(4).is_empty(), "the oldest five went");
         assert_eq!(s.take_due(5), ["t5"]);
+        s.schedule("x/capture/c1/0", 9_000);
+        s.schedule("x/capture/c2/0", 9_000);
+        assert_eq!(s.take_prefix("x/capture/c1/"), ["x/capture/c1/0"]);
+        assert_eq!(s.take_due(i64::MAX).last().unwrap(), "x/capture/c2/0");
     }
 }

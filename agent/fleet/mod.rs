@@ -1,4 +1,5 @@
-//! The operator side, in the same binary: `keygen`, `fleet send` and `fleet watch`.
+//! The operator side, in the same binary: `keygen`, `fleet send`, `fleet watch` and
+//! `fleet capture`.
 //!
 //! TLS and credentials for the operator's own connection come from the same variables as the
 //! agent's config: `NPU_AGENT_MQTT_CA_FILE`, `NPU_AGENT_MQTT_CERT_FILE`, `NPU_AGENT_MQTT_KEY_FILE`,
@@ -9,6 +10,7 @@
 /// past what the clock can hold would end the command with an overflow.
 pub const MAX_WAIT_S: u64 = 86_400;
 
+mod capture;
 pub mod known;
 mod send;
 mod watch;

@@ -23,6 +23,8 @@ pub struct SendArgs {
     /// Seconds to wait, once the broker granted the subscriptions (SUBACK), for the target's
     /// retained availability or status before saying no such board has connected.
     pub board_wait_s: u64,
+    /// Where a `capture` command's bundle is written (`fleet capture`); `None` for `fleet send`.
+    pub out: Option<std::path::PathBuf>,
 }
 
 /// Parses `K=V` arguments.
@@ -148,6 +150,10 @@ struct Seen {
     untrusted: std::collections::BTreeSet<String>,
     /// Why a target board is stale ([`super::stale_reason`]), as its status showed.
     stale: Option<String>,
+    /// The `result` of the board's trusted `successful` answer.
+    result: Option<Value>,
+    /// A `capture`'s chunks (`fleet capture`).
+    bundle: Option<super::capture::Bundle>,
 }
 
 impl Seen {
@@ -162,6 +168,37 @@ impl Seen {
             let _ = writeln!(err, "npu-agent: {why}");
         }
         code
+    }
+
+    /// Takes one message: true when every target has answered and, for a `capture`, every
+    /// chunk its answer names has come.
+    fn take(
+        &mut self,
+        a: &SendArgs,
+        cmd_id: &str,
+        topic: &str,
+        p: &[u8],
+        out: &mut dyn Write,
+    ) -> bool {
+        let chunk = self.bundle.as_mut().is_some_and(|b| b.take(topic, p));
+        let replies = Replies {
+            target_seen: &mut self.target_seen,
+            online: &mut self.online,
+            finals: &mut self.finals,
+            keys: &mut self.keys,
+            untrusted: &mut self.untrusted,
+            stale: &mut self.stale,
+            result: &mut self.result,
+        };
+        if !chunk && !on_reply(a, cmd_id, topic, p, replies, out) {
+            return false;
+        }
+        self.answered = all_answered(a, &self.finals, &self.online);
+        let bundle_in = match (&self.bundle, &self.result) {
+            (Some(b), Some(r)) => b.complete(Some(r)),
+            _ => true,
+        };
+        self.answered && bundle_in
     }
 
     /// Why to stop waiting now, if it is time: the target never showed up after the SUBACK, the
@@ -211,6 +248,10 @@ pub(super) async fn send_async(
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_WAIT_S));
     let mut seen = Seen {
         keys: super::known::KnownBoards::load(),
+        bundle: a
+            .out
+            .as_ref()
+            .map(|_| super::capture::Bundle::new(root, board, cmd_id)),
         ..Seen::default()
     };
     let mut started = Instant::now();
@@ -228,7 +269,9 @@ pub(super) async fn send_async(
         }
         match seen.give_up(a, deadline) {
             Some(why) if why.is_empty() => {
-                report_no_final_state(a, seen.sent, &seen.last_error, &reply_filter, err);
+                if !seen.answered {
+                    report_no_final_state(a, seen.sent, &seen.last_error, &reply_filter, err);
+                }
                 break;
             }
             Some(why) => {
@@ -256,7 +299,8 @@ pub(super) async fn send_async(
             LinkEvent::Connected { .. } => {
                 seen.connected = true;
                 seen.subacks = 0;
-                subscribe_replies(&link, a, board, &reply_filter);
+                let chunks = seen.bundle.as_ref().map(|b| b.filter());
+                subscribe_replies(&link, a, board, &reply_filter, chunks);
                 if !seen.sent
                     && link
                         .client
@@ -278,30 +322,47 @@ pub(super) async fn send_async(
             LinkEvent::Message {
                 topic, payload: p, ..
             } => {
-                let replies = Replies {
-                    target_seen: &mut seen.target_seen,
-                    online: &mut seen.online,
-                    finals: &mut seen.finals,
-                    keys: &mut seen.keys,
-                    untrusted: &mut seen.untrusted,
-                    stale: &mut seen.stale,
-                };
-                if !on_reply(a, cmd_id, &topic, &p, replies, out) {
-                    continue;
-                }
-                if all_answered(a, &seen.finals, &seen.online) {
-                    seen.answered = true;
+                if seen.take(a, cmd_id, &topic, &p, out) {
                     break;
                 }
             }
         }
     }
-    let code = seen.code(err);
+    let mut code = seen.code(err);
+    if let (Some(b), Some(path)) = (&seen.bundle, &a.out) {
+        code = write_bundle(b, code, seen.result.as_ref(), path, out, err);
+    }
     if seen.sent {
         clear_retained(&link, a, &init_topic, &seen.finals, cmd_id);
     }
     link.shutdown(Duration::from_secs(2)).await;
     code
+}
+
+/// Writes a `capture`'s bundle once the board answered `successful` with its own key; says
+/// why not otherwise. Returns the exit code.
+fn write_bundle(
+    b: &super::capture::Bundle,
+    code: i32,
+    result: Option<&Value>,
+    path: &std::path::Path,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let written = match code {
+        EXIT_OK => b.write(result, path),
+        _ => Err("the board did not answer successful with its own key".into()),
+    };
+    match written {
+        Ok(said) => {
+            let _ = writeln!(out, "{said}");
+            EXIT_OK
+        }
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: bundle not written: {e}");
+            EXIT_FAILED
+        }
+    }
 }
 
 /// A SUBACK (the replies' subscription first, then the target's): a refusal ends the send
@@ -348,6 +409,7 @@ struct Replies<'a> {
     keys: &'a mut super::known::KnownBoards,
     untrusted: &'a mut std::collections::BTreeSet<String>,
     stale: &'a mut Option<String>,
+    result: &'a mut Option<Value>,
 }
 
 /// Takes one message: an availability or status of the target marks it seen; a lifecycle
@@ -407,17 +469,28 @@ fn on_reply(
     if l.status.is_final() {
         seen.finals.insert(t.board.clone(), l.status);
     }
+    if l.status == CmdStatus::Successful && trust.is_trusted() {
+        *seen.result = l.result;
+    }
     true
 }
 
-/// After a connection: subscribes to the command's replies, then (a second SUBSCRIBE, whose
-/// SUBACK starts the wait for the target) to the target's availability (and status, for one
-/// board), whose retained messages tell whether the target exists.
-fn subscribe_replies(link: &Link, a: &SendArgs, board: &str, reply_filter: &str) {
+/// After a connection: subscribes to the command's replies (and a `capture`'s `chunks`), then
+/// (a second SUBSCRIBE, whose SUBACK starts the wait for the target) to the target's
+/// availability (and status, for one board), whose retained messages tell whether the target
+/// exists.
+fn subscribe_replies(
+    link: &Link,
+    a: &SendArgs,
+    board: &str,
+    reply_filter: &str,
+    chunks: Option<String>,
+) {
     let root = &a.topic_root;
-    let _ = link
-        .client
-        .try_subscribe(reply_filter.to_string(), QoS::AtLeastOnce);
+    let first: Vec<String> = std::iter::once(reply_filter.to_string())
+        .chain(chunks)
+        .collect();
+    let _ = link.client.try_subscribe_many(&first, QoS::AtLeastOnce);
     let (filters, qos) = match a.board {
         None => (vec![format!("{root}/+/availability")], QoS::AtLeastOnce),
         Some(_) => (

@@ -13,6 +13,7 @@ pub const ACTIONS: &[&str] = &[
     "rescan",
     "release_npu",
     "fix",
+    "capture",
 ];
 
 /// Arguments after validation, per action.
@@ -48,6 +49,12 @@ pub enum Action {
         /// Only plan; change nothing.
         dry_run: bool,
     },
+    /// `capture {max_bytes?: integer}`: make the support bundle and publish it in chunks for
+    /// `fleet capture`; refused when the bundle is larger than `max_bytes`.
+    Capture {
+        /// Largest bundle the requester takes (bytes of the `.tar.gz`).
+        max_bytes: u64,
+    },
 }
 
 impl Action {
@@ -60,6 +67,7 @@ impl Action {
             Action::Rescan => "rescan",
             Action::ReleaseNpu { .. } => "release_npu",
             Action::Fix { .. } => "fix",
+            Action::Capture { .. } => "capture",
         }
     }
 }
@@ -78,6 +86,9 @@ pub struct ActionOutcome {
     pub message: String,
     /// The action's result object (its report), published as the command's `result`.
     pub details: Value,
+    /// Bytes the command publishes beside its answer (a `capture`'s bundle); empty otherwise.
+    #[serde(skip)]
+    pub attachment: Vec<u8>,
 }
 
 impl ActionOutcome {
@@ -89,6 +100,7 @@ impl ActionOutcome {
             reboot_pending: false,
             message: message.into(),
             details,
+            attachment: Vec::new(),
         }
     }
 
@@ -129,6 +141,7 @@ mod tests {
                 checks: Vec::new(),
                 dry_run: true,
             },
+            Action::Capture { max_bytes: 1 },
         ];
         let names: Vec<&str> = all.iter().map(Action::name).collect();
         assert_eq!(names, ACTIONS);

@@ -221,6 +221,7 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
         "rescan" => &[],
         "release_npu" => &["model"],
         "fix" => &["check", "dry_run"],
+        "capture" => &["max_bytes"],
         other => {
             return Err(format!(
                 "unknown action {other:?} (known: {})",
@@ -279,6 +280,24 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
                 Some(_) => return Err("argument \"dry_run\" must be true or false".into()),
             },
         },
+        "capture" => {
+            use super::chunks::{DEFAULT_MAX_BYTES, MAX_BUNDLE_BYTES};
+            let n = match args.get("max_bytes") {
+                None => Some(DEFAULT_MAX_BYTES),
+                // `fleet send --arg max_bytes=N` sends a string.
+                Some(v) => v.as_u64().or_else(|| v.as_str()?.parse().ok()),
+            };
+            Action::Capture {
+                max_bytes: n
+                    .filter(|n| (1..=MAX_BUNDLE_BYTES).contains(n))
+                    .ok_or_else(|| {
+                        format!(
+                            "argument \"max_bytes\" must be a whole number of bytes from 1 to \
+                         {MAX_BUNDLE_BYTES}"
+                        )
+                    })?,
+            }
+        }
         _ => Action::ReleaseNpu {
             model: string("model", 200)?,
         },

@@ -2,6 +2,7 @@
 //! event loop; everything else publishes with non-blocking `try_*` calls).
 
 pub mod board_sig;
+pub mod chunks;
 pub mod command;
 pub mod ed25519;
 pub mod ha;

@@ -6,7 +6,7 @@
 //! table counts as one only when all sixteen rows Linux has printed since 2.6.25 are present with
 //! well-formed values, so a truncated or foreign file is an error rather than half a reading.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// The rows of `/proc/<pid>/limits` (Linux 2.6.25 and later; `fs/proc/base.c`).
 const ROWS: [&str; 16] = [
@@ -57,8 +57,8 @@ fn value(s: &str) -> Option<Option<u64>> {
 
 /// The table's rows by name (the last of a repeated row wins), or `None` when a row is missing
 /// or has a malformed value.
-fn table(screened: &str) -> Option<HashMap<String, LimitPair>> {
-    let mut rows: HashMap<String, (&str, &str)> = HashMap::new();
+fn table(screened: &str) -> Option<BTreeMap<String, LimitPair>> {
+    let mut rows: BTreeMap<String, (&str, &str)> = BTreeMap::new();
     for line in screened.lines() {
         let line = line.trim();
         if line.starts_with("Limit") {
@@ -75,7 +75,7 @@ fn table(screened: &str) -> Option<HashMap<String, LimitPair>> {
             };
         rows.insert(f[..end - 2].join(" "), (f[end - 2], f[end - 1]));
     }
-    let mut out = HashMap::new();
+    let mut out = BTreeMap::new();
     for name in ROWS {
         let (soft, hard) = rows.remove(name)?;
         out.insert(

@@ -524,7 +524,7 @@ mod tests {
         assert!(reason.contains("\"rk3588-rknpu\"") && reason.contains("nothing to release"));
         assert_eq!(
             rk.actions(),
-            ["compact", "set_cma", "reboot", "rescan", "fix"]
+            ["compact", "set_cma", "reboot", "rescan", "fix", "capture"]
         );
         assert_eq!(rk.refuses_action("compact"), None);
         for id in ["rpi5-hailo10h", "rpi5-hailo8", "generic"] {

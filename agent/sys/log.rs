@@ -19,7 +19,6 @@
 //! Spans are not used by the agent; the subscriber gives every span the same id and records
 //! nothing for them.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::Mutex;
@@ -48,7 +47,8 @@ struct SiteState {
 pub struct StderrLog {
     filter: Targets,
     journal_prefix: bool,
-    sites: Mutex<HashMap<tracing::callsite::Identifier, SiteState>>,
+    /// Per call site, in the order first seen (a few dozen call sites: a list is enough).
+    sites: Mutex<Vec<(tracing::callsite::Identifier, SiteState)>>,
 }
 
 impl StderrLog {
@@ -63,7 +63,7 @@ impl StderrLog {
         StderrLog {
             filter,
             journal_prefix,
-            sites: Mutex::new(HashMap::new()),
+            sites: Mutex::new(Vec::new()),
         }
     }
 
@@ -73,11 +73,20 @@ impl StderrLog {
         let meta = event.metadata();
         let suppressed = {
             let mut sites = self.sites.lock().unwrap_or_else(|p| p.into_inner());
-            let st = sites.entry(meta.callsite()).or_insert(SiteState {
-                window_start: now,
-                written: 0,
-                suppressed: 0,
-            });
+            let id = meta.callsite();
+            let at = match sites.iter().position(|(s, _)| *s == id) {
+                Some(i) => i,
+                None => {
+                    let st = SiteState {
+                        window_start: now,
+                        written: 0,
+                        suppressed: 0,
+                    };
+                    sites.push((id, st));
+                    sites.len() - 1
+                }
+            };
+            let st = &mut sites[at].1;
             if now.duration_since(st.window_start).as_secs() >= WINDOW_S {
                 st.window_start = now;
                 st.written = 0;

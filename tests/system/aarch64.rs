@@ -269,3 +269,54 @@ fn aarch64_reports_equal_host_reports_on_every_board_tree() {
         "{compared} board trees: aarch64 == host; {server_cases} server trees: skipped there"
     );
 }
+
+#[test]
+fn the_board_build_leaves_the_fleet_tools_out_and_says_so() {
+    let Some(bin) = common::aarch64_agent() else {
+        return;
+    };
+    let Some([qemu]) = common::tools(
+        ["qemu-aarch64-static"],
+        "runs the aarch64 agent on this host; Debian package qemu-user-static",
+    ) else {
+        return;
+    };
+    let run = |args: &[&str]| {
+        let out = Command::new(&qemu)
+            .arg(&bin)
+            .args(args)
+            .output()
+            .expect("run the aarch64 agent under qemu");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for args in [
+        &["fleet", "watch", "--broker", "mqtt://127.0.0.1:9", "--once"][..],
+        &[
+            "fleet",
+            "capture",
+            "--board",
+            "b1",
+            "--broker",
+            "mqtt://127.0.0.1:9",
+            "--out",
+            "/nonexistent/b.tar.gz",
+        ],
+    ] {
+        let (code, err) = run(args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("fleet tools are not in this build"),
+            "{args:?}: {err}"
+        );
+    }
+    // The host build has them: the same watch fails to reach the broker instead.
+    let out = Command::new(common::host_agent())
+        .args(["fleet", "watch", "--broker", "mqtt://127.0.0.1:9", "--once"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("not in this build"), "{err}");
+}

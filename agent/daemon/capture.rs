@@ -1,0 +1,29 @@
+//! A `capture` command's bundle on the link: published in chunks (retained, QoS 1) before the
+//! final answer that names them, and cleared when the requester clears its command (its
+//! acknowledgement) or, at the latest, with the answer itself ([`super::sweep`]).
+
+use super::agent::Agent;
+use crate::action::gate::CmdRef;
+use crate::model::action::ActionOutcome;
+use crate::mqtt::chunks;
+
+/// Publishes the outcome's attachment (a bundle) as the chunks of command `c`.
+pub(super) fn publish(agent: &mut Agent, c: &CmdRef, o: &mut ActionOutcome) {
+    let bundle = std::mem::take(&mut o.attachment);
+    let prefix = chunks::prefix(&agent.s.topic_root, &agent.s.board, &c.cmd_id);
+    let sha = o.details["sha256"].as_str().unwrap_or_default();
+    let at = agent.now().saturating_add(super::sweep::keep_s(agent));
+    for (i, p) in chunks::split(&bundle, sha).into_iter().enumerate() {
+        let topic = format!("{prefix}{i}");
+        agent.sweep.schedule(&topic, at);
+        agent.send(topic, p, true);
+    }
+}
+
+/// The requester cleared its `capture` command `cmd_id`: the bundle's chunks go now.
+pub(super) fn acknowledged(agent: &mut Agent, cmd_id: &str) {
+    let prefix = chunks::prefix(&agent.s.topic_root, &agent.s.board, cmd_id);
+    for topic in agent.sweep.take_prefix(&prefix) {
+        agent.send(topic, Vec::new(), true);
+    }
+}

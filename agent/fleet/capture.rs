@@ -1,0 +1,169 @@
+//! `fleet capture`: a board's support bundle fetched over MQTT. `fleet send` carries the signed
+//! `capture` command and follows it; this part takes the chunks the board publishes
+//! ([`crate::mqtt::chunks`]), reassembles them, verifies them against the bundle the board's
+//! sealed answer names (bytes and SHA-256), and writes the file.
+
+use super::*;
+use crate::mqtt::chunks::{self, MAX_BUNDLE_BYTES};
+
+/// The chunks of one bundle seen so far, by (SHA-256, index): chunks of another bundle, or
+/// forged ones, are kept apart and left out.
+pub(super) struct Bundle {
+    prefix: String,
+    parts: BTreeMap<(String, usize), Vec<u8>>,
+    stored_bytes: usize,
+}
+
+/// What the board's answer says of its bundle.
+struct Named {
+    bytes: u64,
+    sha256: String,
+    chunks: usize,
+}
+
+impl Bundle {
+    /// Collects the chunks of command `cmd_id` on `board`.
+    pub(super) fn new(root: &str, board: &str, cmd_id: &str) -> Bundle {
+        Bundle {
+            prefix: chunks::prefix(root, board, cmd_id),
+            parts: BTreeMap::new(),
+            stored_bytes: 0,
+        }
+    }
+
+    /// The subscription that brings the chunks.
+    pub(super) fn filter(&self) -> String {
+        format!("{}+", self.prefix)
+    }
+
+    /// Takes a message on a chunk topic (true), whatever it holds: a well-formed chunk whose
+    /// index is its topic's is kept, up to twice the largest bundle in all.
+    pub(super) fn take(&mut self, topic: &str, payload: &[u8]) -> bool {
+        let Some(index) = topic.strip_prefix(&self.prefix) else {
+            return false;
+        };
+        let Some(c) = chunks::parse(payload) else {
+            return true;
+        };
+        let room = 2 * MAX_BUNDLE_BYTES as usize;
+        if index == c.index.to_string() && self.stored_bytes + c.data.len() <= room {
+            self.stored_bytes += c.data.len();
+            let key = (c.sha256.to_string(), c.index);
+            self.parts.insert(key, c.data.to_vec());
+        }
+        true
+    }
+
+    /// Every chunk the answer (`result`) names has come.
+    pub(super) fn complete(&self, result: Option<&Value>) -> bool {
+        named(result).is_some_and(|n| self.have(&n) == n.chunks)
+    }
+
+    fn have(&self, n: &Named) -> usize {
+        (0..n.chunks)
+            .filter(|i| self.parts.contains_key(&(n.sha256.clone(), *i)))
+            .count()
+    }
+
+    /// Reassembles the bundle the answer names, checks its size and SHA-256, and writes it to
+    /// `out`. Returns what to tell the operator.
+    ///
+    /// Errors: no usable answer, chunks missing, a size or hash that differs, a write error.
+    pub(super) fn write(
+        &self,
+        result: Option<&Value>,
+        out: &std::path::Path,
+    ) -> Result<String, String> {
+        let n =
+            named(result).ok_or("the board's answer names no bundle (bytes, sha256, chunks)")?;
+        let have = self.have(&n);
+        if have < n.chunks {
+            return Err(format!("{have} of {} chunks came", n.chunks));
+        }
+        let mut bytes = Vec::new();
+        for i in 0..n.chunks {
+            bytes.extend_from_slice(&self.parts[&(n.sha256.clone(), i)]);
+        }
+        let sha = chunks::sha256_hex(&bytes);
+        if bytes.len() as u64 != n.bytes || sha != n.sha256 {
+            return Err(format!(
+                "the chunks make {} bytes with sha256 {sha}, not the {} bytes with sha256 {} \
+                 the board named",
+                bytes.len(),
+                n.bytes,
+                n.sha256
+            ));
+        }
+        crate::capture::write_file(out, &bytes).map_err(|e| e.to_string())?;
+        Ok(format!(
+            "wrote {}: {} bytes, sha256 {sha}",
+            out.display(),
+            n.bytes
+        ))
+    }
+}
+
+/// The bundle a `successful` answer's `result` names, if it names one within the limits.
+fn named(result: Option<&Value>) -> Option<Named> {
+    let r = result?;
+    let n = Named {
+        bytes: r["bytes"].as_u64()?,
+        sha256: r["sha256"].as_str()?.to_string(),
+        chunks: usize::try_from(r["chunks"].as_u64()?).ok()?,
+    };
+    (n.bytes <= MAX_BUNDLE_BYTES && (1..=chunks::MAX_CHUNKS).contains(&n.chunks)).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle_of(bytes: &[u8]) -> (Bundle, Value, Vec<Vec<u8>>) {
+        let sha = chunks::sha256_hex(bytes);
+        let parts = chunks::split(bytes, &sha);
+        let result =
+            serde_json::json!({"bytes": bytes.len(), "sha256": sha, "chunks": parts.len()});
+        (Bundle::new("npu-fleet", "b1", "c1"), result, parts)
+    }
+
+    #[test]
+    fn chunks_in_any_order_make_the_named_bundle() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 256) as u8).collect();
+        let (mut b, result, parts) = bundle_of(&data);
+        assert_eq!(b.filter(), "npu-fleet/b1/capture/c1/+");
+        for i in (0..parts.len()).rev() {
+            assert!(!b.complete(Some(&result)));
+            assert!(b.take(&format!("npu-fleet/b1/capture/c1/{i}"), &parts[i]));
+        }
+        assert!(b.complete(Some(&result)));
+        assert!(!b.take("npu-fleet/b1/status", b"{}"));
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("b.tar.gz");
+        let said = b.write(Some(&result), &out).unwrap();
+        assert!(said.contains("100000 bytes"), "{said}");
+        assert_eq!(std::fs::read(&out).unwrap(), data);
+    }
+
+    #[test]
+    fn a_chunk_on_the_wrong_topic_or_altered_is_not_written() {
+        let data = vec![5u8; 80_000];
+        let (mut b, result, parts) = bundle_of(&data);
+        // Chunk 1 published as chunk 0's topic: not taken as either.
+        b.take("npu-fleet/b1/capture/c1/0", &parts[1]);
+        assert!(!b.complete(Some(&result)));
+        for (i, p) in parts.iter().enumerate() {
+            b.take(&format!("npu-fleet/b1/capture/c1/{i}"), p);
+        }
+        // A forged last chunk with the right header replaces the real one.
+        let mut forged = parts[2].clone();
+        *forged.last_mut().unwrap() ^= 1;
+        b.take("npu-fleet/b1/capture/c1/2", &forged);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("b.tar.gz");
+        let e = b.write(Some(&result), &out).unwrap_err();
+        assert!(e.contains("not the 80000 bytes"), "{e}");
+        assert!(!out.exists(), "nothing written");
+        let e = b.write(None, &out).unwrap_err();
+        assert!(e.contains("names no bundle"), "{e}");
+    }
+}
