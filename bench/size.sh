@@ -2,7 +2,7 @@
 # Where the bytes of the static aarch64 agent go:
 #   bash bench/size.sh [N]
 # Builds the shipped binary (tests/vboard/build-aarch64.sh: release profile, stripped) and prints
-# its size against the size limit of tests/system/aarch64.rs, its ELF sections, its symbols
+# its size against the size limit of tests/system/aarch64.rs, what the fleet tools would add, its ELF sections, its symbols
 # grouped by what they belong to, and the N (default 25) largest crates and functions of the same code built with its symbols kept
 # (profile `release-symbols`). Crate figures come from `cargo bloat` (cargo install cargo-bloat)
 # when it is installed, else from the symbol table (`nm --size-sort`, functions only).
@@ -19,6 +19,12 @@ echo "date: $(date -u +%Y-%m-%dT%H:%MZ); machine: $(uname -m), $(nproc) cores, $
 bin=$(bash tests/vboard/build-aarch64.sh | tail -n 1)
 size=$(stat -c %s "$bin")
 echo "size: $size bytes stripped ($(( (size + 1023) / 1024 )) KiB); limit $limit bytes ($(( limit - size )) to spare)"
+
+# What the fleet tools (the `fleet` feature, left out of this build) would add to it.
+cargo build --release --locked --no-default-features --features fleet --target "$target" >&2
+with=$(stat -c %s "$tdir/$target/release/npu-agent")
+echo "with the fleet tools (--features fleet): $with bytes (+$(( with - size ))); limit $limit bytes"
+cargo build --release --locked --no-default-features --target "$target" >&2
 
 echo "sections in the file (bytes):"
 readelf -SW "$bin" | sed -n 's/^ *\[ *[0-9]*\] //p' | while read -r name type _addr _off hexsize _rest; do
