@@ -508,7 +508,10 @@ fn release_npu_is_refused_where_the_profile_has_nothing_to_release() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(actions, ["compact", "set_cma", "reboot", "rescan", "fix"]);
+    assert_eq!(
+        actions,
+        ["compact", "set_cma", "reboot", "rescan", "fix", "capture"]
+    );
     let (code, out, err) = npu_agent(
         &[
             "fleet",
