@@ -63,13 +63,8 @@ pub(super) fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) 
         return code;
     }
     // As `keygen`: an existing file (or a link) is never replaced without being asked to.
-    if !a.force && std::fs::symlink_metadata(&a.out).is_ok() {
-        let _ = writeln!(
-            err,
-            "npu-agent: {}: file exists; pass --force to replace it",
-            a.out.display()
-        );
-        return EXIT_USAGE;
+    if let Err(code) = super::refuse_existing(&a.out, a.force, err) {
+        return code;
     }
     let root = SysRoot::new(&a.root);
     match crate::capture::capture(

@@ -362,17 +362,11 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             out: bundle,
             force,
         } => {
-            // As `capture` and `keygen`: an existing file (or a link) is replaced only on request.
-            if let Some(o) = bundle
+            if let Some(Err(code)) = bundle
                 .as_ref()
-                .filter(|o| !force && o.symlink_metadata().is_ok())
+                .map(|o| super::refuse_existing(o, force, err))
             {
-                let _ = writeln!(
-                    err,
-                    "npu-agent: {}: file exists; pass --force to replace it",
-                    o.display()
-                );
-                return EXIT_USAGE;
+                return code;
             }
             crate::fleet::send(
                 &crate::fleet::SendArgs {

@@ -293,6 +293,24 @@ pub fn redraws(command: &Command) -> bool {
     )
 }
 
+/// An output file that exists (or a link in its place) is replaced only with `--force`: without
+/// it, says so on `err` and gives the usage exit code ([`EXIT_USAGE`]) for the caller to return.
+pub(crate) fn refuse_existing(
+    out: &std::path::Path,
+    force: bool,
+    err: &mut dyn Write,
+) -> Result<(), i32> {
+    if force || std::fs::symlink_metadata(out).is_err() {
+        return Ok(());
+    }
+    let _ = writeln!(
+        err,
+        "npu-agent: {}: file exists; pass --force to replace it",
+        out.display()
+    );
+    Err(EXIT_USAGE)
+}
+
 /// `--root DIR` must be a directory: otherwise says so on `err` and gives the usage exit code
 /// ([`EXIT_USAGE`]) for the caller to return.
 pub(crate) fn require_root_dir(root: &std::path::Path, err: &mut dyn Write) -> Result<(), i32> {

@@ -77,6 +77,15 @@ fn assert_stripped_size_at_most(limit: u64, what: &str) {
     );
 }
 
+/// `bin` (the aarch64 agent or a probe) with `qemu-aarch64-static` to run it; `None` (a skip,
+/// a failure under `CI=true`) when either is missing. `what` says what qemu runs.
+fn under_qemu(bin: Option<PathBuf>, what: &str) -> Option<(PathBuf, PathBuf)> {
+    let bin = bin?;
+    let why = format!("runs {what} on this host; Debian package qemu-user-static");
+    let [qemu] = common::tools(["qemu-aarch64-static"], &why)?;
+    Some((bin, qemu))
+}
+
 #[test]
 fn aarch64_binary_fits_the_size_limit() {
     assert_stripped_size_at_most(SIZE_LIMIT_BYTES, "limit");
@@ -88,13 +97,8 @@ fn aarch64_binary_fits_the_size_limit() {
 #[test]
 fn aarch64_panic_prints_its_message_and_aborts() {
     use std::os::unix::process::ExitStatusExt;
-    let Some(probe) = common::aarch64_panic_probe() else {
-        return;
-    };
-    let Some([qemu]) = common::tools(
-        ["qemu-aarch64-static"],
-        "runs the aarch64 panic probe on this host; Debian package qemu-user-static",
-    ) else {
+    let Some((probe, qemu)) = under_qemu(common::aarch64_panic_probe(), "the aarch64 panic probe")
+    else {
         return;
     };
     for backtrace in [None, Some("0"), Some("1"), Some("full")] {
@@ -208,13 +212,7 @@ fn assert_server_checks_skipped(case: &str, arm: &Value) {
 
 #[test]
 fn aarch64_reports_equal_host_reports_on_every_board_tree() {
-    let Some(bin) = common::aarch64_agent() else {
-        return;
-    };
-    let Some([qemu]) = common::tools(
-        ["qemu-aarch64-static"],
-        "runs the aarch64 agent on this host; Debian package qemu-user-static",
-    ) else {
+    let Some((bin, qemu)) = under_qemu(common::aarch64_agent(), "the aarch64 agent") else {
         return;
     };
     let roots = fixture_roots();
@@ -272,13 +270,7 @@ fn aarch64_reports_equal_host_reports_on_every_board_tree() {
 
 #[test]
 fn the_board_build_leaves_the_fleet_tools_out_and_says_so() {
-    let Some(bin) = common::aarch64_agent() else {
-        return;
-    };
-    let Some([qemu]) = common::tools(
-        ["qemu-aarch64-static"],
-        "runs the aarch64 agent on this host; Debian package qemu-user-static",
-    ) else {
+    let Some((bin, qemu)) = under_qemu(common::aarch64_agent(), "the aarch64 agent") else {
         return;
     };
     let run = |args: &[&str]| {

@@ -56,22 +56,11 @@ fn a_signed_fleet_capture_fetches_a_bundle_that_checks_as_the_board() {
         return;
     }
     let broker = Broker::start();
-    let board = Board::from_fixture("own-pi5-hailo8-16k-pages-max-desc-page-size", "c1", "");
-    let keys = tempfile::tempdir().unwrap();
-    let key = keys.path().join("op.key");
-    let (code, _, err) = npu_agent(&["keygen", "--out", key.to_str().unwrap()]);
-    assert_eq!(code, 0, "{err}");
-    board.write(
-        "/etc/npu-agent/op.key.pub",
-        &std::fs::read_to_string(keys.path().join("op.key.pub")).unwrap(),
-    );
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(
-            &broker.url(),
-            "c1",
-            "[security]\ntrusted_keys = [\"/etc/npu-agent/op.key.pub\"]\n\n[actions]\nrate_limit_overrides_s = { capture = 0 }\n",
-        ),
+    let (board, _keys, key) = crate::operator::keyed_board(
+        &broker,
+        "own-pi5-hailo8-16k-pages-max-desc-page-size",
+        "c1",
+        "\n[actions]\nrate_limit_overrides_s = { capture = 0 }\n",
     );
     let _agent = Agent::start(&board);
     let chunks = Client::connect(

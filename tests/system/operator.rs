@@ -37,6 +37,31 @@ fn npu_agent(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     run(bin(), args, Path::new("/"), env)
 }
 
+/// Board `id` (fixture `case`) on `broker`, whose config trusts a fresh operator key and then
+/// has `extra`; returns the board, the key pair's directory (kept alive) and the private key.
+pub(crate) fn keyed_board(
+    broker: &Broker,
+    case: &str,
+    id: &str,
+    extra: &str,
+) -> (Board, tempfile::TempDir, PathBuf) {
+    let board = Board::from_fixture(case, id, "");
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("op.key");
+    let (code, _, err) = npu_agent(&["keygen", "--out", key.to_str().unwrap()], &[]);
+    assert_eq!(code, 0, "{err}");
+    board.write(
+        "/etc/npu-agent/op.key.pub",
+        &std::fs::read_to_string(keys.path().join("op.key.pub")).unwrap(),
+    );
+    let security = "[security]\ntrusted_keys = [\"/etc/npu-agent/op.key.pub\"]\n";
+    board.write(
+        "/etc/npu-agent/agent.toml",
+        &agent_config(&broker.url(), id, &format!("{security}{extra}")),
+    );
+    (board, keys, key)
+}
+
 /// python3 with python-cryptography and paho-mqtt (`.ci/run` installs them); fails in CI.
 fn require_python() -> bool {
     if !require_tool("python3") {
@@ -376,23 +401,7 @@ fn an_independent_python_signer_runs_set_cma_and_a_changed_byte_is_rejected() {
         return;
     }
     let broker = Broker::start();
-    let board = Board::from_fixture(CASE, "b1", "");
-    let keys = tempfile::tempdir().unwrap();
-    let key = keys.path().join("op.key");
-    let (code, _, err) = npu_agent(&["keygen", "--out", key.to_str().unwrap()], &[]);
-    assert_eq!(code, 0, "{err}");
-    board.write(
-        "/etc/npu-agent/op.key.pub",
-        &std::fs::read_to_string(keys.path().join("op.key.pub")).unwrap(),
-    );
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(
-            &broker.url(),
-            "b1",
-            "[security]\ntrusted_keys = [\"/etc/npu-agent/op.key.pub\"]\n",
-        ),
-    );
+    let (board, _keys, key) = keyed_board(&broker, CASE, "b1", "");
     let _agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/b1/status"]);
     c.wait_for(T, "a status", |m| !m.payload.is_empty());
@@ -634,23 +643,12 @@ fn a_signed_fix_from_the_fleet_writes_the_option_and_an_unsigned_one_is_rejected
         return;
     }
     let broker = Broker::start();
-    let board = Board::from_fixture("own-pi5-hailo8-16k-pages-max-desc-page-size", "f1", "");
-    let keys = tempfile::tempdir().unwrap();
-    let key = keys.path().join("op.key");
-    let (code, _, err) = npu_agent(&["keygen", "--out", key.to_str().unwrap()], &[]);
-    assert_eq!(code, 0, "{err}");
-    board.write(
-        "/etc/npu-agent/op.key.pub",
-        &std::fs::read_to_string(keys.path().join("op.key.pub")).unwrap(),
-    );
-    board.write(
-        "/etc/npu-agent/agent.toml",
-        &agent_config(
-            &broker.url(),
-            "f1",
-            // The 60 s rate limit of `fix` is lifted so the second send meets the plan's refusal.
-            "[security]\ntrusted_keys = [\"/etc/npu-agent/op.key.pub\"]\n\n[actions]\nrate_limit_overrides_s = { fix = 0 }\n",
-        ),
+    // The 60 s rate limit of `fix` is lifted so the second send meets the plan's refusal.
+    let (board, _keys, key) = keyed_board(
+        &broker,
+        "own-pi5-hailo8-16k-pages-max-desc-page-size",
+        "f1",
+        "\n[actions]\nrate_limit_overrides_s = { fix = 0 }\n",
     );
     let _agent = Agent::start(&board);
     let c = Client::connect(broker.port, &["npu-fleet/f1/status"]);
