@@ -142,18 +142,19 @@ impl Bundle {
 }
 
 /// Captures the board under `root` into `out` (a `.tar.gz`). `redact = false` keeps every
-/// byte as read.
+/// byte as read; `replace = false` never replaces a file at `out`.
 ///
 /// Errors: [`CaptureError::Write`] when the archive cannot be written (a full disk, a read-only
-/// directory); nothing is left at `out` then.
+/// directory, `out` exists without `replace`); nothing is left at `out` then.
 pub fn capture(
     root: &SysRoot,
     choice: &ProfileChoice,
     out: &Path,
     redact: bool,
+    replace: bool,
 ) -> Result<CaptureSummary, CaptureError> {
     let (bytes, manifest) = bundle(root, choice, redact)?;
-    write_file(out, &bytes)?;
+    write_file(out, &bytes, replace)?;
     Ok(CaptureSummary {
         manifest,
         archive_bytes: bytes.len() as u64,
@@ -461,7 +462,7 @@ fn copy_one(
             .iter()
             .map(|b| if b.is_ascii_alphanumeric() { b'0' } else { *b })
             .collect()
-    } else if is_text(&bytes) {
+    } else if is_text(&bytes) || text_like(&bytes) {
         red.text(&String::from_utf8_lossy(&bytes)).into_bytes()
     } else {
         bytes

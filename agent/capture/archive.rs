@@ -7,6 +7,18 @@ pub(super) fn is_text(b: &[u8]) -> bool {
     !b.contains(&0) && std::str::from_utf8(b).is_ok()
 }
 
+/// Text with stray bytes (a log with a Latin-1 byte or NUL padding after a power cut): not an ELF
+/// file, and at least 9 in 10 of its bytes other than NUL are printable ASCII or whitespace. It
+/// is redacted as text (invalid bytes become U+FFFD) rather than kept as it is.
+pub(super) fn text_like(b: &[u8]) -> bool {
+    let body: Vec<u8> = b.iter().copied().filter(|c| *c != 0).collect();
+    let texty = body
+        .iter()
+        .filter(|c| c.is_ascii_graphic() || c.is_ascii_whitespace())
+        .count();
+    !b.starts_with(b"\x7fELF") && !body.is_empty() && texty * 10 >= body.len() * 9
+}
+
 /// The bundle as a `.tar.gz`, in memory (a bundle is a few MB at most: every file is bounded).
 pub(super) fn archive(bundle: &Bundle) -> std::io::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(GzipWriter::new(Vec::new())?);
@@ -35,11 +47,14 @@ pub(super) fn archive(bundle: &Bundle) -> std::io::Result<Vec<u8>> {
     tar.into_inner()?.finish()
 }
 
-/// Writes `bytes` to `out` through a temporary file beside it (created new, synced, renamed),
-/// so `out` is either the whole file or absent. The fleet's `capture` writes its bundle here too.
+/// Writes `bytes` to `out` through a temporary file beside it (created new, synced, then moved
+/// into place), so `out` is either the whole file or absent. Without `replace`, a file that
+/// appeared at `out` in the meantime is kept (the temporary file is linked, never renamed, over
+/// it). The fleet's `capture` writes its bundle here too.
 ///
-/// Errors: [`CaptureError::Write`] naming `out`; the temporary file is removed.
-pub fn write_file(out: &Path, bytes: &[u8]) -> Result<(), CaptureError> {
+/// Errors: [`CaptureError::Write`] naming `out` (`File exists` without `replace`); the
+/// temporary file is removed.
+pub fn write_file(out: &Path, bytes: &[u8], replace: bool) -> Result<(), CaptureError> {
     let werr = |e: &dyn std::fmt::Display| CaptureError::Write {
         path: out.display().to_string(),
         detail: e.to_string(),
@@ -65,14 +80,17 @@ pub fn write_file(out: &Path, bytes: &[u8]) -> Result<(), CaptureError> {
                 tmp.display()
             ))
         })?;
+    let place = || match replace {
+        true => std::fs::rename(&tmp, out),
+        false => std::fs::hard_link(&tmp, out),
+    };
     let written = file
         .write_all(bytes)
         .and_then(|()| file.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, out));
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        werr(&e)
-    })
+        .and_then(|()| place());
+    // Gone after a rename; the second name after a link.
+    let _ = std::fs::remove_file(&tmp);
+    written.map_err(|e| werr(&e))
 }
 
 /// The gzip member format (RFC 1952) around flate2's raw deflate stream: a 10-byte header

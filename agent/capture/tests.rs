@@ -106,6 +106,7 @@ fn unwritable_output_leaves_nothing() {
         &ProfileChoice::Id("generic".into()),
         &out,
         true,
+        false,
     );
     assert!(matches!(e, Err(CaptureError::Write { .. })));
     assert!(!out.exists());
@@ -125,4 +126,24 @@ fn bundle_and_status_lose_every_secret_of_the_corpus() {
         let status = serde_json::to_string(&f).unwrap();
         assert!(!status.contains(secret), "status: {secret:?} in {status}");
     }
+}
+
+/// A log with a stray byte (Latin-1, NUL padding) is still text: redacted, never kept as is.
+#[test]
+fn a_log_with_stray_bytes_is_redacted_as_text() {
+    let raw = b"start password=Sup3rS3cretPW caf\xe9\0\0 loaded\n";
+    assert!(!is_text(raw) && text_like(raw));
+    let out = red_with(&[]).text(&String::from_utf8_lossy(raw));
+    assert!(
+        !out.contains("Sup3rS3cretPW") && out.contains("loaded"),
+        "{out}"
+    );
+    assert!(
+        !text_like(b"\x7fELF\x02\x01\x01 password=x"),
+        "an ELF file stays as it is"
+    );
+    assert!(!text_like(&[
+        0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0
+    ]));
+    assert!(!text_like(&[0, 0, 0]), "nothing but NUL");
 }

@@ -72,6 +72,7 @@ pub(super) fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) 
         &ProfileChoice::parse(&a.profile),
         &a.out,
         !a.no_redact,
+        a.force,
     ) {
         Ok(s) => {
             let m = &s.manifest;

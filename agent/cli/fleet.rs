@@ -362,10 +362,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             out: bundle,
             force,
         } => {
-            if let Some(Err(code)) = bundle
-                .as_ref()
-                .map(|o| super::refuse_existing(o, force, err))
-            {
+            if let Some(Err(code)) = bundle.as_ref().map(|o| writable_out(o, force, err)) {
                 return code;
             }
             crate::fleet::send(
@@ -379,10 +376,27 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                     wait_s: wait,
                     board_wait_s: board_wait,
                     out: bundle,
+                    force,
                 },
                 out,
                 err,
             )
         }
     }
+}
+
+/// `fleet capture --out`: checked before the board does the work. Its directory must exist,
+/// it must not be a directory, and an existing file needs `--force`.
+fn writable_out(o: &std::path::Path, force: bool, err: &mut dyn Write) -> Result<(), i32> {
+    super::refuse_existing(o, force, err)?;
+    let dir = o.parent().filter(|d| !d.as_os_str().is_empty());
+    if o.is_dir() || !dir.is_none_or(std::path::Path::is_dir) {
+        let _ = writeln!(
+            err,
+            "npu-agent: {}: not a file in an existing directory",
+            o.display()
+        );
+        return Err(EXIT_USAGE);
+    }
+    Ok(())
 }

@@ -7,10 +7,19 @@ use crate::action::gate::CmdRef;
 use crate::model::action::ActionOutcome;
 use crate::mqtt::chunks;
 
-/// Publishes the outcome's attachment (a bundle) as the chunks of command `c`.
+/// Publishes the outcome's attachment (a bundle) as the chunks of command `c`. A broker whose
+/// packet limit (MQTT 5 Maximum Packet Size) a chunk would pass turns the outcome into a
+/// failure: a packet over it would cost the connection.
 pub(super) fn publish(agent: &mut Agent, c: &CmdRef, o: &mut ActionOutcome) {
     let bundle = std::mem::take(&mut o.attachment);
     let prefix = chunks::prefix(&agent.s.topic_root, &agent.s.board, &c.cmd_id);
+    // Fixed header, topic, packet id, properties and the chunk's header line.
+    let packet = chunks::CHUNK_BYTES.min(bundle.len()) + prefix.len() + 200;
+    if let Some(limit) = agent.max_packet_bytes.filter(|m| (*m as usize) < packet) {
+        let why = format!("a chunk needs packets of {packet} bytes; the broker takes {limit}");
+        *o = ActionOutcome::failed(why, serde_json::Value::Null);
+        return;
+    }
     let sha = o.details["sha256"].as_str().unwrap_or_default();
     let at = agent.now().saturating_add(super::sweep::keep_s(agent));
     for (i, p) in chunks::split(&bundle, sha).into_iter().enumerate() {

@@ -14,6 +14,9 @@ pub(super) struct Bundle {
     stored_bytes: usize,
 }
 
+/// What one kept chunk costs beside its data, for the bound on what [`Bundle`] holds.
+const ENTRY_BYTES: usize = 256;
+
 /// What the board's answer says of its bundle.
 struct Named {
     bytes: u64,
@@ -37,7 +40,8 @@ impl Bundle {
     }
 
     /// Takes a message on a chunk topic (true), whatever it holds: a well-formed chunk whose
-    /// index is its topic's is kept, up to twice the largest bundle in all.
+    /// index is its topic's is kept while all kept, at [`ENTRY_BYTES`] each beside their data,
+    /// stay within twice the largest bundle.
     pub(super) fn take(&mut self, topic: &str, payload: &[u8]) -> bool {
         let Some(index) = topic.strip_prefix(&self.prefix) else {
             return false;
@@ -45,13 +49,28 @@ impl Bundle {
         let Some(c) = chunks::parse(payload) else {
             return true;
         };
-        let room = 2 * MAX_BUNDLE_BYTES as usize;
-        if index == c.index.to_string() && self.stored_bytes + c.data.len() <= room {
-            self.stored_bytes += c.data.len();
+        let cost = c.data.len() + ENTRY_BYTES;
+        if index == c.index.to_string() && self.stored_bytes + cost <= 2 * MAX_BUNDLE_BYTES as usize
+        {
+            self.stored_bytes += cost;
             let key = (c.sha256.to_string(), c.index);
-            self.parts.insert(key, c.data.to_vec());
+            if let Some(old) = self.parts.insert(key, c.data.to_vec()) {
+                self.stored_bytes -= old.len() + ENTRY_BYTES;
+            }
         }
         true
+    }
+
+    /// Drops every chunk of another bundle than the one `result` names (junk that may have
+    /// taken the room), and says whether the named bundle is still incomplete: its retained
+    /// chunks are then to be asked for again.
+    pub(super) fn keep_named(&mut self, result: Option<&Value>) -> bool {
+        let Some(n) = named(result) else {
+            return false;
+        };
+        self.parts.retain(|(sha, _), _| *sha == n.sha256);
+        self.stored_bytes = self.parts.values().map(|d| d.len() + ENTRY_BYTES).sum();
+        self.have(&n) < n.chunks
     }
 
     /// Every chunk the answer (`result`) names has come.
@@ -73,9 +92,13 @@ impl Bundle {
         &self,
         result: Option<&Value>,
         out: &std::path::Path,
+        replace: bool,
     ) -> Result<String, String> {
-        let n =
-            named(result).ok_or("the board's answer names no bundle (bytes, sha256, chunks)")?;
+        // A final state sent again for a command the board had finished carries no result.
+        let n = named(result).ok_or(
+            "the board's answer names no bundle (bytes, sha256, chunks); it may repeat the \
+             end of an earlier run of this command: run fleet capture again",
+        )?;
         let have = self.have(&n);
         if have < n.chunks {
             return Err(format!("{have} of {} chunks came", n.chunks));
@@ -94,7 +117,7 @@ impl Bundle {
                 n.sha256
             ));
         }
-        crate::capture::write_file(out, &bytes).map_err(|e| e.to_string())?;
+        crate::capture::write_file(out, &bytes, replace).map_err(|e| e.to_string())?;
         Ok(format!(
             "wrote {}: {} bytes, sha256 {sha}",
             out.display(),
@@ -137,11 +160,37 @@ mod tests {
         }
         assert!(b.complete(Some(&result)));
         assert!(!b.take("npu-fleet/b1/status", b"{}"));
+        assert!(!b.keep_named(Some(&result)), "nothing more to ask for");
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("b.tar.gz");
-        let said = b.write(Some(&result), &out).unwrap();
+        let said = b.write(Some(&result), &out, false).unwrap();
+        let again = b.write(Some(&result), &out, false).unwrap_err();
+        assert!(again.contains("exists"), "{again}");
+        b.write(Some(&result), &out, true).unwrap();
         assert!(said.contains("100000 bytes"), "{said}");
         assert_eq!(std::fs::read(&out).unwrap(), data);
+    }
+
+    #[test]
+    fn junk_is_bounded_and_dropped_once_the_answer_names_the_bundle() {
+        let data = vec![7u8; 40_000];
+        let (mut b, result, parts) = bundle_of(&data);
+        let t = "npu-fleet/b1/capture/c1/0";
+        // Empty chunks of other bundles, each under another hash: they cost room all the same.
+        let mut junk = 0;
+        while b.stored_bytes + ENTRY_BYTES <= 2 * MAX_BUNDLE_BYTES as usize {
+            let p = format!("npu-agent-chunk-v1 0 1 {junk:064x}\n");
+            assert!(b.take(t, p.as_bytes()));
+            junk += 1;
+        }
+        b.take(t, &parts[0]);
+        assert!(b.parts.len() == junk, "the real chunk found no room");
+        assert!(b.keep_named(Some(&result)), "incomplete: ask again");
+        assert!(b.parts.is_empty() && b.stored_bytes == 0);
+        for (i, p) in parts.iter().enumerate() {
+            b.take(&format!("npu-fleet/b1/capture/c1/{i}"), p);
+        }
+        assert!(b.complete(Some(&result)));
     }
 
     #[test]
@@ -160,10 +209,10 @@ mod tests {
         b.take("npu-fleet/b1/capture/c1/2", &forged);
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("b.tar.gz");
-        let e = b.write(Some(&result), &out).unwrap_err();
+        let e = b.write(Some(&result), &out, false).unwrap_err();
         assert!(e.contains("not the 80000 bytes"), "{e}");
         assert!(!out.exists(), "nothing written");
-        let e = b.write(None, &out).unwrap_err();
+        let e = b.write(None, &out, false).unwrap_err();
         assert!(e.contains("names no bundle"), "{e}");
     }
 }

@@ -25,6 +25,8 @@ pub struct SendArgs {
     pub board_wait_s: u64,
     /// Where a `capture` command's bundle is written (`fleet capture`); `None` for `fleet send`.
     pub out: Option<std::path::PathBuf>,
+    /// Replace a file at `out` (`--force`).
+    pub force: bool,
 }
 
 /// Parses `K=V` arguments.
@@ -154,6 +156,11 @@ struct Seen {
     result: Option<Value>,
     /// A `capture`'s chunks (`fleet capture`).
     bundle: Option<super::capture::Bundle>,
+    /// The board's answer came and chunks of its bundle are missing: subscribe again, for the
+    /// broker to send the retained ones.
+    refetch: bool,
+    /// Chunks of other bundles were dropped (once, on the answer).
+    pruned: bool,
 }
 
 impl Seen {
@@ -194,6 +201,13 @@ impl Seen {
             return false;
         }
         self.answered = all_answered(a, &self.finals, &self.online);
+        // Once, when the answer has come: a flood of junk cannot make the broker resend for ever.
+        if let (Some(b), Some(r), false, false) =
+            (&mut self.bundle, &self.result, chunk, self.pruned)
+        {
+            self.pruned = true;
+            self.refetch = b.keep_named(Some(r));
+        }
         let bundle_in = match (&self.bundle, &self.result) {
             (Some(b), Some(r)) => b.complete(Some(r)),
             _ => true,
@@ -325,12 +339,15 @@ pub(super) async fn send_async(
                 if seen.take(a, cmd_id, &topic, &p, out) {
                     break;
                 }
+                if let (true, Some(b)) = (std::mem::take(&mut seen.refetch), &seen.bundle) {
+                    let _ = link.client.try_subscribe(b.filter(), QoS::AtLeastOnce);
+                }
             }
         }
     }
     let mut code = seen.code(err);
     if let (Some(b), Some(path)) = (&seen.bundle, &a.out) {
-        code = write_bundle(b, code, seen.result.as_ref(), path, out, err);
+        code = write_bundle(b, code, seen.result.as_ref(), (path, a.force), out, err);
     }
     if seen.sent {
         clear_retained(&link, a, &init_topic, &seen.finals, cmd_id);
@@ -345,12 +362,12 @@ fn write_bundle(
     b: &super::capture::Bundle,
     code: i32,
     result: Option<&Value>,
-    path: &std::path::Path,
+    (path, replace): (&std::path::Path, bool),
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
     let written = match code {
-        EXIT_OK => b.write(result, path),
+        EXIT_OK => b.write(result, path, replace),
         _ => Err("the board did not answer successful with its own key".into()),
     };
     match written {

@@ -93,6 +93,13 @@ fn a_signed_fleet_capture_fetches_a_bundle_that_checks_as_the_board() {
     assert!(out.contains("over max_bytes (100)"), "{out}");
     assert!(!file.exists());
 
+    // A workload log with a byte that is not UTF-8 is redacted all the same.
+    let log = board.root().join("var/log/hailort.log");
+    let mut text = std::fs::read(&log).unwrap_or_default();
+    text.extend_from_slice(b"[HailoRT] token password=Sup3rS3cretPW caf\xe9 loaded\n");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(&log, &text).unwrap();
+
     let (code, out, err) = capture(&signed);
     assert_eq!(code, 0, "{out}{err}");
     let bytes = std::fs::read(&file).unwrap();
@@ -117,6 +124,12 @@ fn a_signed_fleet_capture_fetches_a_bundle_that_checks_as_the_board() {
         .status()
         .unwrap();
     assert!(st.success());
+    let kept = std::fs::read(unpacked.path().join("var/log/hailort.log")).unwrap();
+    let kept = String::from_utf8_lossy(&kept);
+    assert!(
+        kept.contains("loaded") && !kept.contains("Sup3rS3cretPW"),
+        "{kept}"
+    );
     let board_verdicts = verdicts(board.root());
     assert!(
         board_verdicts.values().any(|s| s == "fail"),
@@ -144,4 +157,51 @@ fn a_signed_fleet_capture_fetches_a_bundle_that_checks_as_the_board() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("file exists"), "{err}");
     assert_eq!(std::fs::read(&file).unwrap(), bytes);
+}
+
+/// A forged old `capture` answer (not sealed by the board) is cleared like any stale answer of
+/// its own, but never makes the board clear the chunk topics it names.
+#[test]
+fn a_forged_old_capture_answer_costs_one_clear() {
+    let Some((broker, board)) =
+        broker_and_board("own-rk3588-opi5plus-rknpu-0.9.8-healthy", "s1", "")
+    else {
+        return;
+    };
+    let _agent = Agent::start(&board);
+    let c = Client::connect(broker.port, &["npu-fleet/s1/#"]);
+    c.wait_for(T, "a status", |m| m.topic.ends_with("/status"));
+    let forged = br#"{"status":"successful","board":"s1","action":"capture","cmd_id":"x1","time":"2020-01-01T00:00:00Z","result":{"chunks":1024}}"#;
+    // Every message the board sends passes the predicates below, in order: count the chunks.
+    let chunk_clears = std::cell::Cell::new(0);
+    let count = |m: &Msg| {
+        if m.topic.contains("/capture/x1/") {
+            chunk_clears.set(chunk_clears.get() + 1);
+        }
+    };
+    c.publish("npu-fleet/s1/cmd/capture/x1", forged, true);
+    c.wait_for(T, "the stale answer cleared", |m| {
+        count(m);
+        m.topic == "npu-fleet/s1/cmd/capture/x1" && m.payload.is_empty()
+    });
+    // Anything the board queued with that clear goes out before the answer to a later command.
+    let init = init_payload(
+        "s1",
+        "rescan",
+        "r1",
+        serde_json::json!({}),
+        now_s(),
+        300,
+        None,
+    );
+    c.publish("npu-fleet/s1/cmd/rescan/r1", &init, true);
+    c.wait_for(T, "the rescan answered", |m| {
+        count(m);
+        m.topic == "npu-fleet/s1/cmd/rescan/r1" && m.text().contains("successful")
+    });
+    assert_eq!(
+        chunk_clears.get(),
+        0,
+        "chunk topics cleared on a forged answer"
+    );
 }
