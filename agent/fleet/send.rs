@@ -368,7 +368,8 @@ fn write_bundle(
 ) -> i32 {
     let written = match code {
         EXIT_OK => b.write(result, path, replace),
-        _ => Err("the board did not answer successful with its own key".into()),
+        // The cause is printed already: the board's refusal or failure, or why no answer came.
+        _ => Err("the capture did not succeed (see above)".into()),
     };
     match written {
         Ok(said) => {

@@ -560,7 +560,7 @@ pub fn authorize(
         )),
         Some(_) => Ok(false),
         None if !unsigned_ok => Err(format!(
-            "unsigned {} refused: sign it (npu-agent fleet send --key) or add it to security.allow_unsigned",
+            "unsigned {} refused: sign it with an operator key, or add it to security.allow_unsigned",
             topic.action
         )),
         None => Ok(false),
