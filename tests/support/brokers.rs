@@ -273,6 +273,12 @@ pub struct NatsCluster {
 impl NatsCluster {
     /// Starts the nodes and waits until each one's MQTT port listens.
     pub fn start() -> NatsCluster {
+        NatsCluster::start_on("127.0.0.1")
+    }
+
+    /// [`NatsCluster::start`] with each node's MQTT listener on `mqtt_host` (`0.0.0.0` lets a
+    /// bench in a private network namespace spread its clients over 127.0.0.1-127.0.0.4).
+    pub fn start_on(mqtt_host: &str) -> NatsCluster {
         let dir = tempfile::tempdir().unwrap();
         let ports: Vec<[u16; 3]> = (0..3)
             .map(|_| [free_port(), free_port(), free_port()])
@@ -291,7 +297,7 @@ impl NatsCluster {
                     "server_name: n{i}\nlisten: 127.0.0.1:{client}\n\
                      jetstream {{ store_dir: \"{}\" }}\n\
                      cluster {{ name: c1, listen: 127.0.0.1:{cluster}, routes: [{}] }}\n\
-                     mqtt {{ listen: 127.0.0.1:{mqtt} }}\n\
+                     mqtt {{ listen: {mqtt_host}:{mqtt} }}\n\
                      no_auth_user: ops\n\
                      authorization {{ users: [ {{user: ops, password: ops}},\n\
                        {{user: deaf, password: deaf, permissions: {{ publish: \">\",\n\

@@ -116,6 +116,11 @@ impl Broker {
     pub fn url(&self) -> String {
         format!("mqtt://127.0.0.1:{}", self.port)
     }
+
+    /// The mosquitto process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
 }
 
 impl Drop for Broker {
