@@ -390,6 +390,7 @@ pub(super) async fn watch_async(
         rows,
         retained_statuses,
         fell_back,
+        resets,
         incomplete: incomplete_reason(
             st.passes.incomplete,
             st.timed_out,
@@ -674,6 +675,8 @@ struct End {
     rows: BTreeMap<String, BoardRow>,
     retained_statuses: usize,
     fell_back: bool,
+    /// Times the broker closed the connection during the listing (`--once`).
+    resets: u32,
     incomplete: Option<String>,
 }
 
@@ -687,6 +690,19 @@ async fn finish(
     err: &mut dyn Write,
 ) -> i32 {
     let root = &a.topic_root;
+    if a.once && end.retained_statuses == 0 && end.resets > 0 {
+        // Not a protocol limit: the broker dropped the tool while it sent the statuses.
+        let _ = writeln!(
+            err,
+            "npu-agent: no retained status arrived from {}: the broker closed the connection {} \
+             time(s) while it sent them. NATS drops a client whose unsent data passes its \
+             max_pending (64 MB by default; a status is about 2 KB): raise max_pending above \
+             that for the whole fleet",
+            a.broker, end.resets
+        );
+        link.shutdown(Duration::from_millis(500)).await;
+        return EXIT_FAILED;
+    }
     if a.once && end.retained_statuses == 0 && end.fell_back {
         let _ = writeln!(
             err,

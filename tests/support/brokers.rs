@@ -279,6 +279,11 @@ impl NatsCluster {
     /// [`NatsCluster::start`] with each node's MQTT listener on `mqtt_host` (`0.0.0.0` lets a
     /// bench in a private network namespace spread its clients over 127.0.0.1-127.0.0.4).
     pub fn start_on(mqtt_host: &str) -> NatsCluster {
+        NatsCluster::start_with(mqtt_host, "")
+    }
+
+    /// [`NatsCluster::start_on`] with `extra` lines in every node's config (`max_pending: 65536`).
+    pub fn start_with(mqtt_host: &str, extra: &str) -> NatsCluster {
         let dir = tempfile::tempdir().unwrap();
         let ports: Vec<[u16; 3]> = (0..3)
             .map(|_| [free_port(), free_port(), free_port()])
@@ -294,7 +299,7 @@ impl NatsCluster {
             std::fs::write(
                 &conf,
                 format!(
-                    "server_name: n{i}\nlisten: 127.0.0.1:{client}\n\
+                    "{extra}server_name: n{i}\nlisten: 127.0.0.1:{client}\n\
                      jetstream {{ store_dir: \"{}\" }}\n\
                      cluster {{ name: c1, listen: 127.0.0.1:{cluster}, routes: [{}] }}\n\
                      mqtt {{ listen: {mqtt_host}:{mqtt} }}\n\

@@ -231,3 +231,38 @@ fn a_board_fails_over_to_another_node_when_its_node_is_killed() {
     let distinct: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
     assert!(!ids.is_empty() && distinct.len() == ids.len(), "{log}");
 }
+
+/// `fleet watch --once` on a node that drops it as a slow consumer (its retained statuses pass
+/// the node's `max_pending`, as 100,000 boards pass the default 64 MB) says so and names the
+/// setting, rather than blaming MQTT 3.1.1's wildcards.
+#[test]
+fn fleet_watch_names_max_pending_when_a_node_drops_it_mid_listing() {
+    if !have_nats() {
+        return;
+    }
+    let cluster = NatsCluster::start_with("127.0.0.1", "max_pending: 65536\nmax_payload: 65536\n");
+    let port = cluster.mqtt_ports[0];
+    let c = Client::connect(port, &[]);
+    let status = format!("{{\"health\":\"ok\",\"pad\":\"{}\"}}", "x".repeat(2000));
+    let n = 200;
+    for i in 0..n {
+        c.publish(&format!("npu-fleet/s{i:03}/availability"), b"online", true);
+        c.publish(
+            &format!("npu-fleet/s{i:03}/status"),
+            status.as_bytes(),
+            true,
+        );
+    }
+    let last = format!("npu-fleet/s{:03}/status", n - 1);
+    let probe = Client::connect(port, &[&last]);
+    probe.wait_for(T, "the last retained status", |m| m.topic == last);
+    let url = cluster.url(0);
+    let (code, out, err) = run_cli(&["fleet", "watch", "--once", "--broker", &url]);
+    assert_eq!(code, 1, "{out}{err}\n{}", cluster.logs());
+    assert!(
+        err.contains("closed the connection") && err.contains("max_pending"),
+        "{err}\n{}",
+        cluster.logs()
+    );
+    assert!(!err.contains("wildcard"), "{err}");
+}
