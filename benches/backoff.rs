@@ -92,6 +92,12 @@ fn main() {
     println!(
         "bench backoff: {machine}; {boards} boards, every broker down from 0 s to {outage_s} s"
     );
+    report(boards, outage_s);
+}
+
+/// Prints the simulation of both policies for `boards` boards and an outage of `outage_s`
+/// seconds (`benches/fleet_cluster.rs` prints it too, beside its measured node kill).
+pub fn report(boards: usize, outage_s: u64) {
     for (name, new) in [
         ("before (0.1-1.6 s, ±25 %)", false),
         ("full jitter (1 s doubling to 120 s)", true),

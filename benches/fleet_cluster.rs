@@ -40,6 +40,11 @@ mod support;
 #[path = "fleet_cluster/sim.rs"]
 mod sim;
 
+// The whole-cluster outage simulation, printed at the end of the run (its `main` is not used).
+#[allow(dead_code)]
+#[path = "backoff.rs"]
+mod backoff;
+
 use rumqttc::{Event, Packet, QoS};
 use sim::{ATTEMPTS, CMDS, CONNECTED, COUNTERS, FINALS, NODE0, READY, RETAINED};
 use std::io::{BufRead, Write};
@@ -158,7 +163,12 @@ fn coordinator() {
             .map(|(_, v)| v.as_str());
         println!("| {k} | {v} | {} |", m.unwrap_or("-"));
     }
-    println!("back-off simulation (no broker): cargo bench --bench backoff");
+    println!(
+        "\n== back-off (simulated, no broker; also `cargo bench --bench backoff`): {} boards, \
+         every node down for 300 s",
+        s.n
+    );
+    backoff::report(s.n, 300);
 }
 
 fn sh(cmd: &str) -> String {
