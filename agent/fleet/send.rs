@@ -446,6 +446,12 @@ fn on_reply(
         *seen.target_seen |= !p.is_empty();
         if a.board.is_none() {
             seen.online.insert(b.to_string(), p == b"online");
+        } else if p == b"offline" {
+            // Said only if no final state comes.
+            *seen.stale = Some(format!(
+                "{} is offline (its retained availability says so)",
+                clean(b)
+            ));
         }
         return false;
     }

@@ -2940,3 +2940,41 @@ fn behind_proxy(
     let agent = Agent::start(board);
     (proxy, agent)
 }
+
+/// `fleet send` to a board whose retained availability says `offline` waits out `--wait`, then
+/// says the board is offline (not only that no final state came).
+#[test]
+fn fleet_send_says_a_board_is_offline() {
+    if !require_tool("mosquitto") {
+        return;
+    }
+    let broker = Broker::start();
+    let c = Client::connect(broker.port, &["npu-fleet/gone/availability"]);
+    c.publish("npu-fleet/gone/availability", b"offline", true);
+    c.wait_for(Duration::from_secs(10), "the availability", |m| {
+        m.payload == b"offline"
+    });
+    let url = broker.url();
+    let (code, out, err) = run_cli(
+        &[
+            "fleet",
+            "send",
+            "rescan",
+            "--board",
+            "gone",
+            "--broker",
+            &url,
+            "--wait",
+            "3",
+            "--board-wait",
+            "2",
+        ],
+        &[],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("no final state within 3 s"), "{err}");
+    assert!(
+        err.contains("gone is offline (its retained availability says so)"),
+        "{err}"
+    );
+}
