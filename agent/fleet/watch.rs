@@ -690,7 +690,8 @@ async fn finish(
     err: &mut dyn Write,
 ) -> i32 {
     let root = &a.topic_root;
-    if a.once && end.retained_statuses == 0 && end.resets > 0 {
+    // Cut more often than the listing starts over: the INCOMPLETE list below says why.
+    if a.once && end.retained_statuses == 0 && end.resets > 0 && end.incomplete.is_none() {
         // Not a protocol limit: the broker dropped the tool while it sent the statuses.
         let _ = writeln!(
             err,
@@ -703,7 +704,7 @@ async fn finish(
         link.shutdown(Duration::from_millis(500)).await;
         return EXIT_FAILED;
     }
-    if a.once && end.retained_statuses == 0 && end.fell_back {
+    if a.once && end.retained_statuses == 0 && end.fell_back && end.resets == 0 {
         let _ = writeln!(
             err,
             "npu-agent: no retained status arrived from {} over MQTT 3.1.1. Brokers that refuse \
