@@ -47,10 +47,9 @@ pub(super) fn archive(bundle: &Bundle) -> std::io::Result<Vec<u8>> {
     tar.into_inner()?.finish()
 }
 
-/// Writes `bytes` to `out` through a temporary file beside it (created new, synced, then moved
-/// into place), so `out` is either the whole file or absent. Without `replace`, a file that
-/// appeared at `out` in the meantime is kept (the temporary file is linked, never renamed, over
-/// it). The fleet's `capture` writes its bundle here too.
+/// Writes `bytes` to `out` through a temporary file beside it (created new, synced, then
+/// renamed), so `out` is either the whole file or absent. Without `replace`, a file that
+/// appeared at `out` in the meantime is kept. The fleet's `capture` writes its bundle here too.
 ///
 /// Errors: [`CaptureError::Write`] naming `out` (`File exists` without `replace`); the
 /// temporary file is removed.
@@ -80,17 +79,32 @@ pub fn write_file(out: &Path, bytes: &[u8], replace: bool) -> Result<(), Capture
                 tmp.display()
             ))
         })?;
-    let place = || match replace {
-        true => std::fs::rename(&tmp, out),
-        false => std::fs::hard_link(&tmp, out),
-    };
     let written = file
         .write_all(bytes)
         .and_then(|()| file.sync_all())
-        .and_then(|()| place());
-    // Gone after a rename; the second name after a link.
-    let _ = std::fs::remove_file(&tmp);
+        .and_then(|()| place(&tmp, out, replace));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
     written.map_err(|e| werr(&e))
+}
+
+/// Renames `tmp` to `out`; without `replace`, never over a file there (`RENAME_NOREPLACE`;
+/// where the file system lacks it, such as NFS, a check just before the rename).
+fn place(tmp: &Path, out: &Path, replace: bool) -> std::io::Result<()> {
+    if replace {
+        return std::fs::rename(tmp, out);
+    }
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, tmp, CWD, out, RenameFlags::NOREPLACE) {
+        Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+            match std::fs::symlink_metadata(out) {
+                Ok(_) => Err(std::io::ErrorKind::AlreadyExists.into()),
+                Err(_) => std::fs::rename(tmp, out),
+            }
+        }
+        r => r.map_err(std::io::Error::from),
+    }
 }
 
 /// The gzip member format (RFC 1952) around flate2's raw deflate stream: a 10-byte header

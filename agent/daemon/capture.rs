@@ -7,11 +7,15 @@ use crate::action::gate::CmdRef;
 use crate::model::action::ActionOutcome;
 use crate::mqtt::chunks;
 
-/// Publishes the outcome's attachment (a bundle) as the chunks of command `c`. A broker whose
+/// Publishes the outcome's attachment (a bundle) as the chunks of command `c`; an outcome
+/// without one (every other action) is left as it is. A broker whose
 /// packet limit (MQTT 5 Maximum Packet Size) a chunk would pass turns the outcome into a
 /// failure: a packet over it would cost the connection.
 pub(super) fn publish(agent: &mut Agent, c: &CmdRef, o: &mut ActionOutcome) {
     let bundle = std::mem::take(&mut o.attachment);
+    if bundle.is_empty() {
+        return;
+    }
     let prefix = chunks::prefix(&agent.s.topic_root, &agent.s.board, &c.cmd_id);
     // Fixed header, topic, packet id, properties and the chunk's header line.
     let packet = chunks::CHUNK_BYTES.min(bundle.len()) + prefix.len() + 200;

@@ -62,10 +62,8 @@ pub(super) fn on_retained(agent: &mut Agent, t: &CommandTopic, payload: &[u8]) {
     }
     // Only this board's own answer: sealed with its key (broker access alone cannot make one);
     // without a key nothing can be told apart, and nothing is taken.
-    let Some(key) = &agent.s.identity else { return };
     let topic = crate::mqtt::topics::command(&agent.s.topic_root, &t.board, &t.action, &t.cmd_id);
-    let own = crate::mqtt::board_sig::key_text(&key.verifying_key());
-    if crate::mqtt::board_sig::open(&topic, payload) != crate::mqtt::board_sig::Seal::By(own) {
+    if !agent.sealed_by_me(&topic, payload) {
         return;
     }
     // CmdStatus's wire names, matched here rather than deserialised from the Value (a serde

@@ -59,16 +59,8 @@ fn on_connected(
         undo_compact(agent, "the broker announces its packet limit");
     }
     // The node that answered, of the configured list.
-    let url = agent
-        .s
-        .cfg
-        .mqtt
-        .url
-        .split(',')
-        .nth(broker)
-        .unwrap_or_default()
-        .trim();
-    agent.broker = crate::mqtt::redact_url(url);
+    let url = crate::mqtt::split_urls(&agent.s.cfg.mqtt.url).nth(broker);
+    agent.broker = crate::mqtt::redact_url(url.unwrap_or_default());
     tracing::info!(
         broker = agent.broker.as_str(),
         board = %agent.s.board,

@@ -122,13 +122,10 @@ pub(super) fn stale_answer(agent: &mut Agent, t: &CommandTopic, payload: &[u8]) 
         return false;
     }
     let topic = topics::command(&agent.s.topic_root, &t.board, &t.action, &t.cmd_id);
-    clear(agent, topic.clone());
     // A bundle the requester never fetched goes with its answer, when the answer is this
     // board's own (sealed by its key): a forged one must not make it publish a thousand clears.
-    let own = agent.s.identity.as_ref().is_some_and(|k| {
-        let key = crate::mqtt::board_sig::key_text(&k.verifying_key());
-        crate::mqtt::board_sig::open(&topic, payload) == crate::mqtt::board_sig::Seal::By(key)
-    });
+    let own = agent.sealed_by_me(&topic, payload);
+    clear(agent, topic);
     if t.action == "capture" && own {
         let n = v["result"]["chunks"].as_u64().unwrap_or(0);
         let prefix = crate::mqtt::chunks::prefix(&agent.s.topic_root, &t.board, &t.cmd_id);

@@ -7,11 +7,13 @@ use super::*;
 use crate::mqtt::chunks::{self, MAX_BUNDLE_BYTES};
 
 /// The chunks of one bundle seen so far, by (SHA-256, index): chunks of another bundle, or
-/// forged ones, are kept apart and left out.
+/// forged ones, are kept apart and left out; and the bundle the board's answer names, once it
+/// came.
 pub(super) struct Bundle {
     prefix: String,
     parts: BTreeMap<(String, usize), Vec<u8>>,
     stored_bytes: usize,
+    named: Option<Named>,
 }
 
 /// What one kept chunk costs beside its data, for the bound on what [`Bundle`] holds.
@@ -31,6 +33,7 @@ impl Bundle {
             prefix: chunks::prefix(root, board, cmd_id),
             parts: BTreeMap::new(),
             stored_bytes: 0,
+            named: None,
         }
     }
 
@@ -61,52 +64,56 @@ impl Bundle {
         true
     }
 
-    /// Drops every chunk of another bundle than the one `result` names (junk that may have
-    /// taken the room), and says whether the named bundle is still incomplete: its retained
-    /// chunks are then to be asked for again.
-    pub(super) fn keep_named(&mut self, result: Option<&Value>) -> bool {
-        let Some(n) = named(result) else {
+    /// The board's trusted `successful` answer came, with its `result`: the bundle it names is
+    /// the one to write, once (a later answer changes nothing). Drops every chunk of another
+    /// bundle (junk that may have taken the room) and says whether chunks of the named one are
+    /// missing: its retained chunks are then to be asked for again.
+    pub(super) fn name(&mut self, result: &Value) -> bool {
+        if self.named.is_some() {
+            return false;
+        }
+        self.named = named(result);
+        let Some(n) = &self.named else {
             return false;
         };
         self.parts.retain(|(sha, _), _| *sha == n.sha256);
         self.stored_bytes = self.parts.values().map(|d| d.len() + ENTRY_BYTES).sum();
-        self.have(&n) < n.chunks
+        self.of_named().count() < n.chunks
     }
 
-    /// Every chunk the answer (`result`) names has come.
-    pub(super) fn complete(&self, result: Option<&Value>) -> bool {
-        named(result).is_some_and(|n| self.have(&n) == n.chunks)
+    /// Every chunk of the named bundle has come.
+    pub(super) fn complete(&self) -> bool {
+        self.named
+            .as_ref()
+            .is_some_and(|n| self.of_named().count() == n.chunks)
     }
 
-    fn have(&self, n: &Named) -> usize {
-        (0..n.chunks)
-            .filter(|i| self.parts.contains_key(&(n.sha256.clone(), *i)))
-            .count()
+    /// The chunks of the named bundle, in order (none before it is named).
+    fn of_named(&self) -> impl Iterator<Item = &Vec<u8>> {
+        let range = self
+            .named
+            .as_ref()
+            .map(|n| (n.sha256.clone(), 0)..(n.sha256.clone(), n.chunks));
+        range
+            .into_iter()
+            .flat_map(|r| self.parts.range(r).map(|(_, d)| d))
     }
 
-    /// Reassembles the bundle the answer names, checks its size and SHA-256, and writes it to
-    /// `out`. Returns what to tell the operator.
+    /// Reassembles the named bundle, checks its size and SHA-256, and writes it to `out`
+    /// (replacing a file there only with `replace`). Returns what to tell the operator.
     ///
-    /// Errors: no usable answer, chunks missing, a size or hash that differs, a write error.
-    pub(super) fn write(
-        &self,
-        result: Option<&Value>,
-        out: &std::path::Path,
-        replace: bool,
-    ) -> Result<String, String> {
+    /// Errors: no bundle named, chunks missing, a size or hash that differs, a write error.
+    pub(super) fn write(&self, out: &std::path::Path, replace: bool) -> Result<String, String> {
         // A final state sent again for a command the board had finished carries no result.
-        let n = named(result).ok_or(
+        let n = self.named.as_ref().ok_or(
             "the board's answer names no bundle (bytes, sha256, chunks); it may repeat the \
              end of an earlier run of this command: run fleet capture again",
         )?;
-        let have = self.have(&n);
+        let have = self.of_named().count();
         if have < n.chunks {
             return Err(format!("{have} of {} chunks came", n.chunks));
         }
-        let mut bytes = Vec::new();
-        for i in 0..n.chunks {
-            bytes.extend_from_slice(&self.parts[&(n.sha256.clone(), i)]);
-        }
+        let bytes: Vec<u8> = self.of_named().flatten().copied().collect();
         let sha = chunks::sha256_hex(&bytes);
         if bytes.len() as u64 != n.bytes || sha != n.sha256 {
             return Err(format!(
@@ -127,8 +134,7 @@ impl Bundle {
 }
 
 /// The bundle a `successful` answer's `result` names, if it names one within the limits.
-fn named(result: Option<&Value>) -> Option<Named> {
-    let r = result?;
+fn named(r: &Value) -> Option<Named> {
     let n = Named {
         bytes: r["bytes"].as_u64()?,
         sha256: r["sha256"].as_str()?.to_string(),
@@ -154,20 +160,21 @@ mod tests {
         let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 256) as u8).collect();
         let (mut b, result, parts) = bundle_of(&data);
         assert_eq!(b.filter(), "npu-fleet/b1/capture/c1/+");
+        // The chunks come before the answer that names them, here last first.
         for i in (0..parts.len()).rev() {
-            assert!(!b.complete(Some(&result)));
             assert!(b.take(&format!("npu-fleet/b1/capture/c1/{i}"), &parts[i]));
         }
-        assert!(b.complete(Some(&result)));
+        assert!(!b.complete(), "not named yet");
         assert!(!b.take("npu-fleet/b1/status", b"{}"));
-        assert!(!b.keep_named(Some(&result)), "nothing more to ask for");
+        assert!(!b.name(&result), "nothing more to ask for");
+        assert!(b.complete());
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("b.tar.gz");
-        let said = b.write(Some(&result), &out, false).unwrap();
-        let again = b.write(Some(&result), &out, false).unwrap_err();
-        assert!(again.contains("exists"), "{again}");
-        b.write(Some(&result), &out, true).unwrap();
+        let said = b.write(&out, false).unwrap();
         assert!(said.contains("100000 bytes"), "{said}");
+        let again = b.write(&out, false).unwrap_err();
+        assert!(again.contains("exists"), "{again}");
+        b.write(&out, true).unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), data);
     }
 
@@ -185,21 +192,25 @@ mod tests {
         }
         b.take(t, &parts[0]);
         assert!(b.parts.len() == junk, "the real chunk found no room");
-        assert!(b.keep_named(Some(&result)), "incomplete: ask again");
+        assert!(b.name(&result), "incomplete: ask again");
         assert!(b.parts.is_empty() && b.stored_bytes == 0);
         for (i, p) in parts.iter().enumerate() {
             b.take(&format!("npu-fleet/b1/capture/c1/{i}"), p);
         }
-        assert!(b.complete(Some(&result)));
+        assert!(b.complete());
     }
 
     #[test]
     fn a_chunk_on_the_wrong_topic_or_altered_is_not_written() {
         let data = vec![5u8; 80_000];
         let (mut b, result, parts) = bundle_of(&data);
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("b.tar.gz");
+        let e = b.write(&out, false).unwrap_err();
+        assert!(e.contains("names no bundle"), "{e}");
         // Chunk 1 published as chunk 0's topic: not taken as either.
         b.take("npu-fleet/b1/capture/c1/0", &parts[1]);
-        assert!(!b.complete(Some(&result)));
+        assert!(b.name(&result), "every chunk missing");
         for (i, p) in parts.iter().enumerate() {
             b.take(&format!("npu-fleet/b1/capture/c1/{i}"), p);
         }
@@ -207,12 +218,8 @@ mod tests {
         let mut forged = parts[2].clone();
         *forged.last_mut().unwrap() ^= 1;
         b.take("npu-fleet/b1/capture/c1/2", &forged);
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("b.tar.gz");
-        let e = b.write(Some(&result), &out, false).unwrap_err();
+        let e = b.write(&out, false).unwrap_err();
         assert!(e.contains("not the 80000 bytes"), "{e}");
         assert!(!out.exists(), "nothing written");
-        let e = b.write(None, &out, false).unwrap_err();
-        assert!(e.contains("names no bundle"), "{e}");
     }
 }

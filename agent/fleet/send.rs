@@ -159,8 +159,6 @@ struct Seen {
     /// The board's answer came and chunks of its bundle are missing: subscribe again, for the
     /// broker to send the retained ones.
     refetch: bool,
-    /// Chunks of other bundles were dropped (once, on the answer).
-    pruned: bool,
 }
 
 impl Seen {
@@ -201,18 +199,16 @@ impl Seen {
             return false;
         }
         self.answered = all_answered(a, &self.finals, &self.online);
-        // Once, when the answer has come: a flood of junk cannot make the broker resend for ever.
-        if let (Some(b), Some(r), false, false) =
-            (&mut self.bundle, &self.result, chunk, self.pruned)
-        {
-            self.pruned = true;
-            self.refetch = b.keep_named(Some(r));
+        match (&mut self.bundle, &self.result) {
+            // Named once, when the answer has come: a flood of junk cannot make the broker
+            // resend for ever.
+            (Some(b), Some(r)) => {
+                self.refetch = b.name(r);
+                self.answered && b.complete()
+            }
+            // A plain send, or a capture that failed (nothing to wait for).
+            _ => self.answered,
         }
-        let bundle_in = match (&self.bundle, &self.result) {
-            (Some(b), Some(r)) => b.complete(Some(r)),
-            _ => true,
-        };
-        self.answered && bundle_in
     }
 
     /// Why to stop waiting now, if it is time: the target never showed up after the SUBACK, the
@@ -347,7 +343,7 @@ pub(super) async fn send_async(
     }
     let mut code = seen.code(err);
     if let (Some(b), Some(path)) = (&seen.bundle, &a.out) {
-        code = write_bundle(b, code, seen.result.as_ref(), (path, a.force), out, err);
+        code = write_bundle(b, code, (path, a.force), out, err);
     }
     if seen.sent {
         clear_retained(&link, a, &init_topic, &seen.finals, cmd_id);
@@ -361,13 +357,12 @@ pub(super) async fn send_async(
 fn write_bundle(
     b: &super::capture::Bundle,
     code: i32,
-    result: Option<&Value>,
     (path, replace): (&std::path::Path, bool),
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
     let written = match code {
-        EXIT_OK => b.write(result, path, replace),
+        EXIT_OK => b.write(path, replace),
         // The cause is printed already: the board's refusal or failure, or why no answer came.
         _ => Err("the capture did not succeed (see above)".into()),
     };

@@ -48,12 +48,17 @@ pub fn parse_url(url: &str) -> Result<BrokerUrl, String> {
 ///
 /// Errors: the first URL that does not parse (quoted redacted).
 pub fn parse_urls(list: &str) -> Result<Vec<BrokerUrl>, String> {
-    list.split(',').map(|u| parse_url(u.trim())).collect()
+    split_urls(list).map(parse_url).collect()
 }
 
 /// [`parse_urls`] with errors that do not quote the URLs (config validation).
 pub fn parse_urls_quiet(list: &str) -> Result<Vec<BrokerUrl>, String> {
-    list.split(',').map(|u| parse_url_quiet(u.trim())).collect()
+    split_urls(list).map(parse_url_quiet).collect()
+}
+
+/// The URLs of a broker list, trimmed, in order (the list's one splitting rule).
+pub fn split_urls(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim)
 }
 
 /// [`parse_url`] with errors that do not quote the URL (for config validation: a value typed in
