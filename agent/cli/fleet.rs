@@ -11,10 +11,10 @@ use std::path::PathBuf;
 /// `npu-agent fleet`: `watch`, `send` and `capture`, their options and help.
 pub static FLEET: Spec = Spec {
     name: "fleet",
-    about: "Operator side: watch the fleet's status, or send a command to one board or all. For \
-            mqtts:// brokers the CA, client certificate and credentials come from the \
-            NPU_AGENT_MQTT_CA_FILE, NPU_AGENT_MQTT_CERT_FILE, NPU_AGENT_MQTT_KEY_FILE, \
-            NPU_AGENT_MQTT_USERNAME and NPU_AGENT_MQTT_PASSWORD_FILE.",
+    about: "Operator side: watch the fleet's status, send a command to one board or all, or fetch a \
+            board's support bundle. For mqtts:// brokers the CA, client certificate and \
+            credentials come from the NPU_AGENT_MQTT_CA_FILE, NPU_AGENT_MQTT_CERT_FILE, \
+            NPU_AGENT_MQTT_KEY_FILE, NPU_AGENT_MQTT_USERNAME and NPU_AGENT_MQTT_PASSWORD_FILE.",
     opts: &[],
     args: &[],
     commands: &[
