@@ -255,7 +255,7 @@ pub fn diagnose_with(
     // The dpkg database is large on a full system; read it only when detection can use it (a
     // profile with package hints whose board rules match) or the chosen profile's checks do.
     let mut dpkg: Option<probe::Probed<Vec<crate::parse::dpkg::DpkgPackage>>> = None;
-    let (profile, reason, fallback) = match choice {
+    let (profile, reason, fallback): (Profile, String, bool) = match choice {
         ProfileChoice::Auto => detect_auto(root, &profiles, &identity, &pci, opts, &mut dpkg)?,
         ProfileChoice::Id(id) => {
             let p = find_profile(&profiles, id)?.clone();
@@ -267,6 +267,7 @@ pub fn diagnose_with(
             (p, reason, false)
         }
     };
+    let (profile, reason) = join_accelerators(root, profile, reason, &identity, &pci);
     let serial = identity.serial.clone();
     let dpkg = dpkg_for(root, &profile, dpkg);
     let mut guard = opts.log_cursors.as_ref().and_then(|c| c.lock().ok());
@@ -292,6 +293,31 @@ pub fn diagnose_with(
         snapshot,
         profile,
     })
+}
+
+/// Joins every accelerator the host shows to the board profile (`catalog/accelerators.toml`);
+/// `board.identity` names them and why.
+fn join_accelerators(
+    root: &SysRoot,
+    mut profile: Profile,
+    reason: String,
+    identity: &probe::Identity,
+    pci: &probe::Probed<Vec<probe::PciDevice>>,
+) -> (Profile, String) {
+    let catalog = match profile::accel::catalog() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("accelerator catalog: {e}");
+            return (profile, reason);
+        }
+    };
+    let host = probe::probe_host_facts(root, identity, pci);
+    for found in profile::accel::detect(&catalog, &host) {
+        if let Some(spec) = catalog.iter().find(|a| a.id == found.id) {
+            profile.join_accelerator(spec, &found);
+        }
+    }
+    (profile, reason)
 }
 
 fn ids(profiles: &[Profile]) -> String {

@@ -73,6 +73,14 @@ pub(super) fn identity(ctx: &Ctx<'_>) -> Finding {
         summary.push_str(&format!("; profile {} ({})", ctx.profile.id, ctx.reason));
         Status::Pass
     };
+    let accels = &ctx.profile.accelerators;
+    if !accels.is_empty() {
+        let list: Vec<String> = accels
+            .iter()
+            .map(|a| format!("{} ({})", a.name, a.why))
+            .collect();
+        summary.push_str(&format!("; accelerator(s) found: {}", list.join(", ")));
+    }
     if ctx.profile.npu.kind != crate::profile::NpuKind::None {
         // What a remedy has to fit: the OS and how the driver and runtime were installed.
         summary.push_str(&format!("; {}", ctx.stack.describe()));
@@ -84,6 +92,12 @@ pub(super) fn identity(ctx: &Ctx<'_>) -> Finding {
         .observed("kernel_release", kernel.unwrap_or_default())
         .observed("profile", ctx.profile.id.clone())
         .observed("profile_reason", ctx.reason.to_string());
+    if !accels.is_empty() {
+        f = f.observed(
+            "accelerators",
+            accels.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
+        );
+    }
     if let Some(a) = &id.arch {
         f = f.observed("arch", a.clone());
     }

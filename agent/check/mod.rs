@@ -35,7 +35,7 @@ pub use crate::model::finding::{Evidence, Finding, Status, CHECK_IDS};
 pub use crate::model::logs::LogHit;
 use crate::model::{LogClass, Snapshot};
 use crate::parse::logline::{classify, LogEvent};
-use crate::profile::{Profile, Signature};
+use crate::profile::{NpuKind, Profile, Signature};
 use std::collections::BTreeMap;
 
 /// Classified lines of every log, and the profile signatures they matched.
@@ -167,8 +167,8 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
         stack: stack::Stack::derive(profile, snap),
     };
     let mut findings = vec![board::identity(&ctx)];
-    findings.extend(hailo::all(&ctx));
-    findings.extend(rknpu::all(&ctx));
+    findings.extend(for_family(&ctx, NpuKind::Hailo, hailo::all));
+    findings.extend(for_family(&ctx, NpuKind::Rknpu, rknpu::all));
     findings.extend(limits::all(&ctx));
     findings.extend(cma::all(&ctx));
     findings.extend(memory::all(&ctx));
@@ -189,6 +189,25 @@ pub fn run_all(profile: &Profile, snap: &Snapshot, reason: &str, fallback: bool)
             .unwrap_or(usize::MAX)
     });
     findings
+}
+
+/// Runs the checks of one NPU family with the profile as that family sees it: the board's own
+/// NPU, or an accelerator of another family joined to it (a Hailo-8 on an RK3588 board's PCIe).
+fn for_family(ctx: &Ctx<'_>, kind: NpuKind, checks: fn(&Ctx<'_>) -> Vec<Finding>) -> Vec<Finding> {
+    match ctx.profile.for_npu(kind) {
+        Some(std::borrow::Cow::Owned(p)) => {
+            let sub = Ctx {
+                profile: &p,
+                snap: ctx.snap,
+                logs: ctx.logs.clone(),
+                reason: ctx.reason,
+                fallback: ctx.fallback,
+                stack: stack::Stack::derive(&p, ctx.snap),
+            };
+            checks(&sub)
+        }
+        _ => checks(ctx),
+    }
 }
 
 fn apply_signatures(ctx: &Ctx<'_>, findings: &mut [Finding]) {

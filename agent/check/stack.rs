@@ -415,6 +415,10 @@ pub(super) fn fit_remedies(ctx: &Ctx<'_>, findings: &mut [Finding]) {
             }
             f.remedy = f.remedy.replace("sudo ", "");
         }
+        if ctx.snap.boot_files.is_empty() && f.remedy.contains("npu-agent cma set ") {
+            f.fix = None;
+            f.remedy = without_cma_set(&f.remedy, ctx.profile);
+        }
         if let Some(tool) = stack.missing_tool(&f.remedy) {
             // No automatic fix either: its steps would need the same tool.
             f.fix = None;
@@ -425,6 +429,44 @@ pub(super) fn fit_remedies(ctx: &Ctx<'_>, findings: &mut [Finding]) {
             );
         }
     }
+}
+
+/// `remedy` with its `npu-agent cma set SIZE` (which edits one of the profile's boot files)
+/// turned into words for a board where none of them exists: the size goes on the kernel command
+/// line wherever this board's bootloader keeps it.
+fn without_cma_set(remedy: &str, profile: &Profile) -> String {
+    let files: Vec<&str> = profile
+        .cma
+        .boot_files
+        .iter()
+        .map(|b| b.path.as_str())
+        .collect();
+    let none = if files.is_empty() {
+        "this board's profile names no boot file".to_string()
+    } else {
+        format!("none of {} exists here", files.join(", "))
+    };
+    let mut out = String::new();
+    let mut rest = remedy;
+    while let Some(i) = rest.find("npu-agent cma set ") {
+        let head = rest[..i].strip_suffix("sudo ").unwrap_or(&rest[..i]);
+        out.push_str(head);
+        let after = &rest[i + "npu-agent cma set ".len()..];
+        let size: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .collect();
+        out.push_str(&format!(
+            "setting cma={size} by hand on the kernel command line in the file this board's bootloader reads (`npu-agent cma set` edits a boot file, and {none})"
+        ));
+        rest = &after[size.len()..];
+        rest = rest.strip_prefix(" && sudo reboot").map_or(rest, |r| {
+            out.push_str(", then reboot");
+            r
+        });
+    }
+    out.push_str(rest);
+    out
 }
 
 impl Stack {

@@ -107,6 +107,13 @@ pub enum LogEvent {
         /// Requested pool size in bytes.
         bytes: u64,
     },
+    /// `OF: reserved mem: failed to allocate memory for node 'linux,cma': size N MiB`: the pool
+    /// the device tree asks for could not be placed at boot (the kernel may fall back to a small
+    /// default pool, printed as `cma: Reserved N MiB` right after).
+    CmaNodeFailed {
+        /// Requested pool size in bytes, when the line gives it (older kernels do not).
+        bytes: Option<u64>,
+    },
     /// The boot `Memory: …K/…K available (…, NK cma-reserved)` line: the pool actually reserved.
     BootCmaReserved {
         /// Reserved CMA in bytes (0 = no pool at all).
@@ -242,6 +249,10 @@ pattern!(
 pattern!(
     re_cma_reserve_failed,
     r"cma: Failed to reserve (\d{1,7}) MiB"
+);
+pattern!(
+    re_cma_node_failed,
+    r"failed to allocate memory for node '?linux,cma'?(?::?\s*size (\d{1,7}) MiB)?"
 );
 pattern!(
     re_boot_memory,

@@ -304,3 +304,34 @@ pub fn read_parsed<T>(
     let text = root.read_string(path)?;
     parse(&text).map_err(|e| ReadError::malformed(path, e))
 }
+
+/// What accelerator detection reads ([`crate::profile::accel::detect`]): PCI ids, platform and
+/// DRM drivers, device nodes, the SoC and the loaded modules. `pci` is the detection phase's.
+pub fn probe_host_facts(
+    root: &SysRoot,
+    identity: &Identity,
+    pci: &Probed<Vec<PciDevice>>,
+) -> crate::profile::accel::HostFacts {
+    crate::profile::accel::HostFacts {
+        pci: pci
+            .as_ref()
+            .map(|d| {
+                d.iter()
+                    .map(|d| (d.bdf.clone(), d.vendor, d.device))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        platform: stack::probe_platform_npus(root)
+            .into_iter()
+            .filter_map(|d| d.driver.map(|drv| (d.name, drv)))
+            .collect(),
+        drm: probe_drm(root)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|n| n.driver.map(|drv| (n.name, drv)))
+            .collect(),
+        device_nodes: probe_device_nodes(root),
+        compatible: identity.compatible.clone().unwrap_or_default(),
+        modules: root.list_dir("/sys/module").unwrap_or_default(),
+    }
+}

@@ -7,6 +7,7 @@
 //! ([`ProfileError`]). Detection ([`detect`]) scores every profile against the board's device
 //! tree, PCI devices and packages and picks the most specific one, with the reason.
 
+pub mod accel;
 pub mod raw;
 
 use crate::parse::bootfile::BootFileKind;

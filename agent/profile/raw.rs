@@ -44,6 +44,13 @@ pub struct Profile {
     /// Server checks (`kernel.numa_balancing`, `llm.override_tensor`, `llm.vram_budget`).
     #[serde(default)]
     pub llm: LlmSpec,
+    /// Accelerators found on the host and joined to this profile (not a file key: set by
+    /// [`Profile::join_accelerator`]).
+    #[serde(skip)]
+    pub accelerators: Vec<super::accel::Found>,
+    /// Joined accelerators of another NPU family than `npu` (not a file key).
+    #[serde(skip)]
+    pub extra_npus: Vec<super::accel::ExtraNpu>,
 }
 
 /// Server checks: which processes are LLM servers, and the VRAM kept back. A profile without
@@ -166,6 +173,10 @@ pub struct NpuSpec {
     /// Minimum driver version (rknpu: 0.9.8 for RKLLM).
     #[serde(default)]
     pub min_driver_version: Option<String>,
+    /// How to install the chip's driver and runtime line where no metapackage does it (an x86
+    /// host with a Hailo card): the words of the remedy.
+    #[serde(default)]
+    pub install: String,
 }
 
 /// Package generations for the Hailo stack.

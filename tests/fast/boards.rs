@@ -340,6 +340,10 @@ cases! {
     br43_rk3588_rkllm_iommu_domain_full => "rk3588-16gb-rkllm-1.1.4-vlm-errno14-npu-iommu-domain-full-rknpu-0.9.8", br43_extra;
     br44_lz_d3588_mainline_rocket => "lz-d3588-ophub-armbian-bookworm-6.12.77-mainline-rocket-no-rknpu", br44_extra;
     br47_pi5_ubuntu_hailo8_source_build => "pi5-8gb-ubuntu-24.04-hailo8-4.20-source-build-clock-stuck-400mhz-fps-398-to-38", br47_extra;
+    // Hosts and apps nobody had seen: accelerators found by their devices, workloads where
+    // they run, runtime statuses as data, compatibility, CMA placement.
+    br33_rpi4_haos_cma_not_placed => "rpi4-haos-18.1-cma-512m-not-placed-5m-fallback";
+    br61_x86_proxmox_hailo8l_probed_by_hailo1x => "x86-proxmox-9.1.4-6.17.4-pve-hailo8l-bound-attempt-by-hailo1x-5.2.0-probe-error-22";
     own01_pi5_hailo10h_healthy => "own-pi5-hailo10h-5.1.1-healthy";
     own02_rk3588_healthy => "own-rk3588-opi5plus-rknpu-0.9.8-healthy", own02_extra;
     own03_pi5_hailo8_healthy => "own-pi5-hailo8-4.23-healthy";

@@ -95,6 +95,15 @@ const CASES: &[(&str, &str, Want)] = &[
         "hailo.driver_binding",
         Want::NoFix(NoFix::AdviceOnly, &["hailo-h10-all"]),
     ),
+    // An x86 host (no metapackage): the other generation's module out, the 4.x line in.
+    (
+        "x86-proxmox-9.1.4-6.17.4-pve-hailo8l-bound-attempt-by-hailo1x-5.2.0-probe-error-22",
+        "hailo.driver_binding",
+        Want::NoFix(
+            NoFix::AdviceOnly,
+            &["sudo modprobe -r hailo1x_pci", "hailo8 branch of hailort-drivers"],
+        ),
+    ),
     // The workload's unit is not known (no cgroup, no unit file): the advice, no drop-in.
     (
         "rk3588-rknpu-0.8.2-nofile-1024",

@@ -32,6 +32,9 @@ struct Inputs<'a> {
 
 pub(super) fn boot_param(ctx: &Ctx<'_>) -> Finding {
     let inp = gather(ctx);
+    if let Some(f) = not_placed(ctx, &inp) {
+        return f;
+    }
     if inp.view.cmdline_file.is_none() && inp.view.overlay.is_none() && inp.booted.is_none() {
         return Finding::skip(
             ID,
@@ -245,6 +248,82 @@ fn placement_detail(ctx: &Ctx<'_>, bypass: &[(&LogHit, &LogEvent)]) -> String {
     }
 }
 
+/// Rung 0: the pool the device tree asks for could not be placed at boot (`failed to allocate
+/// memory for node 'linux,cma'`), so the kernel ran with a small fallback pool or none. Asking
+/// for more cannot help, as the asked size did not fit; a smaller pool, or a boot chain that
+/// leaves the range free, does (BR-33). Decided from the kernel log alone, boot file or not.
+fn not_placed(ctx: &Ctx<'_>, inp: &Inputs<'_>) -> Option<Finding> {
+    let hits: Vec<(&LogHit, &LogEvent)> = ctx
+        .logs
+        .find(Some(LogClass::Kernel), |e| {
+            matches!(e, LogEvent::CmaNodeFailed { .. })
+        })
+        .collect();
+    let (hit, asked) = match hits.last()? {
+        (h, LogEvent::CmaNodeFailed { bytes }) => (*h, *bytes),
+        _ => return None,
+    };
+    let fallback = ctx
+        .logs
+        .find(Some(LogClass::Kernel), |e| {
+            matches!(e, LogEvent::CmaReserved { .. })
+        })
+        .filter(|(h, _)| h.file == hit.file && h.line > hit.line)
+        .find_map(|(h, e)| match e {
+            LogEvent::CmaReserved { bytes, .. } => Some((h, *bytes)),
+            _ => None,
+        });
+    let asked_text = asked.map(mib).unwrap_or_else(|| "asked-for".into());
+    let got = match (fallback, inp.total) {
+        (Some((_, b)), Some(t)) => format!(
+            "the kernel fell back to a {} pool (CmaTotal {})",
+            mib(b),
+            mib(t)
+        ),
+        (Some((_, b)), None) => format!("the kernel fell back to a {} pool", mib(b)),
+        (None, Some(t)) => format!("CmaTotal is {}", mib(t)),
+        (None, None) => "no pool of that size exists".into(),
+    };
+    let mut f = observe(inp);
+    f.status = Status::Fail;
+    f.summary = format!(
+        "the {asked_text} CMA pool the device tree asks for (node linux,cma) could not be placed at boot; {got}: contiguous allocations (display, camera, NPU buffers) fail with ENOMEM, and asking for a larger pool cannot help — the asked size did not fit"
+    );
+    if let Some(b) = asked {
+        f = f.observed("cma_asked_bytes", b);
+    }
+    if let Some((_, b)) = fallback {
+        f = f.observed("cma_fallback_bytes", b);
+    }
+    f = f.with_hits(std::iter::once(hit).chain(fallback.map(|(h, _)| h)));
+    Some(f.remedy(smaller_pool_remedy(ctx, inp)))
+}
+
+/// How this board asks for a smaller pool that fits, and the OS update that frees the range.
+fn smaller_pool_remedy(ctx: &Ctx<'_>, inp: &Inputs<'_>) -> String {
+    let pi = ctx
+        .snap
+        .identity
+        .compatible
+        .as_ref()
+        .is_ok_and(|c| c.iter().any(|e| e.starts_with("raspberrypi,")));
+    let smaller = if pi {
+        "ask for a smaller pool through the overlay that sizes it, e.g. dtoverlay=vc4-kms-v3d,cma-256 (or cma-128) in the boot partition's config.txt".to_string()
+    } else if inp.view.cmdline_file.is_some() {
+        "ask for a smaller pool that fits: sudo npu-agent cma set 256M && sudo reboot".to_string()
+    } else {
+        "ask for a smaller pool that fits with cma=256M on the kernel command line (no boot file was found to edit)".to_string()
+    };
+    let update = match ctx.stack.os {
+        super::super::stack::OsKind::HomeAssistantOs => format!(
+            "or update {} to a release whose boot chain leaves that range free",
+            ctx.stack.os_name
+        ),
+        _ => "or update the bootloader and kernel to a release that loads the device tree and initramfs out of that range".into(),
+    };
+    format!("{smaller}, then reboot and check CmaTotal; {update}; compaction cannot help")
+}
+
 /// 2. Deliberately disabled.
 fn disabled(inp: &Inputs<'_>, base: &Finding) -> Option<Finding> {
     inp.effective
@@ -317,7 +396,7 @@ fn not_reserved(inp: &Inputs<'_>, base: &Finding) -> Option<Finding> {
         f.with_hits(inp.reserve_failed.iter().copied())
             .with_hits(inp.boot_reserved.iter().copied())
             .remedy(
-                "keep a single cma= with a size this kernel can place (smaller, e.g. sudo npu-agent cma set 64M; a 32-bit kernel needs the pool below the highmem boundary; on a Raspberry Pi size it with the overlay's cma-NNN parameter instead), then reboot and check CmaTotal",
+                "keep a single cma= with a size this kernel can place (smaller, e.g. setting cma=64M by hand on the kernel command line in the file this board's bootloader reads (`npu-agent cma set` edits a boot file, and none of /boot/armbianEnv.txt, /boot/orangepiEnv.txt, /boot/extlinux/extlinux.conf, /etc/kernel/cmdline exists here); a 32-bit kernel needs the pool below the highmem boundary; on a Raspberry Pi size it with the overlay's cma-NNN parameter instead), then reboot and check CmaTotal",
             ),
     )
 }
@@ -417,7 +496,7 @@ mod tests {
                 board("console=ttyS2 cma=128M cma=256M", 256 * MIB),
                 Status::Warn,
                 "cma= is set 2 times in /proc/cmdline; only the last one counts",
-                "keep a single cma= (sudo npu-agent cma set 256M rewrites the one that wins)",
+                "keep a single cma= (setting cma=256M by hand on the kernel command line in the file this board's bootloader reads (`npu-agent cma set` edits a boot file, and none of /boot/armbianEnv.txt, /boot/orangepiEnv.txt, /boot/extlinux/extlinux.conf, /etc/kernel/cmdline exists here) rewrites the one that wins)",
             ),
             (
                 "rk3588-rknpu",
@@ -431,21 +510,21 @@ mod tests {
                 failed,
                 Status::Warn,
                 "cma=256M asks for a 256 MiB pool but the kernel could not reserve it (\"cma: Failed to reserve 256 MiB\"); CmaTotal is 64 MiB",
-                "keep a single cma= with a size this kernel can place (smaller, e.g. sudo npu-agent cma set 64M; a 32-bit kernel needs the pool below the highmem boundary; on a Raspberry Pi size it with the overlay's cma-NNN parameter instead), then reboot and check CmaTotal",
+                "keep a single cma= with a size this kernel can place (smaller, e.g. setting cma=64M by hand on the kernel command line in the file this board's bootloader reads (`npu-agent cma set` edits a boot file, and none of /boot/armbianEnv.txt, /boot/orangepiEnv.txt, /boot/extlinux/extlinux.conf, /etc/kernel/cmdline exists here); a 32-bit kernel needs the pool below the highmem boundary; on a Raspberry Pi size it with the overlay's cma-NNN parameter instead), then reboot and check CmaTotal",
             ),
             (
                 "rpi5-hailo8",
                 board("console=tty1 cma=lots", 64 * MIB),
                 Status::Fail,
                 "cma=lots is not a size: the kernel's memparse reads it as 0, so there is no CMA pool at all (CmaTotal 64 MiB)",
-                "sudo npu-agent cma set 256M && sudo reboot",
+                "setting cma=256M by hand on the kernel command line in the file this board's bootloader reads (`npu-agent cma set` edits a boot file, and none of /boot/firmware/config.txt, /boot/firmware/cmdline.txt, /boot/config.txt, /boot/cmdline.txt exists here), then reboot",
             ),
             (
                 "generic",
                 board("console=ttyS2 cma=lots", 64 * MIB),
                 Status::Warn,
                 "cma=lots is not a size: the kernel's memparse reads it as 0, so there is no CMA pool at all (CmaTotal 64 MiB)",
-                "sudo npu-agent cma set 256M && sudo reboot",
+                "setting cma=256M by hand on the kernel command line in the file this board's bootloader reads (`npu-agent cma set` edits a boot file, and none of /boot/armbianEnv.txt, /boot/orangepiEnv.txt, /boot/firmware/cmdline.txt, /boot/cmdline.txt, /boot/extlinux/extlinux.conf, /etc/kernel/cmdline exists here), then reboot",
             ),
             (
                 "rk3588-rknpu",
@@ -460,5 +539,41 @@ mod tests {
             assert_eq!((f.status, f.summary.as_str()), (status, summary));
             assert_eq!(f.remedy, remedy, "{summary}");
         }
+        // With a boot file the agent can edit, the remedy is `cma set` itself.
+        let with_file = board("console=tty1 cma=lots", 64 * MIB).boot_file(
+            "/boot/firmware/cmdline.txt",
+            crate::parse::bootfile::BootFileKind::PiCmdline,
+            "console=tty1 cma=lots",
+        );
+        let f = one("rpi5-hailo8", &with_file.build(), "cma.boot_param");
+        assert_eq!(f.remedy, "sudo npu-agent cma set 256M && sudo reboot");
+    }
+
+    /// A pool the device tree asks for and the kernel cannot place: decided from the kernel
+    /// log, without a boot file, and never by asking for more.
+    #[test]
+    fn a_pool_that_could_not_be_placed_is_not_enlarged() {
+        let b = Board::new()
+            .meminfo(4096 * MIB, 2048 * MIB, Some((8 * MIB, 0)))
+            .log(
+                "/var/log/kern.log",
+                LogClass::Kernel,
+                &[
+                    "[    0.000000] OF: reserved mem: failed to allocate memory for node 'linux,cma': size 512 MiB",
+                    "[    0.000000] cma: Reserved 5 MiB at 0x000000003ac00000",
+                ],
+            );
+        let f = one("generic", &b.build(), "cma.boot_param");
+        assert_eq!(f.status, Status::Fail, "{}", f.summary);
+        assert!(
+            f.summary
+                .contains("512 MiB CMA pool the device tree asks for")
+                && f.summary
+                    .contains("fell back to a 5 MiB pool (CmaTotal 8 MiB)"),
+            "{}",
+            f.summary
+        );
+        assert!(!f.remedy.contains("cma set"), "{}", f.remedy);
+        assert!(f.remedy.contains("compaction cannot help"), "{}", f.remedy);
     }
 }

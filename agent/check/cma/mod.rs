@@ -278,12 +278,25 @@ mod tests {
             assert_eq!(f.status, status, "{id}: {}", f.summary);
             assert!(f.summary.contains(summary), "{id}: {}", f.summary);
         }
+        let with_file = board(16 * MIB, MIB).boot_file(
+            "/boot/firmware/config.txt",
+            crate::parse::bootfile::BootFileKind::PiConfig,
+            "[all]\n",
+        );
+        let f = one("rpi5-hailo8", &with_file.build(), "cma.pool_size");
+        assert!(f.remedy.contains("npu-agent cma set 256M"), "{}", f.remedy);
+        // Without a boot file the agent could edit, `cma set` is never offered.
         let f = one(
             "rpi5-hailo8",
             &board(16 * MIB, MIB).build(),
             "cma.pool_size",
         );
-        assert!(f.remedy.contains("npu-agent cma set 256M"), "{}", f.remedy);
+        assert!(!f.remedy.contains("sudo npu-agent cma set"), "{}", f.remedy);
+        assert!(
+            f.remedy.contains("setting cma=256M by hand"),
+            "{}",
+            f.remedy
+        );
     }
 
     #[test]

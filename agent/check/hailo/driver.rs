@@ -25,8 +25,12 @@ pub(super) fn gen_remedy(ctx: &Ctx<'_>) -> String {
     ctx.stack.runtime_update(&want, &apt_gen_remedy(ctx))
 }
 
-/// The package swap to the chip's HailoRT line, for a board where dpkg manages it.
+/// The package swap to the chip's HailoRT line, for a board where dpkg manages it; the
+/// accelerator's own install words where no metapackage carries the line (an x86 host).
 fn apt_gen_remedy(ctx: &Ctx<'_>) -> String {
+    if !ctx.profile.npu.install.is_empty() {
+        return format!("{}, then reboot", ctx.profile.npu.install);
+    }
     match ctx.profile.npu.generation {
         Some(5) => "sudo apt purge 'hailo-all' 'hailort' 'hailort-pcie-driver' 'python3-hailort' 'hailo-dkms' 'hailofw' && sudo apt install dkms hailo-h10-all && sudo reboot".into(),
         Some(4) => "sudo apt purge 'hailo-h10-all' 'h10-hailort' 'h10-hailort-pcie-driver' 'python3-h10-hailort' && sudo apt install dkms hailo-all && sudo reboot".into(),
@@ -90,16 +94,23 @@ pub(super) fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding 
                         .to_string()
                 })
                 .collect();
-            let detail = if loaded.is_empty() {
-                "no Hailo module is loaded".to_string()
-            } else {
-                format!(
+            let detail = match (loaded.is_empty(), d.device) {
+                (true, _) => "no Hailo module is loaded".to_string(),
+                // Only 4.20-4.22's hailo_pci also claims the Hailo-10H's id.
+                (false, 0x45c4) => format!(
                     "loaded: {} (HailoRT 4.23 hailo_pci claims only 1e60:2864)",
                     loaded.join(", ")
-                )
+                ),
+                (false, _) => format!("loaded: {}", loaded.join(", ")),
             };
             let fails = probe_failures(ctx, Some(d));
+            let wrong = fails.last().and_then(|(_, h)| wrong_driver_of(ctx, h));
             match fails.last() {
+                Some((_, h)) if wrong.is_some() => {
+                    let w = wrong.unwrap_or_default();
+                    wrong_driver_probed(ctx, d, &w, h, &detail)
+                        .with_hits(fails.iter().map(|(_, h)| *h))
+                }
                 Some((cause, _)) => {
                     let (what, remedy) = probe_cause_advice(ctx, *cause, Some(d));
                     Finding::new(
@@ -146,6 +157,55 @@ pub(super) fn driver_binding(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding 
         }
     }
     log_verdicts(ctx, f)
+}
+
+/// No driver bound because the other generation's driver probed the chip and failed: its
+/// module cannot drive this chip, whatever the kernel or the slot (BR-61: hailo1x_pci 5.x on a
+/// Hailo-8L, `probe with driver hailo1x failed with error -22`).
+fn wrong_driver_probed(
+    ctx: &Ctx<'_>,
+    d: &PciDevice,
+    wrong: &str,
+    hit: &super::super::LogHit,
+    detail: &str,
+) -> Finding {
+    let npu = &ctx.profile.npu;
+    let module = module_of_driver(wrong);
+    let ver = module_version(ctx, &module)
+        .map(|(_, v)| format!(" {v}"))
+        .unwrap_or_default();
+    let errno = hit
+        .events
+        .iter()
+        .find_map(|e| match e {
+            LogEvent::ProbeFailure { errno: Some(n), .. } => Some(format!(" ({n})")),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let other_gen = if npu.generation == Some(4) { 5 } else { 4 };
+    let remove = format!("sudo modprobe -r {module}, remove what installed it (its package or DKMS tree) and blacklist it: echo 'blacklist {module}' | sudo tee /etc/modprobe.d/blacklist-{module}.conf");
+    let install = ctx.stack.runtime_update(
+        &format!("HailoRT {}.x", npu.generation.unwrap_or(4)),
+        &apt_gen_remedy(ctx),
+    );
+    Finding::new(
+        id_binding(),
+        Status::Fail,
+        format!(
+            "no driver is bound to {} ({}): {wrong} ({module}{ver}), the HailoRT {other_gen}.x driver of the other Hailo generation, tried to probe it and failed{errno}: it cannot drive the {}; {detail}",
+            d.bdf,
+            chip_name(d.device),
+            npu.chip
+        ),
+    )
+    .observed("probed_by", wrong.to_string())
+    .remedy(format!(
+        "{remove}; then {install}; no kernel parameter, slot or ASPM change is needed"
+    ))
+}
+
+fn id_binding() -> &'static str {
+    "hailo.driver_binding"
 }
 
 /// What the logs add to the binding's verdict: a right binding HailoRT still refuses (descriptor

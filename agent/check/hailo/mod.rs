@@ -27,7 +27,7 @@ pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
         return super::CHECK_IDS
             .iter()
             .filter(|id| id.starts_with("hailo."))
-            .map(|id| Finding::skip(id, format!("profile {} has no Hailo NPU", ctx.profile.id)))
+            .map(|id| Finding::skip(id, no_hailo(ctx)))
             .collect();
     }
     let dev = hailo_device(ctx);
@@ -43,6 +43,14 @@ pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
         pcie_link(ctx, dev),
         device_degraded(ctx, dev),
     ]
+}
+
+/// Why the Hailo checks do not apply: neither the board profile nor the host shows a Hailo.
+fn no_hailo(ctx: &Ctx<'_>) -> String {
+    format!(
+        "no Hailo accelerator: profile {} names none and the host shows no Hailo PCI device, device node or module",
+        ctx.profile.id
+    )
 }
 
 fn chip_name(device: u16) -> &'static str {
@@ -94,6 +102,25 @@ fn probe_failures<'a>(
             _ => None,
         })
         .collect()
+}
+
+/// The wrong-generation driver a probe line names as the one that probed (`probe with driver
+/// hailo1x failed`, or a line the driver itself prints: `hailo1x 0000:02:00.0: ...`), if any: that
+/// failure says the driver is wrong for the chip, not that the chip is faulty.
+fn wrong_driver_of(ctx: &Ctx<'_>, hit: &super::LogHit) -> Option<String> {
+    let t = hit.text.to_ascii_lowercase();
+    ctx.profile
+        .npu
+        .wrong_drivers
+        .iter()
+        .find(|w| {
+            let w = w.to_ascii_lowercase();
+            t.contains(&format!("driver {w} failed"))
+                || t.split_once("] ")
+                    .map_or(t.as_str(), |(_, rest)| rest)
+                    .starts_with(&format!("{w} "))
+        })
+        .cloned()
 }
 
 /// True when a line within 5 lines of `hit` in its log mentions `needle` (any case).
@@ -254,7 +281,7 @@ mod tests {
         assert!(f.remedy.contains("reseat the HAT"), "{}", f.remedy);
         let f = one("rk3588-rknpu", &absent, "hailo.firmware");
         assert_eq!(f.status, Status::Skip);
-        assert!(f.summary.contains("has no Hailo NPU"), "{}", f.summary);
+        assert!(f.summary.contains("no Hailo accelerator"), "{}", f.summary);
         let f = one(
             "rpi5-hailo8",
             &Board::new().build(),

@@ -33,7 +33,11 @@ pub(super) fn pci_device(ctx: &Ctx<'_>, dev: Option<&PciDevice>) -> Finding {
                 .evidence(&pci_path(d, "device"), None, &format!("0x{:04x}", d.device));
             if expected_ids(ctx).contains(&(d.vendor, d.device)) {
                 // The chip is on the bus, but the logs may already show it unusable.
-                let fails = probe_failures(ctx, Some(d));
+                // A wrong-generation driver failing on the chip is hailo.driver_binding's.
+                let fails: Vec<_> = probe_failures(ctx, Some(d))
+                    .into_iter()
+                    .filter(|(_, h)| wrong_driver_of(ctx, h).is_none())
+                    .collect();
                 match (fails.last(), &d.driver) {
                     (Some((cause, _)), None) => {
                         let (what, remedy) = probe_cause_advice(ctx, *cause, Some(d));

@@ -28,7 +28,7 @@ pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
                 Finding::skip(
                     id,
                     format!(
-                        "profile {} has no Rockchip NPU (the RKNN/RKLLM checks run on rk3588-rknpu)",
+                        "no Rockchip NPU: profile {} names none and the host shows no rknpu or rocket device, driver or Rockchip NPU SoC",
                         ctx.profile.id
                     ),
                 )
@@ -690,7 +690,7 @@ mod tests {
         ] {
             let f = one("rpi5-hailo8", &empty, id);
             assert_eq!(f.status, Status::Skip);
-            assert!(f.summary.contains("has no Rockchip NPU"), "{}", f.summary);
+            assert!(f.summary.contains("no Rockchip NPU"), "{}", f.summary);
         }
         let f = one("rk3588-rknpu", &empty, "rknpu.device_node");
         assert!(f.summary.contains("cannot list DRM nodes"), "{}", f.summary);

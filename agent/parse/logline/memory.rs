@@ -66,6 +66,16 @@ pub(super) fn pool_events(line: &str, lower: &str, out: &mut Vec<LogEvent>) {
         }
     }
     if let Some(c) = line
+        .contains("linux,cma")
+        .then(|| re_cma_node_failed().captures(line))
+        .flatten()
+    {
+        let bytes = c.get(1).and_then(|m| m.as_str().parse::<u64>().ok());
+        out.push(LogEvent::CmaNodeFailed {
+            bytes: bytes.map(|mib| mib << 20),
+        });
+    }
+    if let Some(c) = line
         .contains("cma-reserved")
         .then(|| re_boot_memory().captures(line))
         .flatten()

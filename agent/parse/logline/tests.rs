@@ -229,6 +229,15 @@ fn cma_reservation_and_consumer_lines() {
         classify("[    0.000000] cma: Failed to reserve 256 MiB"),
         vec![LogEvent::CmaReserveFailed { bytes: 256 << 20 }]
     );
+    // The device tree's pool, as 6.x (with its size) and older kernels (without) print it.
+    assert_eq!(
+        classify("[    0.000000] OF: reserved mem: failed to allocate memory for node 'linux,cma': size 512 MiB"),
+        vec![LogEvent::CmaNodeFailed { bytes: Some(512 << 20) }]
+    );
+    assert_eq!(
+        classify("Reserved memory: failed to allocate memory for node 'linux,cma'"),
+        vec![LogEvent::CmaNodeFailed { bytes: None }]
+    );
     assert_eq!(
             classify("[    0.000000] Memory: 3171444K/3211264K available (6144K kernel code, 384K rwdata, 1248K rodata, 2048K init, 411K bss, 39820K reserved, 0K cma-reserved)"),
             vec![LogEvent::BootCmaReserved { bytes: 0 }]
