@@ -221,6 +221,20 @@ impl Stack {
         }
     }
 
+    /// The remedy of a catalog row for the way this board's runtime is installed: the
+    /// container's (or Home Assistant OS's) words where it lives in one, the package's or the
+    /// source build's where given, else the row's default.
+    pub fn pick_remedy(&self, r: &crate::parse::signature::RemedyByProvenance) -> String {
+        let specific = match (&self.runtime, self.os) {
+            (_, OsKind::HomeAssistantOs) => r.haos.as_ref().or(r.container.as_ref()),
+            (RuntimeOrigin::Container { .. }, _) => r.container.as_ref(),
+            (RuntimeOrigin::Package { .. }, _) => r.apt.as_ref(),
+            (RuntimeOrigin::Unpackaged { .. }, _) => r.source.as_ref(),
+            (RuntimeOrigin::Absent, _) => None,
+        };
+        specific.cloned().unwrap_or_else(|| r.default.clone())
+    }
+
     /// What to do instead of a package command on a board without dpkg.
     pub fn no_packages_note(&self) -> String {
         match self.os {

@@ -9,6 +9,7 @@
 
 use super::{Ctx, Finding, Status};
 use crate::model::LogClass;
+use crate::parse::signature::SignatureRow;
 use crate::parse::workload::{class_of, is_failure, is_kernel_npu_failure, FailureClass};
 
 mod known;
@@ -44,6 +45,35 @@ impl Block {
                 .lines
                 .iter()
                 .any(|(_, t)| explainers(class_of(t)).contains(&f.id.as_str()))
+    }
+
+    /// The catalog row that best names this failure: a row that points at a cause another
+    /// check carries (`invalid magic` -> the runtime) before one that only says the workload
+    /// failed (`failed to load model`), the newest line first within each.
+    fn catalog_row(&self) -> Option<&'static SignatureRow> {
+        // Memory, file-descriptor and hung-job failures have causes the checks weigh (and a
+        // hint when none fires); a return code after them is their echo, not their cause.
+        if self.lines.iter().any(|(_, t)| {
+            matches!(
+                class_of(t),
+                FailureClass::NpuMemory
+                    | FailureClass::FileDescriptors
+                    | FailureClass::JobNeverCompleted
+            )
+        }) {
+            return None;
+        }
+        let c = crate::parse::signature::catalog();
+        let rows: Vec<&SignatureRow> = self
+            .lines
+            .iter()
+            .rev()
+            .filter_map(|(_, t)| c.explain(t))
+            .collect();
+        rows.iter()
+            .find(|r| r.check != ID)
+            .or_else(|| rows.first())
+            .copied()
     }
 
     /// True when `f` cites one of this block's lines.
@@ -82,6 +112,21 @@ fn explainers(class: FailureClass) -> &'static [&'static str] {
     }
 }
 
+/// A kernel line that reports an NPU job or driver failure of the workload.
+fn kernel_failure(line: &str) -> bool {
+    is_kernel_npu_failure(line)
+        || crate::parse::signature::catalog()
+            .matches(line)
+            .iter()
+            .any(|r| r.is_failure() && r.runtime.ends_with("-kernel"))
+}
+
+/// A workload line that reports a failure: an error line of the runtime or an app about the
+/// NPU, or any line a catalog row names as a failure.
+fn workload_failure(line: &str) -> bool {
+    is_failure(line) || crate::parse::signature::catalog().is_failure(line)
+}
+
 /// The failure blocks of the host-side workload logs (package-manager logs left out) and the
 /// kernel's NPU job failures.
 fn failure_blocks(ctx: &Ctx<'_>) -> Vec<Block> {
@@ -90,8 +135,8 @@ fn failure_blocks(ctx: &Ctx<'_>) -> Vec<Block> {
         l.class == LogClass::Kernel || l.class == LogClass::Workload && !l.path.contains("/apt/")
     }) {
         let fails: fn(&str) -> bool = match log.class {
-            LogClass::Kernel => is_kernel_npu_failure,
-            _ => is_failure,
+            LogClass::Kernel => kernel_failure,
+            _ => workload_failure,
         };
         let mut cur: Option<Block> = None;
         for (i, line) in log.lines.iter().enumerate().filter(|(_, l)| fails(l)) {
@@ -151,6 +196,7 @@ fn judge(ctx: &Ctx<'_>, blocks: Vec<Block>, findings: &mut [Finding]) -> Finding
         );
     }
     let mut explained = Vec::new();
+    let mut cataloged: Vec<(&Block, &SignatureRow)> = Vec::new();
     let mut unexplained = Vec::new();
     for b in &blocks {
         let by: Vec<String> = findings
@@ -158,25 +204,103 @@ fn judge(ctx: &Ctx<'_>, blocks: Vec<Block>, findings: &mut [Finding]) -> Finding
             .filter(|f| f.id != ID && f.status.fires() && b.explained_by(f))
             .map(|f| carry(f, b))
             .collect();
-        if by.is_empty() {
-            unexplained.push(b);
-        } else {
+        if !by.is_empty() {
             explained.push(by.join(", "));
+            continue;
+        }
+        // The log outranks the rule: a row of the catalog names the cause.
+        match b.catalog_row() {
+            Some(row) if row.check != ID => explained.push(raise_by_row(ctx, findings, b, row)),
+            Some(row) => cataloged.push((b, row)),
+            None => unexplained.push(b),
         }
     }
-    if unexplained.is_empty() {
-        explained.dedup();
-        return Finding::new(
-            ID,
-            Status::Info,
-            format!(
-                "the NPU workload failed ({} failure(s)); explained by {}",
-                blocks.len(),
-                explained.join("; ")
-            ),
-        );
+    if !unexplained.is_empty() {
+        return unexplained_finding(ctx, &unexplained, explained.len() + cataloged.len());
     }
-    unexplained_finding(ctx, &unexplained, explained.len())
+    if !cataloged.is_empty() {
+        return cataloged_finding(ctx, &cataloged, explained.len());
+    }
+    explained.dedup();
+    Finding::new(
+        ID,
+        Status::Info,
+        format!(
+            "the NPU workload failed ({} failure(s)); explained by {}",
+            blocks.len(),
+            explained.join("; ")
+        ),
+    )
+}
+
+/// Raises the finding the catalog row `row` points to with the failure `b`: the log outranks a
+/// version rule that passed it. Returns the finding's id.
+fn raise_by_row(ctx: &Ctx<'_>, findings: &mut [Finding], b: &Block, row: &SignatureRow) -> String {
+    let Some(f) = findings.iter_mut().find(|f| f.id == row.check) else {
+        return row.check.clone();
+    };
+    if !f.status.fires() || f.status.severity() < row.severity.severity() {
+        f.summary = format!(
+            "the NPU workload failed with {}: {} — {} ({})",
+            row.label(),
+            row.meaning,
+            row.cause,
+            b.file
+        );
+        f.fix = None;
+        f.remedy = ctx.stack.pick_remedy(&row.remedy);
+        f.status = row.severity;
+        f.observed.insert("signature".into(), row.id.clone().into());
+    }
+    carry(f, b)
+}
+
+/// `npu.workload` for failures the catalog names and no other check carries: the newest one's
+/// meaning, cause and remedy for this board, at the most severe row's status.
+fn cataloged_finding(
+    ctx: &Ctx<'_>,
+    items: &[(&Block, &SignatureRow)],
+    explained: usize,
+) -> Finding {
+    let (b, row) = items[items.len() - 1];
+    let worst = items
+        .iter()
+        .map(|(_, r)| r.severity)
+        .max_by_key(|s| s.severity())
+        .unwrap_or(row.severity);
+    let others = match (items.len(), explained) {
+        (1, 0) => String::new(),
+        (n, e) => format!(
+            "; {} failure(s) in all, {e} explained by other checks",
+            n + e
+        ),
+    };
+    let line: String = b.lines[b.lines.len() - 1]
+        .1
+        .trim()
+        .chars()
+        .take(160)
+        .collect();
+    let mut f = Finding::new(
+        ID,
+        worst,
+        format!(
+            "the NPU workload failed with {}: {} — {} ({}: {line:?}{others})",
+            row.label(),
+            row.meaning,
+            row.cause,
+            b.file
+        ),
+    )
+    .observed("signature", row.id.clone())
+    .observed("signature_source", row.source.clone())
+    .remedy(ctx.stack.pick_remedy(&row.remedy));
+    for (b, _) in items.iter().rev() {
+        for (n, t) in &b.lines {
+            f.push_evidence(&b.file, b.numbered.then_some(*n), t);
+        }
+    }
+    f
 }
 
 /// Makes `f` carry the failure `b` and raises a warning to a failure. Returns `f`'s id.

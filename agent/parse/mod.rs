@@ -15,6 +15,7 @@ pub mod logline;
 pub mod meminfo;
 pub mod numa;
 pub mod nvsmi;
+pub mod signature;
 pub mod size;
 pub mod throughput;
 pub mod version;

@@ -25,4 +25,5 @@ mod journal;
 mod llm;
 mod prometheus;
 mod provision;
+mod signatures;
 mod sleeps;

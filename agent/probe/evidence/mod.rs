@@ -134,10 +134,12 @@ struct Batch {
     cut: bool,
 }
 
-/// A line worth keeping in the daemon: a check classifies it, a profile signature matches it,
-/// or it is one of [`EXTRA_KEPT`].
+/// A line worth keeping in the daemon: a check classifies it, it is a workload's failure line, a
+/// catalog or profile signature matches it, or it is one of [`EXTRA_KEPT`].
 pub fn is_evidence(line: &str, profile: &Profile) -> bool {
     !crate::parse::logline::classify(line).is_empty()
+        || crate::parse::workload::is_failure(line)
+        || !crate::parse::signature::catalog().matches(line).is_empty()
         || profile
             .signature
             .iter()
