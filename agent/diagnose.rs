@@ -272,7 +272,18 @@ pub fn diagnose_with(
     let dpkg = dpkg_for(root, &profile, dpkg);
     let mut guard = opts.log_cursors.as_ref().and_then(|c| c.lock().ok());
     #[cfg_attr(not(feature = "server"), allow(unused_mut))]
-    let mut snapshot = probe::probe(root, &profile, identity, pci, dpkg, guard.as_deref_mut());
+    let (apps, app_errors) = profile::apps::load_apps(root);
+    let mut profile_errors = profile_errors;
+    profile_errors.extend(app_errors);
+    let mut snapshot = probe::probe(
+        root,
+        &profile,
+        identity,
+        pci,
+        dpkg,
+        &apps,
+        guard.as_deref_mut(),
+    );
     drop(guard);
     #[cfg(feature = "server")]
     if let Some(line) = &opts.llm_cmdline {

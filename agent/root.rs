@@ -418,6 +418,39 @@ impl SysRoot {
         Ok(names)
     }
 
+    /// At most `max` names of a directory (sorted), and whether more were left unread: a
+    /// directory an attacker or a runaway app filled (a million container directories) costs
+    /// no more than `max` entries.
+    pub fn list_dir_max(
+        &self,
+        board_path: &str,
+        max: usize,
+    ) -> Result<(Vec<String>, bool), ReadError> {
+        let mut names: Vec<String> = if self.dirfd.is_some() {
+            let dir = self.open_in_root(board_path, true)?;
+            let entries = rustix::fs::Dir::read_from(&dir)
+                .map_err(|e| Self::io_error(board_path, &io::Error::from(e)))?;
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != "." && n != "..")
+                .take(max.saturating_add(1))
+                .collect()
+        } else {
+            let host = self.resolve(board_path)?;
+            let rd = fs::read_dir(&host).map_err(|e| Self::io_error(board_path, &e))?;
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .take(max.saturating_add(1))
+                .collect()
+        };
+        let more = names.len() > max;
+        names.truncate(max);
+        names.sort();
+        self.note(board_path);
+        Ok((names, more))
+    }
+
     /// True when the board path exists (file, directory or symlink, even a dangling one).
     pub fn exists(&self, board_path: &str) -> bool {
         let found = self

@@ -69,7 +69,7 @@ fn bench_file(dir: &Path) {
     let p = profile(&root);
     println!("kernel log file: {} MiB, {n} lines", bytes >> 20);
     let one_shot: Vec<f64> = (0..RUNS)
-        .map(|_| time(|| drop(probe_logs(&root, &p, None, None))))
+        .map(|_| time(|| drop(probe_logs(&root, &p, &Default::default(), None, None))))
         .collect();
     println!(
         "  one-shot check (tail {} MiB)      {}",
@@ -82,10 +82,22 @@ fn bench_file(dir: &Path) {
     for _ in 0..RUNS {
         let mut c = LogCursors::default();
         first.push(time(|| {
-            drop(probe_logs(&root, &p, Some(&mut c), Some("b")))
+            drop(probe_logs(
+                &root,
+                &p,
+                &Default::default(),
+                Some(&mut c),
+                Some("b"),
+            ))
         }));
         steady.push(time(|| {
-            drop(probe_logs(&root, &p, Some(&mut c), Some("b")))
+            drop(probe_logs(
+                &root,
+                &p,
+                &Default::default(),
+                Some(&mut c),
+                Some("b"),
+            ))
         }));
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -95,7 +107,13 @@ fn bench_file(dir: &Path) {
             f.write_all(kernel_line(n + i).as_bytes()).unwrap();
         }
         new100.push(time(|| {
-            drop(probe_logs(&root, &p, Some(&mut c), Some("b")))
+            drop(probe_logs(
+                &root,
+                &p,
+                &Default::default(),
+                Some(&mut c),
+                Some("b"),
+            ))
         }));
     }
     println!("  daemon, first cycle              {}", ms(first));
@@ -134,7 +152,7 @@ fn bench_journal(dir: &Path) {
     let p = profile(&root);
     let runs = RUNS / 4;
     let one_shot: Vec<f64> = (0..runs)
-        .map(|_| time(|| drop(probe_logs(&root, &p, None, None))))
+        .map(|_| time(|| drop(probe_logs(&root, &p, &Default::default(), None, None))))
         .collect();
     println!("  one-shot check (whole boot)      {}", ms(one_shot));
     let mut first = Vec::new();
@@ -143,10 +161,22 @@ fn bench_journal(dir: &Path) {
     for r in 0..runs {
         let mut c = LogCursors::default();
         first.push(time(|| {
-            drop(probe_logs(&root, &p, Some(&mut c), Some("b")))
+            drop(probe_logs(
+                &root,
+                &p,
+                &Default::default(),
+                Some(&mut c),
+                Some("b"),
+            ))
         }));
         steady.push(time(|| {
-            drop(probe_logs(&root, &p, Some(&mut c), Some("b")))
+            drop(probe_logs(
+                &root,
+                &p,
+                &Default::default(),
+                Some(&mut c),
+                Some("b"),
+            ))
         }));
         let more: Vec<journal::Entry<'_>> = msgs[..100]
             .iter()
@@ -162,7 +192,13 @@ fn bench_journal(dir: &Path) {
             &more,
         );
         new100.push(time(|| {
-            drop(probe_logs(&root, &p, Some(&mut c), Some("b")))
+            drop(probe_logs(
+                &root,
+                &p,
+                &Default::default(),
+                Some(&mut c),
+                Some("b"),
+            ))
         }));
         std::fs::remove_file(extra).unwrap();
     }

@@ -81,6 +81,20 @@ pub(super) fn identity(ctx: &Ctx<'_>) -> Finding {
             .collect();
         summary.push_str(&format!("; accelerator(s) found: {}", list.join(", ")));
     }
+    let workloads = &ctx.snap.workloads.workloads;
+    if !workloads.is_empty() {
+        let list: Vec<String> = workloads.iter().take(6).map(|w| w.label()).collect();
+        let more = workloads.len().saturating_sub(6);
+        summary.push_str(&format!(
+            "; NPU workload(s): {}{}",
+            list.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ));
+    }
     if ctx.profile.npu.kind != crate::profile::NpuKind::None {
         // What a remedy has to fit: the OS and how the driver and runtime were installed.
         summary.push_str(&format!("; {}", ctx.stack.describe()));
@@ -92,6 +106,15 @@ pub(super) fn identity(ctx: &Ctx<'_>) -> Finding {
         .observed("kernel_release", kernel.unwrap_or_default())
         .observed("profile", ctx.profile.id.clone())
         .observed("profile_reason", ctx.reason.to_string());
+    if !workloads.is_empty() {
+        f = f.observed(
+            "workloads",
+            workloads
+                .iter()
+                .map(|w| serde_json::json!({"name": w.name, "app": w.app, "place": w.place, "why": w.why, "logs": w.logs}))
+                .collect::<Vec<_>>(),
+        );
+    }
     if !accels.is_empty() {
         f = f.observed(
             "accelerators",

@@ -8,7 +8,7 @@
 
 use super::{Ctx, Finding};
 use crate::model::stack::OsRelease;
-use crate::model::{LogClass, Snapshot};
+use crate::model::Snapshot;
 use crate::profile::{NpuKind, Profile};
 
 /// The operating system family, from `/etc/os-release` `ID`/`ID_LIKE`.
@@ -93,13 +93,6 @@ pub struct Stack {
     /// The NPU runtime library's origin.
     pub runtime: RuntimeOrigin,
 }
-
-/// Container apps known to bundle their own NPU runtime, by a word in their log's path.
-const BUNDLING_APPS: [(&str, &str); 3] = [
-    ("frigate", "the Frigate add-on or container"),
-    ("viseron", "the Viseron container"),
-    ("immich", "the immich machine-learning container"),
-];
 
 fn os_kind(os: Option<&OsRelease>, armbian: bool, model: &str) -> OsKind {
     let Some(os) = os else {
@@ -333,21 +326,47 @@ fn container_hint(snap: &Snapshot, os: OsKind) -> Option<RuntimeOrigin> {
             evidence: format!("/proc/{}/cgroup", p.pid),
         });
     }
+    // A workload whose runtime comes in its image: a container found on disk, or a catalog app
+    // that ships only as one (Frigate, Viseron) known from its log.
     let app = snap
-        .logs
+        .workloads
+        .workloads
         .iter()
-        .filter(|l| l.class == LogClass::Workload)
-        .find_map(|l| {
-            let lower = l.path.to_ascii_lowercase();
-            BUNDLING_APPS
-                .iter()
-                .find(|(w, _)| lower.contains(w))
-                .map(|(_, what)| (l.path.clone(), *what))
+        .filter(|w| w.bundles_runtime)
+        .max_by_key(|w| w.in_container())
+        .map(|w| {
+            let what = match (&w.app_name, &w.place) {
+                (_, crate::model::workload::Place::Container { .. }) => {
+                    format!("the {}", w.label())
+                }
+                (Some(a), _) => format!("the {a} add-on or container"),
+                (None, _) => format!("the container of {}", w.name),
+            };
+            (w.why.clone(), what)
         });
+    // A workload log of such an app, where discovery did not run (a snapshot built by hand).
+    let app = app.or_else(|| {
+        let apps = crate::profile::apps::builtin();
+        snap.logs
+            .iter()
+            .filter(|l| l.class == crate::model::LogClass::Workload)
+            .find_map(|l| {
+                let lower = l.path.to_ascii_lowercase();
+                apps.iter()
+                    .filter(|a| a.bundles_runtime)
+                    .find(|a| lower.contains(&a.id))
+                    .map(|a| {
+                        (
+                            format!("its log {}", l.path),
+                            format!("the {} add-on or container", a.name),
+                        )
+                    })
+            })
+    });
     match (app, os) {
-        (Some((path, what)), _) => Some(RuntimeOrigin::Container {
-            what: what.into(),
-            evidence: format!("its log {path}"),
+        (Some((why, what)), _) => Some(RuntimeOrigin::Container {
+            what,
+            evidence: why,
         }),
         (None, OsKind::HomeAssistantOs) => Some(RuntimeOrigin::Container {
             what: "the add-on that uses the NPU".into(),

@@ -136,6 +136,7 @@ impl Board {
             llm: llm::LlmProbe::disabled(),
             sensors,
             stack: stack::StackFacts::default(),
+            workloads: Default::default(),
         };
         Board { snap }
     }

@@ -20,7 +20,7 @@ const ID: &str = "npu.workload";
 const BLOCK_GAP_LINES: usize = 4;
 
 /// One failure: consecutive error lines of one log.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Block {
     file: String,
     /// Line numbers are known (the log was read whole).
@@ -162,7 +162,10 @@ fn failure_blocks(ctx: &Ctx<'_>) -> Vec<Block> {
 /// other findings, raising those that explain one. Returns the `npu.workload` findings.
 pub(super) fn workload(ctx: &Ctx<'_>, findings: &mut [Finding]) -> Vec<Finding> {
     let blocks = failure_blocks(ctx);
-    let (decided, rest) = known::decide(ctx, blocks);
+    let (mut decided, rest) = known::decide(ctx, blocks);
+    if decided.is_empty() && rest.is_empty() {
+        decided.extend(known::predicted_soc(ctx));
+    }
     if decided.is_empty() || !rest.is_empty() {
         let mut out = decided;
         out.push(judge(ctx, rest, findings));

@@ -13,6 +13,7 @@ pub mod remedy;
 pub mod sensors;
 pub mod snapshot;
 pub mod stack;
+pub mod workload;
 
 pub use clock::ClockSync;
 pub use finding::{Evidence, Finding, Status, CHECK_IDS};

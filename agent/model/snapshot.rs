@@ -258,4 +258,6 @@ pub struct Snapshot {
     pub sensors: Sensors,
     /// How the software is installed: os-release, dpkg, systemd, DKMS, platform NPUs.
     pub stack: super::stack::StackFacts,
+    /// The NPU workloads found where they run, and their logs.
+    pub workloads: super::workload::Discovered,
 }

@@ -5,6 +5,8 @@
 pub mod bootfile;
 pub mod buddyinfo;
 pub mod cmdline;
+pub mod compat;
+pub mod containerlog;
 pub mod devicetree;
 pub mod dpkg;
 pub mod gguf;

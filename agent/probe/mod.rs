@@ -13,6 +13,7 @@ pub mod npu_users;
 pub mod pi_firmware;
 pub mod sensors;
 pub mod stack;
+pub mod workloads;
 
 pub use crate::model::logs::{LogClass, LogFile, LOG_TAIL_BYTES};
 pub use crate::model::snapshot::*;
@@ -220,6 +221,7 @@ pub fn probe(
     identity: Identity,
     pci: Probed<Vec<PciDevice>>,
     dpkg: Probed<Vec<dpkg::DpkgPackage>>,
+    apps: &[crate::profile::apps::AppSpec],
     log_cursors: Option<&mut evidence::LogCursors>,
 ) -> Snapshot {
     let meminfo = read_parsed(root, "/proc/meminfo", meminfo::parse_meminfo);
@@ -232,8 +234,15 @@ pub fn probe(
     let boot_id = root
         .read_string("/proc/sys/kernel/random/boot_id")
         .map(|s| s.trim().to_string());
-    let (logs, log_sources) =
-        evidence::probe_logs(root, profile, log_cursors, boot_id.as_deref().ok());
+    let stack = stack::probe_stack(root);
+    let discovered = workloads::discover(root, apps, &stack.npu_users);
+    let (logs, log_sources) = evidence::probe_logs(
+        root,
+        profile,
+        &discovered,
+        log_cursors,
+        boot_id.as_deref().ok(),
+    );
     let live = root.is_live();
     let now_unix_s = live.then(|| {
         std::time::SystemTime::now()
@@ -289,7 +298,8 @@ pub fn probe(
         #[cfg(not(feature = "server"))]
         llm: crate::model::llm::LlmProbe::disabled(),
         sensors: sensors::probe_sensors(root),
-        stack: stack::probe_stack(root),
+        stack,
+        workloads: discovered,
         identity,
         pci,
     }

@@ -8,6 +8,7 @@
 //! tree, PCI devices and packages and picks the most specific one, with the reason.
 
 pub mod accel;
+pub mod apps;
 pub mod raw;
 
 use crate::parse::bootfile::BootFileKind;

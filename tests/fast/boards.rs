@@ -344,6 +344,7 @@ cases! {
     // they run, runtime statuses as data, compatibility, CMA placement.
     br33_rpi4_haos_cma_not_placed => "rpi4-haos-18.1-cma-512m-not-placed-5m-fallback";
     br60_rk3588_rkllm_invalid_magic_current_driver => "rk3588-debian11-5.10.209-rkllm-1.1.4-driver-0.9.8-model-needs-rkllm-1.2.0-invalid-magic";
+    br65_rock5c_frigate_rknn_rejects_rk3588s => "rock5c-rk3588s-vendor-6.1.115-rknpu-0.9.8-frigate-rknn-detector-rejects-soc-rk3588s";
     br61_x86_proxmox_hailo8l_probed_by_hailo1x => "x86-proxmox-9.1.4-6.17.4-pve-hailo8l-bound-attempt-by-hailo1x-5.2.0-probe-error-22";
     own01_pi5_hailo10h_healthy => "own-pi5-hailo10h-5.1.1-healthy";
     own02_rk3588_healthy => "own-rk3588-opi5plus-rknpu-0.9.8-healthy", own02_extra;

@@ -162,7 +162,13 @@ fn journal_cursors_read_only_new_entries_across_restarts() {
             .sum::<usize>()
     };
     let mut c = LogCursors::default();
-    let (logs, src) = probe_logs(&root, &profile, Some(&mut c), Some("boot-1"));
+    let (logs, src) = probe_logs(
+        &root,
+        &profile,
+        &Default::default(),
+        Some(&mut c),
+        Some("boot-1"),
+    );
     assert_eq!(count(&logs, LogClass::Kernel), 1);
     assert_eq!(count(&logs, LogClass::Workload), 1);
     let k = src
@@ -176,7 +182,13 @@ fn journal_cursors_read_only_new_entries_across_restarts() {
         .unwrap()
         .contains("b=0123456789abcdef"));
     // Nothing new: nothing read, nothing counted twice.
-    let (logs, src) = probe_logs(&root, &profile, Some(&mut c), Some("boot-1"));
+    let (logs, src) = probe_logs(
+        &root,
+        &profile,
+        &Default::default(),
+        Some(&mut c),
+        Some("boot-1"),
+    );
     assert_eq!(count(&logs, LogClass::Kernel), 1);
     assert_eq!(
         src.iter()
@@ -203,7 +215,13 @@ fn journal_cursors_read_only_new_entries_across_restarts() {
         ],
     );
     let mut c: LogCursors = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
-    let (logs, src) = probe_logs(&root, &profile, Some(&mut c), Some("boot-1"));
+    let (logs, src) = probe_logs(
+        &root,
+        &profile,
+        &Default::default(),
+        Some(&mut c),
+        Some("boot-1"),
+    );
     assert_eq!(count(&logs, LogClass::Kernel), 2);
     assert_eq!(count(&logs, LogClass::Workload), 2);
     assert_eq!(
@@ -213,7 +231,13 @@ fn journal_cursors_read_only_new_entries_across_restarts() {
             .lines,
         1
     );
-    let (logs, _) = probe_logs(&root, &profile, Some(&mut c), Some("boot-1"));
+    let (logs, _) = probe_logs(
+        &root,
+        &profile,
+        &Default::default(),
+        Some(&mut c),
+        Some("boot-1"),
+    );
     assert_eq!(count(&logs, LogClass::Kernel), 2);
 }
 

@@ -12,17 +12,44 @@
 
 use super::{Block, ID};
 use crate::check::{Ctx, Finding, Status};
+use crate::parse::compat::{compat, AppSoc};
 use crate::parse::logline::LogEvent;
 use crate::parse::workload::{model_file, model_mismatch, ModelMismatch};
 
 /// HailoRT's vendor id on PCI.
 const HAILO_VENDOR: u16 = 0x1e60;
 
+/// The SoC-support rule of the catalog app whose log holds `file`, and the SoC string the app
+/// reads from this board, when the app refuses it (`catalog/compat.toml`, `[[app_soc]]`).
+fn refused_soc(ctx: &Ctx<'_>, file: &str) -> Option<(&'static AppSoc, String)> {
+    let app = ctx
+        .snap
+        .workloads
+        .workloads
+        .iter()
+        .find(|w| w.logs.iter().any(|l| l == file))?
+        .app
+        .clone()?;
+    let compatible = ctx.snap.identity.compatible.as_ref().ok()?;
+    compat().app_soc.iter().find_map(|t| {
+        let soc = t.soc_of(compatible)?;
+        (t.app == app && !t.accepts(&soc)).then_some((t, soc))
+    })
+}
+
 /// Splits the failure blocks into the findings of the known causes and the blocks left.
 pub(super) fn decide(ctx: &Ctx<'_>, blocks: Vec<Block>) -> (Vec<Finding>, Vec<Block>) {
     let held_possible = hailo_bound_right(ctx);
     let (mut model, mut held, mut rest) = (Vec::new(), Vec::new(), Vec::new());
+    let mut soc: Vec<(Block, &'static AppSoc, String)> = Vec::new();
     for b in blocks {
+        // The app names the SoC it refuses in its own words: its list is the cause.
+        if let Some((t, s)) = refused_soc(ctx, &b.file)
+            .filter(|(_, s)| b.lines.iter().any(|(_, l)| l.contains(s.as_str())))
+        {
+            soc.push((b, t, s));
+            continue;
+        }
         if b.lines.iter().any(|(_, t)| model_mismatch(t).is_some()) {
             model.push(b);
         } else if held_possible
@@ -36,6 +63,10 @@ pub(super) fn decide(ctx: &Ctx<'_>, blocks: Vec<Block>) -> (Vec<Finding>, Vec<Bl
         }
     }
     let mut out = Vec::new();
+    if let Some((_, t, s)) = soc.last() {
+        let blocks: Vec<Block> = soc.iter().map(|(b, _, _)| b.clone()).collect();
+        out.push(soc_finding(ctx, t, s, Some(&blocks)));
+    }
     if !model.is_empty() {
         out.push(model_finding(ctx, &model));
     }
@@ -218,6 +249,93 @@ fn held_finding(ctx: &Ctx<'_>, blocks: &[Block]) -> Finding {
         f = f.evidence(&u.source, None, &u.device);
     }
     with_lines(f, blocks)
+}
+
+/// An app that refuses this board's SoC string although the NPU is one it supports under
+/// another name (Frigate's RKNN detector and `rk3588s`, BR-65): with the app's failure lines
+/// (`fail`), or predicted from the app's presence and its NPU part (`warn`).
+pub(super) fn soc_finding(
+    ctx: &Ctx<'_>,
+    t: &AppSoc,
+    soc: &str,
+    blocks: Option<&[Block]>,
+) -> Finding {
+    let w = ctx
+        .snap
+        .workloads
+        .workloads
+        .iter()
+        .find(|w| w.app.as_deref() == Some(t.app.as_str()));
+    let app = w.map(|w| w.label()).unwrap_or_else(|| t.app.clone());
+    let container = w
+        .filter(|w| w.in_container())
+        .map(|w| w.name.clone())
+        .unwrap_or_else(|| t.app.clone());
+    let same = t
+        .same_npu
+        .get(soc)
+        .map(|s| {
+            format!(
+                "; the {} has the same NPU as the {} and runs its models",
+                soc.to_ascii_uppercase(),
+                s.to_ascii_uppercase()
+            )
+        })
+        .unwrap_or_default();
+    let (status, verb) = match blocks {
+        Some(_) => (Status::Fail, "refuses"),
+        None => (Status::Warn, "will refuse"),
+    };
+    let mut f = Finding::new(
+        ID,
+        status,
+        format!(
+            "{app}: its {} {verb} this board's SoC: it reads {soc:?} from /proc/device-tree/compatible and accepts only {}{same}; the NPU itself is not at fault",
+            t.part,
+            t.supported.join(", ")
+        ),
+    )
+    .observed("app_soc", soc.to_string())
+    .observed("app_supported_socs", t.supported.clone())
+    .observed("compat_source", t.source.clone())
+    .remedy(t.remedy_for(soc, &container));
+    if let Ok(c) = &ctx.snap.identity.compatible {
+        f.push_evidence("/proc/device-tree/compatible", None, &c.join(" "));
+    }
+    match blocks {
+        Some(b) => with_lines(f, b),
+        None => f,
+    }
+}
+
+/// A catalog app found on this board whose SoC list refuses the board, before it fails: its
+/// part that checks the SoC shows (a word in its log, or its image), no failure line yet.
+pub(super) fn predicted_soc(ctx: &Ctx<'_>) -> Option<Finding> {
+    let compatible = ctx.snap.identity.compatible.as_ref().ok()?;
+    for w in &ctx.snap.workloads.workloads {
+        let Some(app) = &w.app else { continue };
+        for t in compat().app_soc.iter().filter(|t| &t.app == app) {
+            let Some(soc) = t.soc_of(compatible).filter(|s| !t.accepts(s)) else {
+                continue;
+            };
+            let image = match &w.place {
+                crate::model::workload::Place::Container { image, .. } => image.clone(),
+                _ => String::new(),
+            };
+            let in_image = t.image_marks.iter().any(|m| image.contains(m.as_str()));
+            let in_log = ctx.snap.logs.iter().any(|l| {
+                w.logs.contains(&l.path)
+                    && l.lines.iter().any(|line| {
+                        let lower = line.to_ascii_lowercase();
+                        t.marks.iter().any(|m| lower.contains(m.as_str()))
+                    })
+            });
+            if in_image || in_log {
+                return Some(soc_finding(ctx, t, &soc, None));
+            }
+        }
+    }
+    None
 }
 
 /// Adds every line of `blocks` as evidence.

@@ -25,6 +25,7 @@
 
 use super::{LogClass, LogFile, LOG_TAIL_BYTES};
 pub use crate::model::logs::{LogSource, PageSize, SourceState};
+use crate::model::workload::{Discovered, LogFormat};
 use crate::profile::Profile;
 use crate::root::SysRoot;
 use serde::{Deserialize, Serialize};
@@ -154,6 +155,7 @@ pub fn is_evidence(line: &str, profile: &Profile) -> bool {
 pub fn probe_logs(
     root: &SysRoot,
     profile: &Profile,
+    discovered: &Discovered,
     cursors: Option<&mut LogCursors>,
     boot_id: Option<&str>,
 ) -> (Vec<LogFile>, Vec<LogSource>) {
@@ -181,7 +183,7 @@ pub fn probe_logs(
     let mut sources = Vec::new();
     let mut batches = Vec::new();
     kernel_sources(root, profile, cur, &mut sources, &mut batches);
-    workload_sources(root, profile, cur, &mut sources, &mut batches);
+    workload_sources(root, profile, discovered, cur, &mut sources, &mut batches);
     device_files(root, profile, cur, incremental, &mut sources, &mut batches);
     if !incremental {
         let logs = batches
@@ -356,12 +358,21 @@ fn kernel_sources(
 fn workload_sources(
     root: &SysRoot,
     profile: &Profile,
+    discovered: &Discovered,
     cur: &mut LogCursors,
     sources: &mut Vec<LogSource>,
     batches: &mut Vec<Batch>,
 ) {
     let class = LogClass::Workload;
-    let matches = workload_matches(profile);
+    let mut matches = workload_matches(profile);
+    for m in &discovered.journal_matches {
+        if !matches.contains(m) {
+            if !matches.is_empty() {
+                matches.push("+".to_string());
+            }
+            matches.push(m.clone());
+        }
+    }
     if !root.is_live() && root.exists(CAPTURE_WORKLOAD_LOG) {
         if let Some(b) = read_file(root, CAPTURE_WORKLOAD_LOG, class, cur, sources) {
             batches.push(b);
@@ -404,8 +415,24 @@ fn workload_sources(
             Err((state, why)) => sources.push(source(JOURNAL_WORKLOAD, class, state, why)),
         }
     }
+    let mut read: Vec<String> = Vec::new();
     for path in profile_paths(root, &profile.logs.workload, profile) {
         if let Some(b) = read_file(root, &path, class, cur, sources) {
+            batches.push(b);
+        }
+        read.push(path);
+    }
+    // The discovered workloads' logs: container logs in their engine's layout.
+    for log in discovered.logs.iter().filter(|l| !read.contains(&l.path)) {
+        if let Some(b) = read_log(
+            root,
+            &log.path,
+            class,
+            log.format,
+            log.max_bytes,
+            cur,
+            sources,
+        ) {
             batches.push(b);
         }
     }
@@ -488,13 +515,43 @@ fn read_file(
     cur: &mut LogCursors,
     sources: &mut Vec<LogSource>,
 ) -> Option<Batch> {
+    read_log(
+        root,
+        path,
+        class,
+        LogFormat::Plain,
+        LOG_TAIL_BYTES,
+        cur,
+        sources,
+    )
+}
+
+/// The messages of a log's text in its layout (a container engine's, or one per line).
+fn messages(text: &str, format: LogFormat) -> Vec<String> {
+    match format {
+        LogFormat::Plain => text.lines().map(str::to_string).collect(),
+        LogFormat::DockerJson => crate::parse::containerlog::docker_json_log(text).lines,
+        LogFormat::Cri => crate::parse::containerlog::cri_log(text).lines,
+    }
+}
+
+/// [`read_file`] for a log of any layout, reading at most `max_bytes` of its tail.
+fn read_log(
+    root: &SysRoot,
+    path: &str,
+    class: LogClass,
+    format: LogFormat,
+    max_bytes: u64,
+    cur: &mut LogCursors,
+    sources: &mut Vec<LogSource>,
+) -> Option<Batch> {
     let incremental = !cur.boot_id.is_empty();
     let result = if incremental {
-        read_file_from(root, path, cur)
+        read_file_from(root, path, cur, format)
     } else {
-        root.read_tail(path, LOG_TAIL_BYTES).map(|text| {
-            let cut = root.file_len(path).is_some_and(|n| n > LOG_TAIL_BYTES);
-            (text.lines().map(str::to_string).collect::<Vec<_>>(), cut)
+        root.read_tail(path, max_bytes).map(|text| {
+            let cut = root.file_len(path).is_some_and(|n| n > max_bytes);
+            (messages(&text, format), cut)
         })
     };
     match result {
@@ -533,6 +590,7 @@ fn read_file_from(
     root: &SysRoot,
     path: &str,
     cur: &mut LogCursors,
+    format: LogFormat,
 ) -> Result<(Vec<String>, bool), crate::root::ReadError> {
     let (inode, len) = root.inode_len(path)?;
     let prev = cur.files.get(path).cloned();
@@ -558,7 +616,7 @@ fn read_file_from(
             offset: start + end as u64,
         },
     );
-    Ok((text.lines().map(str::to_string).collect(), cut))
+    Ok((messages(&text, format), cut))
 }
 
 #[cfg(test)]
@@ -604,7 +662,7 @@ mod tests {
         let root = SysRoot::new(d.path());
         let p = rk_profile(&root);
         let mut c = LogCursors::default();
-        let (logs, src) = probe_logs(&root, &p, Some(&mut c), Some("b1"));
+        let (logs, src) = probe_logs(&root, &p, &Discovered::default(), Some(&mut c), Some("b1"));
         // Only the evidence line is kept, and the file's read position is its length.
         assert_eq!(kernel_lines(&logs), vec![format!("{ENOMEM} a")]);
         assert_eq!(
@@ -614,7 +672,7 @@ mod tests {
         assert!(src.iter().any(|s| s.name == "/var/log/kern.log"
             && s.state == SourceState::Read
             && s.lines == 3));
-        let (logs, src) = probe_logs(&root, &p, Some(&mut c), Some("b1"));
+        let (logs, src) = probe_logs(&root, &p, &Discovered::default(), Some(&mut c), Some("b1"));
         assert_eq!(kernel_lines(&logs).len(), 1);
         assert!(src
             .iter()
@@ -623,12 +681,12 @@ mod tests {
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         use std::io::Write;
         write!(f, "{ENOMEM} b\n{ENOMEM} c").unwrap();
-        let (logs, _) = probe_logs(&root, &p, Some(&mut c), Some("b1"));
+        let (logs, _) = probe_logs(&root, &p, &Discovered::default(), Some(&mut c), Some("b1"));
         assert_eq!(kernel_lines(&logs).len(), 2);
         writeln!(f).unwrap();
         // A restart: the cursors come back from their JSON.
         let mut c: LogCursors = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
-        let (logs, _) = probe_logs(&root, &p, Some(&mut c), Some("b1"));
+        let (logs, _) = probe_logs(&root, &p, &Discovered::default(), Some(&mut c), Some("b1"));
         assert_eq!(
             kernel_lines(&logs),
             vec![
@@ -640,10 +698,10 @@ mod tests {
         // Rotation (a new inode): the new file is read from its start, the kept lines stay.
         std::fs::remove_file(&log).unwrap();
         std::fs::write(&log, format!("{ENOMEM} d\n")).unwrap();
-        let (logs, _) = probe_logs(&root, &p, Some(&mut c), Some("b1"));
+        let (logs, _) = probe_logs(&root, &p, &Discovered::default(), Some(&mut c), Some("b1"));
         assert_eq!(kernel_lines(&logs).len(), 4);
         // Another boot starts afresh.
-        let (logs, _) = probe_logs(&root, &p, Some(&mut c), Some("b2"));
+        let (logs, _) = probe_logs(&root, &p, &Discovered::default(), Some(&mut c), Some("b2"));
         assert_eq!(kernel_lines(&logs), vec![format!("{ENOMEM} d")]);
         assert_eq!(c.boot_id, "b2");
     }
@@ -659,7 +717,7 @@ mod tests {
         let root = SysRoot::new(d.path());
         let p = rk_profile(&root);
         let mut c = LogCursors::default();
-        let (logs, _) = probe_logs(&root, &p, Some(&mut c), Some("b"));
+        let (logs, _) = probe_logs(&root, &p, &Discovered::default(), Some(&mut c), Some("b"));
         let k = kernel_lines(&logs);
         assert_eq!(k.len(), MAX_KEPT_PER_SOURCE);
         assert_eq!(
