@@ -12,25 +12,27 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[derive(Debug, Deserialize)]
-struct Expected {
-    id: String,
-    kind: String,
+pub struct Expected {
+    pub id: String,
+    pub kind: String,
     #[serde(default)]
-    must_fire: Vec<String>,
+    pub accelerator: String,
     #[serde(default)]
-    must_not_fire: Vec<String>,
-    worst_status: String,
+    pub must_fire: Vec<String>,
     #[serde(default)]
-    check_status: BTreeMap<String, String>,
+    pub must_not_fire: Vec<String>,
+    pub worst_status: String,
+    #[serde(default)]
+    pub check_status: BTreeMap<String, String>,
     #[serde(default)]
     variant: Vec<Variant>,
     #[serde(flatten)]
-    advice: Advice,
+    pub advice: Advice,
 }
 
 /// What the advice must not or must say (tests/fixtures/boards/README.md, "Advice that fits the board").
 #[derive(Debug, Default, Deserialize)]
-struct Advice {
+pub struct Advice {
     /// The report's `health` must not be any of these.
     #[serde(default)]
     health_not: Vec<String>,
@@ -54,7 +56,7 @@ struct Variant {
     check_status: BTreeMap<String, String>,
 }
 
-fn fixtures() -> PathBuf {
+pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/boards")
 }
 
@@ -114,7 +116,7 @@ pub fn check_tree(root: &Path) -> (Value, BTreeMap<String, String>) {
     (report, worst)
 }
 
-fn assert_verdict(
+pub fn assert_verdict(
     case_id: &str,
     root: &Path,
     must_fire: &[String],
@@ -197,7 +199,7 @@ fn assert_verdict(
     report
 }
 
-fn load(case: &str) -> Expected {
+pub fn load(case: &str) -> Expected {
     let path = fixtures().join(case).join("expected.toml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -239,7 +241,7 @@ fn run_case(case: &str, variant: Option<usize>) -> Value {
 
 /// The report's `health` and its fired findings' remedies against the case's advice
 /// expectations.
-fn assert_advice(case_id: &str, report: &Value, advice: &Advice) {
+pub fn assert_advice(case_id: &str, report: &Value, advice: &Advice) {
     let mut errors = Vec::new();
     let health = report["health"].as_str().unwrap_or("");
     if advice.health_not.iter().any(|h| h == health) {
@@ -308,7 +310,7 @@ macro_rules! cases {
                 $( $check(&report); )?
             }
         )*
-        const CASES: &[&str] = &[$($dir),*];
+        pub const CASES: &[&str] = &[$($dir),*];
     };
 }
 

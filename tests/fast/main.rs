@@ -27,3 +27,4 @@ mod prometheus;
 mod provision;
 mod signatures;
 mod sleeps;
+mod variants;
