@@ -30,6 +30,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 mod archive;
+mod containers;
 pub use archive::write_file;
 use archive::*;
 
@@ -276,10 +277,10 @@ fn add_listed_names(
         if *link || !root.is_dir(path) || path.starts_with("/var/log/journal") {
             continue;
         }
-        let Ok(names) = root.list_dir(path) else {
+        let Ok((names, _)) = root.list_dir_max(path, MAX_NAMES_PER_DIR) else {
             continue;
         };
-        for n in names.iter().take(MAX_NAMES_PER_DIR) {
+        for n in names.iter() {
             let child = if path == "/" {
                 format!("/{n}")
             } else {
@@ -454,6 +455,8 @@ fn copy_one(
     };
     let bytes = if !red.enabled {
         bytes
+    } else if let Some(clean) = containers::sanitized(path, &bytes) {
+        clean
     } else if path.ends_with("/cmdline") && path.starts_with("/proc/") && path != "/proc/cmdline" {
         red.cmdline(&bytes)
     } else if path.ends_with("/serial-number") || path == "/etc/machine-id" {

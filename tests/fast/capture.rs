@@ -117,6 +117,56 @@ fn every_fixture_round_trips() {
     assert!(cases >= 30, "only {cases} fixture trees found");
 }
 
+/// A workload in a container: the bundle keeps its log and what names it, so the verdicts hold,
+/// and never the container's environment (where its passwords and keys live).
+#[test]
+fn container_workloads_round_trip_without_their_environment() {
+    for (case, engine) in [
+        ("rock5c-rk3588s-vendor-6.1.115-rknpu-0.9.8-frigate-rknn-detector-rejects-soc-rk3588s", "docker"),
+        ("rk3588-rknpu-0.8.2-nofile-1024", "docker"),
+        ("pi5-8gb-haos-15.0-hailo8-driver-4.20.1-vs-frigate-hailort-4.19-status-76", "podman"),
+        ("rk3588-debian11-5.10.209-rkllm-1.1.4-driver-0.9.8-model-needs-rkllm-1.2.0-invalid-magic", "cri"),
+    ] {
+        let d = crate::variants::copy_tree(case);
+        let root = d.path().join("root");
+        assert!(crate::variants::containerise(&root, engine) > 0, "{case}");
+        // The engine's metadata carries a secret in the environment, as real ones do.
+        for cfg in walk(&root).into_iter().filter(|p| {
+            p.ends_with("config.v2.json") || p.to_string_lossy().ends_with("userdata/config.json")
+        }) {
+            let mut v: Value = serde_json::from_slice(&std::fs::read(&cfg).unwrap()).unwrap();
+            v["Config"]["Env"] = serde_json::json!(["MQTT_PASSWORD=hunter2-secret"]);
+            v["process"]["env"] = serde_json::json!(["API_KEY=hunter2-secret"]);
+            std::fs::write(&cfg, v.to_string()).unwrap();
+        }
+        let want = verdicts(&check(&root));
+        let tmp = tempfile::tempdir().unwrap();
+        let (dir, _) = capture_and_unpack(Some(&root), &[], tmp.path());
+        assert_eq!(verdicts(&check(&dir)), want, "{case} in a {engine} container");
+        assert!(
+            !all_text(&dir).contains("hunter2-secret"),
+            "{case}: a container's environment reached the bundle"
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn this_machine_round_trips() {
     let tmp = tempfile::tempdir().unwrap();

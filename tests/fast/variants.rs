@@ -71,8 +71,9 @@ fn stamp(i: usize) -> String {
     format!("2026-01-01T00:{:02}:{:02}.{:09}Z", i / 60 % 60, i % 60, i)
 }
 
-/// Moves the workload logs into containers of one engine; returns how many moved.
-fn containerise(root: &Path, engine: &str) -> usize {
+/// Moves the workload logs into containers of one engine (`docker`, `podman`, `cri`); returns
+/// how many moved.
+pub fn containerise(root: &Path, engine: &str) -> usize {
     let logs = workload_logs(root);
     for (rel, bytes) in &logs {
         let name = stem(rel);
@@ -162,7 +163,7 @@ fn x86_host(root: &Path) {
 }
 
 /// A copy of `case`'s tree in a temporary directory (symlinks kept).
-fn copy_tree(case: &str) -> tempfile::TempDir {
+pub fn copy_tree(case: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     let status = std::process::Command::new("cp")
         .args(["-a"])
