@@ -98,6 +98,17 @@ fn fragmentation(ctx: &Ctx<'_>) -> Finding {
         );
         f = f.remedy("sudo npu-agent compact (sync, then compact_memory=1); it runs by itself when the profile allows");
     }
+    if !ctx.snap.page_size.known() {
+        // Block sizes are pages times 2^order: with the page size unknown, the figures are
+        // an assumption, never a verdict.
+        f.summary.push_str(&format!(
+            " — if the pages are 4 KiB; the page size of this tree is unknown ({})",
+            ctx.snap.page_size.source
+        ));
+        if f.status.severity() > Status::Info.severity() {
+            f.status = Status::Info;
+        }
+    }
     f
 }
 

@@ -10,11 +10,16 @@
 use super::{Ctx, Finding, Status};
 use crate::model::LogClass;
 use crate::parse::signature::SignatureRow;
-use crate::parse::workload::{class_of, is_failure, is_kernel_npu_failure, FailureClass};
+use crate::parse::workload::{
+    class_of, is_exception, is_failure, is_kernel_npu_failure, FailureClass,
+};
 
 mod known;
 
 const ID: &str = "npu.workload";
+
+/// Lines after a line of an app's NPU part in which the app's exceptions are its NPU failures.
+const CONTEXT_LINES: usize = 40;
 
 /// Failure lines this close together (in lines) are one failure.
 const BLOCK_GAP_LINES: usize = 4;
@@ -138,8 +143,30 @@ fn failure_blocks(ctx: &Ctx<'_>) -> Vec<Block> {
             LogClass::Kernel => kernel_failure,
             _ => workload_failure,
         };
+        // Lines of the app's NPU part open a window in which its exceptions are NPU failures.
+        let context: Vec<String> = ctx
+            .snap
+            .workloads
+            .workloads
+            .iter()
+            .filter(|w| w.logs.contains(&log.path))
+            .flat_map(|w| w.npu_context.iter().map(|c| c.to_ascii_lowercase()))
+            .collect();
+        let mut open_until = 0usize;
+        let mut in_context = |i: usize, line: &str| {
+            if !context.is_empty() {
+                let lower = line.to_ascii_lowercase();
+                if context.iter().any(|c| lower.contains(c.as_str())) {
+                    open_until = i + CONTEXT_LINES;
+                }
+            }
+            i <= open_until && open_until > 0
+        };
         let mut cur: Option<Block> = None;
-        for (i, line) in log.lines.iter().enumerate().filter(|(_, l)| fails(l)) {
+        for (i, line) in log.lines.iter().enumerate().filter(|(i, l)| {
+            let open = in_context(*i, l);
+            fails(l) || open && is_exception(l)
+        }) {
             let n = i + 1;
             match cur.as_mut() {
                 Some(b) if n - b.last() <= BLOCK_GAP_LINES => b.lines.push((n, line.clone())),

@@ -61,10 +61,21 @@ pub struct LogFile {
 /// The page size buddy orders are converted with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageSize {
-    /// Bytes per page (4096, 16384, 65536).
+    /// Bytes per page (4096, 16384, 65536); 4096 when unknown (figures made with it say so).
     pub bytes: u64,
-    /// Where it came from: `kernel`, the capture file, or `fallback`.
+    /// Where it came from: `kernel` (the running agent's own), the capture file, the tree's
+    /// kernel release or a driver's line, or `unknown: …`.
     pub source: String,
+}
+
+impl PageSize {
+    /// The source of a page size nothing in the tree gives.
+    pub const UNKNOWN: &'static str = "unknown";
+
+    /// True when the page size comes from the board itself, not an assumption.
+    pub fn known(&self) -> bool {
+        !self.source.starts_with(Self::UNKNOWN)
+    }
 }
 
 /// What happened to one evidence source this cycle.

@@ -46,6 +46,9 @@ pub struct StackFacts {
     pub hailort_service_pid: Option<u32>,
     /// `options <module> ...` lines of `/etc/modprobe.d/*.conf` and `/lib/modprobe.d/*.conf`.
     pub module_options: Vec<ModuleOptions>,
+    /// A modprobe.d directory exists (a captured tree may leave them out: then the absence of
+    /// an option is unknown, not a fact).
+    pub modprobe_dirs_seen: bool,
 }
 
 /// One `options <module> key=value...` line of a modprobe.d file.

@@ -50,6 +50,8 @@ pub struct Workload {
     pub bundles_runtime: bool,
     /// The log sources read for it (board paths, or `journal:…`).
     pub logs: Vec<String>,
+    /// Words that mark its NPU part's lines (the catalog app's `npu_context`).
+    pub npu_context: Vec<String>,
 }
 
 impl Workload {

@@ -37,6 +37,27 @@ pub fn is_failure(line: &str) -> bool {
     npu && failed
 }
 
+fn re_exception() -> &'static Regex {
+    static P: OnceLock<Regex> = OnceLock::new();
+    P.get_or_init(|| {
+        Regex::new(r"(?:^|\s)((?:[A-Za-z_][A-Za-z0-9_]{0,64}\.){0,8}[A-Za-z_]{0,64}(?:Error|Exception)): \S")
+            .expect("static pattern")
+    })
+}
+
+/// True when `line` is an app's exception (`RuntimeError: …`, `hailo_platform…HailoRTException:
+/// …`, Python's last traceback line), not a line logged at an informational level.
+pub fn is_exception(line: &str) -> bool {
+    let head: String = line.chars().take(4096).collect();
+    if [" INFO ", " DEBUG ", " WARNING ", "[info]", "[debug]"]
+        .iter()
+        .any(|l| head.contains(l))
+    {
+        return false;
+    }
+    re_exception().is_match(&head)
+}
+
 /// True when a kernel line reports an NPU job that never completed (`RKNPU: job timeout`,
 /// `RKNPU: failed to wait job`, `RKNPU: job abort`).
 pub fn is_kernel_npu_failure(line: &str) -> bool {

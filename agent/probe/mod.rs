@@ -243,6 +243,7 @@ pub fn probe(
         log_cursors,
         boot_id.as_deref().ok(),
     );
+    let page_size = evidence::page_size_from(root, identity.kernel_release.as_deref().ok(), &logs);
     let live = root.is_live();
     let now_unix_s = live.then(|| {
         std::time::SystemTime::now()
@@ -289,7 +290,7 @@ pub fn probe(
         dt_cma: probe_dt_cma(root),
         logs,
         log_sources,
-        page_size: evidence::page_size(root),
+        page_size,
         uptime_s,
         boot_id,
         // Without the server checks nothing reads their inputs.

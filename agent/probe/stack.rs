@@ -34,6 +34,7 @@ pub fn probe_stack(root: &SysRoot) -> StackFacts {
         npu_users_unreadable: users.unreadable,
         hailort_service_pid: users.hailort_service_pid,
         module_options: probe_module_options(root),
+        modprobe_dirs_seen: MODPROBE_DIRS.iter().any(|d| root.is_dir(d)),
     }
 }
 

@@ -612,10 +612,11 @@ fn own23_extra(r: &Value) {
     assert_eq!(r["metrics"]["largest_free_block_bytes"], 33_554_432u64);
 }
 
-/// The same buddyinfo without a recorded page size falls back to 4 KiB pages: a quarter of the
-/// bytes, and the large-block memory (26 MiB) falls under the profile's 32 MiB.
+/// The same buddyinfo without a recorded page size: the tree's own kernel release (the Pi 5's
+/// `-rpi-2712`) gives 16 KiB, never the machine running the agent; with the release taken away
+/// too, the page size is unknown and the 4 KiB figures are no verdict.
 #[test]
-fn own23_without_recorded_page_size_uses_the_4k_fallback() {
+fn own23_without_recorded_page_size_reads_it_from_the_tree() {
     let tmp = tempfile::tempdir().unwrap();
     let src = fixtures().join("own-pi5-16k-pages-hailo10h-buddy-orders/root");
     let st = Command::new("cp")
@@ -625,16 +626,36 @@ fn own23_without_recorded_page_size_uses_the_4k_fallback() {
         .status()
         .unwrap();
     assert!(st.success());
-    std::fs::remove_file(tmp.path().join("root/npu-agent-capture/page_size")).unwrap();
-    let (r, worst) = check_tree(&tmp.path().join("root"));
+    let root = tmp.path().join("root");
+    std::fs::remove_file(root.join("npu-agent-capture/page_size")).unwrap();
+    let release = std::fs::read_to_string(root.join("proc/sys/kernel/osrelease")).unwrap();
+    assert!(release.contains("2712"), "{release}");
+    let (r, worst) = check_tree(&root);
+    let f = finding(&r, "memory.fragmentation");
+    assert_eq!(f["observed"]["page_size_bytes"], 16384);
+    assert!(
+        f["observed"]["page_size_source"]
+            .as_str()
+            .unwrap()
+            .contains("kernel release"),
+        "{f}"
+    );
+    assert_eq!(f["observed"]["free_high_order_bytes"], 6_656u64 * 16384);
+    assert_eq!(worst["memory.fragmentation"], "pass");
+    std::fs::remove_file(root.join("proc/sys/kernel/osrelease")).unwrap();
+    let (r, worst) = check_tree(&root);
     let f = finding(&r, "memory.fragmentation");
     assert_eq!(f["observed"]["page_size_bytes"], 4096);
-    assert_eq!(f["observed"]["free_high_order_bytes"], 6_656u64 * 4096);
-    assert_eq!(worst["memory.fragmentation"], "warn");
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("page size of this tree is unknown"),
+        "{f}"
+    );
+    assert_eq!(worst["memory.fragmentation"], "info");
 }
 
-/// BR-08 after `cma set 256M` (cma= moved from cmdline.txt to a config.txt overlay) and before
-/// the reboot: `cma.boot_param` judges the pending state and asks for the reboot, not the edit.
 #[test]
 fn br08_after_cma_set_the_boot_param_check_asks_for_the_reboot_only() {
     let tmp = tempfile::tempdir().unwrap();

@@ -243,8 +243,10 @@ fn desc_page_size(ctx: &Ctx<'_>, f: Finding) -> Finding {
         .find(|o| o.module == "hailo_pci" && o.options.contains("force_desc_page_size="));
     let page = &ctx.snap.page_size;
     let Some((_, (given, hw_max))) = hits.last().copied() else {
-        let big_pages = page.bytes > 4096 && !page.source.starts_with("fallback");
-        if !big_pages || set.is_some() || ctx.profile.npu.generation != Some(4) {
+        let big_pages = page.bytes > 4096 && page.known();
+        // With no modprobe.d in a captured tree, whether the option is set is unknown.
+        let unset_known = set.is_none() && (ctx.snap.stack.modprobe_dirs_seen || ctx.snap.live);
+        if !big_pages || !unset_known || ctx.profile.npu.generation != Some(4) {
             return f;
         }
         let mut f = f;
@@ -255,8 +257,13 @@ fn desc_page_size(ctx: &Ctx<'_>, f: Finding) -> Finding {
     let mut f = f;
     f.status = Status::Fail;
     f.summary = format!(
-        "{}, but HailoRT cannot use it: the driver offers DMA descriptor pages of {given} bytes (the kernel pages are {} bytes) and the chip takes at most {hw_max}",
-        f.summary, page.bytes
+        "{}, but HailoRT cannot use it: the driver offers DMA descriptor pages of {given} bytes ({}) and the chip takes at most {hw_max}",
+        f.summary,
+        if page.known() {
+            format!("the kernel pages are {} bytes", page.bytes)
+        } else {
+            "the kernel's page size is not recorded in this tree".to_string()
+        }
     );
     let f = f
         .observed("desc_page_size_bytes", given as u64)
@@ -420,7 +427,12 @@ mod tests {
         let quiet = Board::new()
             .page_size(16384)
             .pci(0x1e60, 0x2864, Some("hailo"));
-        let f = one("rpi5-hailo8", &quiet.build(), "hailo.driver_binding");
+        // A tree without modprobe.d cannot say the option is unset: no hint.
+        let mut snap = quiet.build();
+        let f = one("rpi5-hailo8", &snap, "hailo.driver_binding");
+        assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        snap.stack.modprobe_dirs_seen = true;
+        let f = one("rpi5-hailo8", &snap, "hailo.driver_binding");
         assert_eq!(f.status, Status::Info, "{}", f.summary);
         assert!(
             f.remedy.contains("force_desc_page_size=4096"),

@@ -47,7 +47,7 @@ pub const CAPTURE_PAGE_SIZE: &str = "/npu-agent-capture/page_size";
 pub const CAPTURE_KERNEL_LOG: &str = "/npu-agent-capture/kernel.log";
 /// The workloads' journal lines `capture` read, one per line (`unit[pid]: message`).
 pub const CAPTURE_WORKLOAD_LOG: &str = "/npu-agent-capture/workload-journal.log";
-/// Page size used for a captured tree that recorded none (the arm64 and x86_64 default).
+/// Page size figures assume where the tree gives none (the arm64 and x86_64 default).
 pub const FALLBACK_PAGE_BYTES: u64 = 4096;
 /// Name of the kernel ring buffer source.
 pub const KMSG: &str = "/dev/kmsg";
@@ -62,29 +62,63 @@ pub const MAX_KEPT_PER_SOURCE: usize = 2_000;
 /// Lines kept in the daemon although no check classifies them yet: `board.power` counts them.
 pub const EXTRA_KEPT: &[&str] = &["Undervoltage detected", "Voltage normalised"];
 
-/// The page size for `root`: the running kernel's on the live system, what `capture` recorded in
-/// a captured tree ([`CAPTURE_PAGE_SIZE`]), else [`FALLBACK_PAGE_BYTES`].
+/// The page size for `root`: the running kernel's on the live system; in a captured tree what
+/// `capture` recorded ([`CAPTURE_PAGE_SIZE`]), else what the tree's own evidence says (its
+/// kernel release, a driver's `page_size=` line), else unknown — never the page size of the
+/// machine running the agent.
 pub fn page_size(root: &SysRoot) -> PageSize {
+    page_size_from(root, None, &[])
+}
+
+/// [`page_size`] with the tree's kernel release and logs to infer it from.
+pub fn page_size_from(root: &SysRoot, kernel_release: Option<&str>, logs: &[LogFile]) -> PageSize {
     if root.is_live() {
         return PageSize {
             bytes: rustix::param::page_size() as u64,
             source: "kernel".into(),
         };
     }
-    match root
+    let valid = |b: &u64| b.is_power_of_two() && (1024..=1 << 20).contains(b);
+    if let Some(bytes) = root
         .read_string(CAPTURE_PAGE_SIZE)
         .ok()
         .and_then(|t| t.trim().parse::<u64>().ok())
-        .filter(|b| b.is_power_of_two() && (1024..=1 << 20).contains(b))
+        .filter(valid)
     {
-        Some(bytes) => PageSize {
+        return PageSize {
             bytes,
             source: CAPTURE_PAGE_SIZE.into(),
-        },
-        None => PageSize {
-            bytes: FALLBACK_PAGE_BYTES,
-            source: "fallback (no page size recorded in this tree): 4 KiB".into(),
-        },
+        };
+    }
+    if let Some((bytes, why)) = kernel_release.and_then(crate::parse::kernel::page_size_of_release)
+    {
+        return PageSize {
+            bytes,
+            source: format!("kernel release {} ({why})", kernel_release.unwrap_or("")),
+        };
+    }
+    let from_line = logs
+        .iter()
+        .filter(|l| l.class == LogClass::Kernel)
+        .find_map(|l| {
+            l.lines.iter().find_map(|t| {
+                crate::parse::kernel::page_size_of_line(t)
+                    .filter(valid)
+                    .map(|b| (b, l.path.clone()))
+            })
+        });
+    if let Some((bytes, path)) = from_line {
+        return PageSize {
+            bytes,
+            source: format!("{path} (a driver's page_size= line)"),
+        };
+    }
+    PageSize {
+        bytes: FALLBACK_PAGE_BYTES,
+        source: format!(
+            "{}: neither a recorded page size nor the kernel release or logs of this tree give it (figures assume 4 KiB pages)",
+            PageSize::UNKNOWN
+        ),
     }
 }
 
@@ -628,7 +662,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let root = SysRoot::new(d.path());
         assert_eq!(page_size(&root).bytes, FALLBACK_PAGE_BYTES);
-        assert!(page_size(&root).source.starts_with("fallback"));
+        assert!(!page_size(&root).known(), "{}", page_size(&root).source);
         std::fs::create_dir_all(d.path().join("npu-agent-capture")).unwrap();
         std::fs::write(d.path().join("npu-agent-capture/page_size"), "16384\n").unwrap();
         assert_eq!(page_size(&root).bytes, 16384);

@@ -87,6 +87,7 @@ fn record(root: &SysRoot, f: Found<'_>, procs: &[Proc], d: &mut Discovered) {
         // A container's runtime is the image's, whatever app it is.
         bundles_runtime: true,
         logs: Vec::new(),
+        npu_context: f.app.map(|a| a.npu_context.clone()).unwrap_or_default(),
     });
     let at = d.workloads.len() - 1;
     if let Some((path, format)) = &f.log {

@@ -112,6 +112,7 @@ fn units(root: &SysRoot, apps: &[AppSpec], procs: &[processes::Proc], d: &mut Di
                 ),
                 bundles_runtime: app.bundles_runtime,
                 logs: vec![format!("journal:_SYSTEMD_UNIT={unit}")],
+                npu_context: app.npu_context.clone(),
             });
         }
     }
@@ -141,6 +142,7 @@ fn app_logs(root: &SysRoot, apps: &[AppSpec], d: &mut Discovered) {
                             why: format!("its log {path}"),
                             bundles_runtime: app.bundles_runtime,
                             logs: Vec::new(),
+                            npu_context: app.npu_context.clone(),
                         });
                         d.workloads.len() - 1
                     }

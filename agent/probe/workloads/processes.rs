@@ -161,6 +161,7 @@ pub fn add_host_processes(apps: &[AppSpec], procs: &[Proc], d: &mut Discovered) 
             why,
             bundles_runtime: app.is_some_and(|a| a.bundles_runtime),
             logs: Vec::new(),
+            npu_context: app.map(|a| a.npu_context.clone()).unwrap_or_default(),
         });
     }
 }
