@@ -55,6 +55,20 @@ fn with_limit_remedy(
     note: &str,
     text: String,
 ) -> Finding {
+    if let Some(c) = workload_container(ctx, &f) {
+        // A container's limits are its engine's: the host's systemd never reaches them.
+        let flag = match item {
+            "memlock" => "memlock=-1:-1",
+            _ => "nofile=65536:65536",
+        };
+        return f.remedy(format!(
+            "raise the limit of {c}: recreate it with --ulimit {flag} (docker or podman run; in compose: ulimits: {}), the host's unit files and ulimit do not reach a container",
+            match item {
+                "memlock" => "memlock: -1",
+                _ => "nofile: 65536",
+            }
+        ));
+    }
     let Some(unit) = known_unit(ctx, item).filter(|_| ctx.stack.etc_takes_files()) else {
         return f.remedy(text);
     };
@@ -73,6 +87,31 @@ fn with_limit_remedy(
         ])
         .with_note(note),
     )
+}
+
+/// The container that runs the workload a limit finding is about: one of its processes runs
+/// in a container, or its evidence lines come from a container's log.
+fn workload_container(ctx: &Ctx<'_>, f: &Finding) -> Option<String> {
+    let workloads = &ctx.snap.workloads.workloads;
+    let by_log = f.evidence.iter().find_map(|e| {
+        workloads
+            .iter()
+            .find(|w| w.in_container() && w.logs.contains(&e.file))
+    });
+    if let Some(w) = by_log {
+        return Some(format!("the {}", w.label()));
+    }
+    workload_procs(ctx)
+        .iter()
+        .find(|p| p.container.is_some())
+        .map(|p| {
+            format!(
+                "the {} container that runs {} (pid {})",
+                p.container.as_deref().unwrap_or("container"),
+                p.comm,
+                p.pid
+            )
+        })
 }
 
 /// Host-side log lines with an event matching `pred`.

@@ -210,6 +210,11 @@ fn for_family(ctx: &Ctx<'_>, kind: NpuKind, checks: fn(&Ctx<'_>) -> Vec<Finding>
     }
 }
 
+/// The name of a Hailo chip by its PCI device id (`Hailo-10H`).
+pub(crate) fn hailo_chip_name(device: u16) -> &'static str {
+    hailo::chip_name(device)
+}
+
 fn apply_signatures(ctx: &Ctx<'_>, findings: &mut [Finding]) {
     for (si, hit) in &ctx.logs.signatures {
         let sig = &ctx.profile.signature[*si];

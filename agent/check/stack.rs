@@ -448,6 +448,14 @@ pub(super) fn fit_remedies(ctx: &Ctx<'_>, findings: &mut [Finding]) {
             }
             f.remedy = f.remedy.replace("sudo ", "");
         }
+        if mentions_sharing(&f.remedy) {
+            if let Some(genai) = super::workload::genai_on_hailo10h(ctx) {
+                f.fix = None;
+                f.remedy = format!(
+                    "let one process own the Hailo-10H: {genai} runs a GenAI model, which HailoRT serves in one process only (its multi-process service does not share GenAI models); stop the other app, or unload the model first (npu-agent release_npu)"
+                );
+            }
+        }
         if ctx.snap.boot_files.is_empty() && f.remedy.contains("npu-agent cma set ") {
             f.fix = None;
             f.remedy = without_cma_set(&f.remedy, ctx.profile);
@@ -462,6 +470,14 @@ pub(super) fn fit_remedies(ctx: &Ctx<'_>, findings: &mut [Finding]) {
             );
         }
     }
+}
+
+/// True when a remedy tells to share the chip through HailoRT's multi-process service.
+fn mentions_sharing(remedy: &str) -> bool {
+    !remedy.contains("does not share GenAI")
+        && (remedy.contains("hailort_service")
+            || remedy.contains("multi-process service")
+            || remedy.contains("multi_process_service"))
 }
 
 /// `remedy` with its `npu-agent cma set SIZE` (which edits one of the profile's boot files)

@@ -15,6 +15,7 @@ use crate::parse::workload::{
 };
 
 mod known;
+pub(crate) use known::genai_on_hailo10h;
 
 const ID: &str = "npu.workload";
 
@@ -192,6 +193,7 @@ pub(super) fn workload(ctx: &Ctx<'_>, findings: &mut [Finding]) -> Vec<Finding> 
     let (mut decided, rest) = known::decide(ctx, blocks);
     if decided.is_empty() && rest.is_empty() {
         decided.extend(known::predicted_soc(ctx));
+        decided.extend(known::predicted_hef(ctx));
     }
     if decided.is_empty() || !rest.is_empty() {
         let mut out = decided;

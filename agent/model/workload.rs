@@ -52,6 +52,8 @@ pub struct Workload {
     pub logs: Vec<String>,
     /// Words that mark its NPU part's lines (the catalog app's `npu_context`).
     pub npu_context: Vec<String>,
+    /// Model files its command line names (`--hef-path /home/pi/yolov8m.hef`), host paths.
+    pub models: Vec<String>,
 }
 
 impl Workload {
@@ -99,6 +101,17 @@ pub struct WorkloadLog {
     pub max_bytes: u64,
 }
 
+/// A model file a workload names, with what its header says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFile {
+    /// Board path.
+    pub path: String,
+    /// The workload that names it.
+    pub workload: String,
+    /// The HEF header, or why it could not be read.
+    pub hef: Result<crate::parse::hef::HefHeader, String>,
+}
+
 /// What discovery found: the workloads, their log files, and the journal matches of their
 /// units and containers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -112,4 +125,6 @@ pub struct Discovered {
     /// What discovery could not look at, and why (a directory cut at its bound, an
     /// unreadable engine directory).
     pub notes: Vec<String>,
+    /// HEF models the workloads on the host name, with their headers.
+    pub models: Vec<ModelFile>,
 }

@@ -10,6 +10,7 @@ pub mod containerlog;
 pub mod devicetree;
 pub mod dpkg;
 pub mod gguf;
+pub mod hef;
 pub mod kernel;
 pub mod kv;
 pub mod limits;

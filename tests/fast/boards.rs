@@ -348,6 +348,13 @@ cases! {
     br60_rk3588_rkllm_invalid_magic_current_driver => "rk3588-debian11-5.10.209-rkllm-1.1.4-driver-0.9.8-model-needs-rkllm-1.2.0-invalid-magic";
     br65_rock5c_frigate_rknn_rejects_rk3588s => "rock5c-rk3588s-vendor-6.1.115-rknpu-0.9.8-frigate-rknn-detector-rejects-soc-rk3588s";
     br61_x86_proxmox_hailo8l_probed_by_hailo1x => "x86-proxmox-9.1.4-6.17.4-pve-hailo8l-bound-attempt-by-hailo1x-5.2.0-probe-error-22";
+    own61_x86_frigate_docker_hailo8 => "own-x86-frigate-docker-hailo8-driver-4.21-container-hailort-4.19";
+    own62_rk3588_rkllama_docker_nofile => "own-rk3588-rkllama-docker-nofile-1024-errno-24";
+    own63_x86_viseron_podman_app_exception => "own-x86-viseron-podman-hailo8-app-exception-unexplained";
+    own64_pi5_hailo10h_hef_header_hailo8 => "own-pi5-hailo10h-hailo-apps-hef-header-hailo8";
+    own65_pi5_hailo10h_genai_held => "own-pi5-hailo10h-genai-held-by-hailo-ollama-status-74";
+    own66_rk3399_dt_cma_not_placed => "own-rk3399-armbian-dt-cma-node-not-placed";
+    own67_pi5_16k_kernel_no_recorded_page_size => "own-pi5-hailo8-16k-kernel-no-recorded-page-size", own67_extra;
     own01_pi5_hailo10h_healthy => "own-pi5-hailo10h-5.1.1-healthy";
     own02_rk3588_healthy => "own-rk3588-opi5plus-rknpu-0.9.8-healthy", own02_extra;
     own03_pi5_hailo8_healthy => "own-pi5-hailo8-4.23-healthy";
@@ -610,6 +617,17 @@ fn own23_extra(r: &Value) {
         "{f}"
     );
     assert_eq!(r["metrics"]["largest_free_block_bytes"], 33_554_432u64);
+}
+
+/// The page size is the tree's kernel's (16 KiB), and the figures are in it.
+fn own67_extra(r: &Value) {
+    let f = finding(r, "memory.fragmentation");
+    assert_eq!(f["observed"]["page_size_bytes"], 16384, "{f}");
+    assert_eq!(
+        f["observed"]["free_high_order_bytes"],
+        (5 * 512 + 1024) * 16384u64,
+        "{f}"
+    );
 }
 
 /// The same buddyinfo without a recorded page size: the tree's own kernel release (the Pi 5's

@@ -95,6 +95,21 @@ const CASES: &[(&str, &str, Want)] = &[
         "hailo.driver_binding",
         Want::NoFix(NoFix::AdviceOnly, &["hailo-h10-all"]),
     ),
+    // The 16 KiB-page kernel read from the tree's kernel release: the driver option, typed.
+    (
+        "own-pi5-hailo8-16k-kernel-no-recorded-page-size",
+        "hailo.driver_binding",
+        Want::Steps(&[
+            "/etc/modprobe.d/hailo_pci.conf:",
+            "options hailo_pci force_desc_page_size=4096",
+        ]),
+    ),
+    // A container's open-file limit: its engine's, so no unit drop-in.
+    (
+        "own-rk3588-rkllama-docker-nofile-1024-errno-24",
+        "limits.nofile",
+        Want::NoFix(NoFix::AdviceOnly, &["--ulimit nofile=65536:65536"]),
+    ),
     // An x86 host (no metapackage): the other generation's module out, the 4.x line in.
     (
         "x86-proxmox-9.1.4-6.17.4-pve-hailo8l-bound-attempt-by-hailo1x-5.2.0-probe-error-22",

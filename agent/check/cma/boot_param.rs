@@ -273,7 +273,7 @@ fn not_placed(ctx: &Ctx<'_>, inp: &Inputs<'_>) -> Option<Finding> {
             LogEvent::CmaReserved { bytes, .. } => Some((h, *bytes)),
             _ => None,
         });
-    let asked_text = asked.map(mib).unwrap_or_else(|| "asked-for".into());
+    let asked_text = asked.map(|b| format!("{} ", mib(b))).unwrap_or_default();
     let got = match (fallback, inp.total) {
         (Some((_, b)), Some(t)) => format!(
             "the kernel fell back to a {} pool (CmaTotal {})",
@@ -287,7 +287,7 @@ fn not_placed(ctx: &Ctx<'_>, inp: &Inputs<'_>) -> Option<Finding> {
     let mut f = observe(inp);
     f.status = Status::Fail;
     f.summary = format!(
-        "the {asked_text} CMA pool the device tree asks for (node linux,cma) could not be placed at boot; {got}: contiguous allocations (display, camera, NPU buffers) fail with ENOMEM, and asking for a larger pool cannot help — the asked size did not fit"
+        "the {asked_text}CMA pool the device tree asks for (node linux,cma) could not be placed at boot; {got}: contiguous allocations (display, camera, NPU buffers) fail with ENOMEM, and asking for a larger pool cannot help — the asked size did not fit"
     );
     if let Some(b) = asked {
         f = f.observed("cma_asked_bytes", b);
@@ -310,7 +310,7 @@ fn smaller_pool_remedy(ctx: &Ctx<'_>, inp: &Inputs<'_>) -> String {
     let smaller = if pi {
         "ask for a smaller pool through the overlay that sizes it, e.g. dtoverlay=vc4-kms-v3d,cma-256 (or cma-128) in the boot partition's config.txt".to_string()
     } else if inp.view.cmdline_file.is_some() {
-        "ask for a smaller pool that fits: sudo npu-agent cma set 256M && sudo reboot".to_string()
+        "ask for a smaller pool that fits: sudo npu-agent cma set 256M".to_string()
     } else {
         "ask for a smaller pool that fits with cma=256M on the kernel command line (no boot file was found to edit)".to_string()
     };

@@ -53,7 +53,7 @@ fn no_hailo(ctx: &Ctx<'_>) -> String {
     )
 }
 
-fn chip_name(device: u16) -> &'static str {
+pub(super) fn chip_name(device: u16) -> &'static str {
     match device {
         0x45c4 => "Hailo-10H",
         0x2864 => "Hailo-8/8L",

@@ -198,7 +198,7 @@ fn held_finding(ctx: &Ctx<'_>, blocks: &[Block]) -> Finding {
     let users: Vec<_> = facts
         .npu_users
         .iter()
-        .filter(|u| u.device.starts_with("/dev/hailo"))
+        .filter(|u| u.device.starts_with("/dev/hailo") || u.device.starts_with("/dev/h1x-"))
         .collect();
     let holders: Vec<String> = users
         .iter()
@@ -224,7 +224,9 @@ fn held_finding(ctx: &Ctx<'_>, blocks: &[Block]) -> Finding {
     } else {
         format!("{device} is open in {}", holders.join(", "))
     };
+    let genai = genai_on_hailo10h(ctx);
     let service = match facts.hailort_service_pid {
+        _ if genai.is_some() => "a GenAI model runs on it, which HailoRT serves in one process only".into(),
         Some(pid) => format!("HailoRT's multi-process service runs (hailort_service, pid {pid}), but only apps that open the device through it share the chip"),
         None => "HailoRT's multi-process service (hailort_service) is not running, so one process at a time owns the chip".into(),
     };
@@ -236,7 +238,9 @@ fn held_finding(ctx: &Ctx<'_>, blocks: &[Block]) -> Finding {
     } else {
         format!(" ({})", holders.join(", "))
     };
-    let remedy = if ctx.stack.systemd == Some(false) {
+    let remedy = if let Some(genai) = genai {
+        format!("let one process own the Hailo-10H: {genai} runs a GenAI model, which HailoRT serves in one process only (its multi-process service does not share GenAI models); stop the other app that holds {device}{pids}, or have {genai} unload its model first (npu-agent release_npu) and start the other app after")
+    } else if ctx.stack.systemd == Some(false) {
         format!("only one add-on or container can use the Hailo at a time: stop the other one that uses it{pids}, or turn its Hailo detector off; sharing the chip needs every app to open it through HailoRT's multi-process service")
     } else {
         format!("let one process own the Hailo: stop the other app that holds {device}{pids} (sudo fuser -v {device} lists them), or share the chip through HailoRT's multi-process service: sudo systemctl enable --now hailort.service, and open the device in every app with multi_process_service enabled, all on one HailoRT release")
@@ -336,6 +340,108 @@ pub(super) fn predicted_soc(ctx: &Ctx<'_>) -> Option<Finding> {
         }
     }
     None
+}
+
+/// The GenAI workload on a Hailo-10H (hailo-ollama, a process or package of the GenAI model
+/// zoo), by label: there the chip cannot be shared through HailoRT's multi-process service.
+pub(crate) fn genai_on_hailo10h(ctx: &Ctx<'_>) -> Option<String> {
+    if ctx.profile.npu.generation != Some(5) {
+        return None;
+    }
+    let genai_word = |s: &str| {
+        let l = s.to_ascii_lowercase();
+        ["ollama", "genai", "gen_ai", "gen-ai", "llm", "vlm"]
+            .iter()
+            .any(|w| l.contains(w))
+    };
+    if let Some(w) = ctx
+        .snap
+        .workloads
+        .workloads
+        .iter()
+        .find(|w| w.app.as_deref() == Some("hailo-ollama") || genai_word(&w.name))
+    {
+        return Some(w.label());
+    }
+    if let Some(u) = ctx
+        .snap
+        .stack
+        .npu_users
+        .iter()
+        .find(|u| genai_word(&u.cmdline) || genai_word(&u.comm))
+    {
+        return Some(format!("{} (pid {})", u.comm, u.pid));
+    }
+    let zoo = ctx
+        .snap
+        .dpkg
+        .as_ref()
+        .ok()?
+        .iter()
+        .find(|p| p.is_installed() && ctx.profile.packages.genai.contains(&p.name))?;
+    Some(format!(
+        "the GenAI model zoo's app ({} installed)",
+        zoo.name
+    ))
+}
+
+/// The architectures a Hailo chip on PCI can be (the Hailo-8 and -8L share one id).
+fn device_archs(device: u16) -> &'static [&'static str] {
+    match device {
+        0x45c4 => &["HAILO10H"],
+        0x2864 => &["HAILO8", "HAILO8L"],
+        _ => &[],
+    }
+}
+
+/// A HEF a workload names whose header says it was compiled for a chip this board's Hailo
+/// cannot be, before HailoRT refuses it (`catalog/compat.toml`, `[[hef_arch]]`).
+pub(super) fn predicted_hef(ctx: &Ctx<'_>) -> Option<Finding> {
+    let dev = ctx
+        .snap
+        .pci
+        .as_ref()
+        .ok()?
+        .iter()
+        .find(|d| d.vendor == HAILO_VENDOR)?;
+    let archs = device_archs(dev.device);
+    if archs.is_empty() {
+        return None;
+    }
+    ctx.snap.workloads.models.iter().find_map(|m| {
+        let h = m.hef.as_ref().ok()?;
+        let refused = archs
+            .iter()
+            .all(|a| compat().hef_runs_on(&h.hw_arch, a) == Some(false));
+        if !refused {
+            return None;
+        }
+        let want = archs.join(" or ").to_ascii_lowercase();
+        Some(
+            Finding::new(
+                ID,
+                Status::Warn,
+                format!(
+                    "{} names the model {}, compiled for {} (its HEF header{}), which this {} cannot run: HailoRT will refuse it (HAILO_HEF_NOT_COMPATIBLE_WITH_DEVICE)",
+                    m.workload,
+                    m.path,
+                    h.hw_arch,
+                    h.sdk_version
+                        .as_ref()
+                        .map(|v| format!(", Dataflow Compiler {v}"))
+                        .unwrap_or_default(),
+                    super::super::hailo_chip_name(dev.device)
+                ),
+            )
+            .observed("model_file", m.path.clone())
+            .observed("hef_hw_arch", h.hw_arch.clone())
+            .evidence(&m.path, None, &format!("HEF header: hw_arch {}", h.hw_arch))
+            .remedy(format!(
+                "use the build of the model compiled for {want} (the Dataflow Compiler's --hw-arch {}, or the model zoo's {want} build); nothing on the host needs to change",
+                archs[archs.len() - 1].to_ascii_lowercase()
+            )),
+        )
+    })
 }
 
 /// Adds every line of `blocks` as evidence.

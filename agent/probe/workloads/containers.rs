@@ -88,6 +88,7 @@ fn record(root: &SysRoot, f: Found<'_>, procs: &[Proc], d: &mut Discovered) {
         bundles_runtime: true,
         logs: Vec::new(),
         npu_context: f.app.map(|a| a.npu_context.clone()).unwrap_or_default(),
+        models: Vec::new(),
     });
     let at = d.workloads.len() - 1;
     if let Some((path, format)) = &f.log {

@@ -51,7 +51,35 @@ pub fn discover(root: &SysRoot, apps: &[AppSpec], npu_users: &[NpuUser]) -> Disc
     processes::add_host_processes(apps, &procs, &mut d);
     units(root, apps, &procs, &mut d);
     app_logs(root, apps, &mut d);
+    d.models = models(root, &d.workloads);
     d
+}
+
+/// Most model files whose headers are read.
+const MAX_MODELS: usize = 16;
+/// Bytes of a model file read for its header.
+const MODEL_HEAD_BYTES: u64 = 64 * 1024;
+
+/// The HEF headers of the models the host's workloads name.
+fn models(root: &SysRoot, workloads: &[Workload]) -> Vec<crate::model::workload::ModelFile> {
+    let mut out: Vec<crate::model::workload::ModelFile> = Vec::new();
+    for w in workloads.iter().filter(|w| !w.in_container()) {
+        for path in &w.models {
+            if out.len() >= MAX_MODELS || out.iter().any(|m| &m.path == path) {
+                continue;
+            }
+            let hef = root
+                .read_head(path, MODEL_HEAD_BYTES)
+                .map_err(|e| e.to_string())
+                .and_then(|(b, _)| crate::parse::hef::parse_header(&b));
+            out.push(crate::model::workload::ModelFile {
+                path: path.clone(),
+                workload: w.label(),
+                hef,
+            });
+        }
+    }
+    out
 }
 
 /// Adds a journal match once.
@@ -113,6 +141,7 @@ fn units(root: &SysRoot, apps: &[AppSpec], procs: &[processes::Proc], d: &mut Di
                 bundles_runtime: app.bundles_runtime,
                 logs: vec![format!("journal:_SYSTEMD_UNIT={unit}")],
                 npu_context: app.npu_context.clone(),
+                models: Vec::new(),
             });
         }
     }
@@ -143,6 +172,7 @@ fn app_logs(root: &SysRoot, apps: &[AppSpec], d: &mut Discovered) {
                             bundles_runtime: app.bundles_runtime,
                             logs: Vec::new(),
                             npu_context: app.npu_context.clone(),
+                            models: Vec::new(),
                         });
                         d.workloads.len() - 1
                     }

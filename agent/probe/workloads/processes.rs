@@ -28,6 +28,8 @@ pub struct Proc {
     pub app: Option<usize>,
     /// Why it is an NPU workload (`maps librknnrt.so`, `holds /dev/hailo0 open`), if it is one.
     pub npu: Option<String>,
+    /// Model files (`*.hef`) its command line names by absolute path.
+    pub models: Vec<String>,
 }
 
 /// The container id in a `/proc/<pid>/cgroup` text: the 64-hex-digit id after `docker-`,
@@ -122,6 +124,12 @@ pub fn scan(
             pid,
             container_id: cgroup.as_deref().and_then(container_id_of_cgroup),
             unit: cgroup.as_deref().and_then(crate::probe::unit_of_cgroup),
+            models: argv
+                .iter()
+                .filter(|a| a.starts_with('/') && a.ends_with(".hef"))
+                .take(8)
+                .cloned()
+                .collect(),
             comm,
             app,
             npu,
@@ -162,6 +170,7 @@ pub fn add_host_processes(apps: &[AppSpec], procs: &[Proc], d: &mut Discovered) 
             bundles_runtime: app.is_some_and(|a| a.bundles_runtime),
             logs: Vec::new(),
             npu_context: app.map(|a| a.npu_context.clone()).unwrap_or_default(),
+            models: p.models.clone(),
         });
     }
 }
