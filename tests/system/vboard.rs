@@ -1090,9 +1090,23 @@ fn rk3588_fleet_status_commands_and_signed_cma_reboot_over_mqtt() {
         "successful",
     );
     assert_eq!(done["result"]["reboot_required"], true, "{done:#}");
-    let (_, m) = wait_status(&sub, ROCK_ID, &b1, from, T, "reboot_required", |s| {
-        s["reboot_required"] == true
-    });
+    // The status right after the action may still carry the findings of the cycle before it;
+    // the next diagnosis reads the edited boot file.
+    let (_, m) = wait_status(
+        &sub,
+        ROCK_ID,
+        &b1,
+        from,
+        T,
+        "reboot_required and reboot.pending",
+        |s| {
+            s["reboot_required"] == true
+                && s["findings"].as_array().is_some_and(|a| {
+                    a.iter()
+                        .any(|f| f["id"] == "reboot.pending" && f["status"] == "warn")
+                })
+        },
+    );
     let r = m.json();
     let pending = finding(&r, "reboot.pending");
     assert_eq!(pending["status"], "warn", "{pending:#}");
