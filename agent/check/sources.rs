@@ -118,6 +118,21 @@ pub(super) fn log_sources(ctx: &Ctx<'_>) -> Finding {
     for s in bad.iter().take(8) {
         f.push_evidence(&s.name, None, reason(s));
     }
+    // Where workload discovery stopped at a bound, the silence of what it did not read is no
+    // health: say so.
+    let notes = &ctx.snap.workloads.notes;
+    if !notes.is_empty() {
+        f = f.observed("discovery_notes", notes.clone());
+        f.summary = format!(
+            "{}{}workload discovery was bounded: {}",
+            f.summary,
+            if f.summary.is_empty() { "" } else { "; " },
+            notes.join("; ")
+        );
+        if f.status.severity() < Status::Info.severity() {
+            f.status = Status::Info;
+        }
+    }
     f
 }
 

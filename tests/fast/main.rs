@@ -18,6 +18,7 @@ mod config_edges;
 mod fix;
 mod fuzz_gate;
 mod fuzz_parsers;
+mod fuzz_workloads;
 mod ha_sensors;
 mod journal;
 // The x86 server checks exist only with the `server` feature (on by default).
