@@ -13,6 +13,7 @@ pub mod gguf;
 pub mod kernel;
 pub mod kv;
 pub mod limits;
+pub mod llamalog;
 pub mod llmargs;
 pub mod logline;
 pub mod meminfo;
