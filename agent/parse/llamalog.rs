@@ -178,7 +178,7 @@ pub fn parse_runs(lines: &[String]) -> Vec<ServerRun> {
     let mut cur = ServerRun::default();
     let mut any = false;
     for (i, line) in lines.iter().enumerate() {
-        if line.len() > 64 * 1024 {
+        if line.len() > 64 * 1024 || !worth_reading(line) {
             continue;
         }
         let starts = line.contains("ggml_cuda_init: found")
@@ -195,6 +195,23 @@ pub fn parse_runs(lines: &[String]) -> Vec<ServerRun> {
         runs.push(cur);
     }
     runs
+}
+
+/// A cheap test before the patterns: every line read holds one of these words (a large log of
+/// another program costs a few substring searches per line).
+fn worth_reading(line: &str) -> bool {
+    const WORDS: [&str; 9] = [
+        "build",
+        "version",
+        "Device ",
+        "device",
+        "loaded meta",
+        "offloaded",
+        "buffer",
+        "overrid",
+        "FANCY_SIMD",
+    ];
+    WORDS.iter().any(|w| line.contains(w))
 }
 
 /// Reads one line into `run`; true when it told something.

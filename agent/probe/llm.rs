@@ -260,7 +260,9 @@ fn server_log(
         }
     }
     for fd in [2, 1] {
-        let link = root.join(&format!("/proc/{pid}/fd/{fd}")).ok()?;
+        let Ok(link) = root.join(&format!("/proc/{pid}/fd/{fd}")) else {
+            continue;
+        };
         if let Ok(t) = std::fs::read_link(link) {
             let t = t.to_string_lossy().into_owned();
             let file_like =

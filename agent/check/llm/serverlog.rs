@@ -52,7 +52,9 @@ fn same_model(a: &str, b: &str) -> bool {
     a == b || name(a) == name(b)
 }
 
-/// The run of the server behind `src` in its own log or in the board's workload logs.
+/// The run of the server behind `src` in its own log or in the board's workload logs: a run
+/// naming its model first, else (when no other server here loads another model) the last run
+/// naming none.
 pub(super) fn find(
     ctx: &Ctx<'_>,
     l: &LlmProbe,
@@ -64,15 +66,16 @@ pub(super) fn find(
             return Some(from_log(own, run));
         }
     }
-    let llama_sources = l
-        .sources
-        .iter()
-        .filter(|s| {
-            s.args
-                .as_ref()
-                .is_ok_and(|a| !a.engine.is_some_and(|e| e.places_by_own_config()))
+    // A log that names no model is this server's only when no other llama.cpp-style command
+    // line here loads another model.
+    let others = l.sources.iter().any(|s| {
+        s.args.as_ref().is_ok_and(|a| {
+            !a.engine.is_some_and(|e| e.places_by_own_config())
+                && s.model
+                    .as_ref()
+                    .is_none_or(|m| !same_model(&m.path, model_path))
         })
-        .count();
+    });
     let mut weak = None;
     for log in ctx
         .snap
@@ -84,7 +87,7 @@ pub(super) fn find(
         if let Some(run) = pick(log, model_path, false) {
             return Some(from_log(log, run));
         }
-        if llama_sources == 1 {
+        if !others {
             if let Some(run) = pick(log, model_path, true) {
                 weak = Some(from_log(log, run));
             }
