@@ -96,6 +96,9 @@ pub struct ServerRun {
     pub failed_alloc: Option<FailedAlloc>,
     /// Tensors an override placed (`Tensor X buffer type overridden to CPU`): (name, buffer).
     pub overridden: Vec<(String, String)>,
+    /// The server stopped at an `-ot` buffer no device offers ("unknown buffer type"): the line
+    /// index and text.
+    pub unknown_buffer: Option<(usize, String)>,
 }
 
 impl ServerRun {
@@ -105,6 +108,7 @@ impl ServerRun {
             || self.buffers.iter().any(|b| b.kind == BufferKind::Model)
             || self.failed_alloc.is_some()
             || !self.overridden.is_empty()
+            || self.unknown_buffer.is_some()
     }
 
     /// True when the run shows any loading at all (a later start begins a new run).
@@ -230,6 +234,10 @@ fn read_line(p: &Patterns, run: &mut ServerRun, i: usize, line: &str) -> bool {
             // upstream's) server; upstream prints `build_info:` / `version:` today.
             run.ik_llama |= line.contains("INFO [");
         }
+        return true;
+    }
+    if line.contains("unknown buffer type") {
+        run.unknown_buffer = Some((i, line.trim().to_string()));
         return true;
     }
     if line.contains("HAVE_FANCY_SIMD") {
@@ -390,6 +398,10 @@ load_tensors:        CUDA0 model buffer size = 100.00 MiB",
             ]
         );
         assert_eq!(runs[1].build, Some(4801));
+        let stop = parse_runs(&lines(
+            "error while handling argument \"-ot\": unknown buffer type",
+        ));
+        assert_eq!(stop[0].unknown_buffer.as_ref().map(|u| u.0), Some(0));
         assert_eq!(runs[1].gpu_model_bytes(), Some(100 << 20));
     }
 

@@ -1255,6 +1255,19 @@ fn the_server_log_outranks_the_prediction() {
         summary(ot)
     );
     assert_eq!(ot["observed"]["log_agrees"], false);
+    // A server that stopped at an unknown buffer type: the log says so, the rule analysis fails.
+    h.log(
+        "version: 8400 (0badc0de1)\nerror while handling argument \"-ot\": unknown buffer type\n",
+    );
+    let r = h.run(&cmd);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "fail", "{}", summary(ot));
+    assert!(
+        summary(ot).contains("unknown buffer type"),
+        "{}",
+        summary(ot)
+    );
+    assert_ne!(one(&r, "llm.vram_budget")["status"], "fail");
     // The same lines naming another model are not this server's.
     h.log(concat!(
         "llama_model_loader: loaded meta data with 3 key-value pairs and 9 tensors from /models/other.gguf (version GGUF V3 (latest))\n",

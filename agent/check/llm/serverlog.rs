@@ -114,7 +114,7 @@ pub(super) struct Comparison {
     pub said: Vec<String>,
     /// The log contradicts the prediction.
     pub refutes: bool,
-    /// The load failed on a device (the log's own verdict).
+    /// A device allocation failed during the load: the log's own verdict on the VRAM.
     pub load_failed: bool,
 }
 
@@ -191,6 +191,12 @@ pub(super) fn compare(ev: &Eval<'_>, g: &SourceLog, f: &mut Finding) -> Comparis
         f.observed
             .insert("log_failed_alloc_bytes".into(), json!(fa.bytes));
         f.push_evidence(&g.path, (!g.cut).then_some(fa.line + 1), &fa.text);
+    }
+    if let Some((line, text)) = &g.run.unknown_buffer {
+        c.said.push(
+            "the server's log shows it stopping at startup: an -ot rule names a buffer type no device offers (\"unknown buffer type\")".into(),
+        );
+        f.push_evidence(&g.path, (!g.cut).then_some(line + 1), text);
     }
     overridden(ev, g, &mut c);
     if let Some((line, _)) = &g.run.build_line {

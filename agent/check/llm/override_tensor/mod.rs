@@ -172,7 +172,10 @@ pub(super) fn override_tensor(src: &LlmSource, ev: &Eval<'_>, budget: &Budget<'_
     }
     if let Some(g) = &ev.log {
         let c = serverlog::compare(ev, g, &mut f);
-        if c.refutes && v.fails.is_empty() && v.warns.is_empty() {
+        if g.run.unknown_buffer.is_some() && v.fails.is_empty() {
+            v.fails.push(c.said.join("; "));
+            v.fixes.push("write the buffer of every -ot rule as CPU or CUDA<n> after its `=` (names are case-sensitive)".into());
+        } else if c.refutes && v.fails.is_empty() && v.warns.is_empty() {
             v.warns.push(format!(
                 "{}: the log outranks this analysis",
                 c.said.join("; ")
