@@ -21,7 +21,7 @@
 //! lookbehind) is reported as a pattern llama.cpp will refuse.
 
 use crate::parse::gguf::{self, GgmlType, GgufHeader};
-use crate::parse::llmargs::{Engine, LlmArgs, RawRule};
+use crate::parse::llmargs::{Engine, LlmArgs, RawRule, RuleOrigin};
 use regex_lite::Regex;
 
 /// One tensor of the model (all shards).
@@ -147,7 +147,8 @@ pub enum Pattern {
 /// One compiled rule.
 #[derive(Debug, Clone)]
 pub struct Rule {
-    /// 1-based position among the rules.
+    /// 1-based position among the `-ot` rules (0 for a rule `--cpu-moe`, `--n-cpu-moe` or
+    /// `--fit` added).
     pub n: usize,
     /// The raw rule.
     pub raw: RawRule,
@@ -163,9 +164,14 @@ impl Rule {
         matches!(self.kind, BufferKind::Cuda(_) | BufferKind::OtherDevice)
     }
 
-    /// `rule 2 (`exps=CPU`)`.
+    /// `rule 2 (`exps=CPU`)`, `--cpu-moe (`\.ffn_…=CPU`)`, `--n-cpu-moe (`blk\.3…=CPU`)`.
     pub fn label(&self) -> String {
-        format!("rule {} (`{}`)", self.n, self.raw.text)
+        match self.raw.origin {
+            RuleOrigin::OverrideTensor { .. } => format!("rule {} (`{}`)", self.n, self.raw.text),
+            RuleOrigin::CpuMoe => format!("--cpu-moe (`{}`)", self.raw.text),
+            RuleOrigin::NCpuMoe { .. } => format!("--n-cpu-moe (`{}`)", self.raw.text),
+            RuleOrigin::Fit { .. } => format!("--fit (`{}`)", self.raw.text),
+        }
     }
 
     fn regex(&self) -> Option<&Regex> {
@@ -313,13 +319,17 @@ pub fn compile(p: &str) -> Pattern {
 
 /// Compiles the rules of a command line.
 pub fn compile_rules(raw: &[RawRule], gpu_count: Option<usize>) -> Vec<Rule> {
+    let mut n = 0;
     raw.iter()
-        .enumerate()
-        .map(|(i, r)| Rule {
-            n: i + 1,
-            raw: r.clone(),
-            kind: buffer_kind(&r.buffer, gpu_count),
-            pattern: r.pattern.as_deref().map(compile),
+        .map(|r| {
+            let ot = matches!(r.origin, RuleOrigin::OverrideTensor { .. });
+            n += usize::from(ot);
+            Rule {
+                n: if ot { n } else { 0 },
+                raw: r.clone(),
+                kind: buffer_kind(&r.buffer, gpu_count),
+                pattern: r.pattern.as_deref().map(compile),
+            }
         })
         .collect()
 }
@@ -383,15 +393,6 @@ pub fn gpu_bytes(model: &Model, placed: &[Placed]) -> u64 {
         .filter(|(_, p)| p.gpu)
         .map(|(t, _)| t.bytes)
         .sum()
-}
-
-/// The `-ngl` value as llama.cpp would use it; `None` when not given (or `auto`).
-pub fn ngl_value(args: &LlmArgs) -> Option<u64> {
-    let v = args.ngl.as_deref()?;
-    match v {
-        "all" | "max" => Some(u64::from(u32::MAX)),
-        _ => v.parse::<i64>().ok().filter(|n| *n >= 0).map(|n| n as u64),
-    }
 }
 
 /// KV-cache inputs (from the command line, or a variant of it).

@@ -1,6 +1,7 @@
 //! Server-profile inputs (`x86-hybrid-moe`) as probed: NUMA state, LLM command lines, the model
 //! files they load, GPU memory.
 
+use super::logs::LogFile;
 use super::probed::Probed;
 use crate::parse::{gguf, llmargs, numa, nvsmi};
 use crate::root::{ReadError, ReadErrorKind};
@@ -57,6 +58,11 @@ pub struct LlmSource {
     pub numa_maps: Option<Probed<numa::NumaMaps>>,
     /// The model, when `-m` is given.
     pub model: Option<ModelFiles>,
+    /// The server's own log, found from the process (`--log-file`, or standard output or error
+    /// redirected to a file): its tail.
+    pub log: Option<LogFile>,
+    /// Other processes of the same server (an SGLang or vLLM server's workers): their pids.
+    pub workers: Vec<u32>,
 }
 
 impl LlmSource {

@@ -1,16 +1,19 @@
 //! llama.cpp / ik_llama.cpp command lines: the arguments that decide where tensors go and how
 //! big the KV cache is (`-m`, `-ot`, `-ngl`, `-c`, `-ctk`, `-ctv`, `-fa`, `-mla`, `-nkvo`,
-//! `--cpu-moe`, `--n-cpu-moe`), from a `/proc/<pid>/cmdline` argv or from a shell-quoted string
-//! given with `check --llm-cmdline`.
+//! `--cpu-moe`, `--n-cpu-moe`, `--fit`, `--log-file`), from a `/proc/<pid>/cmdline` argv or from a
+//! shell-quoted string given with `check --llm-cmdline`; and the Python servers that place
+//! weights by their own configuration (KTransformers, SGLang, vLLM).
 //!
 //! `-ot`/`--override-tensor` as this agent understands llama.cpp's `common/arg.cpp`
 //! (`parse_tensor_buffer_overrides`): the value is split on every `,` (so a regex must not contain
 //! a comma: `{1,3}` breaks it), each piece is split at its first `=` into a pattern and a buffer
 //! type name, a piece without `=` stops the program ("invalid value"), and a buffer name that no
 //! registered device offers stops it too ("unknown buffer type"). Each `-ot` appends its rules,
-//! so the order on the command line is the order the rules are tried in. `--cpu-moe` appends
-//! `\.ffn_(up|down|gate)_exps=CPU` and `--n-cpu-moe N` appends `blk\.i\.ffn_(up|down|gate)_exps=CPU`
-//! for i in 0..N (upstream llama.cpp since 2025-08), in their place on the command line.
+//! so the order on the command line is the order the rules are tried in.
+//!
+//! `--cpu-moe` and `--n-cpu-moe N` are kept as [`MoeFlag`]s with their place among the `-ot`
+//! rules: which rules they add, and where, depends on the program and its build
+//! (`check::llm::upstream`), so they are expanded only once the build is known.
 
 /// Splits a shell command line into words: whitespace separates, `'...'` is literal, `"..."`
 /// honours `\"`, `\\`, `\$` and `` \` ``, and a backslash outside quotes escapes the next
@@ -97,6 +100,12 @@ pub enum RuleOrigin {
         /// The layer.
         layer: u32,
     },
+    /// A rule llama.cpp's `--fit` adds when neither `-ngl` nor any override is given (the routed
+    /// experts of layer `layer` in RAM).
+    Fit {
+        /// The layer.
+        layer: u32,
+    },
 }
 
 /// One `PATTERN=BUFFER` rule, or a piece that is not one.
@@ -112,6 +121,17 @@ pub struct RawRule {
     pub origin: RuleOrigin,
 }
 
+/// `--cpu-moe` / `-cmoe` or `--n-cpu-moe N` / `-ncmoe N`, not yet expanded into rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MoeFlag {
+    /// `None` for `--cpu-moe` (every layer), else the `N` of `--n-cpu-moe N`.
+    pub layers: Option<u32>,
+    /// How many `-ot` rules precede it on the command line.
+    pub after_rules: usize,
+    /// The flag as written (`-cmoe`, `--n-cpu-moe 30`).
+    pub text: String,
+}
+
 /// Which program the command line runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -122,6 +142,10 @@ pub enum Engine {
     IkLlamaCpp,
     /// KTransformers (Python): experts are placed by its optimize-rule YAML, not by `-ot`.
     KTransformers,
+    /// SGLang (`python -m sglang.launch_server`): weights placed by its parallelism settings.
+    SGLang,
+    /// vLLM (`vllm serve`, `python -m vllm.entrypoints...`): likewise.
+    Vllm,
 }
 
 impl Engine {
@@ -131,7 +155,14 @@ impl Engine {
             Engine::LlamaCpp => "llama.cpp",
             Engine::IkLlamaCpp => "ik_llama.cpp",
             Engine::KTransformers => "KTransformers",
+            Engine::SGLang => "SGLang",
+            Engine::Vllm => "vLLM",
         }
+    }
+
+    /// A Python server that places weights by its own configuration, not by `-ot`/`-ngl`.
+    pub fn places_by_own_config(self) -> bool {
+        matches!(self, Engine::KTransformers | Engine::SGLang | Engine::Vllm)
     }
 }
 
@@ -144,8 +175,17 @@ pub struct LlmArgs {
     pub model: Option<String>,
     /// `-hf`, `-mu`/`--model-url` and the like: a model this agent cannot read.
     pub remote_model: Option<String>,
-    /// Rules in the order llama.cpp tries them.
+    /// The `-ot` rules in command-line order (`--cpu-moe`/`--n-cpu-moe` are in `moe_flags`).
     pub rules: Vec<RawRule>,
+    /// `--cpu-moe` / `--n-cpu-moe`, in command-line order.
+    pub moe_flags: Vec<MoeFlag>,
+    /// `-fit`/`--fit` as written (`on`, `off`).
+    pub fit: Option<String>,
+    /// `--log-file`.
+    pub log_file: Option<String>,
+    /// The command line uses DeepEP (SGLang `--moe-a2a-backend deepep`/`--enable-deepep-moe`,
+    /// vLLM `--all2all-backend deepep_*`).
+    pub deepep: bool,
     /// `-ngl` as written (`99`, `all`, `auto`).
     pub ngl: Option<String>,
     /// `-c`/`--ctx-size`.
@@ -168,6 +208,30 @@ pub struct LlmArgs {
 
 fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
+}
+
+/// True when argv runs SGLang (`python -m sglang.launch_server`, `sglang serve`,
+/// `python -m sglang_router.launch_server`).
+pub fn is_sglang(argv: &[String]) -> bool {
+    argv.iter().take(4).any(|a| {
+        let b = basename(a);
+        b == "sglang" || a.starts_with("sglang.") || a.starts_with("sglang_router.")
+    })
+}
+
+/// True when argv runs vLLM (`vllm serve`, `python -m vllm.entrypoints.openai.api_server`).
+pub fn is_vllm(argv: &[String]) -> bool {
+    argv.iter()
+        .take(4)
+        .any(|a| basename(a) == "vllm" || a.starts_with("vllm."))
+}
+
+/// True when argv asks for DeepEP all-to-all kernels.
+fn uses_deepep(argv: &[String]) -> bool {
+    argv.iter().any(|a| {
+        let l = a.to_ascii_lowercase();
+        l.contains("deepep") || l.contains("deep_ep")
+    })
 }
 
 /// True when argv runs KTransformers (`ktransformers ...`, `python -m ktransformers.server.main`,
@@ -223,6 +287,7 @@ const WITH_VALUE: &[&str] = &[
     "--numa",
     "-a",
     "--alias",
+    "--log-file",
 ];
 
 const IK_ONLY: &[&str] = &[
@@ -246,8 +311,18 @@ pub fn parse_llm_args(argv: &[String]) -> LlmArgs {
         argv: crate::sys::redact::redact_argv(argv),
         ..LlmArgs::default()
     };
-    if is_ktransformers(argv) {
-        a.engine = Some(Engine::KTransformers);
+    let own = if is_ktransformers(argv) {
+        Some(Engine::KTransformers)
+    } else if is_sglang(argv) {
+        Some(Engine::SGLang)
+    } else if is_vllm(argv) {
+        Some(Engine::Vllm)
+    } else {
+        None
+    };
+    if let Some(e) = own {
+        a.engine = Some(e);
+        a.deepep = uses_deepep(argv);
         return a;
     }
     let prog = argv.first().map(String::as_str).unwrap_or("");
@@ -293,11 +368,10 @@ pub fn parse_llm_args(argv: &[String]) -> LlmArgs {
                     }
                 }
             }
-            "-cmoe" | "--cpu-moe" => a.rules.push(RawRule {
-                text: "\\.ffn_(up|down|gate)_exps=CPU".into(),
-                pattern: Some("\\.ffn_(up|down|gate)_exps".into()),
-                buffer: "CPU".into(),
-                origin: RuleOrigin::CpuMoe,
+            "-cmoe" | "--cpu-moe" => a.moe_flags.push(MoeFlag {
+                layers: None,
+                after_rules: a.rules.len(),
+                text: flag.to_string(),
             }),
             "-ncmoe" | "--n-cpu-moe" => {
                 let n = value
@@ -305,16 +379,23 @@ pub fn parse_llm_args(argv: &[String]) -> LlmArgs {
                     .and_then(|v| v.parse::<u32>().ok())
                     .unwrap_or(0)
                     .min(10_000);
-                for layer in 0..n {
-                    let pattern = format!("blk\\.{layer}\\.ffn_(up|down|gate)_exps");
-                    a.rules.push(RawRule {
-                        text: format!("{pattern}=CPU"),
-                        pattern: Some(pattern),
-                        buffer: "CPU".into(),
-                        origin: RuleOrigin::NCpuMoe { layer },
-                    });
+                a.moe_flags.push(MoeFlag {
+                    layers: Some(n),
+                    after_rules: a.rules.len(),
+                    text: format!("{flag} {}", value.as_deref().unwrap_or("")),
+                });
+            }
+            "-fit" | "--fit" => {
+                // llama.cpp: `--fit on|off`; ik_llama.cpp: a switch.
+                match argv.get(i + 1).map(String::as_str) {
+                    Some(v @ ("on" | "off" | "1" | "0" | "true" | "false")) => {
+                        a.fit = Some(v.to_string());
+                        i += 1;
+                    }
+                    _ => a.fit = Some("on".into()),
                 }
             }
+            "--log-file" => a.log_file = value.clone(),
             "-ngl" | "--gpu-layers" | "--n-gpu-layers" => a.ngl = value.clone(),
             "-c" | "--ctx-size" => a.ctx = value.clone(),
             "-ctk" | "--cache-type-k" => a.cache_type_k = value.clone(),
@@ -414,26 +495,52 @@ mod tests {
         let texts: Vec<&str> = a.rules.iter().map(|r| r.text.as_str()).collect();
         assert_eq!(
             texts,
-            vec![
-                "blk\\.3\\.=CUDA0",
-                "exps=CPU",
-                "\\.ffn_(up|down|gate)_exps=CPU",
-                "attn{1",
-                "2}=CPU"
-            ]
+            vec!["blk\\.3\\.=CUDA0", "exps=CPU", "attn{1", "2}=CPU"]
         );
         assert_eq!(
-            a.rules[3].pattern, None,
+            a.moe_flags,
+            vec![MoeFlag {
+                layers: None,
+                after_rules: 2,
+                text: "--cpu-moe".into()
+            }]
+        );
+        assert_eq!(
+            a.rules[2].pattern, None,
             "a comma inside {{1,2}} splits the rule"
         );
         assert!(!a.flash_attn);
         assert_eq!(a.engine, Some(Engine::LlamaCpp));
-        let n = parse_llm_args(&v(&["llama-server", "--n-cpu-moe", "2"]));
-        assert_eq!(n.rules.len(), 2);
+        let n = parse_llm_args(&v(&["llama-server", "--n-cpu-moe", "2", "--fit", "off"]));
+        assert!(n.rules.is_empty());
+        assert_eq!(n.moe_flags[0].layers, Some(2));
+        assert_eq!(n.fit.as_deref(), Some("off"));
+        let ik = parse_llm_args(&v(&["ik_llama.cpp/llama-server", "--fit", "-m", "x.gguf"]));
+        assert_eq!(ik.fit.as_deref(), Some("on"));
         assert_eq!(
-            n.rules[1].pattern.as_deref(),
-            Some("blk\\.1\\.ffn_(up|down|gate)_exps")
+            ik.model.as_deref(),
+            Some("x.gguf"),
+            "ik's --fit takes no value"
         );
+    }
+
+    #[test]
+    fn python_servers_and_deepep() {
+        let s = parse_llm_args(&v(&[
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "/m",
+            "--moe-a2a-backend",
+            "deepep",
+        ]));
+        assert_eq!(s.engine, Some(Engine::SGLang));
+        assert!(s.deepep);
+        let v2 = parse_llm_args(&v(&["/usr/local/bin/vllm", "serve", "Qwen/Qwen3-30B-A3B"]));
+        assert_eq!(v2.engine, Some(Engine::Vllm));
+        assert!(!v2.deepep);
+        assert!(Engine::Vllm.places_by_own_config() && !Engine::IkLlamaCpp.places_by_own_config());
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod hef;
 pub mod kernel;
 pub mod kv;
 pub mod limits;
+pub mod llamalog;
 pub mod llmargs;
 pub mod logline;
 pub mod meminfo;

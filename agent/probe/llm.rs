@@ -1,6 +1,8 @@
 //! Server-profile probes (`x86-hybrid-moe`): NUMA nodes and `kernel.numa_balancing`, the
-//! sysctl files that set it, the LLM server processes (argv, `numa_maps`), the GGUF headers of
-//! their models (every shard of a split model), and GPU memory from `nvidia-smi`.
+//! sysctl files that set it, the LLM server processes (argv, `numa_maps`, the log their output
+//! goes to), the GGUF headers of their models (every shard of a split model), and GPU memory from
+//! `nvidia-smi`. The servers are llama.cpp-style ones and the Python servers that place weights
+//! themselves (KTransformers, SGLang, vLLM, with or without DeepEP).
 //!
 //! Like every probe these only read: under a captured tree `nvidia-smi` output comes from
 //! [`NVIDIA_SMI_CSV`] (and, optionally, [`NVIDIA_SMI_APPS_CSV`]); on the live system `nvidia-smi`
@@ -9,6 +11,8 @@
 
 use super::Probed;
 pub use crate::model::llm::*;
+use crate::model::logs::{LogClass, LogFile, LOG_TAIL_BYTES};
+use crate::parse::llmargs::{Engine, LlmArgs};
 use crate::parse::{devicetree, gguf, llmargs, numa, nvsmi};
 use crate::profile::Profile;
 use crate::root::{ReadError, ReadErrorKind, SysRoot};
@@ -28,9 +32,33 @@ fn basename(s: &str) -> &str {
     s.rsplit('/').next().unwrap_or(s)
 }
 
+/// The server name a Python process (or a worker that renamed itself) runs, from its argv:
+/// `ktransformers`, `sglang`, `vllm`.
+fn python_server(argv: &[String]) -> Option<&'static str> {
+    let first = argv.first().map(String::as_str).unwrap_or("");
+    if llmargs::is_ktransformers(argv) {
+        Some("ktransformers")
+    } else if llmargs::is_sglang(argv) || first.starts_with("sglang::") {
+        Some("sglang")
+    } else if llmargs::is_vllm(argv) || first.starts_with("VLLM::") {
+        Some("vllm")
+    } else {
+        None
+    }
+}
+
+/// True for a `comm` whose argv is worth reading to find a Python server: Python itself, or the
+/// process titles SGLang and vLLM workers set (`sglang::schedul`, `VLLM::EngineCor`).
+fn maybe_python_server(comm: &str) -> bool {
+    comm.starts_with("python")
+        || comm.starts_with("sglang")
+        || comm.starts_with("VLLM::")
+        || comm == "vllm"
+}
+
 /// True when a process is an LLM server the profile names: `comm` (15 characters at most, so a
-/// longer name matches by prefix), argv[0]'s basename, or `ktransformers` for a Python process
-/// running KTransformers.
+/// longer name matches by prefix), argv[0]'s basename, or the server a Python process runs
+/// (`ktransformers`, `sglang`, `vllm`).
 pub fn is_llm_process(comm: &str, argv: &[String], names: &[String]) -> bool {
     let hit = |s: &str| names.iter().any(|n| n == s);
     if hit(comm)
@@ -43,11 +71,11 @@ pub fn is_llm_process(comm: &str, argv: &[String], names: &[String]) -> bool {
     if argv.first().is_some_and(|a| hit(basename(a))) {
         return true;
     }
-    hit("ktransformers") && llmargs::is_ktransformers(argv)
+    python_server(argv).is_some_and(hit)
 }
 
-/// Names of running processes for profile detection: `comm`, and `ktransformers` for a Python
-/// process running it.
+/// Names of running processes for profile detection: `comm`, and the server a Python process
+/// runs (`ktransformers`, `sglang`, `vllm`).
 pub fn detect_process_names(root: &SysRoot) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for entry in root.list_dir("/proc").unwrap_or_default() {
@@ -58,13 +86,15 @@ pub fn detect_process_names(root: &SysRoot) -> Vec<String> {
             continue;
         };
         let comm = comm.trim().to_string();
-        if comm.starts_with("python") {
+        if maybe_python_server(&comm) {
             let argv = root
                 .read(&format!("/proc/{pid}/cmdline"))
                 .map(|b| devicetree::string_list(&b))
                 .unwrap_or_default();
-            if llmargs::is_ktransformers(&argv) && !out.iter().any(|n| n == "ktransformers") {
-                out.push("ktransformers".into());
+            if let Some(name) = python_server(&argv) {
+                if !out.iter().any(|n| n == name) {
+                    out.push(name.into());
+                }
             }
         }
         if !out.contains(&comm) {
@@ -121,7 +151,7 @@ pub fn probe_llm(root: &SysRoot, profile: &Profile) -> LlmProbe {
                 let cheap = profile.llm.servers.iter().any(|n| {
                     *n == comm || (n.len() > 15 && comm.len() == 15 && n.starts_with(&comm))
                 });
-                if !cheap && !comm.starts_with("python") {
+                if !cheap && !maybe_python_server(&comm) {
                     continue;
                 }
                 let argv = root
@@ -131,38 +161,132 @@ pub fn probe_llm(root: &SysRoot, profile: &Profile) -> LlmProbe {
                 if argv.is_empty() || !is_llm_process(&comm, &argv, &profile.llm.servers) {
                     continue;
                 }
+                let mut args = llmargs::parse_llm_args(&argv);
+                if let Some(own) = python_worker(&argv, &mut args) {
+                    // A worker of a server already listed (same argv, or a renamed worker).
+                    if let Some(main) = p.sources.iter_mut().find(|s| same_server(s, &argv, own)) {
+                        main.workers.push(pid);
+                        continue;
+                    }
+                }
                 if p.sources.len() >= MAX_SOURCES {
                     break;
                 }
-                let args = llmargs::parse_llm_args(&argv);
-                let cwd =
-                    std::fs::read_link(root.join(&format!("/proc/{pid}/cwd")).unwrap_or_default())
-                        .ok()
-                        .map(|t| t.to_string_lossy().into_owned())
-                        .filter(|t| t.starts_with('/'));
-                let model = args
-                    .model
-                    .as_ref()
-                    .map(|m| probe_model(root, m, cwd.as_deref()));
-                let model_paths: Vec<String> = model
-                    .iter()
-                    .flat_map(|m| m.shards.iter().map(|s| s.path.clone()))
-                    .collect();
-                let numa_maps = Some(
-                    root.read_string(&format!("/proc/{pid}/numa_maps"))
-                        .map(|t| numa::parse_numa_maps(&t, &model_paths)),
-                );
-                p.sources.push(LlmSource {
-                    pid: Some(pid),
-                    comm,
-                    args: Ok(args),
-                    numa_maps,
-                    model,
-                });
+                if args.engine.is_some_and(|e| e.places_by_own_config()) && !args.deepep {
+                    args.deepep = maps_deepep(root, pid);
+                }
+                p.sources.push(process_source(root, pid, comm, args));
             }
         }
     }
     p
+}
+
+/// For a Python server's process: its engine, with `args` completed for a renamed worker (whose
+/// argv is its process title).
+fn python_worker(argv: &[String], args: &mut LlmArgs) -> Option<Engine> {
+    let first = argv.first().map(String::as_str).unwrap_or("");
+    if args.engine.is_none_or(|e| e == Engine::LlamaCpp) {
+        if first.starts_with("sglang::") {
+            args.engine = Some(Engine::SGLang);
+        } else if first.starts_with("VLLM::") {
+            args.engine = Some(Engine::Vllm);
+        }
+    }
+    args.engine.filter(|e| e.places_by_own_config())
+}
+
+/// True when `s` is the same Python server as a process with `argv` running `engine`.
+fn same_server(s: &LlmSource, argv: &[String], engine: Engine) -> bool {
+    let Ok(a) = &s.args else { return false };
+    if a.engine != Some(engine) {
+        return false;
+    }
+    let renamed = argv
+        .first()
+        .is_some_and(|x| x.starts_with("sglang::") || x.starts_with("VLLM::"));
+    renamed || a.argv == crate::sys::redact::redact_argv(argv)
+}
+
+/// True when the process has DeepEP's extension mapped (`deep_ep` in `/proc/<pid>/maps`).
+fn maps_deepep(root: &SysRoot, pid: u32) -> bool {
+    root.read_head(&format!("/proc/{pid}/maps"), 8 << 20)
+        .map(|(b, _)| memchr::memmem::find(&b, b"deep_ep").is_some())
+        .unwrap_or(false)
+}
+
+/// One server process: its model, NUMA placement and log.
+fn process_source(root: &SysRoot, pid: u32, comm: String, args: LlmArgs) -> LlmSource {
+    let cwd = std::fs::read_link(root.join(&format!("/proc/{pid}/cwd")).unwrap_or_default())
+        .ok()
+        .map(|t| t.to_string_lossy().into_owned())
+        .filter(|t| t.starts_with('/'));
+    let model = args
+        .model
+        .as_ref()
+        .map(|m| probe_model(root, m, cwd.as_deref()));
+    let model_paths: Vec<String> = model
+        .iter()
+        .flat_map(|m| m.shards.iter().map(|s| s.path.clone()))
+        .collect();
+    let numa_maps = Some(
+        root.read_string(&format!("/proc/{pid}/numa_maps"))
+            .map(|t| numa::parse_numa_maps(&t, &model_paths)),
+    );
+    let log = server_log(root, pid, args.log_file.as_deref(), cwd.as_deref());
+    LlmSource {
+        pid: Some(pid),
+        comm,
+        args: Ok(args),
+        numa_maps,
+        model,
+        log,
+        workers: Vec::new(),
+    }
+}
+
+/// The file a server logs to: its `--log-file`, else the regular file its standard error or
+/// output goes to (`/proc/<pid>/fd/2`, `fd/1`); its last [`LOG_TAIL_BYTES`].
+fn server_log(
+    root: &SysRoot,
+    pid: u32,
+    log_file: Option<&str>,
+    cwd: Option<&str>,
+) -> Option<LogFile> {
+    let mut candidates: Vec<String> = Vec::new();
+    if let Some(f) = log_file {
+        if f.starts_with('/') || cwd.is_some() {
+            candidates.push(normalize(cwd.unwrap_or("/"), f));
+        }
+    }
+    for fd in [2, 1] {
+        let Ok(link) = root.join(&format!("/proc/{pid}/fd/{fd}")) else {
+            continue;
+        };
+        if let Ok(t) = std::fs::read_link(link) {
+            let t = t.to_string_lossy().into_owned();
+            let file_like =
+                t.starts_with('/') && !t.starts_with("/dev/") && !t.ends_with(" (deleted)");
+            if file_like && !candidates.contains(&t) {
+                candidates.push(t);
+            }
+        }
+    }
+    for path in candidates {
+        let Ok((_, len)) = root.inode_len(&path) else {
+            continue;
+        };
+        let Ok(text) = root.read_tail(&path, LOG_TAIL_BYTES) else {
+            continue;
+        };
+        return Some(LogFile {
+            path,
+            class: LogClass::Workload,
+            lines: text.lines().map(str::to_string).collect(),
+            cut: len > LOG_TAIL_BYTES,
+        });
+    }
+    None
 }
 
 /// Adds the command line given with `check --llm-cmdline` (relative `-m` paths resolve against
@@ -187,6 +311,8 @@ pub fn add_cmdline(root: &SysRoot, probe: &mut LlmProbe, line: &str) {
         args,
         numa_maps: None,
         model,
+        log: None,
+        workers: Vec::new(),
     });
 }
 

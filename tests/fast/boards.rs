@@ -348,6 +348,7 @@ cases! {
     br60_rk3588_rkllm_invalid_magic_current_driver => "rk3588-debian11-5.10.209-rkllm-1.1.4-driver-0.9.8-model-needs-rkllm-1.2.0-invalid-magic";
     br65_rock5c_frigate_rknn_rejects_rk3588s => "rock5c-rk3588s-vendor-6.1.115-rknpu-0.9.8-frigate-rknn-detector-rejects-soc-rk3588s";
     br61_x86_proxmox_hailo8l_probed_by_hailo1x => "x86-proxmox-9.1.4-6.17.4-pve-hailo8l-bound-attempt-by-hailo1x-5.2.0-probe-error-22";
+    br57_x86_rtx3090_cmoe_misses_fused_gate_up => "x86-rtx3090-llama-server-8284-qwen3.5-397b-cmoe-misses-fused-gate-up-exps-cuda0-oom", br57_extra;
     own61_x86_frigate_docker_hailo8 => "own-x86-frigate-docker-hailo8-driver-4.21-container-hailort-4.19";
     own62_rk3588_rkllama_docker_nofile => "own-rk3588-rkllama-docker-nofile-1024-errno-24";
     own63_x86_viseron_podman_app_exception => "own-x86-viseron-podman-hailo8-app-exception-unexplained";
@@ -385,6 +386,8 @@ cases! {
     own53_pi5_haos_hailo_held_by_addon => "own-pi5-haos-hailo8l-held-by-second-addon-status-74", own53_extra;
     own54_rk3588_rkllm_model_too_old => "own-rk3588-rkllm-1.0.1-model-converted-by-older-toolkit";
     own55_firefly_rknn_app_other_header => "own-firefly-rk3588-rknn-demo-built-against-other-rknn-api-h";
+    own57_x86_ik_llama_no_ngl_offloads_all => "own-x86-ik-llama-4802-no-ngl-offloads-all-cuda-oom", own57_extra;
+    own58_x86_sglang_deepep_numa_tiering => "own-x86-sglang-deepep-numa2-balancing-tiering", own58_extra;
 }
 
 /// Status 76 decides without the container's library version; the identity names HAOS and the
@@ -1135,5 +1138,88 @@ fn own53_extra(r: &Value) {
     assert!(
         f["evidence"].to_string().contains("/proc/2211/fd/17"),
         "{f}"
+    );
+}
+
+/// The -cmoe pattern of build 8284 is named with the fused experts it misses, the misspelt rule
+/// gets no "did you mean" that only matches tensors already in RAM, and the server's own log
+/// confirms the failed load.
+fn br57_extra(r: &Value) {
+    let ot = finding(r, "llm.override_tensor");
+    let s = ot["summary"].as_str().unwrap();
+    assert!(
+        s.contains("blk.N.ffn_gate_up_exps.weight for N in 0-59"),
+        "{s}"
+    );
+    assert!(s.contains("llama.cpp build 8284"), "{s}");
+    assert!(!s.contains("did you mean"), "{s}");
+    let remedy = ot["remedy"].as_str().unwrap();
+    assert!(
+        remedy.contains(r"-ot '\.ffn_(gate_up|down)_exps=CPU'"),
+        "{remedy}"
+    );
+    assert!(remedy.contains("PR #20416"), "{remedy}");
+    let v = finding(r, "llm.vram_budget");
+    // 144817.04 MiB as the log prints it (two decimals).
+    assert_eq!(v["observed"]["log_failed_alloc_bytes"], 151_851_672_535u64);
+    assert!(
+        v["summary"]
+            .as_str()
+            .unwrap()
+            .contains("23.30 GiB free when the server started"),
+        "{v}"
+    );
+}
+
+/// ik_llama.cpp's build comes from its own log, found through the process's standard error; a
+/// missing -ngl is every layer from build 4761 on, and the log's placement agrees.
+fn own57_extra(r: &Value) {
+    let ot = finding(r, "llm.override_tensor");
+    let s = ot["summary"].as_str().unwrap();
+    assert!(s.contains("-ngl (unset) offloads 16 of 16 layers"), "{s}");
+    assert!(
+        s.contains("ik_llama.cpp build 4802 offloads every layer"),
+        "{s}"
+    );
+    assert_eq!(ot["observed"]["engine"], "ik_llama.cpp");
+    assert_eq!(ot["observed"]["build"], 4802);
+    assert_eq!(ot["observed"]["log_agrees"], true);
+    let v = finding(r, "llm.vram_budget");
+    assert_eq!(v["observed"]["log_offloaded_layers"], 17);
+    // The log's MiB have two decimals: within 0.005 MiB of the header's GPU tensors.
+    let logged = v["observed"]["log_failed_alloc_bytes"].as_u64().unwrap();
+    let predicted = v["observed"]["weights_gpu_bytes"].as_u64().unwrap();
+    assert!(
+        logged.abs_diff(predicted) <= 5243,
+        "{logged} vs {predicted}"
+    );
+    assert!(
+        v["evidence"]
+            .to_string()
+            .contains("/srv/llm/logs/ik-server.log"),
+        "{v}"
+    );
+}
+
+/// Mode 2 is on (a bitmask), and the SGLang server with DeepEP is named with its worker.
+fn own58_extra(r: &Value) {
+    let f = finding(r, "kernel.numa_balancing");
+    let s = f["summary"].as_str().unwrap();
+    assert!(
+        s.contains("kernel.numa_balancing = 2, memory-tiering mode"),
+        "{s}"
+    );
+    assert!(
+        s.contains("SGLang server python3 (pid 5120, with DeepEP)"),
+        "{s}"
+    );
+    assert!(s.contains("DeepEP#624"), "{s}");
+    let ot = finding(r, "llm.override_tensor");
+    assert!(
+        ot["summary"]
+            .as_str()
+            .unwrap()
+            .contains("(and 1 worker process(es)) runs SGLang"),
+        "{ot}"
     );
 }

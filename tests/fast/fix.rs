@@ -83,6 +83,15 @@ const CASES: &[(&str, &str, Want)] = &[
             "kernel.numa_balancing = 0",
         ]),
     ),
+    // Memory tiering alone (2) is on too: the same file, 0.
+    (
+        "own-x86-sglang-deepep-numa2-balancing-tiering",
+        "kernel.numa_balancing",
+        Want::Steps(&[
+            "/etc/sysctl.d/99-npu-agent-numa-balancing.conf:",
+            "kernel.numa_balancing = 0",
+        ]),
+    ),
     // Rebuild the module for the running kernel: DKMS, not a package step.
     (
         "own-pi5-hailo10h-module-for-other-kernel",

@@ -71,6 +71,7 @@ proptest! {
         let _ = llmargs::shell_words(&t).map(|w| llmargs::parse_llm_args(&w));
         let _ = nvsmi::parse_query_gpu(&t);
         let _ = nvsmi::parse_compute_apps(&t);
+        let _ = llamalog::parse_runs(&t.lines().map(str::to_string).collect::<Vec<_>>());
         let _ = numa::parse_numa_maps(&t, &[]);
         let _ = numa::parse_node_list(&t);
         let _ = npu_agent::profile::parse_profile("fuzz.toml", &t);

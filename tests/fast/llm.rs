@@ -864,9 +864,13 @@ fn numa_balancing_states() {
     };
     assert_eq!(status(1, "1", &|_| {}).0, "pass");
     assert_eq!(status(2, "0", &|_| {}).0, "pass");
+    // A bitmask: memory tiering alone (2) and both modes (3) still run the scanner.
     let (s, text, _) = status(2, "2", &|_| {});
-    assert_eq!(s, "pass");
-    assert!(text.contains("memory-tiering"), "{text}");
+    assert_eq!(s, "fail");
+    assert!(text.contains("= 2, memory-tiering mode"), "{text}");
+    let (s, text, _) = status(2, "3", &|_| {});
+    assert_eq!(s, "fail");
+    assert!(text.contains("= 3, normal and memory-tiering"), "{text}");
     assert_eq!(status(2, "x", &|_| {}).0, "error");
     // Two node directories, one with memory (a CPU-less or memory-less node): nothing to balance.
     assert_eq!(
@@ -896,6 +900,53 @@ fn numa_balancing_states() {
     assert!(
         text.contains("/etc/sysctl.d/60-numa.conf line 2 sets 0 but it is not in effect"),
         "{text}"
+    );
+    // Off now, a file sets 2 at the next boot: any non-zero value turns it on.
+    let (s, text, _) = status(2, "0", &|h| {
+        h.put("etc/sysctl.d/50-tier.conf", "kernel.numa_balancing = 2\n")
+    });
+    assert_eq!(s, "warn");
+    assert!(text.contains("sets it to 2 at the next boot"), "{text}");
+}
+
+#[test]
+fn vllm_and_sglang_servers_are_named_by_numa_balancing() {
+    let h = Host::new(2, "1", 23720);
+    h.process(
+        61,
+        "vllm",
+        &[
+            "/usr/local/bin/vllm",
+            "serve",
+            "Qwen/Qwen3-30B-A3B",
+            "--tensor-parallel-size",
+            "2",
+        ],
+    );
+    h.process(62, "VLLM::EngineCor", &["VLLM::EngineCore"]);
+    let (_, r) = check(h.root(), &[]);
+    assert_eq!(r["profile"], "x86-hybrid-moe");
+    let f = one(&r, "kernel.numa_balancing");
+    assert_eq!(f["status"], "fail");
+    assert!(
+        summary(f).contains("the vLLM server's threads"),
+        "{}",
+        summary(f)
+    );
+    assert!(
+        f["remedy"]
+            .as_str()
+            .unwrap_or("")
+            .contains("bind each GPU worker")
+            || summary(f).contains("task_numa_work"),
+        "{f}"
+    );
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "skip");
+    assert!(
+        summary(ot).contains("(and 1 worker process(es)) runs vLLM"),
+        "{}",
+        summary(ot)
     );
 }
 
@@ -1001,5 +1052,352 @@ proptest! {
         let n = cut.index(b.len());
         let is_truncated = matches!(reader::parse_header(&b[..n]), Err(reader::GgufError::Truncated { .. }));
         prop_assert!(is_truncated);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream behaviour by program and build (issue 35, class 8)
+
+/// Qwen3-MoE with the fused gate+up experts of Qwen3.5-style conversions.
+fn fused_qwen(n_layer: u64) -> Vec<Tensor> {
+    qwen3moe_tensors(n_layer)
+        .into_iter()
+        .filter(|(n, _, _)| !n.ends_with("ffn_up_exps.weight"))
+        .map(|(n, ne, ty)| match n.strip_suffix("ffn_gate_exps.weight") {
+            Some(p) => (
+                format!("{p}ffn_gate_up_exps.weight"),
+                vec![ne[0], 2 * ne[1], ne[2]],
+                ty,
+            ),
+            None => (n, ne, ty),
+        })
+        .collect()
+}
+
+const FUSED: &str = "llama-server -m /models/f/fused.gguf";
+
+impl Host {
+    fn fused(&self, n_layer: u64) -> &Self {
+        write(
+            &self.root().join("models/f/fused.gguf"),
+            &qwen3moe_kv(n_layer as u32),
+            &fused_qwen(n_layer),
+        );
+        self
+    }
+    /// The server's log where the profile reads workload logs.
+    fn log(&self, text: &str) -> &Self {
+        self.put("var/log/llama-server.log", text);
+        self
+    }
+}
+
+#[test]
+fn cpu_moe_pattern_follows_the_llama_cpp_build() {
+    let h = Host::new(1, "0", 23720);
+    h.fused(8);
+    let cmd = format!("{FUSED} -ngl 99 -cmoe -c 4096");
+    // Build 8284: the pattern has no gate_up, the fused experts stay on the GPU.
+    h.log("version: 8284 (00de61534)\nbuilt with GNU 13.3.0 for Linux x86_64\n");
+    let r = h.run(&cmd);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "fail", "{}", summary(ot));
+    assert_eq!(ot["observed"]["build"], 8284);
+    assert!(
+        summary(ot).contains("blk.N.ffn_gate_up_exps.weight for N in 0-7"),
+        "{}",
+        summary(ot)
+    );
+    assert!(
+        summary(ot).contains(r"adds `\.ffn_(up|down|gate)_(ch|)exps`"),
+        "{}",
+        summary(ot)
+    );
+    let remedy = ot["remedy"].as_str().unwrap();
+    assert!(
+        remedy.starts_with(r"put -ot '\.ffn_(gate_up|down)_exps=CPU' first"),
+        "{remedy}"
+    );
+    assert!(
+        remedy.contains("update llama.cpp past build 8284"),
+        "{remedy}"
+    );
+    // The proposed rule was checked on the model before it was printed.
+    assert!(
+        summary(ot).contains("checked on this model: it sends 8 more tensor(s) to the CPU"),
+        "{}",
+        summary(ot)
+    );
+    // A later build, or no build at all: today's pattern covers them.
+    h.log("version: 8301 (1a2b3c4d5)\n");
+    let ot = one(&h.run(&cmd), "llm.override_tensor").clone();
+    assert_eq!(ot["status"], "pass", "{}", summary(&ot));
+    assert_eq!(ot["observed"]["experts_on_gpu_by_ngl"], 0);
+    std::fs::remove_file(h.root().join("var/log/llama-server.log")).unwrap();
+    let ot = one(&h.run(&cmd), "llm.override_tensor").clone();
+    assert_eq!(ot["status"], "pass", "{}", summary(&ot));
+    assert_eq!(ot["observed"]["build"], Value::Null);
+}
+
+#[test]
+fn ik_n_cpu_moe_order_and_layers_follow_the_build() {
+    let h = Host::new(1, "0", 200_000);
+    h.deepseek();
+    let cmd = format!("{DS} -ngl 99 --n-cpu-moe 5 -ot exps=CUDA0 -c 4096 -mla 3 -fa");
+    let on_gpu = |build: u32| {
+        h.log(&format!("INFO [                    main] build info | tid=\"1\" timestamp=1 build={build} commit=\"abcdef1\"\n"));
+        let r = h.run(&cmd);
+        let ot = one(&r, "llm.override_tensor").clone();
+        (
+            ot["observed"]["experts_on_gpu"].as_array().unwrap().len(),
+            summary(&ot).to_string(),
+        )
+    };
+    // Build 4300: --n-cpu-moe's rules come first, in place: layers 3 and 4 (0-2 are dense) stay in RAM.
+    assert_eq!(on_gpu(4300).0, 174 - 6);
+    // Build 4400: the loader tries them after every -ot rule: exps=CUDA0 takes every expert.
+    let (n, s) = on_gpu(4400);
+    assert_eq!(n, 174, "{s}");
+    assert!(s.contains("after every -ot rule"), "{s}");
+    // Without the -ot rule: build 4400 takes layers 0-4, build 4800 the last five MoE layers.
+    let cmd = format!("{DS} -ngl 99 --n-cpu-moe 5 -c 4096 -mla 3 -fa");
+    h.log("main: build = 4800 (abcdef1)\n");
+    let r = h.run(&cmd);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(names(&ot["observed"]["experts_on_gpu"]), experts(3..56));
+    h.log("main: build = 4400 (abcdef1)\n");
+    let r = h.run(&cmd);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(names(&ot["observed"]["experts_on_gpu"]), experts(5..61));
+}
+
+#[test]
+fn missing_ngl_follows_the_program() {
+    let h = Host::new(1, "0", 23720);
+    h.deepseek();
+    // ik_llama.cpp before build 4761: no layer on the GPU.
+    h.log("main: build = 4700 (abcdef1)\n");
+    let r = h.run(&format!("{DS} -c 4096 -mla 3 -fa"));
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["observed"]["ngl"], 0);
+    assert!(
+        summary(ot).contains("keeps every layer on the CPU"),
+        "{}",
+        summary(ot)
+    );
+    assert_eq!(one(&r, "llm.vram_budget")["status"], "pass");
+    // From 4761 on: every layer when a GPU is present.
+    h.log("main: build = 4800 (abcdef1)\n");
+    let r = h.run(&format!("{DS} -c 4096 -mla 3 -fa"));
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "fail", "{}", summary(ot));
+    assert!(
+        summary(ot).contains("-ngl (unset) offloads 61 of 61 layers"),
+        "{}",
+        summary(ot)
+    );
+    assert_eq!(ot["remedy"], format!("add -ot '{GUIDE}'"));
+    // llama.cpp without -ngl or overrides: --fit keeps routed experts in RAM until the rest fits.
+    let h = Host::new(1, "0", 23720);
+    h.qwen();
+    let r = h.run(&format!("{QW} -c 8192"));
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "pass", "{}", summary(ot));
+    assert!(summary(ot).contains("--fit"), "{}", summary(ot));
+    assert!(
+        summary(ot).contains("stay in RAM by llama.cpp's --fit"),
+        "{}",
+        summary(ot)
+    );
+    let v = one(&r, "llm.vram_budget");
+    assert_ne!(v["status"], "fail", "{}", summary(v));
+    let need = v["observed"]["need_bytes"].as_u64().unwrap();
+    assert!(
+        need <= (23720u64 << 20) - GIB,
+        "fit leaves 1 GiB free: {need}"
+    );
+    // With an override --fit leaves the layers alone: every layer.
+    let r = h.run(&format!("{QW} -ot exps=CPU -c 8192"));
+    let ot = one(&r, "llm.override_tensor");
+    assert!(
+        summary(ot).contains("--fit does not place layers when overrides are given"),
+        "{}",
+        summary(ot)
+    );
+    assert_eq!(
+        ot["observed"]["experts_on_gpu"].as_array().unwrap().len(),
+        0
+    );
+}
+
+#[test]
+fn the_server_log_outranks_the_prediction() {
+    let h = Host::new(1, "0", 80_000);
+    h.qwen();
+    let cmd = format!("{QW} -ngl 99 -ot exps=CPU -c 8192");
+    h.log(concat!(
+        "version: 8400 (0badc0de1)\n",
+        "load_tensors: offloaded 30/95 layers to GPU\n",
+        "load_tensors:        CUDA0 model buffer size =  2000.00 MiB\n",
+        "load_tensors:   CPU_Mapped model buffer size = 130000.00 MiB\n",
+    ));
+    let r = h.run(&cmd);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "warn", "{}", summary(ot));
+    assert!(
+        summary(ot).contains("30/95 layers offloaded (this analysis expects 95)"),
+        "{}",
+        summary(ot)
+    );
+    assert!(
+        summary(ot).contains("the log outranks this analysis"),
+        "{}",
+        summary(ot)
+    );
+    assert_eq!(ot["observed"]["log_agrees"], false);
+    // A server that stopped at an unknown buffer type: the log says so, the rule analysis fails.
+    h.log(
+        "version: 8400 (0badc0de1)\nerror while handling argument \"-ot\": unknown buffer type\n",
+    );
+    let r = h.run(&cmd);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "fail", "{}", summary(ot));
+    assert!(
+        summary(ot).contains("unknown buffer type"),
+        "{}",
+        summary(ot)
+    );
+    assert_ne!(one(&r, "llm.vram_budget")["status"], "fail");
+    // The same lines naming another model are not this server's.
+    h.log(concat!(
+        "llama_model_loader: loaded meta data with 3 key-value pairs and 9 tensors from /models/other.gguf (version GGUF V3 (latest))\n",
+        "load_tensors: offloaded 30/95 layers to GPU\n",
+    ));
+    let ot = one(&h.run(&cmd), "llm.override_tensor").clone();
+    assert_eq!(ot["status"], "pass", "{}", summary(&ot));
+    assert_eq!(ot["observed"]["log_agrees"], Value::Null);
+}
+
+#[test]
+fn a_suggestion_that_only_moves_tensors_already_in_ram_is_not_offered() {
+    let h = Host::new(1, "0", 23720);
+    h.qwen();
+    // --cpu-moe already keeps every expert in RAM; `down_expz` is one letter from a name whose
+    // tensors are all on the CPU already: no "did you mean".
+    let r = h.run(&format!("{QW} -ngl 99 --cpu-moe -ot down_expz=CPU -c 8192"));
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["status"], "warn", "{}", summary(ot));
+    assert!(!summary(ot).contains("did you mean"), "{}", summary(ot));
+    assert!(
+        summary(ot).contains("its routed experts are named blk.N.ffn_down_exps.weight"),
+        "{}",
+        summary(ot)
+    );
+    assert!(
+        !ot["remedy"].as_str().unwrap_or("").contains("write rule"),
+        "{ot}"
+    );
+}
+
+#[test]
+fn when_no_rule_fits_the_other_levers_are_given_with_figures() {
+    let h = Host::new(1, "0", 8000);
+    h.qwen();
+    let r = h.run(&format!("{QW} -ngl 99 -c 32768"));
+    let v = one(&r, "llm.vram_budget");
+    assert_eq!(v["status"], "fail");
+    let s = summary(v);
+    assert!(
+        s.contains(&format!(
+            "even with every routed expert in RAM (-ot '{GUIDE}') the GPU needs"
+        )),
+        "{s}"
+    );
+    assert!(s.contains("-ngl "), "{s}");
+    assert!(s.contains("-c "), "{s}");
+    assert!(
+        s.contains("a smaller quant whose weights on the GPU are at most"),
+        "{s}"
+    );
+}
+
+#[test]
+fn the_log_of_a_process_is_found_through_its_standard_error() {
+    let h = Host::new(1, "0", 23720);
+    h.qwen();
+    h.process(
+        77,
+        "llama-server",
+        &[
+            "/usr/local/bin/llama-server",
+            "-m",
+            "/models/qwen/Qwen3-235B-A22B-Q4_K_M.gguf",
+            "-ngl",
+            "99",
+            "--cpu-moe",
+        ],
+    );
+    std::fs::create_dir_all(h.root().join("proc/77/fd")).unwrap();
+    std::os::unix::fs::symlink("/srv/logs/server.err", h.root().join("proc/77/fd/2")).unwrap();
+    h.put(
+        "srv/logs/server.err",
+        "version: 8100 (0123456789)\nload_tensors: offloaded 95/95 layers to GPU\n",
+    );
+    let (_, r) = check(h.root(), &[]);
+    let ot = one(&r, "llm.override_tensor");
+    assert_eq!(ot["observed"]["build"], 8100);
+    assert!(
+        ot["evidence"].to_string().contains("/srv/logs/server.err"),
+        "{ot}"
+    );
+    assert!(
+        summary(ot).contains("95/95 layers offloaded (as predicted)"),
+        "{}",
+        summary(ot)
+    );
+    // A link to a device or outside the tree is not read.
+    std::fs::remove_file(h.root().join("proc/77/fd/2")).unwrap();
+    std::os::unix::fs::symlink("/dev/pts/3", h.root().join("proc/77/fd/2")).unwrap();
+    let (_, r) = check(h.root(), &[]);
+    assert_eq!(
+        one(&r, "llm.override_tensor")["observed"]["build"],
+        Value::Null
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A server log's load lines with hostile values: no panic, and every figure read is one
+    /// the line holds.
+    #[test]
+    fn server_log_lines_with_hostile_values(
+        lines in proptest::collection::vec(
+            (
+                prop_oneof![
+                    Just("version: "),
+                    Just("main: build = "),
+                    Just("build_info: b"),
+                    Just("  Device 0: X, compute capability 8.9, VMM: yes, VRAM: "),
+                    Just("load_tensors: offloaded "),
+                    Just("load_tensors:        CUDA0 model buffer size = "),
+                    Just("ggml_backend_cuda_buffer_type_alloc_buffer: allocating "),
+                    Just("Tensor blk.0.ffn_up_exps.weight buffer type overriden to "),
+                ],
+                "[ -~]{0,60}",
+            ),
+            0..30,
+        )
+    ) {
+        let text: Vec<String> = lines.iter().map(|(k, v)| format!("{k}{v}")).collect();
+        for run in npu_agent::parse::llamalog::parse_runs(&text) {
+            if let Some(f) = &run.failed_alloc {
+                prop_assert!(f.line < text.len());
+                prop_assert!(f.bytes < (1u64 << 60));
+            }
+            for b in &run.buffers {
+                prop_assert!(b.line < text.len());
+            }
+        }
     }
 }

@@ -230,8 +230,13 @@ pub(super) fn escape_regex(s: &str) -> String {
     out
 }
 
-/// Why a rule matches no tensor: an anchor, a misspelt word, or just that.
-pub(super) fn explain_no_match(r: &Rule, model: &Model) -> (String, Option<String>) {
+/// Why a rule matches no tensor: an anchor, a misspelt word, or just that; and the corrected
+/// pattern when one passes `accept` (it must do what the rule was meant to).
+pub(super) fn explain_no_match(
+    r: &Rule,
+    model: &Model,
+    accept: &dyn Fn(&str) -> bool,
+) -> (String, Option<String>) {
     let p = r.raw.pattern.as_deref().unwrap_or("");
     let matches_any = |q: &str| match moe::compile(q) {
         Pattern::Ok(re) => model
@@ -243,13 +248,13 @@ pub(super) fn explain_no_match(r: &Rule, model: &Model) -> (String, Option<Strin
     };
     if let Some(rest) = p.strip_prefix('^') {
         let n = matches_any(rest);
-        if n > 0 {
+        if n > 0 && accept(rest) {
             return (format!("the `^` anchor ties it to the start of the name, and the names start with `blk.N.` (without `^` it matches {n} tensors)"), Some(rest.to_string()));
         }
     }
     if let Some(rest) = p.strip_suffix('$').filter(|r| !r.ends_with('\\')) {
         let n = matches_any(rest);
-        if n > 0 {
+        if n > 0 && accept(rest) {
             return (format!("the `$` anchor ties it to the end of the name, and the names end in `.weight`/`.bias` (without `$` it matches {n} tensors)"), Some(rest.to_string()));
         }
     }
@@ -273,26 +278,29 @@ pub(super) fn explain_no_match(r: &Rule, model: &Model) -> (String, Option<Strin
         if let Some((_, cand, example)) = closest_substring(&lit, &shapes) {
             let fixed = format!("{}{}{}", &p[..s], escape_regex(&cand), &p[e..]);
             let n = matches_any(&fixed);
-            let example = model
-                .tensors
-                .iter()
-                .find(|t| {
-                    t.name
-                        .chars()
-                        .map(|c| if c.is_ascii_digit() { '0' } else { c })
-                        .collect::<String>()
-                        == example
-                })
-                .map(|t| t.name.clone())
-                .unwrap_or(example);
-            let tail = if n > 0 {
-                format!(" With it the pattern matches {n} tensors")
-            } else {
-                String::new()
-            };
-            return (format!("`{lit}` is in no tensor name of this model (did you mean `{cand}`, as in {example}?{tail})"), (n > 0).then_some(fixed));
+            if n > 0 && accept(&fixed) {
+                let example = model
+                    .tensors
+                    .iter()
+                    .find(|t| {
+                        t.name
+                            .chars()
+                            .map(|c| if c.is_ascii_digit() { '0' } else { c })
+                            .collect::<String>()
+                            == example
+                    })
+                    .map(|t| t.name.clone())
+                    .unwrap_or(example);
+                return (format!("`{lit}` is in no tensor name of this model (did you mean `{cand}`, as in {example}? With it the pattern matches {n} tensors)"), Some(fixed));
+            }
         }
-        return (format!("`{lit}` is in no tensor name of this model"), None);
+        return (
+            format!(
+                "`{lit}` is in no tensor name of this model{}",
+                expert_names(model)
+            ),
+            None,
+        );
     }
     let text = format!(
         "it matches none of the {} tensor names (e.g. {})",
@@ -306,6 +314,28 @@ pub(super) fn explain_no_match(r: &Rule, model: &Model) -> (String, Option<Strin
             .unwrap_or("")
     );
     (text, None)
+}
+
+/// " (its routed experts are named blk.N.ffn_gate_up_exps.weight, blk.N.ffn_down_exps.weight)",
+/// or nothing for a model without routed experts.
+fn expert_names(model: &Model) -> String {
+    let mut shapes: Vec<String> = model
+        .tensors
+        .iter()
+        .filter(|t| t.routed_expert)
+        .map(|t| {
+            let mut parts = t.name.splitn(3, '.');
+            let (_, _, rest) = (parts.next(), parts.next(), parts.next().unwrap_or(""));
+            format!("blk.N.{rest}")
+        })
+        .collect();
+    shapes.sort();
+    shapes.dedup();
+    if shapes.is_empty() {
+        return String::new();
+    }
+    shapes.truncate(6);
+    format!(" (its routed experts are named {})", shapes.join(", "))
 }
 
 /// `[0-9]` / `\d` without a quantifier, made `[0-9]+`.

@@ -4,20 +4,25 @@
 //! the result needs. One finding per command line (running server or `--llm-cmdline`).
 
 mod explain;
+mod fix;
+mod gpus;
 mod numa;
 mod override_tensor;
+mod serverlog;
+mod upstream;
 mod vram;
 
 use super::moe::{self, BufferKind, KvArgs, Model, Pattern, Placed, Rule};
 use super::{Ctx, Finding, Status};
 use crate::model::llm::{LlmProbe, LlmSource};
-use crate::parse::llmargs::{Engine, LlmArgs, RuleOrigin};
+use crate::parse::llmargs::{Engine, LlmArgs, RawRule, RuleOrigin};
 use crate::root::ReadErrorKind;
 use explain::*;
 use numa::numa_balancing;
 use override_tensor::override_tensor;
 use serde_json::{json, Value};
-use vram::vram;
+use upstream::Program;
+use vram::{vram, Budget};
 
 /// The rule the guide recommends: every routed expert of every layer stays in RAM.
 pub const GUIDE_RULE: &str = r"blk\.[0-9]+\.ffn_.*_exps\.weight=CPU";
@@ -53,6 +58,24 @@ pub(crate) fn gib(b: u64) -> String {
 // ---------------------------------------------------------------------------------------------
 // kernel.numa_balancing
 
+/// `llama-server (pid 4242)`, `SGLang server python3 (pid 7, with DeepEP)`.
+fn server_label(src: &LlmSource) -> String {
+    match src
+        .args
+        .as_ref()
+        .ok()
+        .filter(|a| a.engine.is_some_and(|e| e.places_by_own_config()))
+    {
+        Some(a) => {
+            let name = a.engine.map(Engine::name).unwrap_or("");
+            let pid = src.pid.map(|p| format!("pid {p}")).unwrap_or_default();
+            let deepep = if a.deepep { ", with DeepEP" } else { "" };
+            format!("{name} server {} ({pid}{deepep})", src.comm)
+        }
+        None => src.label(),
+    }
+}
+
 /// "; llama-server (pid 4242) runs with interleave:0-1 (model pages: node0 3.10 GiB, node1 …)".
 fn process_report(l: &LlmProbe, f: &mut Finding) -> String {
     let mut parts = Vec::new();
@@ -77,7 +100,10 @@ fn process_report(l: &LlmProbe, f: &mut Finding) -> String {
                 } else {
                     "not interleaved"
                 };
-                let mut p = format!("{} runs with memory policy {policy} ({il})", src.label());
+                let mut p = format!(
+                    "{} runs with memory policy {policy} ({il})",
+                    server_label(src)
+                );
                 if !nodes.is_empty() {
                     p.push_str(&format!(", model pages {}", nodes.join(", ")));
                 }
@@ -115,14 +141,29 @@ fn process_report(l: &LlmProbe, f: &mut Finding) -> String {
 /// Everything worked out for one command line.
 struct Eval<'a> {
     args: &'a LlmArgs,
+    /// The program and its build.
+    program: Program,
     model: Model,
+    /// The rules as the program tries them (`--cpu-moe`/`--n-cpu-moe` expanded).
+    raw_rules: Vec<RawRule>,
     rules: Vec<Rule>,
     /// Winning rule per tensor (independent of -ngl).
     winners: Vec<Option<usize>>,
     ngl: u64,
+    /// llama.cpp's `--fit` chose `ngl` and the rules of origin `Fit` (why).
+    fit: Option<String>,
     placed: Vec<Placed>,
     model_path: String,
     notes: Vec<String>,
+    /// The server's own log, when one shows this command line's run.
+    log: Option<serverlog::SourceLog>,
+}
+
+impl Eval<'_> {
+    /// `--cpu-moe` / `--n-cpu-moe` were given.
+    fn has_moe_flags(&self) -> bool {
+        !self.args.moe_flags.is_empty()
+    }
 }
 
 fn winners(model: &Model, rules: &[Rule]) -> Vec<Option<usize>> {
@@ -159,8 +200,8 @@ fn source_evidence(src: &LlmSource, f: &mut Finding) {
     }
 }
 
-/// Works out the model and placement, or the finding to report instead (same for both checks).
-fn evaluate<'a>(l: &LlmProbe, src: &'a LlmSource, id: &str) -> Result<Eval<'a>, Box<Finding>> {
+/// The command line's arguments, or the finding to report instead (no model is needed yet).
+fn checked_args<'a>(src: &'a LlmSource, id: &str) -> Result<&'a LlmArgs, Box<Finding>> {
     let label = src.label();
     let args = match &src.args {
         Ok(a) => a,
@@ -174,11 +215,36 @@ fn evaluate<'a>(l: &LlmProbe, src: &'a LlmSource, id: &str) -> Result<Eval<'a>, 
             return Err(Box::new(f));
         }
     };
-    if args.engine == Some(Engine::KTransformers) {
-        let mut f = Finding::skip(id, format!("{label} runs KTransformers, which places experts by its optimize-rule YAML (--optimize_config_path), not by -ot: not checked"));
+    if let Some(e) = args.engine.filter(|e| e.places_by_own_config()) {
+        let how = match e {
+            Engine::KTransformers => "its optimize-rule YAML (--optimize_config_path)",
+            _ => "its own tensor/expert-parallel settings",
+        };
+        let workers = if src.workers.is_empty() {
+            String::new()
+        } else {
+            format!(" (and {} worker process(es))", src.workers.len())
+        };
+        let mut f = Finding::skip(
+            id,
+            format!(
+                "{label}{workers} runs {}, which places experts by {how}, not by -ot: not checked",
+                e.name()
+            ),
+        );
         source_evidence(src, &mut f);
         return Err(Box::new(f));
     }
+    Ok(args)
+}
+
+/// The model's headers, or the finding to report instead.
+fn model_of(
+    src: &LlmSource,
+    args: &LlmArgs,
+    id: &str,
+) -> Result<(Model, Vec<String>, String), Box<Finding>> {
+    let label = src.label();
     let Some(mf) = &src.model else {
         let why = match &args.remote_model {
             Some(r) => format!(
@@ -237,33 +303,54 @@ fn evaluate<'a>(l: &LlmProbe, src: &'a LlmSource, id: &str) -> Result<Eval<'a>, 
     if inexact > 0 {
         notes.push(format!("{inexact} tensor(s) of types outside ggml's upstream table (ik_llama.cpp quants) are sized from their data offsets"));
     }
-    let gpu_count = l.gpus.as_ref().ok().map(Vec::len);
-    let rules = moe::compile_rules(&args.rules, gpu_count);
-    let ngl_given = moe::ngl_value(args);
-    let ngl = ngl_given.unwrap_or(0);
-    if ngl_given.is_none() {
-        notes.push(match args.ngl.as_deref() {
-            Some(v) => format!("-ngl {v} is not a layer count this agent evaluates: assuming 0"),
-            None => "no -ngl: assuming 0 (ik_llama.cpp and older llama.cpp keep every layer on the CPU by default; newer llama.cpp builds may offload all layers: pass -ngl explicitly)".into(),
-        });
-    }
+    Ok((model, notes, mf.path.clone()))
+}
+
+/// Works out the program, model and placement, or the finding to report instead (same for both
+/// checks).
+fn evaluate<'a>(
+    ctx: &Ctx<'_>,
+    l: &LlmProbe,
+    src: &'a LlmSource,
+    id: &str,
+) -> Result<Eval<'a>, Box<Finding>> {
+    let args = checked_args(src, id)?;
+    let (model, mut notes, model_path) = model_of(src, args, id)?;
+    let log = serverlog::find(ctx, l, src, &model_path);
+    let program = Program::of(args, log.as_ref().map(|g| (&g.run, g.path.as_str())));
+    let gpu_count = gpus::count(l, log.as_ref());
+    let (raw_rules, expand_notes) = upstream::expand_rules(&program, args, &model);
+    notes.extend(expand_notes);
+    let rules = moe::compile_rules(&raw_rules, gpu_count);
     let w = winners(&model, &rules);
-    let placed = placement(&model, &rules, &w, ngl);
-    Ok(Eval {
+    let mut ev = Eval {
         args,
-        model,
-        rules,
+        program,
+        placed: Vec::new(),
         winners: w,
-        ngl,
-        placed,
-        model_path: mf.path.clone(),
+        rules,
+        raw_rules,
+        model,
+        ngl: 0,
+        fit: None,
+        model_path,
         notes,
-    })
+        log,
+    };
+    match upstream::ngl(&ev.program, args, gpu_count) {
+        upstream::Ngl::Count(n, why) => {
+            ev.ngl = n;
+            ev.notes.extend(why);
+        }
+        upstream::Ngl::Fit(why) => vram::emulate_fit(ctx, l, &mut ev, why),
+    }
+    ev.placed = placement(&ev.model, &ev.rules, &ev.winners, ev.ngl);
+    Ok(ev)
 }
 
 fn per_source(ctx: &Ctx<'_>, l: &LlmProbe, src: &LlmSource) -> (Finding, Finding) {
     // Startup errors need no model.
-    let ev = match evaluate(l, src, "llm.override_tensor") {
+    let ev = match evaluate(ctx, l, src, "llm.override_tensor") {
         Ok(ev) => ev,
         Err(f) => {
             let f = *f;
@@ -278,7 +365,7 @@ fn per_source(ctx: &Ctx<'_>, l: &LlmProbe, src: &LlmSource) -> (Finding, Finding
         }
     };
     let budget = vram(ctx, l, src, &ev);
-    let ot = override_tensor(src, &ev, budget.fits);
+    let ot = override_tensor(src, &ev, &budget);
     (ot, budget.finding)
 }
 

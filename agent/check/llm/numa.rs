@@ -1,5 +1,9 @@
 //! `kernel.numa_balancing`: automatic NUMA balancing on a multi-node server, which migrates the
-//! pages of a model mapped across nodes and costs llama.cpp-style servers throughput.
+//! pages of a model mapped across nodes and costs llama.cpp-style servers throughput, and whose
+//! page-table scanning (`task_numa_work`) sits on the critical path of SGLang, vLLM and DeepEP
+//! servers (deepseek-ai/DeepEP#624). The sysctl is a bitmask (`kernel/sched/fair.c`,
+//! Documentation/admin-guide/sysctl/kernel.rst): 1 = NUMA_BALANCING_NORMAL, 2 =
+//! NUMA_BALANCING_MEMORY_TIERING; any non-zero value runs the scanner.
 
 use super::*;
 use crate::model::llm::SysctlSetting;
@@ -55,10 +59,67 @@ pub(super) fn numa_balancing(ctx: &Ctx<'_>) -> Finding {
     }
     let f = f.expected("numa_balancing", 0);
     let n = mem_nodes.len();
+    if mode == 0 {
+        off(f, n, &report, l.sysctl_settings.last())
+    } else {
+        on(f, mode, n, &report, l, ctx)
+    }
+}
+
+/// True when a sysctl value turns balancing on: any value but 0 (a bitmask; a value that is no
+/// number counts as on, since it is not the 0 that turns it off).
+fn sets_on(value: &str) -> bool {
+    value.trim().parse::<u32>() != Ok(0)
+}
+
+/// "1", "2, memory-tiering mode", "3: normal and memory-tiering balancing".
+fn mode_words(mode: u32) -> String {
     match mode {
-        0 => off(f, n, &report, l.sysctl_settings.last()),
-        2 => tiering(f, n, &report),
-        _ => on(f, mode, n, &report, l, ctx),
+        1 => "1".to_string(),
+        2 => "2, memory-tiering mode: the value is a bitmask and any non-zero value runs the NUMA scanner".to_string(),
+        3 => "3, normal and memory-tiering balancing".to_string(),
+        m => format!("{m}, a bitmask: any non-zero value runs the NUMA scanner"),
+    }
+}
+
+/// What balancing costs the servers running here: llama.cpp-style servers lose decode speed as
+/// the model's pages move; SGLang, vLLM and DeepEP servers pay the scanner's page-table work
+/// on their critical path.
+fn harm(l: &LlmProbe) -> String {
+    let python: Vec<String> = l
+        .sources
+        .iter()
+        .filter_map(|s| s.args.as_ref().ok())
+        .filter(|a| a.engine.is_some_and(|e| e.places_by_own_config()))
+        .map(|a| {
+            let e = a.engine.map(Engine::name).unwrap_or("");
+            if a.deepep {
+                format!("the {e} server's threads (with DeepEP)")
+            } else {
+                format!("the {e} server's threads")
+            }
+        })
+        .collect();
+    let llama = l.sources.iter().any(|s| {
+        s.args
+            .as_ref()
+            .is_ok_and(|a| !a.engine.is_some_and(|e| e.places_by_own_config()))
+    });
+    let llama_text = "the kernel keeps migrating the model's weight pages between nodes while the experts run on the CPU, and decode speed collapses (about 14 to 4 tok/s in the guide)";
+    if python.is_empty() {
+        return llama_text.to_string();
+    }
+    let mut names = python;
+    names.sort();
+    names.dedup();
+    let py = format!(
+        "the kernel's NUMA scanner (task_numa_work) periodically rewrites the page tables of {}, stalls that land on the dispatch and scheduling path (measured on SGLang with DeepEP, deepseek-ai/DeepEP#624)",
+        names.join(" and ")
+    );
+    if llama {
+        format!("{llama_text}; and {py}")
+    } else {
+        py
     }
 }
 
@@ -103,7 +164,7 @@ fn off(mut f: Finding, n: usize, report: &str, last: Option<&SysctlSetting>) -> 
     f.summary = format!(
         "automatic NUMA balancing is off on this {n}-node host (kernel.numa_balancing = 0){report}"
     );
-    if let Some(s) = last.filter(|s| s.value.trim() != "0") {
+    if let Some(s) = last.filter(|s| sets_on(&s.value)) {
         f.status = Status::Warn;
         f.summary.push_str(&format!(
             "; but {} line {} sets it to {} at the next boot",
@@ -118,16 +179,25 @@ fn off(mut f: Finding, n: usize, report: &str, last: Option<&SysctlSetting>) -> 
     f
 }
 
-/// Mode 2 (memory tiering) does not balance between DRAM nodes: a pass with an explanation.
-fn tiering(mut f: Finding, n: usize, report: &str) -> Finding {
-    f.summary = format!(
-        "kernel.numa_balancing = 2 (memory-tiering mode) on this {n}-node host: it promotes hot pages from slower memory tiers (CXL, PMEM) and, as the kernel documents it, does not balance between DRAM nodes; set 0 if decode speed still drops{report}"
-    );
-    f
+/// How to place the server's pages anew: interleaved for a CPU-side MoE server, bound to each
+/// GPU's node for GPU-only servers.
+fn restart_hint(l: &LlmProbe) -> &'static str {
+    let gpu_only = !l.sources.is_empty()
+        && l.sources.iter().all(|s| {
+            s.args.as_ref().is_ok_and(|a| {
+                a.engine
+                    .is_some_and(|e| e.places_by_own_config() && e != Engine::KTransformers)
+            })
+        });
+    if gpu_only {
+        "so its pages are placed anew (bind each GPU worker to its GPU's NUMA node: numactl --cpunodebind/--membind)"
+    } else {
+        "so its pages are placed anew (numactl --interleave=all spreads them over every node)"
+    }
 }
 
-/// Balancing is on (`mode` 1 or another value): a failure, with what keeps it on at boot and
-/// the commands that turn it off for good.
+/// Balancing is on (any non-zero `mode`): a failure, with what keeps it on at boot and the
+/// commands that turn it off for good.
 fn on(mut f: Finding, mode: u32, n: usize, report: &str, l: &LlmProbe, ctx: &Ctx<'_>) -> Finding {
     let cmdline = ctx.snap.cmdline.as_ref().ok();
     // The kernel command line can override the sysctl files.
@@ -138,9 +208,11 @@ fn on(mut f: Finding, mode: u32, n: usize, report: &str, l: &LlmProbe, ctx: &Ctx
     });
     f.status = Status::Fail;
     let mut s = format!(
-        "automatic NUMA balancing is on (kernel.numa_balancing = {mode}) on this {n}-node host: the kernel keeps migrating the model's weight pages between nodes while the experts run on the CPU, and decode speed collapses (about 14 to 4 tok/s in the guide){report}"
+        "automatic NUMA balancing is on (kernel.numa_balancing = {}) on this {n}-node host: {}{report}",
+        mode_words(mode),
+        harm(l)
     );
-    if let Some(set) = l.sysctl_settings.last().filter(|x| x.value.trim() == "0") {
+    if let Some(set) = l.sysctl_settings.last().filter(|x| !sets_on(&x.value)) {
         s.push_str(&format!(
             "; {} line {} sets 0 but it is not in effect (not applied since boot, or overridden)",
             set.file, set.line
@@ -152,7 +224,7 @@ fn on(mut f: Finding, mode: u32, n: usize, report: &str, l: &LlmProbe, ctx: &Ctx
         f.push_evidence("/proc/cmdline", None, t);
     }
     f.summary = s;
-    let overridden = l.sysctl_settings.iter().any(|x| x.value.trim() != "0");
+    let overridden = l.sysctl_settings.iter().any(|x| sets_on(&x.value));
     let cmdline_on = cmdline_token
         .as_deref()
         .is_some_and(|t| t != "numa_balancing=disable");
@@ -164,11 +236,11 @@ fn on(mut f: Finding, mode: u32, n: usize, report: &str, l: &LlmProbe, ctx: &Ctx
                 value: "0".into(),
                 file: "99-npu-agent-numa-balancing.conf".into(),
             }])
-            .with_note("turn automatic NUMA balancing off now and at every boot (sudo sysctl -w kernel.numa_balancing=0, kept in /etc/sysctl.d/), then restart the server so its pages are placed anew (numactl --interleave=all spreads them over every node)"),
+            .with_note(format!("turn automatic NUMA balancing off now and at every boot (sudo sysctl -w kernel.numa_balancing=0, kept in /etc/sysctl.d/), then restart the server {}", restart_hint(l))),
         );
     }
     let mut remedy = "sudo sysctl -w kernel.numa_balancing=0 && echo 'kernel.numa_balancing = 0' | sudo tee /etc/sysctl.d/99-numa-balancing.conf".to_string();
-    for set in l.sysctl_settings.iter().filter(|x| x.value.trim() != "0") {
+    for set in l.sysctl_settings.iter().filter(|x| sets_on(&x.value)) {
         remedy.push_str(&format!(
             "; remove `{}` from {} line {}",
             set.text, set.file, set.line
@@ -178,7 +250,7 @@ fn on(mut f: Finding, mode: u32, n: usize, report: &str, l: &LlmProbe, ctx: &Ctx
     if cmdline_on {
         remedy.push_str("; drop numa_balancing=enable from the kernel command line");
     }
-    remedy.push_str("; then restart the server so its pages are placed anew (numactl --interleave=all spreads them over every node)");
+    remedy.push_str(&format!("; then restart the server {}", restart_hint(l)));
     f.remedy = remedy;
     f
 }

@@ -1,6 +1,7 @@
-//! `llm.override_tensor`: what the `-ot` rules of one command line do to the model's tensors —
-//! which rule wins each tensor, where the expert weights end up, and the rule that would put
-//! them on the CPU when they do not.
+//! `llm.override_tensor`: what the `-ot` rules of one command line (with `--cpu-moe` /
+//! `--n-cpu-moe` as the program's build expands them) do to the model's tensors — which rule wins
+//! each tensor, where the expert weights end up, whether the server's own log agrees, and the
+//! rule that would put them on the CPU when they do not (checked against the model first).
 
 use super::*;
 
@@ -92,19 +93,68 @@ struct Lists {
     warns: Vec<String>,
     notes: Vec<String>,
     fixes: Vec<String>,
+    /// What the proposed rules were checked against (said once, after the findings).
+    checked: Vec<String>,
 }
 
-pub(super) fn override_tensor(src: &LlmSource, ev: &Eval<'_>, fits: Option<bool>) -> Finding {
+/// Checks proposed rules against the model and the VRAM.
+struct Fixer<'a> {
+    ev: &'a Eval<'a>,
+    budget: &'a Budget<'a>,
+}
+
+impl Fixer<'_> {
+    /// `rule` (`PATTERN=BUFFER`) in place of rule index `replace` (or first): the variant, or why
+    /// it is not offered. Rules to a GPU buffer only need to match something.
+    fn check(&self, rule: &str, replace: Option<usize>) -> Result<fix::Variant, &'static str> {
+        let v = fix::variant(self.ev, rule, replace).ok_or("its pattern does not compile")?;
+        if !rule.ends_with("=CPU") {
+            return Ok(v);
+        }
+        match fix::rejected(&v) {
+            Some(why) => Err(why),
+            None => Ok(v),
+        }
+    }
+
+    /// GPU bytes with `raw` as the rules.
+    fn need(&self, raw: &[RawRule]) -> u64 {
+        self.budget.need_with(raw, self.ev.ngl)
+    }
+
+    /// "it keeps 60 tensors (135.00 GiB) off the GPU; the GPU then needs 1.00 GiB of 23.30 GiB".
+    fn describe(&self, rule: &str, v: &fix::Variant) -> String {
+        let n = self.need(&v.raw);
+        let have = match self.budget.have_bytes {
+            Some(h) if n <= h => format!(", within the {} the GPU has", gib(h)),
+            Some(h) => format!(
+                ", still more than the {} the GPU has (see llm.vram_budget)",
+                gib(h)
+            ),
+            None => String::new(),
+        };
+        format!(
+            "-ot '{rule}' checked on this model: it sends {} more tensor(s) to the CPU, {} of them routed experts -ngl left on the GPU; the GPU then needs {}{have}",
+            v.moved,
+            v.targets_moved,
+            gib(n)
+        )
+    }
+}
+
+pub(super) fn override_tensor(src: &LlmSource, ev: &Eval<'_>, budget: &Budget<'_>) -> Finding {
     let t = Tally::new(ev);
-    let f = observe(src, &t);
+    let mut f = observe(src, &t);
+    let fx = Fixer { ev, budget };
     let mut v = Lists {
         fails: startup_errors(&ev.rules),
         warns: Vec::new(),
         notes: ev.notes.clone(),
         fixes: Vec::new(),
+        checked: Vec::new(),
     };
     rules::unevaluated(&t, &mut v);
-    let mut dead = rules::dead(&t, &mut v.fixes);
+    let mut dead = rules::dead(&t, &fx, &mut v);
     rules::shadowed(&t, &mut v);
     for ri in 0..ev.rules.len() {
         if t.usable(ri) && !t.matched[ri].is_empty() {
@@ -112,13 +162,31 @@ pub(super) fn override_tensor(src: &LlmSource, ev: &Eval<'_>, fits: Option<bool>
             rules::broad_cpu(&t, ri, &mut v.notes);
         }
     }
-    experts::left_on_gpu(&t, fits, &mut dead, &mut v);
+    experts::left_on_gpu(&t, budget.fits, &fx, &mut dead, &mut v);
     for d in dead {
         v.warns.push(format!("{d}; it has no effect"));
     }
     let explicit = t.names(t.on_gpu.iter().filter(|i| ev.placed[**i].rule.is_some()));
     if !explicit.is_empty() {
         v.notes.push(format!("{} routed-expert tensors go to the GPU by an explicit rule ({}): deliberate, see llm.vram_budget", explicit.len(), describe_tensors(&explicit)));
+    }
+    if let Some(g) = &ev.log {
+        let c = serverlog::compare(ev, g, &mut f);
+        if g.run.unknown_buffer.is_some() && v.fails.is_empty() {
+            v.fails.push(c.said.join("; "));
+            v.fixes.push("write the buffer of every -ot rule as CPU or CUDA<n> after its `=` (names are case-sensitive)".into());
+        } else if c.refutes && v.fails.is_empty() && v.warns.is_empty() {
+            v.warns.push(format!(
+                "{}: the log outranks this analysis",
+                c.said.join("; ")
+            ));
+        } else if !c.said.is_empty() {
+            v.notes.push(c.said.join("; "));
+        }
+        f.observed.insert("log_agrees".into(), json!(!c.refutes));
+    }
+    if let Some(b) = &ev.program.from {
+        f.observed.insert("build_from".into(), json!(b));
     }
     verdict(f, &src.label(), &t, v)
 }
@@ -139,8 +207,8 @@ fn observe(src: &LlmSource, t: &Tally<'_>) -> Finding {
             m.tensors.len()
         ),
     );
-    let engine = ev.args.engine.unwrap_or(Engine::LlamaCpp);
-    f.observed("engine", engine.name())
+    f.observed("engine", ev.program.engine.name())
+        .observed("build", ev.program.build)
         .observed("model", ev.model_path.clone())
         .observed("n_layer", m.n_layer)
         .observed("ngl", ev.ngl)
@@ -191,6 +259,9 @@ fn verdict(mut f: Finding, label: &str, t: &Tally<'_>, mut v: Lists) -> Finding 
     } else {
         placed_summary(label, t)
     };
+    if !v.checked.is_empty() && f.status.fires() {
+        summary.push_str(&format!("; {}", v.checked.join("; ")));
+    }
     if !v.notes.is_empty() {
         summary.push_str(&format!("; note: {}", v.notes.join("; ")));
     }
@@ -221,7 +292,9 @@ fn placed_summary(label: &str, t: &Tally<'_>) -> String {
         })
         .map(|(_, r)| r.label())
         .collect();
-    let how = if by.is_empty() {
+    let how = if ev.fit.is_some() && !by.is_empty() {
+        "llama.cpp's --fit".to_string()
+    } else if by.is_empty() {
         format!("-ngl {}", ev.ngl)
     } else {
         by.join(", ")

@@ -20,16 +20,22 @@ pub(super) fn unevaluated(t: &Tally<'_>, v: &mut Lists) {
     }
 }
 
-/// Rules that match no tensor, each with why; the corrected rule goes to `fixes` when there is
-/// one.
-pub(super) fn dead(t: &Tally<'_>, fixes: &mut Vec<String>) -> Vec<String> {
+/// Rules that match no tensor, each with why; the corrected rule goes to the fixes when there is
+/// one that does what the rule was meant to (checked on the model: a "did you mean" that only
+/// matches tensors already in RAM is not offered).
+pub(super) fn dead(t: &Tally<'_>, fx: &Fixer<'_>, v: &mut Lists) -> Vec<String> {
     let mut dead = Vec::new();
     for (ri, r) in t.ev.rules.iter().enumerate() {
         if t.usable(ri) && t.matched[ri].is_empty() {
-            let (why, fixed) = explain_no_match(r, t.m);
+            let accept = |p: &str| fx.check(&format!("{p}={}", r.raw.buffer), Some(ri)).is_ok();
+            let (why, fixed) = explain_no_match(r, t.m, &accept);
             dead.push(format!("{} matches no tensor: {why}", r.label()));
-            if let Some(fx) = fixed {
-                fixes.push(format!("write rule {} as -ot '{fx}={}'", r.n, r.raw.buffer));
+            if let Some(fixed) = fixed {
+                let rule = format!("{fixed}={}", r.raw.buffer);
+                if let Ok(var) = fx.check(&rule, Some(ri)) {
+                    v.checked.push(fx.describe(&rule, &var));
+                }
+                v.fixes.push(format!("write rule {} as -ot '{rule}'", r.n));
             }
         }
     }

@@ -3,21 +3,37 @@
 
 use super::*;
 use crate::parse::nvsmi::GpuMemory;
-use options::{expert_option, kv_options, ngl_option};
+use options::{beyond_rules, expert_option, kv_options, ngl_option};
 
 mod options;
 
-/// The `llm.vram_budget` finding and whether the placement fits.
-pub(super) struct Budget {
+/// The `llm.vram_budget` finding, whether the placement fits, and what a variant of the
+/// command line would need (for the remedies of `llm.override_tensor`).
+pub(super) struct Budget<'a> {
     /// The finding.
     pub(super) finding: Finding,
     /// Everything fits in free VRAM (None: unknown).
     pub(super) fits: Option<bool>,
+    /// The VRAM the placement may use, when known.
+    pub(super) have_bytes: Option<u64>,
+    /// Works out the need of a variant.
+    pub(super) calc: Calc<'a>,
+    /// GPUs on the host (for compiling rules).
+    pub(super) n_gpus: Option<usize>,
+}
+
+impl Budget<'_> {
+    /// GPU bytes the command line needs with `raw` as its rules.
+    pub(super) fn need_with(&self, raw: &[RawRule], ngl: u64) -> u64 {
+        let rules = moe::compile_rules(raw, self.n_gpus);
+        let wn = winners(self.calc.m, &rules);
+        self.calc.need(&rules, &wn, ngl).total_bytes()
+    }
 }
 
 /// GPU bytes one placement needs.
 #[derive(Clone, Copy)]
-struct Need {
+pub(super) struct Need {
     weights_bytes: u64,
     kv_bytes: u64,
     reserve_bytes: u64,
@@ -41,14 +57,23 @@ impl Need {
 
 /// Works out the [`Need`] of a variant of the command line (other rules or `-ngl`), with the
 /// KV cache and reserve of the profile fixed.
-struct Calc<'a> {
+pub(super) struct Calc<'a> {
     m: &'a Model,
     reserve_bytes: u64,
     kv: Option<moe::KvPlan>,
     no_offload: bool,
 }
 
-impl Calc<'_> {
+impl<'a> Calc<'a> {
+    fn of(ctx: &Ctx<'_>, m: &'a Model, kv_args: &KvArgs) -> Calc<'a> {
+        Calc {
+            m,
+            reserve_bytes: ctx.profile.llm.vram_reserve_bytes,
+            kv: moe::kv_plan(m, kv_args).ok(),
+            no_offload: kv_args.no_offload,
+        }
+    }
+
     fn need(&self, rules: &[Rule], winners: &[Option<usize>], ngl: u64) -> Need {
         let placed = placement(self.m, rules, winners, ngl);
         let w = moe::gpu_bytes(self.m, &placed);
@@ -76,19 +101,137 @@ struct Have {
 /// A flag and the GPU bytes it saves.
 type Options = Vec<(String, u64)>;
 
-pub(super) fn vram(ctx: &Ctx<'_>, l: &LlmProbe, src: &LlmSource, ev: &Eval<'_>) -> Budget {
+/// The margin llama.cpp's `--fit` leaves free on each GPU (`fit_params_target`).
+const FIT_MARGIN_BYTES: u64 = 1 << 30;
+
+/// Emulates llama.cpp's `--fit` for a command line without `-ngl` and overrides
+/// (`common/fit.cpp`): every layer on the GPU if that fits; else the routed experts of the first
+/// layers in RAM, as few layers as leave [`FIT_MARGIN_BYTES`] free per GPU; else fewer layers,
+/// with every routed expert in RAM. Without the free VRAM it assumes every layer on the GPU and
+/// says so.
+pub(super) fn emulate_fit(ctx: &Ctx<'_>, l: &LlmProbe, ev: &mut Eval<'_>, why: String) {
+    let all = u64::from(u32::MAX);
+    ev.ngl = all;
+    let Ok(view) = gpus::view(l, ev.log.as_ref()) else {
+        ev.notes.push(format!("{why}; the free VRAM is unknown, so the figures below are for every layer and expert on the GPU, which --fit only keeps if it fits"));
+        ev.fit = Some(why);
+        return;
+    };
+    let n = view.gpus.len() as u64;
+    let free: u64 = view.gpus.iter().map(|g| g.free_bytes).sum();
+    let target = free.saturating_sub(FIT_MARGIN_BYTES * n.max(1));
+    let calc = Calc::of(ctx, &ev.model, &KvArgs::from_args(ev.args));
+    let n_gpus = Some(view.gpus.len());
+    let m = &ev.model;
+    let expert_layers = sorted_set(
+        m.tensors
+            .iter()
+            .filter(|t| t.routed_expert)
+            .filter_map(|t| t.layer),
+    );
+    let rules_for = |k: usize| -> Vec<RawRule> {
+        expert_layers
+            .iter()
+            .take(k)
+            .map(|il| {
+                let pattern = format!(r"blk\.{il}\.ffn_(up|down|gate_up|gate)_(ch|)exps");
+                RawRule {
+                    text: format!("{pattern}=CPU"),
+                    pattern: Some(pattern),
+                    buffer: "CPU".into(),
+                    origin: RuleOrigin::Fit {
+                        layer: u32::try_from(*il).unwrap_or(u32::MAX),
+                    },
+                }
+            })
+            .collect()
+    };
+    let need = |raw: &[RawRule], ngl: u64| {
+        let rules = moe::compile_rules(raw, n_gpus);
+        let wn = winners(m, &rules);
+        calc.need(&rules, &wn, ngl).total_bytes()
+    };
+    // The need falls as more layers' experts go to RAM, and grows with the layers offloaded:
+    // both searches are binary.
+    let fits_k = |k: usize| need(&rules_for(k), all) <= target;
+    let chosen = match first_true(0, expert_layers.len() as u64, |k| fits_k(k as usize)) {
+        Some(k) => (rules_for(k as usize), all),
+        None => {
+            let raw = rules_for(expert_layers.len());
+            let most = last_true(0, m.n_layer, |ngl| need(&raw, ngl) <= target).unwrap_or(0);
+            (raw, most)
+        }
+    };
+    let (raw, ngl) = chosen;
+    let k = raw.len();
+    let what = if k == 0 {
+        "every layer and expert fits on the GPU".to_string()
+    } else if ngl == all {
+        format!(
+            "it keeps the routed experts of {k} of {} MoE layers in RAM",
+            expert_layers.len()
+        )
+    } else {
+        format!("even with every routed expert in RAM only {ngl} layers fit: it keeps the rest on the CPU")
+    };
+    ev.notes.push(format!(
+        "{why}: with {} free, {what} (as this agent emulates it)",
+        gib(free)
+    ));
+    ev.raw_rules = raw;
+    ev.rules = moe::compile_rules(&ev.raw_rules, n_gpus);
+    ev.winners = winners(m, &ev.rules);
+    ev.ngl = ngl;
+    ev.fit = Some(why);
+}
+
+/// The least `x` in `lo..=hi` with `ok(x)`, for `ok` false then true.
+fn first_true(lo: u64, hi: u64, ok: impl Fn(u64) -> bool) -> Option<u64> {
+    if !ok(hi) {
+        return None;
+    }
+    let (mut lo, mut hi) = (lo, hi);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Some(lo)
+}
+
+/// The greatest `x` in `lo..=hi` with `ok(x)`, for `ok` true then false.
+fn last_true(lo: u64, hi: u64, ok: impl Fn(u64) -> bool) -> Option<u64> {
+    if !ok(lo) {
+        return None;
+    }
+    let (mut lo, mut hi) = (lo, hi);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if ok(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo)
+}
+
+pub(super) fn vram<'a>(
+    ctx: &Ctx<'_>,
+    l: &LlmProbe,
+    src: &LlmSource,
+    ev: &'a Eval<'_>,
+) -> Budget<'a> {
     let label = src.label();
     let m = &ev.model;
     let mut f = Finding::new("llm.vram_budget", Status::Pass, "");
     source_evidence(src, &mut f);
     let kv_args = KvArgs::from_args(ev.args);
     let kv = moe::kv_plan(m, &kv_args);
-    let calc = Calc {
-        m,
-        reserve_bytes: ctx.profile.llm.vram_reserve_bytes,
-        kv: kv.as_ref().ok().cloned(),
-        no_offload: kv_args.no_offload,
-    };
+    let calc = Calc::of(ctx, m, &kv_args);
     let need = calc.need(&ev.rules, &ev.winners, ev.ngl);
     f = f
         .observed("weights_gpu_bytes", need.weights_bytes)
@@ -97,36 +240,49 @@ pub(super) fn vram(ctx: &Ctx<'_>, l: &LlmProbe, src: &LlmSource, ev: &Eval<'_>) 
         .observed("need_bytes", need.total_bytes());
     let mut notes = ev.notes.clone();
     f = kv_observed(f, &kv, ev, &kv_args, &mut notes);
-    let gpus = match &l.gpus {
-        Ok(g) => g,
+    let log_said = ev.log.as_ref().map(|g| serverlog::compare(ev, g, &mut f));
+    let view = match gpus::view(l, ev.log.as_ref()) {
+        Ok(v) => v,
         Err(e) => {
-            return Budget {
-                finding: unknown_vram(f, &label, need, e, &notes),
-                fits: None,
+            let n_gpus = l.gpus.as_ref().ok().map(Vec::len);
+            let mut finding = unknown_vram(f, &label, need, &e, &notes);
+            if let Some(c) = log_said.filter(|c| c.load_failed) {
+                finding.status = Status::Fail;
+                finding
+                    .summary
+                    .push_str(&format!("; {}", c.said.join("; ")));
             }
+            return Budget {
+                finding,
+                fits: None,
+                have_bytes: None,
+                calc,
+                n_gpus,
+            };
         }
     };
+    let gpus = &view.gpus;
     let free: u64 = gpus.iter().map(|g| g.free_bytes).sum();
     let total: u64 = gpus.iter().map(|g| g.total_bytes).sum();
     let names: Vec<String> = gpus
         .iter()
         .map(|g| format!("GPU{} {}", g.index, g.name))
         .collect();
-    let have = available(src, l, free, total, &mut notes);
+    let have = available(src, l, &view, free, total, &mut notes);
     f = f
         .observed("vram_free_bytes", free)
         .observed("vram_total_bytes", total)
         .observed("gpus", names.clone())
         .expected("need_bytes_at_most", have.bytes);
-    f.push_evidence(&l.gpu_source, None, &gpu_evidence(gpus));
+    f.push_evidence(&view.source, None, &gpu_evidence(gpus));
     if gpus.len() > 1 {
         notes.push(format!(
             "{} GPUs: compared with their sum; llama.cpp splits layers between them by free memory",
             gpus.len()
         ));
     }
-    let fits = need.total_bytes() <= have.bytes;
-    let mut options = expert_option(&calc, ev, gpus.len(), need);
+    let mut fits = need.total_bytes() <= have.bytes;
+    let mut options = expert_option(&calc, ev, gpus.len(), need, have.bytes);
     if let Ok(p) = &kv {
         options.extend(kv_options(m, ev, p, &kv_args, need.kv_bytes));
     }
@@ -135,6 +291,22 @@ pub(super) fn vram(ctx: &Ctx<'_>, l: &LlmProbe, src: &LlmSource, ev: &Eval<'_>) 
     }
     options.retain(|(_, s)| *s > 0);
     f = verdict(f, &label, need, &have, &names.join(", "), &options);
+    if !fits {
+        if let Some(more) = beyond_rules(&calc, ev, gpus.len(), have.bytes, &kv_args) {
+            f.summary.push_str(&format!("; {more}"));
+        }
+    }
+    if let Some(c) = log_said {
+        if c.load_failed && f.status != Status::Fail {
+            // The log outranks the estimate: the load failed.
+            f.status = Status::Fail;
+            fits = false;
+        }
+        if !c.said.is_empty() {
+            f.summary.push_str(&format!("; {}", c.said.join("; ")));
+        }
+        f = f.observed("log_agrees", !c.refutes);
+    }
     if let Ok(p) = &kv {
         f.summary.push_str(&format!(" [KV: {}]", p.how));
     }
@@ -144,6 +316,9 @@ pub(super) fn vram(ctx: &Ctx<'_>, l: &LlmProbe, src: &LlmSource, ev: &Eval<'_>) 
     Budget {
         finding: f,
         fits: Some(fits),
+        have_bytes: Some(have.bytes),
+        calc,
+        n_gpus: Some(gpus.len()),
     }
 }
 
@@ -199,15 +374,23 @@ fn unknown_vram(
     f
 }
 
-/// What the placement may use: free VRAM, plus what a running server already holds; total VRAM
-/// (an upper bound, noted) when a running server's own share is unknown.
+/// What the placement may use: free VRAM (at the server's start when its log says), plus what a
+/// running server already holds; total VRAM (an upper bound, noted) when a running server's own
+/// share is unknown.
 fn available(
     src: &LlmSource,
     l: &LlmProbe,
+    view: &gpus::GpuView,
     free: u64,
     total: u64,
     notes: &mut Vec<String>,
 ) -> Have {
+    if view.at_start {
+        return Have {
+            bytes: free,
+            how: format!("{} free when the server started (its log)", gib(free)),
+        };
+    }
     let free_only = || Have {
         bytes: free,
         how: format!("{} free", gib(free)),

@@ -3,36 +3,107 @@
 
 use super::*;
 
-/// The guide's rule put first, when routed experts sit on the GPU.
-pub(super) fn expert_option(calc: &Calc<'_>, ev: &Eval<'_>, n_gpus: usize, need: Need) -> Options {
-    let m = calc.m;
-    let experts_gpu: u64 = m
-        .tensors
-        .iter()
-        .zip(&ev.placed)
-        .filter(|(t, p)| t.routed_expert && p.gpu)
-        .map(|(t, _)| t.bytes)
-        .sum();
-    if experts_gpu == 0 {
+/// A checked rule keeping every routed expert in RAM (the guide's, or the model's kinds by name)
+/// put first, when routed experts sit on the GPU.
+pub(super) fn expert_option(
+    calc: &Calc<'_>,
+    ev: &Eval<'_>,
+    n_gpus: usize,
+    need: Need,
+    have_bytes: u64,
+) -> Options {
+    let with = |raw: &[RawRule]| {
+        let rules = moe::compile_rules(raw, Some(n_gpus));
+        let wn = winners(calc.m, &rules);
+        calc.need(&rules, &wn, ev.ngl).total_bytes()
+    };
+    let Some((rule, _, n, _)) = fix::expert_rule(ev, None, &with, Some(have_bytes)) else {
         return Vec::new();
-    }
-    let mut raw = ev.args.rules.clone();
-    raw.insert(
-        0,
-        crate::parse::llmargs::RawRule {
-            text: GUIDE_RULE.into(),
-            pattern: Some(GUIDE_RULE.trim_end_matches("=CPU").into()),
-            buffer: "CPU".into(),
-            origin: crate::parse::llmargs::RuleOrigin::OverrideTensor { arg: 0 },
-        },
-    );
-    let rules = moe::compile_rules(&raw, Some(n_gpus));
-    let wn = winners(m, &rules);
-    let with = calc.need(&rules, &wn, ev.ngl);
+    };
     vec![(
-        format!("-ot '{GUIDE_RULE}' as the first rule"),
-        need.total_bytes().saturating_sub(with.total_bytes()),
+        format!("-ot '{rule}' as the first rule"),
+        need.total_bytes().saturating_sub(n),
     )]
+}
+
+/// When even every routed expert in RAM does not fit: what else closes the gap, with figures —
+/// fewer layers, a shorter context, a smaller quant.
+pub(super) fn beyond_rules(
+    calc: &Calc<'_>,
+    ev: &Eval<'_>,
+    n_gpus: usize,
+    have_bytes: u64,
+    kv_args: &KvArgs,
+) -> Option<String> {
+    let at = |raw: &[RawRule], ngl: u64| {
+        let rules = moe::compile_rules(raw, Some(n_gpus));
+        let wn = winners(calc.m, &rules);
+        calc.need(&rules, &wn, ngl)
+    };
+    let (rule, raw) =
+        match fix::expert_rule(ev, None, &|r| at(r, ev.ngl).total_bytes(), Some(have_bytes)) {
+            Some((rule, v, _, _)) => (Some(rule), v.raw),
+            None => (None, ev.raw_rules.clone()),
+        };
+    let rules = moe::compile_rules(&raw, Some(n_gpus));
+    let wn = winners(calc.m, &rules);
+    let at_ngl = |ngl: u64| calc.need(&rules, &wn, ngl);
+    let with = at_ngl(ev.ngl);
+    if with.total_bytes() <= have_bytes {
+        return None;
+    }
+    let gap = with.total_bytes() - have_bytes;
+    let mut out = Vec::new();
+    let eff = ev.ngl.min(calc.m.n_layer + 1);
+    if let Some(n) = (0..eff)
+        .rev()
+        .find(|n| at_ngl(*n).total_bytes() <= have_bytes)
+    {
+        out.push(format!("-ngl {n} (needs {})", gib(at_ngl(n).total_bytes())));
+    }
+    if let (Some(p), Some(ctx)) = (&calc.kv, kv_args.ctx.filter(|c| *c > 0)) {
+        // The KV cache grows with the context: the longest multiple of 1024 cells that fits.
+        let per_cell = with.kv_bytes / ctx.max(1);
+        if per_cell > 0 && with.kv_bytes > gap {
+            let cells = (with.kv_bytes - gap) / per_cell / 1024 * 1024;
+            if cells >= 1024 {
+                out.push(format!(
+                    "-c {cells} (KV cache {} instead of {})",
+                    gib(per_cell * cells),
+                    gib(with.kv_bytes)
+                ));
+            }
+        } else {
+            out.push(format!(
+                "no context fits: the KV cache is {} of the {} short",
+                gib(with.kv_bytes),
+                gib(gap)
+            ));
+        }
+        let _ = p;
+    }
+    if with.weights_bytes > gap {
+        out.push(format!(
+            "a smaller quant whose weights on the GPU are at most {} (now {})",
+            gib(with.weights_bytes - gap),
+            gib(with.weights_bytes)
+        ));
+    }
+    let how = match &rule {
+        Some(r) => format!("even with every routed expert in RAM (-ot '{r}')"),
+        None => "with every rule as it is".to_string(),
+    };
+    Some(format!(
+        "{how} the GPU needs {} ({}): {} short; also one of: {}",
+        gib(with.total_bytes()),
+        with.parts(),
+        gib(gap),
+        if out.is_empty() {
+            "a GPU with more memory".to_string()
+        } else {
+            out.join("; ")
+        }
+    ))
 }
 
 /// Smaller KV-cache variants: a q8_0 K or V cache, MLA on ik_llama.cpp.
