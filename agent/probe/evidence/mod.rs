@@ -174,6 +174,8 @@ struct Batch {
 pub fn is_evidence(line: &str, profile: &Profile) -> bool {
     !crate::parse::logline::classify(line).is_empty()
         || crate::parse::workload::is_failure(line)
+        || crate::parse::workload::is_exception(line)
+        || crate::probe::workloads::is_npu_line(line)
         || !crate::parse::signature::catalog().matches(line).is_empty()
         || profile
             .signature
