@@ -397,25 +397,8 @@ impl SysRoot {
 
     /// Names in a directory, sorted. A missing directory is `NotFound`.
     pub fn list_dir(&self, board_path: &str) -> Result<Vec<String>, ReadError> {
-        let mut names: Vec<String> = if self.dirfd.is_some() {
-            let dir = self.open_in_root(board_path, true)?;
-            let entries = rustix::fs::Dir::read_from(&dir)
-                .map_err(|e| Self::io_error(board_path, &io::Error::from(e)))?;
-            entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n != "." && n != "..")
-                .collect()
-        } else {
-            let host = self.resolve(board_path)?;
-            let rd = fs::read_dir(&host).map_err(|e| Self::io_error(board_path, &e))?;
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        };
-        names.sort();
-        self.note(board_path);
-        Ok(names)
+        self.list_dir_max(board_path, usize::MAX)
+            .map(|(names, _)| names)
     }
 
     /// At most `max` names of a directory (sorted), and whether more were left unread: a

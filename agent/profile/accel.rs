@@ -129,10 +129,7 @@ pub fn parse_catalog(file: &str, text: &str) -> Result<Vec<AcceleratorSpec>, Pro
         line,
         message,
     };
-    let raw: CatalogFile = toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| super::line_of(text, s.start));
-        err(line, e.message().replace("unknown field", "unknown key"))
-    })?;
+    let raw: CatalogFile = super::parse_toml(file, text)?;
     if raw.schema != 1 {
         return Err(err(None, format!("unsupported schema {}", raw.schema)));
     }

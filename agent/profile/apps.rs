@@ -101,10 +101,7 @@ pub fn parse_apps(file: &str, text: &str) -> Result<Vec<AppSpec>, ProfileError> 
         line,
         message,
     };
-    let raw: AppsFile = toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| super::line_of(text, s.start));
-        err(line, e.message().replace("unknown field", "unknown key"))
-    })?;
+    let raw: AppsFile = super::parse_toml(file, text)?;
     if raw.schema != 1 {
         return Err(err(None, format!("unsupported schema {}", raw.schema)));
     }

@@ -74,21 +74,26 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
-/// Parses and validates one profile from TOML text. `file` names it in errors.
-pub fn parse_profile(file: &str, text: &str) -> Result<Profile, ProfileError> {
-    let raw: Profile = toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| line_of(text, s.start));
-        let message = e
+/// A TOML file of the profile family (a profile, a catalog, an apps file) as `T`, with the error
+/// naming the file, the line and, for an unknown key, the key.
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(
+    file: &str,
+    text: &str,
+) -> Result<T, ProfileError> {
+    toml::from_str(text).map_err(|e| ProfileError {
+        file: file.to_string(),
+        line: e.span().map(|s| line_of(text, s.start)),
+        message: e
             .message()
             .replace("unknown field", "unknown key")
             .trim()
-            .to_string();
-        ProfileError {
-            file: file.to_string(),
-            line,
-            message,
-        }
-    })?;
+            .to_string(),
+    })
+}
+
+/// Parses and validates one profile from TOML text. `file` names it in errors.
+pub fn parse_profile(file: &str, text: &str) -> Result<Profile, ProfileError> {
+    let raw: Profile = parse_toml(file, text)?;
     validate(&raw).map_err(|(key, message)| ProfileError {
         file: file.to_string(),
         line: find_key_line(text, &key),
