@@ -271,7 +271,6 @@ pub fn diagnose_with(
     let serial = identity.serial.clone();
     let dpkg = dpkg_for(root, &profile, dpkg);
     let mut guard = opts.log_cursors.as_ref().and_then(|c| c.lock().ok());
-    #[cfg_attr(not(feature = "server"), allow(unused_mut))]
     let (apps, app_errors) = profile::apps::load_apps(root);
     let mut profile_errors = profile_errors;
     profile_errors.extend(app_errors);
@@ -285,7 +284,6 @@ pub fn diagnose_with(
         guard.as_deref_mut(),
     );
     drop(guard);
-    #[cfg(feature = "server")]
     if let Some(line) = &opts.llm_cmdline {
         probe::llm::add_cmdline(root, &mut snapshot.llm, line);
     }

@@ -12,10 +12,8 @@ mod cma;
 mod driver_probe;
 mod hailo;
 mod limits;
-#[cfg(feature = "server")]
 mod llm;
 mod memory;
-#[cfg(feature = "server")]
 mod moe;
 mod pi_platform;
 mod power;

@@ -315,17 +315,8 @@ fn max_bytes(m: &Matches) -> Result<String, UsageError> {
     }
 }
 
-/// `npu-agent fleet …`. Without the `fleet` feature (the static board build) every fleet
-/// command exits 2, saying so.
+/// `npu-agent fleet …`: the operator's tools, in every build (a board answers them too).
 pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    if !cfg!(feature = "fleet") {
-        let _ = writeln!(
-            err,
-            "npu-agent: the fleet tools are not in this build (the static board build leaves \
-             them out): run them from the amd64 package or a build with `--features fleet`"
-        );
-        return EXIT_USAGE;
-    }
     match a {
         FleetAction::Watch {
             broker,

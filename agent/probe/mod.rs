@@ -293,11 +293,7 @@ pub fn probe(
         page_size,
         uptime_s,
         boot_id,
-        // Without the server checks nothing reads their inputs.
-        #[cfg(feature = "server")]
         llm: llm::probe_llm(root, profile),
-        #[cfg(not(feature = "server"))]
-        llm: crate::model::llm::LlmProbe::disabled(),
         sensors: sensors::probe_sensors(root),
         stack,
         workloads: discovered,

@@ -21,8 +21,6 @@ mod fuzz_parsers;
 mod fuzz_workloads;
 mod ha_sensors;
 mod journal;
-// The x86 server checks exist only with the `server` feature (on by default).
-#[cfg(feature = "server")]
 mod llm;
 mod prometheus;
 mod provision;

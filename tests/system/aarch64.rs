@@ -47,10 +47,10 @@ fn check(cmd: &mut Command, root: &Path) -> (i32, Value) {
     (code, v)
 }
 
-/// The size limit of the stripped static aarch64 binary, bytes (the development guide's
-/// "Footprint"): 3.0 MB with TLS, every board check, the daemon and the command line, clearly
-/// lighter than the fleet agents it replaces. `bash bench/size.sh` prints where the bytes go.
-const SIZE_LIMIT_BYTES: u64 = 3_000_000;
+/// The ceiling of the static aarch64 board build, bytes (the development guide's "Footprint"):
+/// every feature, the fleet tools included, Cargo's plain release profile. 3.6 MB is the smallest
+/// build of the closest peer agent; `bash bench/size.sh` prints where the bytes go.
+const SIZE_LIMIT_BYTES: u64 = 3_600_000;
 
 /// Fails when the stripped binary is above `limit`; prints the size and the margin.
 fn assert_stripped_size_at_most(limit: u64, what: &str) {
@@ -91,7 +91,7 @@ fn aarch64_binary_fits_the_size_limit() {
     assert_stripped_size_at_most(SIZE_LIMIT_BYTES, "limit");
 }
 
-/// A panic in the shipped build configuration (`panic = "abort"`, LTO, stripped) must still print
+/// A panic in the shipped build configuration (`panic = "abort"`) must still print
 /// where it happened and its message, print a backtrace header only when one is asked for, and
 /// end the process by SIGABRT.
 #[test]
@@ -167,49 +167,6 @@ fn aarch64_binary_is_a_static_aarch64_elf() {
     }
 }
 
-/// The check ids the static aarch64 build leaves out (no `server` feature).
-const SERVER_CHECK_IDS: [&str; 3] = [
-    "kernel.numa_balancing",
-    "llm.override_tensor",
-    "llm.vram_budget",
-];
-
-/// True when the host report ran a server check (a profile that names LLM servers): the
-/// aarch64 build, which has none, reports them `skip` instead; the rest of such a report then
-/// differs (health, exit code), so the board tree is compared on those findings only.
-fn ran_server_checks(host: &Value) -> bool {
-    host["findings"].as_array().is_some_and(|fs| {
-        fs.iter().any(|f| {
-            SERVER_CHECK_IDS.contains(&f["id"].as_str().unwrap_or(""))
-                && !f["summary"]
-                    .as_str()
-                    .unwrap_or("")
-                    .contains("has no server checks")
-        })
-    })
-}
-
-/// Every server finding of an aarch64 report is a `skip` that names the missing feature.
-fn assert_server_checks_skipped(case: &str, arm: &Value) {
-    let server: Vec<&Value> = arm["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .filter(|f| SERVER_CHECK_IDS.contains(&f["id"].as_str().unwrap_or("")))
-        .collect();
-    assert_eq!(server.len(), 3, "{case}: {server:?}");
-    for f in server {
-        assert_eq!(f["status"], "skip", "{case}: {f}");
-        assert!(
-            f["summary"]
-                .as_str()
-                .unwrap_or("")
-                .contains("without the `server` feature"),
-            "{case}: {f}"
-        );
-    }
-}
-
 #[test]
 fn aarch64_reports_equal_host_reports_on_every_board_tree() {
     let Some((bin, qemu)) = under_qemu(common::aarch64_agent(), "the aarch64 agent") else {
@@ -222,7 +179,6 @@ fn aarch64_reports_equal_host_reports_on_every_board_tree() {
         roots.len()
     );
     let mut compared = 0;
-    let mut server_cases = 0;
     for root in &roots {
         let (host_code, mut host) = check(&mut Command::new(common::host_agent()), root);
         let mut cmd = Command::new(&qemu);
@@ -233,11 +189,6 @@ fn aarch64_reports_equal_host_reports_on_every_board_tree() {
             .and_then(Path::file_name)
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if ran_server_checks(&host) {
-            assert_server_checks_skipped(&case, &arm);
-            server_cases += 1;
-            continue;
-        }
         // The fields named by the contract first, so a failure names what differs.
         for key in ["profile", "model", "health", "metrics", "findings"] {
             assert!(host.get(key).is_some(), "{case}: host report has no {key}");
@@ -258,18 +209,12 @@ fn aarch64_reports_equal_host_reports_on_every_board_tree() {
         );
         compared += 1;
     }
-    assert_eq!(compared + server_cases, roots.len());
-    assert!(
-        server_cases >= 5,
-        "the x86-hybrid-moe trees were not recognised: {server_cases}"
-    );
-    eprintln!(
-        "{compared} board trees: aarch64 == host; {server_cases} server trees: skipped there"
-    );
+    assert_eq!(compared, roots.len());
+    eprintln!("{compared} board trees, the x86 server trees among them: aarch64 == host");
 }
 
 #[test]
-fn the_board_build_leaves_the_fleet_tools_out_and_says_so() {
+fn the_board_build_has_the_fleet_tools() {
     let Some((bin, qemu)) = under_qemu(common::aarch64_agent(), "the aarch64 agent") else {
         return;
     };
@@ -281,34 +226,19 @@ fn the_board_build_leaves_the_fleet_tools_out_and_says_so() {
             .expect("run the aarch64 agent under qemu");
         (
             out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    for args in [
-        &["fleet", "watch", "--broker", "mqtt://127.0.0.1:9", "--once"][..],
-        &[
-            "fleet",
-            "capture",
-            "--board",
-            "b1",
-            "--broker",
-            "mqtt://127.0.0.1:9",
-            "--out",
-            "/nonexistent/b.tar.gz",
-        ],
-    ] {
-        let (code, err) = run(args);
-        assert_eq!(code, Some(2), "{args:?}: {err}");
-        assert!(
-            err.contains("fleet tools are not in this build"),
-            "{args:?}: {err}"
-        );
-    }
-    // The host build has them: the same watch fails to reach the broker instead.
-    let out = Command::new(common::host_agent())
-        .args(["fleet", "watch", "--broker", "mqtt://127.0.0.1:9", "--once"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, help, err) = run(&["fleet", "watch", "--help"]);
+    assert_eq!(code, Some(0), "fleet watch --help: {err}");
+    assert!(help.contains("--broker"), "fleet watch --help: {help}");
+    // A real run reaches for the broker (nothing listens on port 9) instead of refusing.
+    let (code, _, err) = run(&["fleet", "watch", "--broker", "mqtt://127.0.0.1:9", "--once"]);
+    assert_ne!(code, Some(0), "{err}");
     assert!(!err.contains("not in this build"), "{err}");
+    assert!(
+        err.contains("127.0.0.1:9"),
+        "names the broker it could not reach: {err}"
+    );
 }

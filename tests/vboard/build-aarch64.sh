@@ -9,9 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=aarch64-unknown-linux-musl
 start=$(date +%s)
-# No `server` feature: the x86 hybrid-MoE checks stay out of the board build (they report skip);
-# no `fleet` feature: the operator tools stay out too (`npu-agent fleet` says so).
-cargo build --release --locked --no-default-features --target "$target" >&2
+# Every feature, the plain release profile: the same program as the host build.
+cargo build --release --locked --target "$target" >&2
 bin="${CARGO_TARGET_DIR:-target}/$target/release/npu-agent"
 [ -x "$bin" ] || { echo "build-aarch64: $bin missing after the build" >&2; exit 1; }
 

@@ -92,7 +92,7 @@ pub fn tools<const N: usize>(names: [&str; N], why: &str) -> Option<[PathBuf; N]
 ///
 /// `NPU_AGENT_AARCH64_BIN` names a prebuilt file (used as is). Otherwise the binary is
 /// `<target>/aarch64-unknown-linux-musl/release/npu-agent` in this test's own target directory, and
-/// this runs `cargo build --release --locked --no-default-features --target aarch64-unknown-linux-musl` there first: a
+/// this runs `cargo build --release --locked --target aarch64-unknown-linux-musl` there first: a
 /// no-op of about a second when it is up to date (`.ci/run` builds it before `cargo test`, through
 /// tests/vboard/build-aarch64.sh), a full build (~1 min on 2 cores) after a source change, so the
 /// binary under test is never older than the sources. Cargo's locks are per profile directory, so
@@ -174,7 +174,7 @@ fn build_aarch64(extra: &[&str], artifact: &str) -> Result<PathBuf, String> {
         }
     }
     let mut child = cmd
-        .args(["build", "--release", "--locked", "--no-default-features"])
+        .args(["build", "--release", "--locked"])
         .args(["--target", AARCH64_TARGET])
         .args(extra)
         .env("CARGO_TARGET_DIR", &target)
