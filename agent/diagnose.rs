@@ -76,27 +76,7 @@ pub struct Diagnosis {
     pub profile: Profile,
 }
 
-/// Sanitises a board id to `[a-z0-9_-]` (other characters become `-`), at most 64 characters.
-pub fn sanitize_board_id(raw: &str) -> String {
-    let s: String = raw
-        .trim()
-        .to_lowercase()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(64)
-        .collect();
-    if s.is_empty() {
-        "unknown".into()
-    } else {
-        s
-    }
-}
+pub use crate::model::board_id::sanitize_board_id;
 
 /// Board id: device-tree serial number, else `/etc/machine-id`, else `unknown`.
 pub fn auto_board_id(root: &SysRoot, snap_serial: Option<&str>) -> String {
@@ -139,13 +119,11 @@ fn find_profile<'a>(profiles: &'a [Profile], id: &str) -> Result<&'a Profile, Di
 ///
 /// Errors: [`DiagnoseError::ProfileFile`] (unreadable, too large), [`DiagnoseError::Profile`].
 fn profile_file(path: &std::path::Path) -> Result<Profile, DiagnoseError> {
-    let text =
-        crate::config::read_host_text(path, crate::config::MAX_CONFIG_BYTES).map_err(|source| {
-            DiagnoseError::ProfileFile {
-                path: path.display().to_string(),
-                source,
-            }
-        })?;
+    let text = crate::sys::hostfile::read_host_text(path, crate::sys::hostfile::MAX_CONFIG_BYTES)
+        .map_err(|source| DiagnoseError::ProfileFile {
+        path: path.display().to_string(),
+        source,
+    })?;
     Ok(profile::parse_profile(&path.display().to_string(), &text)?)
 }
 

@@ -12,24 +12,26 @@
 //! every action whatever its origin, and one executor runs it; the report is assembled in one
 //! place and printed or published over MQTT.
 //!
-//! The map, bottom layer first (a module imports only from the lines above it):
+//! The map, bottom layer first: a module imports only from the lines above it
+//! (tests/house.rs holds every file to it):
 //! - [`sys`]: utilities — the operator log, child processes with a deadline, the runtime shape,
-//!   secrets kept out of logs, terminal-safe output, UTC time.
-//! - [`model`]: the shared vocabulary — snapshot, findings, actions and their outcomes.
-//! - [`parse`]: pure parsers of the board's files (text in, typed values out).
+//!   secrets kept out of logs, terminal-safe output, UTC time, bounded file reads.
 //! - [`root`]: the only place that joins board paths under `--root`.
-//! - [`profile`]: board profiles (TOML) and board detection.
+//! - [`parse`]: pure parsers of the board's files (text in, typed values out).
+//! - [`model`]: the shared vocabulary — snapshot, findings, actions and their outcomes, board
+//!   ids and topics.
+//! - [`profile`]: board profiles, the catalogs (TOML) and board detection.
 //! - [`probe`]: all reading of the board (files, kernel log, journal, clock) into a snapshot.
 //! - [`check`]: the pure checks, one finding or more per check id.
+//! - [`report`]: the status, its text form, metrics, Prometheus text, Home Assistant discovery.
 //! - [`diagnose`]: one pass of profile, probe and check into a report.
 //! - [`capture`]: the support bundle.
-//! - [`report`]: the status, its text form, metrics, Prometheus text, Home Assistant discovery.
-//! - [`config`]: the agent's settings, assembled once from files and environment.
-//! - [`mqtt`]: topics, signed commands, the connection, Home Assistant on the link.
+//! - [`mqtt`]: signed commands, board seals, the connection, Home Assistant on the link.
 //! - [`action`]: the planner, the gate, the one executor, rate limits, and each action.
+//! - [`config`]: the agent's settings, assembled once from files and environment.
+//! - [`provision`]: first-boot provisioning from the boot partition.
 //! - [`daemon`]: `npu-agent run`'s event loop: routes link events, finished jobs and timers.
 //! - [`standby`]: `npu-agent run` on a board nobody configured yet.
-//! - [`provision`]: first-boot provisioning from the boot partition.
 //! - [`fleet`]: the operator side: `fleet send`, `fleet watch` and `fleet capture`.
 //! - [`cli`]: the command line, one file per command.
 

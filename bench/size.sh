@@ -2,7 +2,7 @@
 # Where the bytes of the static aarch64 agent go:
 #   bash bench/size.sh [N]
 # Builds the shipped binary (tests/vboard/build-aarch64.sh: release profile, stripped) and prints
-# its size against the size limit of tests/system/aarch64.rs, what the fleet tools would add, its ELF sections, its symbols
+# its size against the ceiling of tests/system/aarch64.rs, its ELF sections, its symbols
 # grouped by what they belong to, and the N (default 25) largest crates and functions of the same code built with its symbols kept
 # (profile `release-symbols`). Crate figures come from `cargo bloat` (cargo install cargo-bloat)
 # when it is installed, else from the symbol table (`nm --size-sort`, functions only).
@@ -20,12 +20,6 @@ bin=$(bash tests/vboard/build-aarch64.sh | tail -n 1)
 size=$(stat -c %s "$bin")
 echo "size: $size bytes stripped ($(( (size + 1023) / 1024 )) KiB); limit $limit bytes ($(( limit - size )) to spare)"
 
-# What the fleet tools (the `fleet` feature, left out of this build) would add to it.
-cargo build --release --locked --no-default-features --features fleet --target "$target" >&2
-with=$(stat -c %s "$tdir/$target/release/npu-agent")
-echo "with the fleet tools (--features fleet): $with bytes (+$(( with - size ))); limit $limit bytes"
-cargo build --release --locked --no-default-features --target "$target" >&2
-
 echo "sections in the file (bytes):"
 readelf -SW "$bin" | sed -n 's/^ *\[ *[0-9]*\] //p' | while read -r name type _addr _off hexsize _rest; do
   case "$name:$type" in
@@ -34,7 +28,7 @@ readelf -SW "$bin" | sed -n 's/^ *\[ *[0-9]*\] //p' | while read -r name type _a
   esac
 done | sort -k2 -nr
 
-cargo build --locked --no-default-features --target "$target" --profile release-symbols >&2
+cargo build --locked --target "$target" --profile release-symbols >&2
 sym="$tdir/$target/release-symbols/npu-agent"
 # The same symbols grouped by what they belong to (first matching pattern of the demangled name;
 # generic code instantiated for another crate's types goes to the first group it names), code
@@ -72,9 +66,9 @@ echo "grouped by name ($nm -C -S, code and read-only data symbols, bytes):"
 
 if cargo bloat --version >/dev/null 2>&1; then
   echo "largest crates (cargo bloat, .text only):"
-  cargo bloat --locked --no-default-features --target "$target" --profile release-symbols --crates -n "$n" 2>/dev/null
+  cargo bloat --locked --target "$target" --profile release-symbols --crates -n "$n" 2>/dev/null
   echo "largest functions:"
-  cargo bloat --locked --no-default-features --target "$target" --profile release-symbols -n "$n" 2>/dev/null
+  cargo bloat --locked --target "$target" --profile release-symbols -n "$n" 2>/dev/null
 else
   echo "largest functions ($nm --size-sort; cargo install cargo-bloat for per-crate figures):"
   "$nm" --size-sort -C -S "$sym" | grep -i ' t ' | tail -n "$n" | while read -r _addr hexsize _type name; do

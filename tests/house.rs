@@ -272,3 +272,66 @@ fn the_crate_map_names_every_module() {
         .collect();
     assert!(missing.is_empty(), "lib.rs's map leaves out {missing:?}");
 }
+
+/// The layers of `agent/lib.rs`'s map, bottom first (`//! - [`name`]: ...` lines).
+fn layer_order() -> Vec<String> {
+    let lib = std::fs::read_to_string(agent_dir().join("lib.rs")).unwrap();
+    lib.lines()
+        .filter_map(|l| l.strip_prefix("//! - [`"))
+        .filter_map(|l| l.split_once("`]"))
+        .map(|(m, _)| m.to_string())
+        .collect()
+}
+
+/// The layer a source file belongs to: its first path component under `agent/`.
+fn layer_of(path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(agent_dir()).ok()?;
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    Some(first.trim_end_matches(".rs").to_string())
+}
+
+#[test]
+fn every_module_imports_only_from_the_layers_below_it() {
+    let order = layer_order();
+    assert!(order.len() >= 15, "lib.rs's map lists {order:?}");
+    let rank = |m: &str| order.iter().position(|o| o == m);
+    let mut breaks = Vec::new();
+    for p in sources(&agent_dir()) {
+        let Some(layer) = layer_of(&p).filter(|l| rank(l).is_some()) else {
+            continue;
+        };
+        if p.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        for m in crate_refs(&text) {
+            if let (Some(to), Some(from)) = (rank(&m), rank(&layer)) {
+                if to > from {
+                    breaks.push(format!("{} ({layer}) -> {m}", rel(&p)));
+                }
+            }
+        }
+    }
+    breaks.sort();
+    breaks.dedup();
+    assert!(
+        breaks.is_empty(),
+        "imports against the map in agent/lib.rs (a module may import only from the lines above it):\n{}",
+        breaks.join("\n")
+    );
+}
+
+#[test]
+fn the_layer_reader_finds_the_map_and_the_files() {
+    let order = layer_order();
+    assert_eq!(order.first().map(String::as_str), Some("sys"));
+    assert_eq!(order.last().map(String::as_str), Some("cli"));
+    assert_eq!(
+        layer_of(&agent_dir().join("check/cma/pool.rs")).as_deref(),
+        Some("check")
+    );
+    assert_eq!(
+        layer_of(&agent_dir().join("diagnose.rs")).as_deref(),
+        Some("diagnose")
+    );
+}

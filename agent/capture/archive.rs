@@ -21,7 +21,10 @@ pub(super) fn text_like(b: &[u8]) -> bool {
 
 /// The bundle as a `.tar.gz`, in memory (a bundle is a few MB at most: every file is bounded).
 pub(super) fn archive(bundle: &Bundle) -> std::io::Result<Vec<u8>> {
-    let mut tar = tar::Builder::new(GzipWriter::new(Vec::new())?);
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(
+        Vec::new(),
+        flate2::Compression::default(),
+    ));
     tar.mode(tar::HeaderMode::Deterministic);
     for (p, e) in &bundle.entries {
         let rel = p.trim_start_matches('/');
@@ -105,75 +108,4 @@ fn place(tmp: &Path, out: &Path, replace: bool) -> std::io::Result<()> {
         }
         r => r.map_err(std::io::Error::from),
     }
-}
-
-/// The gzip member format (RFC 1952) around flate2's raw deflate stream: a 10-byte header
-/// (deflate, no name, mtime 0, unknown OS), the data, then its CRC-32 and length mod 2^32. Written
-/// here rather than with `flate2::write::GzEncoder`, whose CRC-32 crate links 24 KB of tables
-/// into the static binary; [`crc32`] needs 1 KB and a bundle is a few MB at most.
-pub(super) struct GzipWriter<W: Write> {
-    deflate: flate2::write::DeflateEncoder<W>,
-    crc: u32,
-    len: u32,
-}
-
-impl<W: Write> GzipWriter<W> {
-    pub(super) fn new(mut out: W) -> std::io::Result<Self> {
-        out.write_all(&[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff])?;
-        Ok(GzipWriter {
-            deflate: flate2::write::DeflateEncoder::new(out, flate2::Compression::default()),
-            crc: 0,
-            len: 0,
-        })
-    }
-
-    /// Ends the deflate stream, writes the trailer and returns the inner writer.
-    pub(super) fn finish(self) -> std::io::Result<W> {
-        let mut out = self.deflate.finish()?;
-        out.write_all(&self.crc.to_le_bytes())?;
-        out.write_all(&self.len.to_le_bytes())?;
-        Ok(out)
-    }
-}
-
-impl<W: Write> Write for GzipWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.deflate.write(buf)?;
-        self.crc = crc32(self.crc, &buf[..n]);
-        self.len = self.len.wrapping_add(n as u32);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.deflate.flush()
-    }
-}
-
-/// CRC-32 (ISO 3309, reflected polynomial 0xEDB88320, as gzip uses) of `bytes`, continuing from
-/// `crc` (0 to start).
-pub(super) fn crc32(crc: u32, bytes: &[u8]) -> u32 {
-    const TABLE: [u32; 256] = {
-        let mut t = [0u32; 256];
-        let mut i = 0;
-        while i < 256 {
-            let mut c = i as u32;
-            let mut k = 0;
-            while k < 8 {
-                c = if c & 1 != 0 {
-                    0xEDB8_8320 ^ (c >> 1)
-                } else {
-                    c >> 1
-                };
-                k += 1;
-            }
-            t[i] = c;
-            i += 1;
-        }
-        t
-    };
-    let mut c = !crc;
-    for &b in bytes {
-        c = TABLE[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
-    }
-    !c
 }

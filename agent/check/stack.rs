@@ -217,7 +217,7 @@ impl Stack {
     /// The remedy of a catalog row for the way this board's runtime is installed: the
     /// container's (or Home Assistant OS's) words where it lives in one, the package's or the
     /// source build's where given, else the row's default.
-    pub fn pick_remedy(&self, r: &crate::parse::signature::RemedyByProvenance) -> String {
+    pub fn pick_remedy(&self, r: &crate::profile::signature::RemedyByProvenance) -> String {
         let specific = match (&self.runtime, self.os) {
             (_, OsKind::HomeAssistantOs) => r.haos.as_ref().or(r.container.as_ref()),
             (RuntimeOrigin::Container { .. }, _) => r.container.as_ref(),

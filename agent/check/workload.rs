@@ -9,10 +9,10 @@
 
 use super::{Ctx, Finding, Status};
 use crate::model::LogClass;
-use crate::parse::signature::SignatureRow;
 use crate::parse::workload::{
     class_of, is_exception, is_failure, is_kernel_npu_failure, FailureClass,
 };
+use crate::profile::signature::SignatureRow;
 
 mod known;
 pub(crate) use known::genai_on_hailo10h;
@@ -69,7 +69,7 @@ impl Block {
         }) {
             return None;
         }
-        let c = crate::parse::signature::catalog();
+        let c = crate::profile::signature::catalog();
         let rows: Vec<&SignatureRow> = self
             .lines
             .iter()
@@ -121,7 +121,7 @@ fn explainers(class: FailureClass) -> &'static [&'static str] {
 /// A kernel line that reports an NPU job or driver failure of the workload.
 fn kernel_failure(line: &str) -> bool {
     is_kernel_npu_failure(line)
-        || crate::parse::signature::catalog()
+        || crate::profile::signature::catalog()
             .matches(line)
             .iter()
             .any(|r| r.is_failure() && r.runtime.ends_with("-kernel"))
@@ -130,7 +130,7 @@ fn kernel_failure(line: &str) -> bool {
 /// A workload line that reports a failure: an error line of the runtime or an app about the
 /// NPU, or any line a catalog row names as a failure.
 fn workload_failure(line: &str) -> bool {
-    is_failure(line) || crate::parse::signature::catalog().is_failure(line)
+    is_failure(line) || crate::profile::signature::catalog().is_failure(line)
 }
 
 /// The failure blocks of the host-side workload logs (package-manager logs left out) and the

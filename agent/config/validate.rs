@@ -207,7 +207,7 @@ impl Config {
                 return Err(format!("{key} contains a control character"));
             }
         }
-        if crate::diagnose::sanitize_board_id(&self.board_id) == crate::mqtt::topics::ALL {
+        if crate::model::board_id::sanitize_board_id(&self.board_id) == crate::model::topics::ALL {
             return Err(format!(
                 "board_id {:?} is reserved: `{}` addresses every board",
                 self.board_id,

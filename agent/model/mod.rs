@@ -4,6 +4,7 @@
 //! no policy.
 
 pub mod action;
+pub mod board_id;
 pub mod clock;
 pub mod finding;
 pub mod llm;
@@ -13,6 +14,7 @@ pub mod remedy;
 pub mod sensors;
 pub mod snapshot;
 pub mod stack;
+pub mod topics;
 pub mod workload;
 
 pub use clock::ClockSync;

@@ -263,7 +263,7 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
                 string("size", 16)?.ok_or("set_cma needs the argument \"size\" (e.g. \"256M\")")?;
             // The syntax is checked here (before rate limits); the profile minimum and the RAM
             // bound are checked by the edit itself.
-            if let Err(e) = crate::action::bootedit::parse_cma_size(&size) {
+            if let Err(e) = crate::parse::cma_size::parse_cma_size(&size) {
                 return Err(format!("set_cma size: {e}"));
             }
             Action::SetCma { size }

@@ -1,54 +1,43 @@
-//! Ed25519 keys for signed commands. Signing and verifying go through `ring`, the Ed25519 that
-//! rustls already links for TLS, so the binary carries one implementation, not two. Verifying
-//! follows `verify_strict` (RFC 8032's canonical `S < L`, which `ring` checks, plus no small-order
-//! key or `R`, which `curve25519-dalek` decides). Key files' DER is read and written with the
-//! `ed25519` crate's PKCS#8 / SPKI (RFC 8410) encoders, their PEM armour (RFC 7468) is read by
-//! rustls' `pki-types` (as for certificates) and written as base64 lines of 64.
+//! Ed25519 keys for signed commands, through ed25519-dalek: one implementation for signing,
+//! verifying (`verify_strict`: RFC 8032's canonical `S < L`, no small-order key or `R`) and the
+//! key files' DER (PKCS#8 / SPKI, RFC 8410). The PEM armour (RFC 7468) is read by rustls'
+//! `pki-types`, the reader the certificates already go through, because it allows text around the
+//! block as in the files operators hand-edit; the block itself is decoded strictly.
 //!
 //! Key files are the forms `openssl` writes: the private key as PKCS#8 PEM (`PRIVATE KEY`: v1 as
-//! `openssl genpkey -algorithm ed25519` writes it, and v2 with the public key inside, which this
-//! agent's `keygen` wrote before), the public key as SPKI PEM (`PUBLIC KEY`, as
-//! `openssl pkey -pubout` writes it). Text around the PEM block (comments, CRLF line ends) is
-//! allowed, as in the files operators hand-edit; the block itself is decoded strictly.
+//! `openssl genpkey -algorithm ed25519` writes it, and v2 with the public key inside), the public
+//! key as SPKI PEM (`PUBLIC KEY`, as `openssl pkey -pubout` writes it).
 
-use ed25519::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
-use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
+use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
+use ed25519_dalek::pkcs8::{
+    DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, KeypairBytes,
+};
+use ed25519_dalek::Signer;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{PrivatePkcs8KeyDer, SubjectPublicKeyInfoDer};
 
 /// An Ed25519 private key (RFC 8032 section 5.1.5).
-pub struct SigningKey {
-    seed: [u8; 32],
-    pair: Ed25519KeyPair,
-}
+pub struct SigningKey(ed25519_dalek::SigningKey);
 
 impl SigningKey {
     /// The key of a 32-byte seed (the private key as RFC 8032 and PKCS#8 files hold it).
     pub fn from_bytes(seed: &[u8; 32]) -> SigningKey {
-        match Ed25519KeyPair::from_seed_unchecked(seed) {
-            Ok(pair) => SigningKey { seed: *seed, pair },
-            // `ring` refuses a seed only for its length, and this one is 32 bytes.
-            Err(e) => unreachable!("ring refused a 32-byte Ed25519 seed: {e}"),
-        }
+        SigningKey(ed25519_dalek::SigningKey::from_bytes(seed))
     }
 
     /// The 32-byte seed.
     pub fn to_bytes(&self) -> [u8; 32] {
-        self.seed
+        self.0.to_bytes()
     }
 
     /// The matching public key.
     pub fn verifying_key(&self) -> VerifyingKey {
-        let mut key = [0u8; 32];
-        key.copy_from_slice(self.pair.public_key().as_ref());
-        VerifyingKey(key)
+        VerifyingKey(self.0.verifying_key().to_bytes())
     }
 
     /// The 64-byte signature of `message` (deterministic, RFC 8032).
     pub fn sign(&self, message: &[u8]) -> [u8; 64] {
-        let mut sig = [0u8; 64];
-        sig.copy_from_slice(self.pair.sign(message).as_ref());
-        sig
+        self.0.sign(message).to_bytes()
     }
 
     /// Reads a PKCS#8 PEM private key (v1 or v2; in a v2 key the public key must match the seed).
@@ -58,26 +47,20 @@ impl SigningKey {
     pub fn from_pkcs8_pem(text: &str) -> Result<SigningKey, String> {
         let der = PrivatePkcs8KeyDer::from_pem_slice(text.as_bytes())
             .map_err(|e| pem_error("PRIVATE KEY", &e))?;
-        let pair = ed25519::pkcs8::KeypairBytes::from_pkcs8_der(der.secret_pkcs8_der())
-            .map_err(|e| format!("not an Ed25519 PKCS#8 key ({e})"))?;
-        let key = SigningKey::from_bytes(&pair.secret_key);
-        match pair.public_key {
-            Some(public) if public.0 != key.verifying_key().0 => {
-                Err("not an Ed25519 PKCS#8 key (its public key is not its seed's)".into())
-            }
-            _ => Ok(key),
-        }
+        ed25519_dalek::SigningKey::from_pkcs8_der(der.secret_pkcs8_der())
+            .map(SigningKey)
+            .map_err(|e| format!("not an Ed25519 PKCS#8 key ({e})"))
     }
 
     /// The PKCS#8 v1 PEM form (what `openssl genpkey -algorithm ed25519` writes), LF line ends.
     pub fn to_pkcs8_pem(&self) -> String {
-        // v1 holds the seed only.
-        let v1 = ed25519::pkcs8::KeypairBytes {
-            secret_key: self.seed,
+        // v1 holds the seed only, as openssl writes it.
+        let v1 = KeypairBytes {
+            secret_key: self.to_bytes(),
             public_key: None,
         };
-        match v1.to_pkcs8_der() {
-            Ok(der) => pem_encode(der.as_bytes(), "PRIVATE KEY"),
+        match v1.to_pkcs8_pem(LineEnding::LF) {
+            Ok(pem) => pem.to_string(),
             // Encoding 32 known bytes into a fixed-size DER cannot fail.
             Err(e) => unreachable!("PKCS#8 encoding of an Ed25519 seed failed: {e}"),
         }
@@ -113,15 +96,11 @@ impl VerifyingKey {
     /// rules: a key that is not a valid curve point, a small-order key or `R`, and a non-canonical
     /// `S` verify nothing.
     pub fn verify(&self, message: &[u8], sig: &[u8]) -> bool {
-        if sig.len() != 64
-            || small_order_or_no_point(&self.0)
-            || small_order_or_no_point(&sig[..32])
-        {
+        let Ok(sig) = ed25519_dalek::Signature::from_slice(sig) else {
             return false;
-        }
-        UnparsedPublicKey::new(&ED25519, self.0)
-            .verify(message, sig)
-            .is_ok()
+        };
+        ed25519_dalek::VerifyingKey::from_bytes(&self.0)
+            .is_ok_and(|key| !key.is_weak() && key.verify_strict(message, &sig).is_ok())
     }
 
     /// Reads an SPKI PEM public key (`PUBLIC KEY`).
@@ -131,22 +110,24 @@ impl VerifyingKey {
     pub fn from_public_key_pem(text: &str) -> Result<VerifyingKey, String> {
         let der = SubjectPublicKeyInfoDer::from_pem_slice(text.as_bytes())
             .map_err(|e| pem_error("PUBLIC KEY", &e))?;
-        let raw = ed25519::pkcs8::PublicKeyBytes::from_public_key_der(&der)
-            .map_err(|e| format!("not an Ed25519 SubjectPublicKeyInfo ({e})"))?;
-        if small_order_or_no_point(&raw.0) {
+        let key = ed25519_dalek::VerifyingKey::from_public_key_der(&der).map_err(|e| {
+            format!("not an Ed25519 SubjectPublicKeyInfo ({e}), or a key off the curve")
+        })?;
+        if key.is_weak() {
             return Err(
-                "an Ed25519 public key of small order or off the curve (a weak key that \
-                 verifies forged signatures, or none)"
+                "an Ed25519 public key of small order (a weak key that verifies forged \
+                 signatures)"
                     .into(),
             );
         }
-        Ok(VerifyingKey(raw.0))
+        Ok(VerifyingKey(key.to_bytes()))
     }
 
     /// The SPKI PEM form (what `openssl pkey -pubout` writes), LF line ends.
     pub fn to_public_key_pem(&self) -> String {
-        match ed25519::pkcs8::PublicKeyBytes(self.0).to_public_key_der() {
-            Ok(der) => pem_encode(der.as_bytes(), "PUBLIC KEY"),
+        let spki = ed25519_dalek::pkcs8::PublicKeyBytes(self.0);
+        match spki.to_public_key_pem(LineEnding::LF) {
+            Ok(pem) => pem,
             Err(e) => unreachable!("SPKI encoding of 32 key bytes failed: {e}"),
         }
     }
@@ -162,15 +143,6 @@ impl std::fmt::Debug for VerifyingKey {
     }
 }
 
-/// True when the 32 bytes encode no point of edwards25519, or a point of order 1, 2, 4 or 8 (as a
-/// key it verifies forged signatures; as `R` it marks a signature `verify_strict` refuses).
-fn small_order_or_no_point(bytes: &[u8]) -> bool {
-    match curve25519_dalek::edwards::CompressedEdwardsY::from_slice(bytes) {
-        Ok(compressed) => compressed.decompress().is_none_or(|p| p.is_small_order()),
-        Err(_) => true,
-    }
-}
-
 /// Why a key file has no usable `label` PEM block (never its bytes: a pasted key is a secret).
 fn pem_error(label: &str, e: &rustls::pki_types::pem::Error) -> String {
     match e {
@@ -182,20 +154,6 @@ fn pem_error(label: &str, e: &rustls::pki_types::pem::Error) -> String {
             crate::mqtt::pem_error_kind(e)
         ),
     }
-}
-
-/// `der` in PEM armour (RFC 7468): the label lines around base64 lines of 64 characters, LF
-/// line ends, as openssl writes them.
-fn pem_encode(der: &[u8], label: &str) -> String {
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = format!("-----BEGIN {label}-----\n");
-    for line in b64.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str(&format!("-----END {label}-----\n"));
-    out
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ pub mod command;
 pub mod ed25519;
 pub mod ha;
 pub mod link;
-pub mod topics;
+pub use crate::model::topics;
 
 use std::sync::Arc;
 

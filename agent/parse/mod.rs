@@ -4,6 +4,7 @@
 
 pub mod bootfile;
 pub mod buddyinfo;
+pub mod cma_size;
 pub mod cmdline;
 pub mod compat;
 pub mod containerlog;
@@ -20,7 +21,6 @@ pub mod logline;
 pub mod meminfo;
 pub mod numa;
 pub mod nvsmi;
-pub mod signature;
 pub mod size;
 pub mod throughput;
 pub mod version;

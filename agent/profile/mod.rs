@@ -10,6 +10,7 @@
 pub mod accel;
 pub mod apps;
 pub mod raw;
+pub mod signature;
 
 use crate::parse::bootfile::BootFileKind;
 use crate::parse::version::Version;
@@ -432,9 +433,9 @@ impl Profile {
     }
 
     /// The remote actions a board with this profile takes (the status's `actions`), in the
-    /// order of [`crate::mqtt::command::ACTIONS`].
+    /// order of [`crate::model::action::ACTIONS`].
     pub fn actions(&self) -> Vec<String> {
-        crate::mqtt::command::ACTIONS
+        crate::model::action::ACTIONS
             .iter()
             .filter(|a| self.refuses_action(a).is_none())
             .map(|a| a.to_string())

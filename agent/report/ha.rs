@@ -51,8 +51,8 @@ pub fn button_topic(ctx: &HaContext<'_>, action: &str) -> String {
 
 /// The device-based discovery payload.
 pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
-    let status = crate::mqtt::topics::status(ctx.topic_root, ctx.board);
-    let avail = crate::mqtt::topics::availability(ctx.topic_root, ctx.board);
+    let status = crate::model::topics::status(ctx.topic_root, ctx.board);
+    let avail = crate::model::topics::availability(ctx.topic_root, ctx.board);
     let b = ctx.board;
     let mut cmps = Map::new();
     // A metric the status lacks renders as `None`, which Home Assistant shows as unknown (not

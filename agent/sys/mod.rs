@@ -5,6 +5,7 @@
 //! one way a child process is run ([`process`]).
 
 pub mod distance;
+pub mod hostfile;
 pub mod log;
 pub mod process;
 pub mod redact;

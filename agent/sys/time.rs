@@ -1,16 +1,14 @@
-//! UTC civil time without a date-time library: RFC 3339 timestamps for reports and statuses, and
-//! the `YYYY-MM-DD HH:MM:SS` stamps of `/var/log/dpkg.log`.
-//!
-//! Conversions between days since 1970-01-01 and proleptic Gregorian dates follow the
-//! era-of-400-years method (146,097 days per era), exact for every year 0000–9999 handled here.
+//! UTC time through the `time` crate: RFC 3339 timestamps for reports and statuses, and the
+//! `YYYY-MM-DD HH:MM:SS` stamps of `/var/log/dpkg.log`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use time::format_description::well_known::Rfc3339;
+use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time};
 
 /// The current time as RFC 3339 in UTC: `2026-05-15T10:02:11.25Z` (fraction trimmed of trailing
 /// zeros and left out when zero). Before 1970 (a board whose clock is unset reads 1970 at worst)
 /// or after 9999 the result is an empty string, never a panic.
 pub fn rfc3339_now() -> String {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
         Ok(d) => rfc3339_utc(d.as_secs(), d.subsec_nanos()),
         Err(_) => String::new(),
     }
@@ -19,46 +17,34 @@ pub fn rfc3339_now() -> String {
 /// `unix_s` seconds plus `nanos` (below 10^9) after the Unix epoch as RFC 3339 in UTC; an empty
 /// string past the year 9999.
 pub fn rfc3339_utc(unix_s: u64, nanos: u32) -> String {
-    let days = unix_s / 86_400;
-    let secs_of_day = unix_s % 86_400;
-    let (y, m, d) = civil_from_days(days as i64);
-    if !(0..=9999).contains(&y) {
+    let Ok(secs) = i64::try_from(unix_s) else {
         return String::new();
-    }
-    let mut out = format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        secs_of_day / 3600,
-        secs_of_day / 60 % 60,
-        secs_of_day % 60
-    );
-    let nanos = nanos % 1_000_000_000;
-    if nanos != 0 {
-        let frac = format!("{nanos:09}");
-        out.push('.');
-        out.push_str(frac.trim_end_matches('0'));
-    }
-    out.push('Z');
-    out
+    };
+    OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| t.replace_nanosecond(nanos % 1_000_000_000).ok())
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
 }
 
 /// Parses `YYYY-MM-DD` and `HH:MM:SS` (as dpkg.log writes them, UTC assumed) into Unix seconds.
 /// `None` unless both have exactly that shape and name a real date and time (month 1–12, the
 /// month's days with leap years, hour < 24, minute and second < 60).
 pub fn unix_from_date_time(date: &str, clock: &str) -> Option<i64> {
-    let d = fields::<3>(date, b'-', [4, 2, 2])?;
-    let t = fields::<3>(clock, b':', [2, 2, 2])?;
-    let (y, m, day) = (d[0] as i64, d[1], d[2]);
-    if !(1..=12).contains(&m) || day == 0 || day > days_in_month(y, m) {
-        return None;
-    }
-    if t[0] > 23 || t[1] > 59 || t[2] > 59 {
-        return None;
-    }
-    let days = days_from_civil(y, m, day);
-    Some(days * 86_400 + (t[0] * 3600 + t[1] * 60 + t[2]) as i64)
+    let [y, m, d] = fields::<3>(date, b'-', [4, 2, 2])?;
+    let [h, min, s] = fields::<3>(clock, b':', [2, 2, 2])?;
+    let month = Month::try_from(u8::try_from(m).ok()?).ok()?;
+    let date = Date::from_calendar_date(i32::try_from(y).ok()?, month, u8::try_from(d).ok()?);
+    let time = Time::from_hms(h.try_into().ok()?, min.try_into().ok()?, s.try_into().ok()?);
+    Some(
+        PrimitiveDateTime::new(date.ok()?, time.ok()?)
+            .assume_utc()
+            .unix_timestamp(),
+    )
 }
 
-/// Splits `s` at `sep` into exactly `N` all-digit fields of the given widths.
+/// Splits `s` at `sep` into exactly `N` all-digit fields of the given widths (dpkg.log's fixed
+/// layout: no sign, no shorter or longer field).
 fn fields<const N: usize>(s: &str, sep: u8, widths: [usize; N]) -> Option<[u32; N]> {
     let mut out = [0u32; N];
     let mut parts = s.as_bytes().split(|b| *b == sep);
@@ -70,40 +56,6 @@ fn fields<const N: usize>(s: &str, sep: u8, widths: [usize; N]) -> Option<[u32; 
         *slot = p.iter().fold(0, |n, b| n * 10 + u32::from(b - b'0'));
     }
     parts.next().is_none().then_some(out)
-}
-
-fn days_in_month(y: i64, m: u32) -> u32 {
-    match m {
-        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of the proleptic Gregorian date `y-m-d`.
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (i64::from(m) + 9) % 12; // March = 0
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The proleptic Gregorian date `(year, month, day)` of `days` since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]

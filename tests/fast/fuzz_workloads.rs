@@ -3,7 +3,8 @@
 //! directories, and links out of the tree. Bounded time and memory, a clear report, never a
 //! panic, never a file outside the tree.
 
-use npu_agent::parse::{compat, containerlog, hef, kernel, signature};
+use npu_agent::parse::{compat, containerlog, hef, kernel};
+use npu_agent::profile::signature;
 use proptest::prelude::*;
 use std::path::Path;
 use std::process::Command;

@@ -22,6 +22,7 @@ mod fuzz_workloads;
 mod ha_sensors;
 mod journal;
 mod llm;
+mod procfs_parsers;
 mod prometheus;
 mod provision;
 mod signatures;

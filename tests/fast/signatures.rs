@@ -4,7 +4,7 @@
 //! Every status in a header has its row, by name and by number; no status row names a status
 //! no header has.
 
-use npu_agent::parse::signature::catalog;
+use npu_agent::profile::signature::catalog;
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -176,7 +176,9 @@ pub fn is_evidence(line: &str, profile: &Profile) -> bool {
         || crate::parse::workload::is_failure(line)
         || crate::parse::workload::is_exception(line)
         || crate::probe::workloads::is_npu_line(line)
-        || !crate::parse::signature::catalog().matches(line).is_empty()
+        || !crate::profile::signature::catalog()
+            .matches(line)
+            .is_empty()
         || profile
             .signature
             .iter()

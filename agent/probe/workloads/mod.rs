@@ -32,7 +32,7 @@ pub fn is_npu_line(line: &str) -> bool {
         .iter()
         .any(|w| lower.contains(w))
         || crate::parse::workload::is_failure(line)
-        || crate::parse::signature::catalog().is_failure(line)
+        || crate::profile::signature::catalog().is_failure(line)
 }
 
 /// The catalog app a container (name, image) is.
