@@ -47,6 +47,26 @@ fn no_source_file_is_over_the_limit() {
     assert!(long.is_empty(), "over {MAX_FILE_LINES} lines: {long:?}");
 }
 
+/// Every Rust file of the project, tests and benches included, counted whole (unit tests in a
+/// source file count too): a file over the limit is split by concern.
+#[test]
+fn no_file_is_over_the_limit_tests_included() {
+    let root = agent_dir().parent().unwrap().to_path_buf();
+    let mut files = Vec::new();
+    for dir in ["agent", "tests", "benches", "examples"] {
+        files.extend(sources(&root.join(dir)));
+    }
+    assert!(files.len() > 100, "found only {} files", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|p| {
+            let n = std::fs::read_to_string(p).unwrap().lines().count();
+            (n > MAX_FILE_LINES).then(|| format!("{} ({n} lines)", p.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "over {MAX_FILE_LINES} lines: {long:?}");
+}
+
 /// The lines of `text` outside its top-level `#[cfg(test)]` items (a `mod tests { ... }` to its
 /// closing brace at column 0, or a one-line `mod tests;`): tests aside, as the rules say.
 fn code_lines(text: &str) -> Vec<&str> {
