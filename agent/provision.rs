@@ -30,7 +30,6 @@ use crate::root::SysRoot;
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 mod write;
 use write::*;
@@ -616,35 +615,8 @@ pub fn provision_with(root: &SysRoot, storage: &mut dyn Storage, now: &str) -> P
     }
 }
 
-// The outcome of this process's provisioning, for the daemon's status.
-static OUTCOME: Mutex<Option<ProvisionOutcome>> = Mutex::new(None);
-
-/// Remembers `o` for [`annotate`] (the latest outcome wins).
-pub fn record(o: &ProvisionOutcome) {
-    if let Ok(mut g) = OUTCOME.lock() {
-        *g = Some(o.clone());
-    }
-}
-
-/// The outcome [`record`]ed by this process, if any.
-pub fn recorded() -> Option<ProvisionOutcome> {
-    OUTCOME.lock().ok().and_then(|g| g.clone())
-}
-
-/// Adds the recorded outcome's finding (if any) to a report, first (it is about the agent
-/// itself, before `board.identity`), and recomputes its health. The daemon calls it on every
-/// status it builds.
-pub fn annotate(r: &mut crate::report::Report) {
-    let Some(f) = recorded().and_then(|o| o.finding()) else {
-        return;
-    };
-    r.findings.retain(|x| x.id != FINDING_ID);
-    r.findings.insert(0, f);
-    r.health = crate::report::Health::of(&r.findings);
-}
-
-/// What `run` does first: provision (or, with `look_only`, only inspect), log the outcome on
-/// `err` (the journal), and record it for the status.
+/// What `run` does first: provision (or, with `look_only`, only inspect) and log the outcome on
+/// `err` (the journal). The daemon shows the outcome's finding in its status.
 pub fn at_start(root: &SysRoot, look_only: bool, err: &mut dyn std::io::Write) -> ProvisionOutcome {
     let o = if look_only {
         inspect(root)
@@ -653,9 +625,6 @@ pub fn at_start(root: &SysRoot, look_only: bool, err: &mut dyn std::io::Write) -
     };
     if let Some(line) = o.describe() {
         let _ = writeln!(err, "npu-agent: {line}");
-    }
-    if !look_only {
-        record(&o);
     }
     o
 }

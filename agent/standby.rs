@@ -76,9 +76,9 @@ pub fn until_configured(
     cfg: Config,
     outcome: ProvisionOutcome,
     reload: impl FnMut(bool) -> (ProvisionOutcome, Result<Config, String>),
-) -> Option<Config> {
+) -> Option<(Config, ProvisionOutcome)> {
     if !cfg.mqtt.url.is_empty() || std::env::var_os("NOTIFY_SOCKET").is_none() {
-        return Some(cfg);
+        return Some((cfg, outcome));
     }
     let rt = match crate::sys::runtime::current_thread() {
         Ok(rt) => rt,
@@ -141,10 +141,12 @@ pub async fn standby(
     stop: impl Future<Output = ()>,
     mut notify: impl FnMut(&str, bool),
     mut ping: impl FnMut(),
-) -> Option<Config> {
+) -> Option<(Config, ProvisionOutcome)> {
     let mut status = status_line(&outcome, None);
     eprintln!("npu-agent: {status}");
     notify(&status, true);
+    // What the status shows: the start's outcome, then each new one (a removed file leaves it).
+    let mut shown = outcome.clone();
     let mut last_outcome = outcome;
     let mut interval = tokio::time::interval(tick);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -161,7 +163,7 @@ pub async fn standby(
                     if let Some(line) = o.describe() {
                         eprintln!("npu-agent: {line}");
                     }
-                    provision::record(&o);
+                    shown = o.clone();
                 }
                 if o != ProvisionOutcome::NoFile {
                     last_outcome = o;
@@ -172,7 +174,7 @@ pub async fn standby(
                 match cfg {
                     Ok(c) if !c.mqtt.url.is_empty() => {
                         eprintln!("npu-agent: broker configured ({}); starting", c.mqtt.url);
-                        return Some(c);
+                        return Some((c, shown));
                     }
                     Ok(_) => {
                         let s = status_line(&last_outcome, None);
@@ -213,7 +215,7 @@ mod tests {
             panic!("no reload")
         })
         .unwrap();
-        assert_eq!(c.mqtt.url, "mqtt://b:1883");
+        assert_eq!(c.0.mqtt.url, "mqtt://b:1883");
     }
 
     #[tokio::test(flavor = "current_thread")]
@@ -251,7 +253,7 @@ mod tests {
             || *pings.borrow_mut() += 1,
         )
         .await;
-        assert_eq!(got.unwrap().mqtt.url, "mqtts://broker:8883");
+        assert_eq!(got.unwrap().0.mqtt.url, "mqtts://broker:8883");
         assert_eq!(*calls.borrow(), 3);
         assert_eq!(*pings.borrow(), 3);
         let notes = notes.into_inner();
@@ -327,7 +329,7 @@ mod tests {
             || {},
         )
         .await;
-        assert_eq!(got.unwrap().mqtt.url, "mqtt://b:1");
+        assert_eq!(got.unwrap().0.mqtt.url, "mqtt://b:1");
         assert_eq!(asked.into_inner(), vec![false, false, false]);
     }
 

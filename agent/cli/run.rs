@@ -137,7 +137,8 @@ pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             again,
         )
     };
-    let Some(cfg) = crate::standby::until_configured(cfg, provisioned, reload) else {
+    let Some((cfg, provisioned)) = crate::standby::until_configured(cfg, provisioned, reload)
+    else {
         return EXIT_OK;
     };
     let (root_dir, explicit, root_override) = (root_dir.clone(), a.config.clone(), a.root.clone());
@@ -151,7 +152,7 @@ pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         )
         .1
     });
-    match crate::daemon::run(cfg, reread) {
+    match crate::daemon::run(cfg, provisioned.finding(), reread) {
         Ok(code) => code,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");

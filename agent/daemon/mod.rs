@@ -63,12 +63,18 @@ pub enum RunError {
 }
 
 /// Runs the daemon until SIGTERM/SIGINT; on SIGHUP it reads the config again with `reload`
-/// ([`reload`]). Returns the process exit code.
+/// ([`reload`]). `provisioning` is the first-boot provisioning's finding, shown first in every
+/// status. Returns the process exit code.
 ///
 /// Errors: [`RunError`] for a bad configuration or a runtime that cannot start.
-pub fn run(cfg: crate::config::Config, reload: reload::Reloader) -> Result<i32, RunError> {
+pub fn run(
+    cfg: crate::config::Config,
+    provisioning: Option<crate::model::Finding>,
+    reload: reload::Reloader,
+) -> Result<i32, RunError> {
     crate::sys::log::init_for(cfg.log.level.as_deref(), tracing::Level::INFO);
-    let s = setup::setup(cfg)?;
+    let mut s = setup::setup(cfg)?;
+    s.provisioning = provisioning;
     let rt = crate::sys::runtime::current_thread().map_err(|e| RunError::Runtime(e.to_string()))?;
     Ok(rt.block_on(main_loop::main_loop(s, reload)))
 }

@@ -32,6 +32,8 @@ pub(super) struct Setup {
     /// The board's own key, which seals its statuses and answers (`None`: it could not be
     /// made or saved; they go out unsigned, as the log says).
     pub identity: Option<crate::mqtt::ed25519::SigningKey>,
+    /// The first-boot provisioning's finding for every status, when it has something to say.
+    pub provisioning: Option<crate::model::Finding>,
 }
 
 /// Reads a secret or key file the config names (`password_file`, `ca_file`, `cert_file`,
@@ -172,5 +174,6 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         link,
         profile,
         log_cursors: Arc::new(Mutex::new(log_cursors)),
+        provisioning: None,
     })
 }

@@ -522,8 +522,9 @@ fn a_failed_write_at_any_step_applies_nothing() {
 }
 
 #[test]
-fn annotate_adds_the_finding_first_once_and_sets_health() {
-    let mut r: crate::report::Report = serde_json::from_value(serde_json::json!({
+fn the_status_shows_the_outcome_first_once_and_sets_health() {
+    use crate::report::status::{daemon_status, DaemonFacts};
+    let r: crate::report::Report = serde_json::from_value(serde_json::json!({
         "schema": 1, "board_id": "b", "profile": "generic", "profile_reason": "", "model": "m",
         "agent_version": "0", "time": "", "boot_id": "", "uptime_s": null, "session": 0,
         "health": "ok", "metrics": {}, "reboot_required": false, "last_action": null,
@@ -533,24 +534,28 @@ fn annotate_adds_the_finding_first_once_and_sets_health() {
         ]
     }))
     .unwrap();
-    record(&ProvisionOutcome::Invalid {
+    let invalid = ProvisionOutcome::Invalid {
         source: "/boot/npu-agent.toml".into(),
         line: Some(3),
         message: "x".into(),
-    });
-    annotate(&mut r);
-    annotate(&mut r);
-    let ids: Vec<&str> = r.findings.iter().map(|f| f.id.as_str()).collect();
+    };
+    let facts = DaemonFacts {
+        provisioning: invalid.finding(),
+        ..DaemonFacts::default()
+    };
+    let once = daemon_status(&r, &facts);
+    let twice = daemon_status(&once, &facts);
+    let ids: Vec<&str> = twice.findings.iter().map(|f| f.id.as_str()).collect();
     assert_eq!(
         ids,
         vec!["agent.provisioning", "board.identity", "agent.alpha"]
     );
-    assert_eq!(r.health, crate::report::Health::Warn);
-    record(&ProvisionOutcome::NoFile);
-    let mut r2 = r.clone();
-    r2.findings.retain(|f| f.id != FINDING_ID);
-    r2.health = crate::report::Health::Ok;
-    annotate(&mut r2);
+    assert_eq!(twice.health, crate::report::Health::Warn);
+    let facts = DaemonFacts {
+        provisioning: ProvisionOutcome::NoFile.finding(),
+        ..DaemonFacts::default()
+    };
+    let r2 = daemon_status(&r, &facts);
     assert_eq!(r2.findings.len(), 2);
     assert_eq!(r2.health, crate::report::Health::Ok);
 }

@@ -4,6 +4,7 @@
 pub mod ha;
 pub mod metrics;
 pub mod prometheus;
+pub mod status;
 
 use crate::check::{Finding, Status};
 use serde::{Deserialize, Serialize};
