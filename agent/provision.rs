@@ -553,14 +553,8 @@ fn read_and_prepare(
             ),
         ));
     }
-    let text = String::from_utf8(bytes).map_err(|e| {
-        let line = e.as_bytes()[..e.utf8_error().valid_up_to()]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1;
-        invalid(Some(line), "not UTF-8 text (save it as UTF-8)".into())
-    })?;
+    let text = crate::sys::text::strict_utf8(bytes)
+        .map_err(|e| invalid(Some(e.line), e.without_line()))?;
     prepare(source, &text, now)
 }
 

@@ -34,6 +34,7 @@ tests=(
   "lib secret::"
   "lib mqtt::ed25519::tests::"
   "lib action::atomic::tests::"
+  "fast config_bytes::"
 )
 kinds=0 held=0 skipped=0 msgs_tried=0 msgs_held=0
 log=$(mktemp)

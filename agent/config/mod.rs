@@ -13,6 +13,7 @@
 //! assembled once for the daemon and the command line).
 
 use crate::root::SysRoot;
+use crate::sys::text::strict_utf8;
 use layer::{env_layer, parse_layer};
 use serde::Serialize;
 use std::fmt;
@@ -39,7 +40,16 @@ pub const FIRST_BOOT_FILES: &[&str] = &[
     "/boot/npu-agent.toml.txt",
 ];
 
-pub use crate::sys::hostfile::{read_host_text, MAX_CONFIG_BYTES};
+pub use crate::sys::hostfile::{read_host_bytes, read_host_text, MAX_CONFIG_BYTES};
+
+/// The error for a config file `source` that is not UTF-8 (its line, and the byte and column).
+fn not_utf8(source: &str, e: crate::sys::text::NotUtf8) -> ConfigError {
+    ConfigError {
+        source: source.to_string(),
+        line: Some(e.line),
+        message: e.without_line(),
+    }
+}
 
 /// Longest `mqtt.topic_root`, `board_id` and `home_assistant.discovery_prefix` (bytes): every
 /// topic is built from them, and the broker limits a topic to 64 KiB.
@@ -262,27 +272,23 @@ pub fn load(
     let mut sources = Sources::default();
     match explicit {
         Some(path) => {
-            let text = read_host_text(path, MAX_CONFIG_BYTES).map_err(|e| ConfigError {
-                source: path.display().to_string(),
+            let shown = path.display().to_string();
+            let bytes = read_host_bytes(path, MAX_CONFIG_BYTES).map_err(|e| ConfigError {
+                source: shown.clone(),
                 line: None,
                 message: e.to_string(),
             })?;
-            cfg.apply(parse_layer(&path.display().to_string(), &text)?);
-            sources.applied.push(path.display().to_string());
+            let text = strict_utf8(bytes).map_err(|e| not_utf8(&shown, e))?;
+            cfg.apply(parse_layer(&shown, &text)?);
+            sources.applied.push(shown);
         }
-        None => match root.read_string(CONFIG_FILE) {
+        None => match read_board_text(root, CONFIG_FILE) {
             Ok(text) => {
                 cfg.apply(parse_layer(CONFIG_FILE, &text)?);
                 sources.applied.push(CONFIG_FILE.into());
             }
-            Err(e) if e.is_not_found() => {}
-            Err(e) => {
-                return Err(ConfigError {
-                    source: CONFIG_FILE.into(),
-                    line: None,
-                    message: e.to_string(),
-                })
-            }
+            Err(None) => {}
+            Err(Some(e)) => return Err(e),
         },
     }
     let mut dropins: Vec<String> = root
@@ -294,10 +300,12 @@ pub fn load(
         .collect();
     dropins.sort();
     for path in dropins {
-        let text = root.read_string(&path).map_err(|e| ConfigError {
-            source: path.clone(),
-            line: None,
-            message: e.to_string(),
+        let text = read_board_text(root, &path).map_err(|e| {
+            e.unwrap_or_else(|| ConfigError {
+                source: path.clone(),
+                line: None,
+                message: "removed while being read".into(),
+            })
         })?;
         cfg.apply(parse_layer(&path, &text)?);
         sources.applied.push(path);
@@ -308,6 +316,19 @@ pub fn load(
     }
     cfg.validate()?;
     Ok((cfg, sources))
+}
+
+/// The text of the config file `path` under `root`: `Err(None)` when it does not exist, else an
+/// error naming the file (unreadable, or not UTF-8: its line, byte and column).
+fn read_board_text(root: &SysRoot, path: &str) -> Result<String, Option<ConfigError>> {
+    let bytes = root.read(path).map_err(|e| {
+        (!e.is_not_found()).then(|| ConfigError {
+            source: path.into(),
+            line: None,
+            message: e.to_string(),
+        })
+    })?;
+    strict_utf8(bytes).map_err(|e| Some(not_utf8(path, e)))
 }
 
 #[cfg(test)]

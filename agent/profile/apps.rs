@@ -137,14 +137,7 @@ pub fn load_apps(root: &SysRoot) -> (Vec<AppSpec>, Vec<ProfileError>) {
         .filter(|n| n.ends_with(".toml"))
     {
         let path = format!("{APPS_DIR}/{name}");
-        let parsed = root
-            .read_string(&path)
-            .map_err(|e| ProfileError {
-                file: path.clone(),
-                line: None,
-                message: e.to_string(),
-            })
-            .and_then(|t| parse_apps(&path, &t));
+        let parsed = super::read_site_toml(root, &path).and_then(|t| parse_apps(&path, &t));
         match parsed {
             Ok(site) => {
                 for a in site {

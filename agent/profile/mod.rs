@@ -92,6 +92,23 @@ pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// The text of a site file of the profile family (`profiles.d/`, `apps.d/`) under `root`.
+///
+/// Errors: unreadable, or not UTF-8 (the line, byte and column of the first bad byte: a site
+/// file is never read with its bytes replaced).
+pub(crate) fn read_site_toml(root: &SysRoot, path: &str) -> Result<String, ProfileError> {
+    let bytes = root.read(path).map_err(|e| ProfileError {
+        file: path.to_string(),
+        line: None,
+        message: e.to_string(),
+    })?;
+    crate::sys::text::strict_utf8(bytes).map_err(|e| ProfileError {
+        file: path.to_string(),
+        line: Some(e.line),
+        message: e.without_line(),
+    })
+}
+
 /// Parses and validates one profile from TOML text. `file` names it in errors.
 pub fn parse_profile(file: &str, text: &str) -> Result<Profile, ProfileError> {
     let raw: Profile = parse_toml(file, text)?;
@@ -238,14 +255,8 @@ pub fn load_all_with_text(root: &SysRoot) -> (Vec<(Profile, String)>, Vec<Profil
     if let Ok(names) = root.list_dir(PROFILES_DIR) {
         for name in names.iter().filter(|n| n.ends_with(".toml")) {
             let path = format!("{PROFILES_DIR}/{name}");
-            let parsed = root
-                .read_string(&path)
-                .map_err(|e| ProfileError {
-                    file: path.clone(),
-                    line: None,
-                    message: e.to_string(),
-                })
-                .and_then(|t| parse_profile(&path, &t).map(|p| (p, t)));
+            let parsed =
+                read_site_toml(root, &path).and_then(|t| parse_profile(&path, &t).map(|p| (p, t)));
             match parsed {
                 Ok((p, text)) => {
                     profiles.retain(|(q, _)| q.id != p.id);

@@ -3,9 +3,9 @@
 /// Largest config or profile file read from a host path (`--config`, `--profile FILE`): 1 MiB.
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
-/// Reads a text file given on the command line, refusing more than `max_bytes` (a FIFO or
-/// `/dev/zero` must not exhaust memory) and invalid UTF-8.
-pub fn read_host_text(path: &std::path::Path, max_bytes: u64) -> std::io::Result<String> {
+/// Reads a file given on the command line, refusing more than `max_bytes` (a FIFO or
+/// `/dev/zero` must not exhaust memory).
+pub fn read_host_bytes(path: &std::path::Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut buf = Vec::new();
     std::fs::File::open(path)?
@@ -17,6 +17,12 @@ pub fn read_host_text(path: &std::path::Path, max_bytes: u64) -> std::io::Result
             format!("larger than {max_bytes} bytes"),
         ));
     }
-    String::from_utf8(buf)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+    Ok(buf)
+}
+
+/// Reads a text file given on the command line as [`read_host_bytes`] does, refusing invalid
+/// UTF-8 with the line, column and value of the first bad byte ([`super::text::strict_utf8`]).
+pub fn read_host_text(path: &std::path::Path, max_bytes: u64) -> std::io::Result<String> {
+    super::text::strict_utf8(read_host_bytes(path, max_bytes)?)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()))
 }

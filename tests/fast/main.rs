@@ -14,6 +14,7 @@ mod actions;
 mod boards;
 mod capture;
 mod cli;
+mod config_bytes;
 mod config_edges;
 mod fix;
 mod fuzz_gate;
