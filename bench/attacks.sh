@@ -35,6 +35,7 @@ tests=(
   "lib mqtt::ed25519::tests::"
   "lib action::atomic::tests::"
   "fast config_bytes::"
+  "system attacks_config::a_sighup_while_agent_toml_is_renamed_away_keeps_the_running_config"
 )
 kinds=0 held=0 skipped=0 msgs_tried=0 msgs_held=0
 log=$(mktemp)

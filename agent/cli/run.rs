@@ -142,15 +142,18 @@ pub fn run(a: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         return EXIT_OK;
     };
     let (root_dir, explicit, root_override) = (root_dir.clone(), a.config.clone(), a.root.clone());
+    // Once the main file was there, its absence at a reload is an error, not the defaults.
+    let main_seen = std::cell::Cell::new(SysRoot::new(&root_dir).exists(config::CONFIG_FILE));
     let reread = Box::new(move || {
-        crate::standby::reload(
-            &root_dir,
-            explicit.as_deref(),
-            &env,
-            root_override.as_deref(),
-            false,
-        )
-        .1
+        let root = SysRoot::new(&root_dir);
+        let (mut cfg, main_read) =
+            config::reload(&root, explicit.as_deref(), &env, main_seen.get())
+                .map_err(|e| e.to_string())?;
+        main_seen.set(main_seen.get() || main_read);
+        if let Some(r) = &root_override {
+            cfg.root = r.display().to_string();
+        }
+        Ok(cfg)
     });
     match crate::daemon::run(cfg, provisioned.finding(), reread) {
         Ok(code) => code,

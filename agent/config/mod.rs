@@ -318,6 +318,33 @@ pub fn load(
     Ok((cfg, sources))
 }
 
+/// [`load`] again for a reload (SIGHUP). `main_seen`: `/etc/npu-agent/agent.toml` existed when
+/// the running config was read. Then a main file that is missing now counts as unreadable (an
+/// editor renaming it away while saving must not bring back the built-in defaults: unsigned
+/// commands, no `disabled` actions, no `trusted_keys`). Returns the config and whether the main
+/// file was read.
+///
+/// Errors: as [`load`], and the missing main file.
+pub fn reload(
+    root: &SysRoot,
+    explicit: Option<&std::path::Path>,
+    env: &[(String, String)],
+    main_seen: bool,
+) -> Result<(Config, bool), ConfigError> {
+    let (cfg, sources) = load(root, explicit, env)?;
+    let main_read = sources.applied.iter().any(|s| s == CONFIG_FILE);
+    if explicit.is_none() && main_seen && !main_read {
+        return Err(ConfigError {
+            source: CONFIG_FILE.into(),
+            line: None,
+            message: "missing, though it was there when the running config was read (an editor \
+                      renaming it away while saving?); it counts as unreadable"
+                .into(),
+        });
+    }
+    Ok((cfg, main_read))
+}
+
 /// The text of the config file `path` under `root`: `Err(None)` when it does not exist, else an
 /// error naming the file (unreadable, or not UTF-8: its line, byte and column).
 fn read_board_text(root: &SysRoot, path: &str) -> Result<String, Option<ConfigError>> {

@@ -324,3 +324,23 @@ fn reconnect_max_is_bounded() {
     let (c, _) = load(&SysRoot::new(d.path()), None, &env).unwrap();
     assert_eq!(c.mqtt.reconnect_max_s, 30);
 }
+
+/// Issue 37 item 4: a main file seen before and missing at a reload is an error, not the
+/// defaults; one never there is not.
+#[test]
+fn a_reload_without_the_main_file_it_had_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let root = SysRoot::new(d.path());
+    assert!(super::reload(&root, None, &[], false).is_ok());
+    let e = super::reload(&root, None, &[], true).unwrap_err();
+    assert_eq!(e.source, super::CONFIG_FILE);
+    assert!(e.message.contains("missing"), "{e}");
+    std::fs::create_dir_all(d.path().join("etc/npu-agent")).unwrap();
+    std::fs::write(
+        d.path().join("etc/npu-agent/agent.toml"),
+        "[security]\nallow_unsigned = []\n",
+    )
+    .unwrap();
+    let (c, read) = super::reload(&root, None, &[], true).unwrap();
+    assert!(read && c.security.allow_unsigned.is_empty());
+}

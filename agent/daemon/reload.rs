@@ -3,7 +3,8 @@
 //! `max_command_age_s`, `[actions]` (disabled actions, reboot, rate limits, cooldowns). What the
 //! link and the board's identity are built from (`[mqtt]`, `board_id`, `root`, `state_dir`,
 //! `profile`, `[report]`, `[log]`, `[home_assistant]`) is named in the log as waiting for a
-//! restart. A config that cannot be read keeps the running one.
+//! restart. A config that cannot be read keeps the running one (a warning with the cause), and so
+//! does a main file that existed and is missing now ([`crate::config::reload`]).
 
 use super::agent::Agent;
 use crate::action::executor::Executor;
@@ -18,7 +19,7 @@ pub(super) fn reload(agent: &mut Agent, read: &Reloader) {
     let settings = match settings {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!(error = %e, "SIGHUP: the config was not reloaded; the running one stays");
+            tracing::warn!(error = %e, "SIGHUP: the config was not reloaded; the running one stays");
             return;
         }
     };

@@ -21,6 +21,7 @@ mod harness;
 mod newc;
 
 mod aarch64;
+mod attacks_config;
 mod capture;
 mod identity;
 mod image;
