@@ -42,6 +42,21 @@ impl Config {
         })
     }
 
+    /// The `[mqtt]` keys set that a CONNECT carries or that stand for the board (a password, a
+    /// client key), by name.
+    fn mqtt_secrets(&self) -> Vec<&'static str> {
+        let m = &self.mqtt;
+        [
+            ("mqtt.username", &m.username),
+            ("mqtt.password_file", &m.password_file),
+            ("mqtt.key_file", &m.key_file),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, _)| k)
+        .collect()
+    }
+
     /// Checks values that parse but make no sense.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |m: String| {
@@ -57,13 +72,22 @@ impl Config {
         if !self.mqtt.url.is_empty() {
             // The value is not quoted (it could be anything typed in the wrong key), except a
             // URL with user info, shown with it redacted.
-            if let Err(e) = crate::mqtt::parse_urls_quiet(&self.mqtt.url) {
-                let shown = crate::mqtt::redact_url(&self.mqtt.url);
-                return err(if shown != self.mqtt.url {
-                    format!("mqtt.url {shown:?}: {e}")
-                } else {
-                    format!("mqtt.url: {e}")
-                });
+            match crate::mqtt::parse_urls_quiet(&self.mqtt.url) {
+                Err(e) => {
+                    let shown = crate::mqtt::redact_url(&self.mqtt.url);
+                    return err(if shown != self.mqtt.url {
+                        format!("mqtt.url {shown:?}: {e}")
+                    } else {
+                        format!("mqtt.url: {e}")
+                    });
+                }
+                Ok(urls) => {
+                    if let Err(e) =
+                        crate::mqtt::refuse_mixed_tls(&urls, "mqtt.url", &self.mqtt_secrets())
+                    {
+                        return err(e);
+                    }
+                }
             }
         }
         if let Some(level) = &self.log.level {

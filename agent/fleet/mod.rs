@@ -59,6 +59,15 @@ fn env(name: &str) -> Option<String> {
 /// Connection options for an operator tool (no last will; lossless event channel).
 pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, String> {
     let mut fallbacks = mqtt::parse_urls(broker)?;
+    let secrets: Vec<&str> = [
+        "NPU_AGENT_MQTT_USERNAME",
+        "NPU_AGENT_MQTT_PASSWORD_FILE",
+        "NPU_AGENT_MQTT_KEY_FILE",
+    ]
+    .into_iter()
+    .filter(|v| env(v).is_some())
+    .collect();
+    mqtt::refuse_mixed_tls(&fallbacks, "--broker", &secrets)?;
     let url = fallbacks.remove(0);
     let read = |p: String| std::fs::read(&p).map_err(|e| format!("{p}: {e}"));
     let tls = if url.tls || fallbacks.iter().any(|u| u.tls) {

@@ -61,6 +61,32 @@ pub fn split_urls(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').map(str::trim)
 }
 
+/// Refuses a broker list that mixes `mqtts://` and `mqtt://` nodes while `secrets` (what is set
+/// that a CONNECT carries or that stands for the client: "mqtt.username", "a client key") is not
+/// empty: when the TLS node fails, the link moves to a plain node and the CONNECT would carry
+/// the user name and password in clear. Names no URL and no secret.
+///
+/// Errors: why, and what to change.
+pub fn refuse_mixed_tls(
+    urls: &[BrokerUrl],
+    list_name: &str,
+    secrets: &[&str],
+) -> Result<(), String> {
+    let tls = urls.iter().filter(|u| u.tls).count();
+    if secrets.is_empty() || tls == 0 || tls == urls.len() {
+        return Ok(());
+    }
+    Err(format!(
+        "{list_name} mixes mqtts:// and mqtt:// nodes while {} set: when a TLS node fails the \
+         link moves to a plain node, and its CONNECT would carry the credentials in clear; make \
+         every node mqtts:// (or leave the plain ones out)",
+        match secrets {
+            [one] => format!("{one} is"),
+            more => format!("{} are", more.join(" and ")),
+        }
+    ))
+}
+
 /// [`parse_url`] with errors that do not quote the URL (for config validation: a value typed in
 /// the wrong key may be anything).
 pub fn parse_url_quiet(url: &str) -> Result<BrokerUrl, String> {
@@ -408,6 +434,28 @@ mod tests {
             explain_connection_error("connection refused"),
             "connection refused"
         );
+    }
+
+    /// Issue 37 item 1: a mixed list is refused while anything secret is set, naming what, and
+    /// never the URL.
+    #[test]
+    fn a_mixed_list_with_credentials_is_refused() {
+        let mixed = parse_urls("mqtts://a,mqtt://b").unwrap();
+        let e =
+            refuse_mixed_tls(&mixed, "mqtt.url", &["mqtt.username", "mqtt.key_file"]).unwrap_err();
+        assert!(
+            e.starts_with("mqtt.url mixes mqtts:// and mqtt:// nodes while mqtt.username and mqtt.key_file are set"),
+            "{e}"
+        );
+        assert!(!e.contains("://a") && !e.contains("://b"), "{e}");
+        assert!(refuse_mixed_tls(&mixed, "mqtt.url", &[]).is_ok());
+        for same in ["mqtts://a,mqtts://b", "mqtt://a,mqtt://b", "mqtts://a"] {
+            let l = parse_urls(same).unwrap();
+            assert!(
+                refuse_mixed_tls(&l, "x", &["mqtt.username"]).is_ok(),
+                "{same}"
+            );
+        }
     }
 
     #[test]

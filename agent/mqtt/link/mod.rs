@@ -342,6 +342,17 @@ fn brokers(o: &LinkOptions) -> Vec<&super::BrokerUrl> {
     std::iter::once(&o.url).chain(&o.fallbacks).collect()
 }
 
+/// The credentials to send to `url`: none to a plain node of a list that has a TLS node (the
+/// config refuses such a list with credentials, [`super::refuse_mixed_tls`]; this is the link's
+/// own guard, so a password meant for TLS is never sent in clear).
+fn credentials_for<'a>(
+    o: &'a LinkOptions,
+    url: &super::BrokerUrl,
+) -> Option<&'a (String, crate::sys::secret::Secret)> {
+    let plain_beside_tls = !url.tls && brokers(o).iter().any(|b| b.tls);
+    o.credentials.as_ref().filter(|_| !plain_beside_tls)
+}
+
 fn options(o: &LinkOptions, url: &super::BrokerUrl) -> MqttOptions {
     let mut m = MqttOptions::new(o.client_id.clone(), url.host.clone(), url.port);
     m.set_keep_alive(o.keep_alive.max(Duration::from_secs(5)));
@@ -364,7 +375,7 @@ fn options(o: &LinkOptions, url: &super::BrokerUrl) -> MqttOptions {
         // dropping the rest of a large retained burst).
         m.set_receive_maximum(Some(u16::MAX));
     }
-    if let Some((u, p)) = &o.credentials {
+    if let Some((u, p)) = credentials_for(o, url) {
         m.set_credentials(u.clone(), p.expose().to_string());
     }
     if let Some((topic, payload)) = &o.last_will {
@@ -395,7 +406,7 @@ fn options_v311(o: &LinkOptions, url: &super::BrokerUrl) -> rumqttc::MqttOptions
     m.set_request_channel_capacity(256);
     m.set_inflight(32);
     m.set_manual_acks(o.ack_when_handled);
-    if let Some((u, p)) = &o.credentials {
+    if let Some((u, p)) = credentials_for(o, url) {
         m.set_credentials(u.clone(), p.expose().to_string());
     }
     if let Some((topic, payload)) = &o.last_will {
@@ -575,6 +586,22 @@ mod tests {
             .port();
         let f = v5_failure(port);
         assert!(matches!(f, Failure::Network(_)), "{f:?}");
+    }
+
+    /// Issue 37 item 1, the link's own guard: a plain node beside a TLS one never gets the
+    /// credentials; a list of plain nodes only, or the TLS node, does.
+    #[test]
+    fn credentials_never_go_to_a_plain_node_of_a_list_with_tls() {
+        let mut o = opts(1, Protocol::V5, false);
+        o.credentials = Some(("u".into(), crate::sys::secret::Secret::from_file(b"pw")));
+        let plain = o.url.clone();
+        assert!(credentials_for(&o, &plain).is_some());
+        o.url = crate::mqtt::parse_url("mqtts://127.0.0.1:2").unwrap();
+        o.fallbacks = vec![plain.clone()];
+        assert!(credentials_for(&o, &plain).is_none());
+        assert!(credentials_for(&o, &o.url.clone()).is_some());
+        assert!(options(&o, &plain).credentials().is_none());
+        assert!(options_v311(&o, &plain).credentials().is_none());
     }
 
     fn opts(port: u16, protocol: Protocol, auto: bool) -> LinkOptions {
