@@ -1,11 +1,20 @@
 //! The one rule set that takes secrets out of free text bound for a status (evidence lines), a
 //! log line or a support bundle: a log line, a config line, a command line written as text.
 //!
-//! A secret is found by its name (`password=`, `--pass X`, `"api_key": "…"`, `psk=`), by the
-//! header that carries it (`Authorization: Basic …`, `Cookie: …`), by the word before it
-//! (`Bearer …`, `token hf_…`), by its shape (`hf_…`, `sk-…`, `ghp_…`) or in a URL
-//! (`https://user:pw@host`, `?token=`). Names are [`is_secret_name`]'s. A command line
+//! A secret is found by its name (`password=`, `--pass X`, `"api_key": "…"`, `wifi.psk=`, a
+//! value that is itself a pair: `systemd.setenv=API_KEY=…`), by the header that carries it
+//! (`Authorization: Basic …`, `Cookie: …`), by the word before it (`Bearer …`, `token hf_…`), by
+//! its shape (`hf_…`, `sk-…`, `ghp_…`, long high-entropy base64 or hex), in a URL
+//! (`https://user:pw@host`, `?token=`) or as a private-key PEM block. Names are
+//! [`is_secret_name`]'s, by the words they are made of, not a list of options. A command line
 //! ([`redact_argv`]) goes word by word through the same rules.
+
+#[path = "redact_shape.rs"]
+mod shape;
+pub use shape::is_secret_name;
+use shape::{
+    has_token_shape, is_digest_name, is_option_word, is_port_like, is_short_secret_option,
+};
 
 /// Every string in `v` (at any depth) through [`redact_text`]: a command's result (an apt log, a
 /// file's new lines) before it is published.
@@ -14,7 +23,11 @@ pub fn redact_value(v: &mut serde_json::Value) {
     match v {
         Value::String(t) => *t = redact_text(t),
         Value::Array(a) => a.iter_mut().for_each(redact_value),
-        Value::Object(m) => m.values_mut().for_each(redact_value),
+        // A digest under its own name (`"sha256": "…"`, a bundle's checksum) is no secret.
+        Value::Object(m) => m
+            .iter_mut()
+            .filter(|(k, v)| !(is_digest_name(k) && v.as_str().is_some_and(is_hex)))
+            .for_each(|(_, v)| redact_value(v)),
         _ => {}
     }
 }
@@ -23,11 +36,12 @@ pub fn redact_value(v: &mut serde_json::Value) {
 /// kept as it is (spacing included).
 pub fn redact_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
+    let mut in_pem = false;
     for (i, line) in text.split('\n').enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        redact_line(line, &mut out);
+        redact_line(&shape::pem_line(line, &mut in_pem), &mut out);
     }
     out
 }
@@ -56,6 +70,16 @@ fn redact_line(line: &str, out: &mut String) {
         }
         let core = word.trim_matches(|c: char| "\"'`,;()[]{}".contains(c));
         let lower = core.to_ascii_lowercase();
+        if next == Next::Hide && word == "--" {
+            // `--api-key -- X`: the end of options; the value is still the next word.
+            out.push_str(piece);
+            continue;
+        }
+        if next == Next::Hide && (shape::is_option_word(core) || core.starts_with("-----")) {
+            // `--no-auth --port 80`: a flag, and the next option; or a PEM marker, whose body
+            // is already out.
+            next = Next::Keep;
+        }
         let hide = match next {
             Next::Hide => true,
             Next::Scheme => !matches!(lower.as_str(), "basic" | "bearer" | "digest" | "token"),
@@ -124,17 +148,34 @@ fn redact_pairs(word: &str) -> (String, bool) {
     let mut pending = false;
     for seg in word.split_inclusive([',', '&', ';', '{', '}']) {
         pending = false;
-        let secret = pair(seg).filter(|(name, _)| !seg.contains("://") && is_secret_name(name));
+        let secret = pair(seg).and_then(|(name, value)| secret_value(seg, name, value));
         match secret {
-            Some((_, "")) => {
+            Some("") => {
                 pending = true;
                 out.push_str(seg);
             }
-            Some((_, value)) => out.push_str(&splice(seg, value)),
+            Some(value) => out.push_str(&splice(seg, value)),
             None => out.push_str(seg),
         }
     }
     (out, pending)
+}
+
+/// The part of `value` (the value of `name` in `seg`) that is secret: all of it for a secret
+/// name, or a value shaped like a secret under a name that is no digest's; the value of a pair
+/// inside it (`systemd.setenv=API_KEY=x`, `--env=TOKEN=x`); else none.
+fn secret_value<'a>(seg: &str, name: &str, value: &'a str) -> Option<&'a str> {
+    if seg.contains("://") {
+        return None;
+    }
+    if is_secret_name(name) {
+        return Some(value);
+    }
+    if has_token_shape(value) && !is_digest_name(name) {
+        return Some(value);
+    }
+    let (inner_name, inner_value) = value.split_once('=')?;
+    is_secret_name(inner_name).then_some(inner_value)
 }
 
 /// The name and value of a `NAME=VALUE` / `NAME:VALUE` piece, quotes and brackets trimmed.
@@ -156,24 +197,8 @@ fn splice(word: &str, part: &str) -> String {
     }
 }
 
-/// Prefixes of issued tokens (Hugging Face, OpenAI, GitHub, GitLab, Slack), at 16 characters
-/// or more.
-const TOKEN_PREFIXES: [&str; 8] = [
-    "hf_",
-    "sk-",
-    "ghp_",
-    "gho_",
-    "github_pat_",
-    "glpat-",
-    "xoxb-",
-    "xoxp-",
-];
-
-fn has_token_shape(w: &str) -> bool {
-    w.len() >= 16
-        && TOKEN_PREFIXES.iter().any(|p| w.starts_with(p))
-        && w.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+fn is_hex(s: &str) -> bool {
+    s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// A word after a bare `token` or `password` that is a value, not prose: 8 or more characters
@@ -184,45 +209,6 @@ fn looks_like_credential(w: &str) -> bool {
 
 /// What a redacted value is replaced with.
 pub const REDACTED: &str = "<redacted>";
-
-/// True for an option or variable name whose value is a secret: `--api-key`, `--hf-token`,
-/// anything with `token`, `password`, `passwd`, `passphrase`, `secret`, `auth`, `bearer` or
-/// `cookie` in it, `pass`, `pwd`, `psk` or `pw` alone or at the end (`--db-pass`, `wifi_psk`),
-/// or ending in `key` (`--ssl-key`... but not `--key-file`: a path). Case and `-`/`_` do not
-/// matter.
-pub fn is_secret_name(name: &str) -> bool {
-    let n = name
-        .trim_start_matches('-')
-        .to_ascii_lowercase()
-        .replace('_', "-");
-    if n.is_empty() {
-        return false;
-    }
-    [
-        "token",
-        "password",
-        "passwd",
-        "secret",
-        "auth",
-        "credential",
-        "api-key",
-        "apikey",
-        "passphrase",
-        "bearer",
-        "cookie",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
-        || n == "key"
-        || n.ends_with("-key")
-        || ["pass", "pwd", "psk", "pw", "sig"]
-            .iter()
-            .any(|w| n == *w || n.ends_with(&format!("-{w}")))
-        // A signed URL's `X-Amz-Signature=`; a bare `signature` is prose ("bad signature: ...").
-        || n.ends_with("-signature")
-        // llama.cpp's short form of --hf-token.
-        || n == "hft"
-}
 
 /// A word with the credentials of any URL in it replaced: the `user:password@` part
 /// (`https://u:pw@host/m.gguf` -> `https://<redacted>@host/m.gguf`) and the value of a query
@@ -269,16 +255,35 @@ pub fn redact_url(word: &str) -> String {
 }
 
 /// A command line with every secret value replaced by [`REDACTED`]: the word after a secret
-/// option (`--api-key SECRET`), the value of `--api-key=SECRET`, and `NAME=SECRET` words (an
-/// `env HF_TOKEN=... llama-server` prefix). Everything else is kept as it is.
+/// option (`--api-key SECRET`, `--api-key -- SECRET`, `-p SECRET` unless a port), the value of
+/// `--api-key=SECRET`, `NAME=SECRET` words (an `env HF_TOKEN=... llama-server` prefix), and
+/// every word through [`redact_text`] (URLs, secret shapes, nested pairs). Options are secret by
+/// [`is_secret_name`]'s meaning, not a list. Everything else is kept as it is.
 pub fn redact_argv(argv: &[String]) -> Vec<String> {
+    #[derive(PartialEq)]
+    enum Pending {
+        No,
+        Value,
+        UnlessPort,
+    }
     let mut out = Vec::with_capacity(argv.len());
-    let mut hide_next = false;
+    let mut pending = Pending::No;
     for word in argv {
-        if hide_next {
-            hide_next = false;
-            out.push(REDACTED.to_string());
-            continue;
+        match std::mem::replace(&mut pending, Pending::No) {
+            Pending::Value if word == "--" => {
+                out.push(word.clone());
+                pending = Pending::Value;
+                continue;
+            }
+            Pending::Value if !is_option_word(word) => {
+                out.push(REDACTED.to_string());
+                continue;
+            }
+            Pending::UnlessPort if !is_port_like(word) && !is_option_word(word) => {
+                out.push(REDACTED.to_string());
+                continue;
+            }
+            _ => {}
         }
         // `NAME=VALUE` (an option or a variable; a URL's query is left to `redact_url`).
         if let Some((name, _)) = word.split_once('=').filter(|(n, _)| !n.contains("://")) {
@@ -287,7 +292,9 @@ pub fn redact_argv(argv: &[String]) -> Vec<String> {
                 continue;
             }
         } else if word.starts_with('-') && is_secret_name(word) {
-            hide_next = true;
+            pending = Pending::Value;
+        } else if is_short_secret_option(word) {
+            pending = Pending::UnlessPort;
         }
         out.push(redact_text(word));
     }

@@ -74,3 +74,38 @@ fn results_lose_secrets_at_any_depth() {
     assert_eq!(v["reason"], "bad signature: no trusted key verifies it");
     assert_eq!(v["result"]["n"], 3);
 }
+
+/// Issue 37 item 7: the corpus of expected redactions (`tests/fixtures/redaction/corpus.txt`),
+/// text and command lines, secrets out and legitimate values kept byte for byte.
+#[test]
+fn the_redaction_corpus() {
+    let corpus = include_str!("../../tests/fixtures/redaction/corpus.txt");
+    let mut failures = Vec::new();
+    let mut n = 0;
+    for l in corpus.lines() {
+        if l.starts_with('#') || l.is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = l.split('\t').collect();
+        assert_eq!(f.len(), 3, "KIND<TAB>INPUT<TAB>EXPECTED: {l}");
+        let input = f[1].replace("<NL>", "\n");
+        let want = match f[2] {
+            "=" => input.clone(),
+            w => w.replace("<NL>", "\n"),
+        };
+        let got = match f[0] {
+            "text" => redact_text(&input),
+            "argv" => {
+                let argv: Vec<String> = input.split(' ').map(String::from).collect();
+                crate::sys::redact::redact_argv(&argv).join(" ")
+            }
+            k => panic!("unknown kind {k:?}: {l}"),
+        };
+        n += 1;
+        if got != want {
+            failures.push(format!("{}\n  got:  {got:?}\n  want: {want:?}", f[1]));
+        }
+    }
+    assert!(n >= 30, "{n} lines");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
