@@ -11,7 +11,8 @@
 //!
 //! Redacted by default: host name, user names (also in paths), the device-tree serial number and
 //! `machine-id`, MAC and IP addresses (loopback kept), credentials in URLs, and the values of
-//! token/password/key options in command lines and `key=value` text. Links the checks read are
+//! token/password/key options in command lines and `key=value` text, in a file of any encoding
+//! (`encoding`: UTF-16 decoded, other non-UTF-8 text redacted in its ASCII runs). Links the checks read are
 //! stored as plain files holding the link target (the tree format accepts both).
 //!
 //! Bad input never aborts the bundle: an unreadable file is listed in the manifest's `missing`;
@@ -31,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 mod archive;
 mod containers;
+mod encoding;
 pub use archive::write_file;
 use archive::*;
 
@@ -433,18 +435,16 @@ fn copy_one(
     }
     let (bytes, note) = match root.read(path) {
         Ok(b) => (b, ""),
-        Err(e) if e.kind == ReadErrorKind::TooLarge => {
-            match root.read_tail(path, crate::probe::LOG_TAIL_BYTES) {
-                Ok(t) => (t.into_bytes(), "tail"),
-                Err(e) => {
-                    missing.push(ManifestMissing {
-                        path: dst,
-                        reason: e.to_string(),
-                    });
-                    return;
-                }
+        Err(e) if e.kind == ReadErrorKind::TooLarge => match tail_bytes(root, path) {
+            Ok(t) => (t, "tail"),
+            Err(e) => {
+                missing.push(ManifestMissing {
+                    path: dst,
+                    reason: e.to_string(),
+                });
+                return;
             }
-        }
+        },
         Err(e) => {
             missing.push(ManifestMissing {
                 path: dst,
@@ -453,24 +453,55 @@ fn copy_one(
             return;
         }
     };
-    let bytes = if !red.enabled {
-        bytes
+    let cut = note == "tail";
+    let (bytes, how) = if !red.enabled {
+        (cut_tail(bytes, cut), "")
     } else if let Some(clean) = containers::sanitized(path, &bytes) {
-        clean
+        (clean, "")
     } else if path.ends_with("/cmdline") && path.starts_with("/proc/") && path != "/proc/cmdline" {
-        red.cmdline(&bytes)
+        (red.cmdline(&bytes), "")
     } else if path.ends_with("/serial-number") || path == "/etc/machine-id" {
         // Keep the shape (a NUL-terminated string / a line) with zeros.
-        bytes
+        let zeroed = bytes
             .iter()
             .map(|b| if b.is_ascii_alphanumeric() { b'0' } else { *b })
-            .collect()
-    } else if is_text(&bytes) || text_like(&bytes) {
-        red.text(&String::from_utf8_lossy(&bytes)).into_bytes()
+            .collect();
+        (zeroed, "")
     } else {
-        bytes
+        // Whatever the encoding (issue 37 item 2): see `encoding`.
+        match encoding::redact_bytes(red, &bytes, cut) {
+            encoding::Redacted::Keep(b, how) => (b, how),
+            encoding::Redacted::LeftOut(why) => {
+                missing.push(ManifestMissing {
+                    path: dst,
+                    reason: why.to_string(),
+                });
+                return;
+            }
+        }
     };
-    bundle.file(dst, bytes, "file", note);
+    let note = match (note, how) {
+        (n, "") => n.to_string(),
+        ("", h) => h.to_string(),
+        (n, h) => format!("{n}; {h}"),
+    };
+    bundle.file(dst, bytes, "file", &note);
+}
+
+/// The last [`crate::probe::LOG_TAIL_BYTES`] of a board file as bytes, from an even offset (a
+/// UTF-16 log keeps its code units whole); the partial first line is the caller's to drop.
+fn tail_bytes(root: &SysRoot, path: &str) -> Result<Vec<u8>, crate::root::ReadError> {
+    let (_, len) = root.inode_len(path)?;
+    let start = len.saturating_sub(crate::probe::LOG_TAIL_BYTES) & !1;
+    root.read_range(path, start, crate::probe::LOG_TAIL_BYTES)
+}
+
+/// `bytes` from after its first line break when `cut` (the tail of a longer file).
+fn cut_tail(bytes: Vec<u8>, cut: bool) -> Vec<u8> {
+    match (cut, bytes.iter().position(|b| *b == b'\n')) {
+        (true, Some(nl)) => bytes[nl + 1..].to_vec(),
+        _ => bytes,
+    }
 }
 
 #[cfg(test)]

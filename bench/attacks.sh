@@ -41,6 +41,8 @@ tests=(
   "lib mqtt::tests::a_mixed_list_with_credentials_is_refused"
   "lib mqtt::link::tests::credentials_never_go_to_a_plain_node_of_a_list_with_tls"
   "lib sys::redact::tests::the_redaction_corpus"
+  "fast capture_encodings::"
+  "lib capture::encoding::tests::"
 )
 kinds=0 held=0 skipped=0 msgs_tried=0 msgs_held=0
 log=$(mktemp)

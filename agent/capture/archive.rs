@@ -2,23 +2,6 @@
 
 use super::*;
 
-/// Text = valid UTF-8 with no NUL byte (device-tree strings and ELF files are kept as bytes).
-pub(super) fn is_text(b: &[u8]) -> bool {
-    !b.contains(&0) && std::str::from_utf8(b).is_ok()
-}
-
-/// Text with stray bytes (a log with a Latin-1 byte or NUL padding after a power cut): not an ELF
-/// file, and at least 9 in 10 of its bytes other than NUL are printable ASCII or whitespace. It
-/// is redacted as text (invalid bytes become U+FFFD) rather than kept as it is.
-pub(super) fn text_like(b: &[u8]) -> bool {
-    let body: Vec<u8> = b.iter().copied().filter(|c| *c != 0).collect();
-    let texty = body
-        .iter()
-        .filter(|c| c.is_ascii_graphic() || c.is_ascii_whitespace())
-        .count();
-    !b.starts_with(b"\x7fELF") && !body.is_empty() && texty * 10 >= body.len() * 9
-}
-
 /// The bundle as a `.tar.gz`, in memory (a bundle is a few MB at most: every file is bounded).
 pub(super) fn archive(bundle: &Bundle) -> std::io::Result<Vec<u8>> {
     let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(

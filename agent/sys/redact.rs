@@ -41,7 +41,13 @@ pub fn redact_text(text: &str) -> String {
         if i > 0 {
             out.push('\n');
         }
-        redact_line(&shape::pem_line(line, &mut in_pem), &mut out);
+        // A NUL carries no meaning in text and would hide a name from the rules (UTF-16 read
+        // as bytes: `p\0a\0s\0s\0…`): it is dropped.
+        let line = match line.contains('\0') {
+            true => std::borrow::Cow::Owned(line.replace('\0', "")),
+            false => std::borrow::Cow::Borrowed(line),
+        };
+        redact_line(&shape::pem_line(&line, &mut in_pem), &mut out);
     }
     out
 }

@@ -13,6 +13,7 @@ mod support;
 mod actions;
 mod boards;
 mod capture;
+mod capture_encodings;
 mod cli;
 mod config_bytes;
 mod config_edges;
