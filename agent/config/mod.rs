@@ -319,9 +319,9 @@ pub fn load(
 }
 
 /// [`load`] again for a reload (SIGHUP). `main_seen`: `/etc/npu-agent/agent.toml` existed when
-/// the running config was read. Then a main file that is missing now counts as unreadable (an
-/// editor renaming it away while saving must not bring back the built-in defaults: unsigned
-/// commands, no `disabled` actions, no `trusted_keys`). Returns the config and whether the main
+/// the running config was read. Then a main file that is missing or empty (0 bytes) now counts
+/// as unreadable (an editor renaming it away or truncating it while saving must not bring back
+/// the built-in defaults: unsigned commands, no `disabled` actions, no `trusted_keys`). Returns the config and whether the main
 /// file was read.
 ///
 /// Errors: as [`load`], and the missing main file.
@@ -333,14 +333,21 @@ pub fn reload(
 ) -> Result<(Config, bool), ConfigError> {
     let (cfg, sources) = load(root, explicit, env)?;
     let main_read = sources.applied.iter().any(|s| s == CONFIG_FILE);
+    let unreadable = |what: &str| ConfigError {
+        source: CONFIG_FILE.into(),
+        line: None,
+        message: format!(
+            "{what}, though it was there when the running config was read (an editor saving \
+             it?); it counts as unreadable"
+        ),
+    };
     if explicit.is_none() && main_seen && !main_read {
-        return Err(ConfigError {
-            source: CONFIG_FILE.into(),
-            line: None,
-            message: "missing, though it was there when the running config was read (an editor \
-                      renaming it away while saving?); it counts as unreadable"
-                .into(),
-        });
+        return Err(unreadable("missing"));
+    }
+    // Truncated before being written again: no byte of it is a config (a file that means the
+    // defaults holds at least a comment).
+    if explicit.is_none() && main_seen && root.inode_len(CONFIG_FILE).is_ok_and(|(_, n)| n == 0) {
+        return Err(unreadable("empty"));
     }
     Ok((cfg, main_read))
 }

@@ -343,4 +343,14 @@ fn a_reload_without_the_main_file_it_had_is_refused() {
     .unwrap();
     let (c, read) = super::reload(&root, None, &[], true).unwrap();
     assert!(read && c.security.allow_unsigned.is_empty());
+    // Truncated by an editor writing in place: as unreadable as missing.
+    std::fs::write(d.path().join("etc/npu-agent/agent.toml"), "").unwrap();
+    let e = super::reload(&root, None, &[], true).unwrap_err();
+    assert!(e.message.starts_with("empty, though"), "{e}");
+    std::fs::write(d.path().join("etc/npu-agent/agent.toml"), "# defaults\n").unwrap();
+    let (c, _) = super::reload(&root, None, &[], true).unwrap();
+    assert_eq!(
+        c.security.allow_unsigned,
+        Config::default().security.allow_unsigned
+    );
 }

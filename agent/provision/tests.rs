@@ -616,3 +616,21 @@ fn a_file_notepad_saved_as_toml_txt_is_taken() {
     assert_eq!(config::load(&root, None, &[]).unwrap().0.board_id, "cam-5");
     assert_eq!(read(&d, "/boot/firmware/npu-agent.toml.txt"), None);
 }
+
+/// Issue 37 item 1: a first-boot file whose broker list mixes mqtts:// and mqtt:// with an
+/// inline password is refused (the password never shown); the same list alone is provisioned.
+#[test]
+fn a_mixed_broker_list_with_an_inline_password_is_refused() {
+    let text = "[mqtt]\nurl = \"mqtts://a:8883,mqtt://b:1883\"\n[secrets]\nmqtt_password = \"BootPw-37x\"\n";
+    let e = match prepare("/boot/npu-agent.toml", text, "now") {
+        Err(o) => *o,
+        Ok(_) => panic!("provisioned a mixed list with a password"),
+    };
+    let ProvisionOutcome::Invalid { message, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert!(message.contains("mixes mqtts:// and mqtt://"), "{message}");
+    assert!(!format!("{e:?}").contains("BootPw-37x"), "{e:?}");
+    let plain = "[mqtt]\nurl = \"mqtts://a:8883,mqtt://b:1883\"\n";
+    assert!(prepare("/boot/npu-agent.toml", plain, "now").is_ok());
+}
