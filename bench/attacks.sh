@@ -35,6 +35,7 @@ tests=(
   "lib mqtt::ed25519::tests::"
   "lib action::atomic::tests::"
   "fast config_bytes::"
+  "lib fleet::known::tests::a_known_boards_file_that_is_not_utf8_is_refused_and_never_written_over"
   "system attacks_config::a_sighup_while_agent_toml_is_renamed_away_keeps_the_running_config"
   "system attacks_config::a_broker_list_mixing_tls_and_plain_with_credentials_is_refused_by_the_agent"
   "system attacks_config::a_broker_list_mixing_tls_and_plain_with_credentials_is_refused_by_the_fleet_tools"

@@ -52,24 +52,42 @@ pub struct KnownBoards {
 }
 
 impl KnownBoards {
-    /// The operator's file ([module docs](self)); a missing or unreadable file knows nothing.
+    /// The operator's file ([module docs](self)); a missing file knows nothing. One that cannot
+    /// be read is refused by [`KnownBoards::check`] first; here it knows nothing and is never
+    /// written over.
     pub fn load() -> KnownBoards {
-        let path = std::env::var_os("NPU_AGENT_KNOWN_BOARDS")
+        KnownBoards::from_file(KnownBoards::path())
+    }
+
+    /// The file's path: `NPU_AGENT_KNOWN_BOARDS`, else `~/.config/npu-agent/known_boards`.
+    fn path() -> Option<PathBuf> {
+        std::env::var_os("NPU_AGENT_KNOWN_BOARDS")
             .map(PathBuf::from)
             .or_else(|| {
                 std::env::var_os("HOME")
                     .map(|h| PathBuf::from(h).join(".config/npu-agent/known_boards"))
-            });
-        KnownBoards::from_file(path)
+            })
+    }
+
+    /// Checks the operator's file before a tool connects: a file that exists but cannot be read,
+    /// or is not UTF-8, would make every board's key look new (trusted on first use again, and
+    /// the pinned keys written over).
+    ///
+    /// Errors: the file, and why (for a byte that is not UTF-8: its line, value and column).
+    pub fn check() -> Result<(), String> {
+        match KnownBoards::path() {
+            Some(p) => read_text(&p).map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     /// The keys in the file at `path` (`<board_id> <board_key>` lines), recording there; a
-    /// missing or unreadable file knows nothing.
+    /// missing file knows nothing; an unreadable one knows nothing and is not recorded in.
     fn from_file(path: Option<PathBuf>) -> KnownBoards {
-        let text = path
-            .as_ref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
-            .unwrap_or_default();
+        let (text, path) = match path.as_deref().map(read_text) {
+            Some(Ok(t)) => (t.unwrap_or_default(), path),
+            Some(Err(_)) | None => (String::new(), None),
+        };
         let keys = text
             .lines()
             .filter_map(|l| l.split_once(' '))
@@ -115,6 +133,26 @@ impl KnownBoards {
             .map(|(b, k)| format!("{b} {k}\n"))
             .collect();
         let _ = write_atomic(&mut RealStorage, path, text.as_bytes(), None, 0o644);
+    }
+}
+
+/// The text of the known-boards file at `path`; `None` when it does not exist.
+///
+/// Errors: unreadable, or not UTF-8 (line, byte and column), naming the file.
+fn read_text(path: &std::path::Path) -> Result<Option<String>, String> {
+    let shown = |e: String| {
+        format!(
+            "known boards file {}: {e}; fix or move it (the fleet tools would trust every \
+             board's key anew)",
+            path.display()
+        )
+    };
+    match std::fs::read(path) {
+        Ok(b) => crate::sys::text::strict_utf8(b)
+            .map(Some)
+            .map_err(|e| shown(e.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(shown(e.to_string())),
     }
 }
 
@@ -165,5 +203,31 @@ mod tests {
         };
         assert_eq!(nowhere.judge("b1", t, &status(&real)), Trust::New);
         assert!(!dir.path().join("missing").exists());
+    }
+
+    /// Issue 37 item 12: a known-boards file that is not UTF-8 is refused with its line and
+    /// byte, and never written over with only the keys seen this time.
+    #[test]
+    fn a_known_boards_file_that_is_not_utf8_is_refused_and_never_written_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("known_boards");
+        let body = b"b1 AAAA\nb2 caf\xe9\n".to_vec();
+        std::fs::write(&file, &body).unwrap();
+        let e = read_text(&file).unwrap_err();
+        assert!(
+            e.contains("line 2: byte 0xe9 at column 7 is not UTF-8"),
+            "{e}"
+        );
+        let mut k = KnownBoards::from_file(Some(file.clone()));
+        let t = "npu-fleet/b3/status";
+        let key = SigningKey::from_bytes(&[3; 32]);
+        let sealed = board_sig::seal(&key, t, br#"{"health":"ok"}"#.to_vec());
+        assert_eq!(k.judge("b3", t, &sealed), Trust::New);
+        assert_eq!(
+            std::fs::read(&file).unwrap(),
+            body,
+            "the file was written over"
+        );
+        assert_eq!(read_text(&dir.path().join("none")).unwrap(), None);
     }
 }

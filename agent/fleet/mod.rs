@@ -68,6 +68,7 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
     .filter(|v| env(v).is_some())
     .collect();
     mqtt::refuse_mixed_tls(&fallbacks, "--broker", &secrets)?;
+    known::KnownBoards::check()?;
     let url = fallbacks.remove(0);
     let read = |p: String| std::fs::read(&p).map_err(|e| format!("{p}: {e}"));
     let tls = if url.tls || fallbacks.iter().any(|u| u.tls) {

@@ -98,3 +98,36 @@ fn a_site_profile_or_app_file_with_a_non_utf8_byte_is_refused() {
         "{shown:?}"
     );
 }
+
+/// The fleet tools' own file: a known-boards file that is not UTF-8 stops `fleet watch` and
+/// `fleet send` before they connect (it would make every board's key look new).
+#[test]
+fn a_known_boards_file_that_is_not_utf8_stops_the_fleet_tools() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("known_boards");
+    std::fs::write(&file, b"b1 AAAA\nb2 caf\xe9\n").unwrap();
+    for args in [
+        vec!["fleet", "watch", "--broker", "mqtt://127.0.0.1:1", "--once"],
+        vec![
+            "fleet",
+            "send",
+            "--broker",
+            "mqtt://127.0.0.1:1",
+            "--board",
+            "b1",
+            "rescan",
+        ],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+            .args(&args)
+            .env("NPU_AGENT_KNOWN_BOARDS", &file)
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+        assert!(
+            e.contains("known_boards: line 2: byte 0xe9 at column 7 is not UTF-8"),
+            "{args:?}: {e}"
+        );
+    }
+}
