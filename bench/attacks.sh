@@ -41,6 +41,7 @@ tests=(
   "system attacks_config::a_broker_list_mixing_tls_and_plain_with_credentials_is_refused_by_the_fleet_tools"
   "lib mqtt::tests::a_mixed_list_with_credentials_is_refused"
   "lib mqtt::link::tests::credentials_never_go_to_a_plain_node_of_a_list_with_tls"
+  "lib provision::tests::a_mixed_broker_list_with_an_inline_password_is_refused"
   "lib sys::redact::tests::the_redaction_corpus"
   "fast capture_encodings::"
   "lib capture::encoding::tests::"
