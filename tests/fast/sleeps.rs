@@ -20,16 +20,20 @@ const FIXED_SLEEPS_LEFT: &[(&str, &str, f64)] = &[
         8.0,
     ),
     // A rate: at most 8 statuses in 6 s with interval_s = 2 (not a publish loop).
-    ("tests/system/mqtt.rs", "sleep(Duration::from_secs(6))", 6.0),
+    (
+        "tests/system/mqtt/commands.rs",
+        "sleep(Duration::from_secs(6))",
+        6.0,
+    ),
     // Lets the publisher thread put retained statuses on the broker before `fleet watch`.
     (
-        "tests/system/mqtt.rs",
+        "tests/system/mqtt/fleet_tools.rs",
         "sleep(Duration::from_millis(200))",
         0.2,
     ),
     // Holds a session takeover open for a moment, twice in the flood.
     (
-        "tests/system/mqtt.rs",
+        "tests/system/mqtt/commands.rs",
         "sleep(Duration::from_millis(300))",
         0.6,
     ),
