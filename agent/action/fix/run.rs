@@ -110,10 +110,15 @@ fn nothing_to_apply(p: &FixPlan) -> String {
     }
 }
 
-/// Why a fix must wait: a reboot in progress (`reboot.json` has a pending intent).
+/// Why a fix must wait: a reboot in progress (`reboot.json` has a pending intent), or a
+/// verified boot-file edit (`set_cma`, `boot_edit.json`) that waits for a reboot of this boot
+/// (`boot_id`): a fix on top of it would plan against a kernel about to change.
 ///
-/// Errors: none; an unreadable `reboot.json` is itself a reason to wait.
+/// Errors: none; an unreadable `reboot.json` or `boot_edit.json` is itself a reason to wait.
 fn reboot_pending(state: &StateDir) -> Option<String> {
+    if let Some(why) = boot_edit_pending(state) {
+        return Some(why);
+    }
     match state.load::<RebootState>(REBOOT_FILE) {
         Ok(Some(RebootState {
             pending: Some(p), ..
@@ -126,6 +131,29 @@ fn reboot_pending(state: &StateDir) -> Option<String> {
             "the reboot state cannot be read ({e}); fix after it is repaired"
         )),
     }
+}
+
+/// A verified boot-file edit made in this boot (same `boot_id`, or none readable) that still
+/// waits for its reboot.
+fn boot_edit_pending(state: &StateDir) -> Option<String> {
+    use crate::action::state::{BootEditState, BOOT_EDIT_FILE};
+    let e = match state.load::<BootEditState>(BOOT_EDIT_FILE) {
+        Ok(Some(e)) => e,
+        Ok(None) => return None,
+        Err(e) => {
+            return Some(format!(
+                "the boot-file edit state cannot be read ({e}); fix after it is repaired"
+            ))
+        }
+    };
+    let booted = crate::action::read_boot_id(state.root())
+        .is_some_and(|now| !e.boot_id.is_empty() && now != e.boot_id);
+    (e.verified && e.reboot_required && !booted).then(|| {
+        format!(
+            "a reboot is pending (the boot-file edit to {} waits for it); fix after it",
+            e.requested
+        )
+    })
 }
 
 /// The refusals [`run_fix`] would give before any step, asked before a remote `fix` is

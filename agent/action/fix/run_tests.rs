@@ -144,6 +144,48 @@ fn a_pending_reboot_refuses_and_writes_nothing() {
     assert_eq!(conf(&b), None);
 }
 
+/// A `set_cma` edit that waits for its reboot is a pending reboot too (issue 37, item 11): the
+/// remote preflight and the local run both refuse, with the documented reason.
+#[test]
+fn a_boot_edit_waiting_for_its_reboot_refuses_and_writes_nothing() {
+    use crate::action::state::{BootEditState, BOOT_EDIT_FILE};
+    let b = board();
+    let edit = BootEditState {
+        schema: 1,
+        requested: "256M".into(),
+        requested_bytes: 256 << 20,
+        files: Vec::new(),
+        edited_unix_s: 1,
+        boot_id: String::new(),
+        verified: true,
+        reboot_required: true,
+        applied_boot_id: None,
+    };
+    b.state.save(BOOT_EDIT_FILE, &edit).unwrap();
+    let findings = [binding(Status::Fail)];
+    let why = preflight(&b.state, &findings, &[], false).unwrap_err();
+    assert!(why.contains("a reboot is pending"), "{why}");
+    assert_eq!(
+        preflight(&b.state, &findings, &[], true),
+        Ok(()),
+        "a dry run"
+    );
+    let r = fix(&b, &findings, false, Status::Pass);
+    assert_eq!(r.result, FixResult::Refused);
+    assert!(r.message.contains("reboot is pending"), "{}", r.message);
+    assert_eq!(conf(&b), None);
+    // Booted since (another boot_id than the edit's): no longer pending.
+    let proc_dir = b._dir.path().join("proc/sys/kernel/random");
+    std::fs::create_dir_all(&proc_dir).unwrap();
+    std::fs::write(proc_dir.join("boot_id"), "new-boot\n").unwrap();
+    let edit = BootEditState {
+        boot_id: "old-boot".into(),
+        ..edit
+    };
+    b.state.save(BOOT_EDIT_FILE, &edit).unwrap();
+    assert_eq!(preflight(&b.state, &findings, &[], false), Ok(()));
+}
+
 #[test]
 fn advice_only_is_refused_with_the_reason() {
     let b = board();
