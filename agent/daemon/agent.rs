@@ -139,6 +139,8 @@ pub(super) struct Agent {
     pub force_publish: bool,
     /// When discovery was last sent (at most once per [`super::HA_DISCOVERY_MIN_INTERVAL`]).
     pub last_discovery: Option<Instant>,
+    /// When `online` was last put back after a spoofed availability, and whether one is owed.
+    pub reassert: super::availability::Reassert,
     /// Rejection log lines, rate limited (a flood is summarised, not logged line by line).
     pub rejections: RejectionLog,
     /// The clock state the command path judges by, and when it was read (from the last
@@ -205,6 +207,7 @@ impl Agent {
             last_diagnosis: None,
             force_publish: false,
             last_discovery: None,
+            reassert: Default::default(),
             clock: None,
             rejections: RejectionLog::default(),
             diagnosis_started: Instant::now(),
@@ -356,6 +359,7 @@ impl Agent {
         !self.outbox.is_empty()
             || (self.connected && self.status_dirty && self.status_report.is_some())
             || self.rejections.pending()
+            || self.reassert.owed()
     }
 
     pub fn flush(&mut self) {

@@ -226,26 +226,6 @@ fn on_disconnected(
 }
 
 /// A message on a subscribed topic; `retain`: its retain flag.
-/// Another value than `online` on this board's availability while it is connected (a spoofed
-/// retained `offline`): `online` is published again, one for each (no amplification, and none
-/// skipped, so the last retained value is the board's).
-fn reassert_online(agent: &mut Agent, payload: &[u8]) {
-    if payload == b"online" || !agent.connected {
-        return;
-    }
-    tracing::warn!(
-        // The log escapes control characters (sys::log); 16 are enough to tell what it was.
-        seen = %String::from_utf8_lossy(&payload[..payload.len().min(16)]),
-        "another client set this board's availability: publishing online again"
-    );
-    let avail = topics::availability(&agent.s.topic_root, &agent.s.board);
-    if let Some(l) = &agent.link {
-        let _ = l
-            .client
-            .try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
-    }
-}
-
 fn on_message(
     agent: &mut Agent,
     topic: &str,
@@ -254,7 +234,7 @@ fn on_message(
     tx: &mpsc::UnboundedSender<Done>,
 ) {
     if topic == topics::availability(&agent.s.topic_root, &agent.s.board) {
-        reassert_online(agent, payload);
+        super::availability::on_spoofed(agent, payload);
         return;
     }
     if agent.s.cfg.home_assistant.enabled {

@@ -134,6 +134,7 @@ fn housekeeping(agent: &mut Agent, watchdog: Option<Duration>, last_watchdog: &m
     super::subscribe::retry_due(agent);
     super::interrupted::answer_due(agent);
     super::sweep::clear_due(agent);
+    super::availability::reassert_due(agent);
     if agent.taken_over.is_some()
         && agent
             .connected_since

@@ -7,6 +7,7 @@
 //! with a test clock instead of sleeps.
 
 mod agent;
+mod availability;
 mod capture;
 pub mod clock;
 mod identity;
