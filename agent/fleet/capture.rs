@@ -140,7 +140,10 @@ fn named(r: &Value) -> Option<Named> {
         sha256: r["sha256"].as_str()?.to_string(),
         chunks: usize::try_from(r["chunks"].as_u64()?).ok()?,
     };
-    (n.bytes <= MAX_BUNDLE_BYTES && (1..=chunks::MAX_CHUNKS).contains(&n.chunks)).then_some(n)
+    // A SHA-256 in hex, nothing else: it is printed when the chunks do not match.
+    let hex = n.sha256.len() == 64 && n.sha256.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex && n.bytes <= MAX_BUNDLE_BYTES && (1..=chunks::MAX_CHUNKS).contains(&n.chunks))
+        .then_some(n)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub const MAX_WAIT_S: u64 = 86_400;
 mod capture;
 pub mod known;
 mod send;
+pub mod show;
 mod watch;
 pub use send::*;
 pub use watch::*;
@@ -20,7 +21,6 @@ pub use watch::*;
 use crate::mqtt::command::{self, CmdStatus, InitMessage};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions};
 use crate::mqtt::{self, topics};
-use crate::report::clean;
 use rumqttc::v5::mqttbytes::QoS;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -244,6 +244,10 @@ mod tests {
             "{table:?}"
         );
         assert_eq!(table.lines().count(), 2, "{table}");
-        assert!(table.contains("x[8m fail"), "{table}");
+        assert!(table.contains("x\\x1b[8m\\u{9b} fail"), "{table}");
+        assert!(
+            table.starts_with("BOARD") && table.contains("\nb\\x1b\\x5b"),
+            "{table}"
+        );
     }
 }

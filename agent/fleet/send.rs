@@ -445,7 +445,7 @@ fn on_reply(
             // Said only if no final state comes.
             *seen.stale = Some(format!(
                 "{} is offline (its retained availability says so)",
-                clean(b)
+                super::show::id(b, ID_WIDTH)
             ));
         }
         return false;
@@ -458,7 +458,7 @@ fn on_reply(
         if let Ok(s) = serde_json::from_slice::<Value>(p) {
             let (time, every) = (s["time"].as_str().unwrap_or(""), s["interval_s"].as_u64());
             if let Some(why) = super::stale_reason(time, every, crate::action::now_unix_s()) {
-                *seen.stale = Some(format!("{} is stale: {why}", clean(b)));
+                *seen.stale = Some(format!("{} is stale: {why}", super::show::id(b, ID_WIDTH)));
             }
         }
         return false;
@@ -522,22 +522,29 @@ fn subscribe_replies(
     let _ = link.client.try_subscribe_many(&filters, qos);
 }
 
-/// `BOARD CMD_ID STATUS[: reason][ result]`: one line of a command's lifecycle, board text
-/// cleaned for the terminal.
+/// The widest board id `fleet send` prints (an agent's is at most 64 characters).
+pub const ID_WIDTH: usize = 64;
+
+/// The widest reason or result `fleet send` prints on a lifecycle line, characters.
+pub const REASON_WIDTH: usize = 4096;
+
+/// `BOARD CMD_ID STATUS[: reason][ result]`: one line of a command's lifecycle, the board's
+/// text escaped and cut for the terminal ([`super::show`]).
 fn lifecycle_line(board: &str, cmd_id: &str, l: &Lifecycle) -> String {
+    use super::show;
     let mut line = format!(
         "{} {cmd_id} {}",
-        clean(board),
+        show::id(board, ID_WIDTH),
         serde_json::to_value(l.status)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default()
     );
     if let Some(r) = l.reason.as_ref().or(l.step.as_ref()) {
-        line.push_str(&format!(": {}", clean(r)));
+        line.push_str(&format!(": {}", show::text(r, REASON_WIDTH)));
     }
     if let (CmdStatus::Successful, Some(res)) = (l.status, &l.result) {
-        line.push_str(&format!(" {res}"));
+        line.push_str(&format!(" {}", show::text(&res.to_string(), REASON_WIDTH)));
     }
     line
 }

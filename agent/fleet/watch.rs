@@ -1,5 +1,6 @@
 //! `fleet watch`: every board's retained availability and status, as a table or JSON lines.
 
+use super::show;
 use super::*;
 
 /// One board's row in `fleet watch`.
@@ -140,6 +141,9 @@ pub fn mark_stale(rows: &mut [BoardRow], now_s: i64) {
     }
 }
 
+/// The widest WORST cell, characters (three findings' ids and verdicts).
+pub const WORST_WIDTH: usize = 160;
+
 /// Renders rows as a table.
 pub fn render_rows(rows: &[BoardRow]) -> String {
     let mut out = format!(
@@ -184,16 +188,17 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
         out.push_str(&format!(
             "{:<24} {:<8} {:<11} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
 ",
-            // Other boards' text is escaped here: a status cannot clear the screen, add rows
-            // or hide a column (the filter on stdout passes home/clear for this view's own use).
-            clean(&r.board),
-            clean(link_cell(r)),
+            // Other boards' text is escaped and cut here ([`super::show`]): a status or a
+            // topic cannot clear the screen, add rows, hide a column or pass for another board
+            // (the filter on stdout passes home/clear for this view's own use).
+            show::id(&r.board, 24),
+            show::text(link_cell(r), 8),
             match r.identity.as_str() {
                 "" => "-",
                 id => id,
             },
-            clean(&r.health),
-            clean(&r.profile),
+            show::text(&r.health, 10),
+            show::text(&r.profile, 24),
             cma,
             soc,
             uv,
@@ -201,8 +206,8 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
                 0 => "-".to_string(),
                 n => n.to_string(),
             },
-            clean(&whole_seconds(&r.last_seen)),
-            clean(&worst)
+            show::text(&whole_seconds(&r.last_seen), 25),
+            show::text(&worst, WORST_WIDTH)
         ));
     }
     out
