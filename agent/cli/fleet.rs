@@ -54,6 +54,7 @@ pub static FLEET: Spec = Spec {
                     ("text", "A table for people."),
                     ("json", "One JSON object with every board (needs --once)."),
                 ]),
+                ACCEPT_NEW_BOARDS,
             ],
             args: &[],
             commands: &[],
@@ -96,6 +97,11 @@ pub static FLEET: Spec = Spec {
                 )
                 .default("8388608"),
                 Opt::flag("force", "Replace FILE if it exists."),
+                Opt::flag(
+                    "accept-new-key",
+                    "Write the bundle even when the board's key was first seen in this run \
+                     (not yet in known_boards): without it such a bundle is refused.",
+                ),
                 Opt::text("wait", "SECS", "Seconds to wait for the whole bundle (at most 86400).")
                     .default("120"),
                 Opt::text(
@@ -114,8 +120,18 @@ pub static FLEET: Spec = Spec {
     one_of: None,
 };
 
+/// `--accept-new-boards N` of `fleet watch` and `fleet send`.
+const ACCEPT_NEW_BOARDS: Opt = Opt::text(
+    "accept-new-boards",
+    "N",
+    "Boards seen for the first time that this run records in known_boards (trust on first \
+     use); past N they are shown as `new unsaved`, counted and not recorded. Raise it for a \
+     first look at a whole fleet.",
+)
+.default("20");
+
 /// `fleet send`'s options.
-static SEND_OPTS: [Opt; 8] = [
+static SEND_OPTS: [Opt; 9] = [
     Opt::text(
         "arg",
         "K=V",
@@ -144,6 +160,7 @@ static SEND_OPTS: [Opt; 8] = [
                      saying there is no such board (at most --wait).",
     )
     .default("5"),
+    ACCEPT_NEW_BOARDS,
 ];
 
 /// `fleet watch --format`: a table, or (with `--once`) one JSON object. Not the `check`
@@ -170,6 +187,8 @@ pub enum FleetAction {
         once: bool,
         /// Output format (json needs --once).
         format: WatchFormat,
+        /// New boards this run records in known_boards.
+        accept_new_boards: usize,
     },
     /// Send a command and print its lifecycle; exit 0 only on successful.
     Send {
@@ -195,6 +214,10 @@ pub enum FleetAction {
         out: Option<PathBuf>,
         /// `fleet capture`: replace `out` if it exists.
         force: bool,
+        /// New boards this run records in known_boards.
+        accept_new_boards: usize,
+        /// `fleet capture`: write a bundle sealed by a key first seen in this run.
+        accept_new_key: bool,
     },
 }
 
@@ -243,6 +266,7 @@ impl FleetAction {
                 } else {
                     WatchFormat::Text
                 },
+                accept_new_boards: accept_new_boards(m)?,
             });
         }
         let seconds = |long: &str, max: u64, what: &str| -> Result<u64, UsageError> {
@@ -271,6 +295,11 @@ impl FleetAction {
             _ => None,
         };
         let force = out.is_some() && m.flag("force");
+        let accept_new_key = out.is_some() && m.flag("accept-new-key");
+        let accept_new = match out {
+            Some(_) => crate::fleet::known::DEFAULT_NEW_PER_RUN,
+            None => accept_new_boards(m)?,
+        };
         // `fleet capture` has --out and no --all, --arg or ACTION.
         let (action, args, all) = match out {
             Some(_) => ("capture".to_string(), vec![max_bytes(m)?], false),
@@ -291,8 +320,26 @@ impl FleetAction {
             board_wait,
             out,
             force,
+            accept_new_boards: accept_new,
+            accept_new_key,
         })
     }
+}
+
+/// `--accept-new-boards N`.
+///
+/// Errors: [`ErrorKind::InvalidValue`] unless N is a whole number.
+fn accept_new_boards(m: &Matches) -> Result<usize, UsageError> {
+    let v = m.text("accept-new-boards")?.unwrap_or_default();
+    v.parse::<usize>().map_err(|e| {
+        m.error(
+            ErrorKind::InvalidValue,
+            format!(
+                "invalid value '{}' for '--accept-new-boards <N>': {e}",
+                crate::report::clean(&v)
+            ),
+        )
+    })
 }
 
 /// `fleet capture --max-bytes` as the command's argument `max_bytes=N`.
@@ -323,6 +370,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             topic_root,
             once,
             format,
+            accept_new_boards,
         } => {
             let json = format == WatchFormat::Json;
             if json && !once {
@@ -335,6 +383,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                     topic_root,
                     once,
                     json,
+                    accept_new_boards,
                 },
                 out,
                 err,
@@ -352,6 +401,8 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             board_wait,
             out: bundle,
             force,
+            accept_new_boards,
+            accept_new_key,
         } => {
             if let Some(Err(code)) = bundle.as_ref().map(|o| writable_out(o, force, err)) {
                 return code;
@@ -368,6 +419,8 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                     board_wait_s: board_wait,
                     out: bundle,
                     force,
+                    accept_new_boards,
+                    accept_new_key,
                 },
                 out,
                 err,

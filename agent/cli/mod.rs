@@ -505,8 +505,10 @@ mod parse_tests {
                         topic_root,
                         once,
                         format,
+                        accept_new_boards,
                     },
             } => {
+                assert_eq!(accept_new_boards, crate::fleet::known::DEFAULT_NEW_PER_RUN);
                 assert_eq!(
                     (broker.as_str(), topic_root.as_str()),
                     ("mqtt://h", "npu-fleet")

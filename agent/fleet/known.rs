@@ -4,6 +4,11 @@
 //! `NPU_AGENT_KNOWN_BOARDS`, else `~/.config/npu-agent/known_boards`; the operator may fill it,
 //! and a board seen for the first time is added to it (trust on first use) when its directory
 //! exists (the tools never create it).
+//!
+//! New keys are written in batches, atomically, merged with what the file holds then (never
+//! once per board), and one run records at most [`DEFAULT_NEW_PER_RUN`] new boards unless told
+//! more (`--accept-new-boards N`): ids anyone on the broker can invent are shown, counted and
+//! not recorded beyond that.
 
 use crate::action::atomic::{write_atomic, RealStorage};
 use crate::mqtt::board_sig::{self, Seal};
@@ -17,6 +22,9 @@ pub enum Trust {
     Known,
     /// Sealed by a key seen for the first time for this board (now recorded).
     New,
+    /// Sealed by a key seen for the first time, past the number of new boards this run may
+    /// record: not recorded, and not taken as the board's.
+    Unrecorded,
     /// Sealed by another key than the one known for this board: not the board, or a board
     /// whose state directory was wiped.
     Changed,
@@ -32,6 +40,7 @@ impl Trust {
         match self {
             Trust::Known => "signed",
             Trust::New => "new key",
+            Trust::Unrecorded => "new unsaved",
             Trust::Changed => "KEY CHANGED",
             Trust::Unsigned => "UNSIGNED",
             Trust::Bad => "BAD SIG",
@@ -44,11 +53,27 @@ impl Trust {
     }
 }
 
+/// What takes more new boards in `fleet watch` and `fleet send`.
+pub const MORE_BOARDS: &str = "--accept-new-boards N takes more, for a first look at a whole fleet";
+
+/// New boards one run records unless told more (`--accept-new-boards N`).
+pub const DEFAULT_NEW_PER_RUN: usize = 20;
+
 /// The known board keys, and where new ones are recorded.
 #[derive(Debug, Default)]
 pub struct KnownBoards {
     path: Option<PathBuf>,
     keys: BTreeMap<String, String>,
+    /// Boards first seen in this run and not yet written, in order.
+    unsaved: Vec<String>,
+    /// Boards first seen in this run (recorded or to be).
+    added: usize,
+    /// How many new boards this run may record.
+    max_new: usize,
+    /// First sightings past `max_new`: not recorded.
+    refused: u64,
+    /// Boards whose key was first seen in this run and not yet said so ([`Self::announce_new`]).
+    fresh: std::collections::BTreeSet<String>,
 }
 
 impl KnownBoards {
@@ -56,7 +81,15 @@ impl KnownBoards {
     /// be read is refused by [`KnownBoards::check`] first; here it knows nothing and is never
     /// written over.
     pub fn load() -> KnownBoards {
-        KnownBoards::from_file(KnownBoards::path())
+        KnownBoards::load_accepting(DEFAULT_NEW_PER_RUN)
+    }
+
+    /// [`KnownBoards::load`], recording at most `max_new` new boards in this run.
+    pub fn load_accepting(max_new: usize) -> KnownBoards {
+        KnownBoards {
+            max_new,
+            ..KnownBoards::from_file(KnownBoards::path())
+        }
     }
 
     /// The file's path: `NPU_AGENT_KNOWN_BOARDS`, else `~/.config/npu-agent/known_boards`.
@@ -93,7 +126,12 @@ impl KnownBoards {
             .filter_map(|l| l.split_once(' '))
             .map(|(b, k)| (b.to_string(), k.to_string()))
             .collect();
-        KnownBoards { path, keys }
+        KnownBoards {
+            path,
+            keys,
+            max_new: DEFAULT_NEW_PER_RUN,
+            ..KnownBoards::default()
+        }
     }
 
     /// Judges `payload`, published on `topic` by (or for) `board`; a first seal of a board is
@@ -112,26 +150,69 @@ impl KnownBoards {
         match self.keys.get(board) {
             Some(k) if *k == key => Trust::Known,
             Some(_) => Trust::Changed,
+            None if self.added >= self.max_new => {
+                self.refused += 1;
+                Trust::Unrecorded
+            }
             None => {
                 self.keys.insert(board.to_string(), key);
-                self.save();
+                self.unsaved.push(board.to_string());
+                self.fresh.insert(board.to_string());
+                self.added += 1;
                 Trust::New
             }
         }
     }
 
-    /// Writes the keys back when the file's directory exists (best effort: the judgement
-    /// stands for this run either way).
-    fn save(&self) {
+    /// Whether `board`'s key was first seen in this run and this is the first time to say so
+    /// (true once per board: `fleet send` marks that board's first line).
+    pub fn announce_new(&mut self, board: &str) -> bool {
+        self.fresh.remove(board)
+    }
+
+    /// Why new boards were not recorded, when some were not: how many sightings, the limit,
+    /// and `hint` (the flag that takes more).
+    pub fn refused_note(&self, hint: &str) -> Option<String> {
+        (self.refused > 0).then(|| {
+            format!(
+                "{} first sightings of a board key were not recorded in known_boards and not \
+                 taken as the board's: this run records at most {} new boards ({hint}); they \
+                 are shown as `new unsaved`",
+                self.refused, self.max_new
+            )
+        })
+    }
+
+    /// Writes the keys first seen since the last save, at once, when the file's directory
+    /// exists: the file as it is now plus a line for each new board it does not name (another
+    /// run's additions are kept). Best effort: the judgement stands for this run either way.
+    pub fn save(&mut self) {
+        if self.unsaved.is_empty() {
+            return;
+        }
+        let unsaved = std::mem::take(&mut self.unsaved);
         let Some(path) = &self.path else { return };
         if !path.parent().is_some_and(|d| d.is_dir()) {
             return;
         }
-        let text: String = self
-            .keys
-            .iter()
-            .map(|(b, k)| format!("{b} {k}\n"))
+        // The file as it is now (another run may have added lines); one that became unreadable
+        // is never written over.
+        let Ok(now) = read_text(path) else { return };
+        let mut text = now.unwrap_or_default();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let named: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once(' ').map(|(b, _)| b))
             .collect();
+        let mut add = String::new();
+        for b in unsaved.iter().filter(|b| !named.contains(b.as_str())) {
+            if let Some(k) = self.keys.get(b) {
+                add.push_str(&format!("{b} {k}\n"));
+            }
+        }
+        text.push_str(&add);
         let _ = write_atomic(&mut RealStorage, path, text.as_bytes(), None, 0o644);
     }
 }
@@ -165,15 +246,14 @@ mod tests {
     fn first_use_is_recorded_then_held_to() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("known_boards");
-        let mut k = KnownBoards {
-            path: Some(file.clone()),
-            keys: BTreeMap::new(),
-        };
+        let mut k = KnownBoards::from_file(Some(file.clone()));
         let t = "npu-fleet/b1/status";
         let real = SigningKey::from_bytes(&[1; 32]);
         let fake = SigningKey::from_bytes(&[2; 32]);
         let status = |key: &SigningKey| board_sig::seal(key, t, br#"{"health":"ok"}"#.to_vec());
         assert_eq!(k.judge("b1", t, &status(&real)), Trust::New);
+        assert!(!file.exists(), "written in batches, not per board");
+        k.save();
         assert_eq!(k.judge("b1", t, &status(&real)), Trust::Known);
         assert_eq!(k.judge("b1", t, &status(&fake)), Trust::Changed);
         assert_eq!(k.judge("b1", t, br#"{"health":"ok"}"#), Trust::Unsigned);
@@ -197,12 +277,52 @@ mod tests {
         let after = std::fs::read_to_string(again.path.as_ref().unwrap()).unwrap();
         assert_eq!(after, text);
         // No directory: judged, not written.
-        let mut nowhere = KnownBoards {
-            path: Some(dir.path().join("missing/known_boards")),
-            keys: BTreeMap::new(),
-        };
+        let mut nowhere = KnownBoards::from_file(Some(dir.path().join("missing/known_boards")));
         assert_eq!(nowhere.judge("b1", t, &status(&real)), Trust::New);
+        nowhere.save();
         assert!(!dir.path().join("missing").exists());
+    }
+
+    /// Boards an attacker invents (the issue's 4,000; 300 here, each sealed and checked): one
+    /// write, at most the run's limit recorded, the rest counted and said (issue 37, item 3).
+    #[test]
+    fn a_flood_of_new_boards_is_bounded_and_written_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("known_boards");
+        std::fs::write(&file, "old AAAA").unwrap();
+        let mut k = KnownBoards {
+            max_new: 25,
+            ..KnownBoards::from_file(Some(file.clone()))
+        };
+        let key = SigningKey::from_bytes(&[3; 32]);
+        let mut new = 0;
+        for i in 0..300 {
+            let b = format!("fake-{i}");
+            let t = format!("npu-fleet/{b}/status");
+            let p = board_sig::seal(&key, &t, br#"{"health":"ok"}"#.to_vec());
+            match k.judge(&b, &t, &p) {
+                Trust::New => new += 1,
+                Trust::Unrecorded => assert!(i >= 25),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(k.announce_new(&b), i < 25);
+            assert!(!k.announce_new(&b), "said once");
+        }
+        assert_eq!(new, 25);
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "old AAAA",
+            "not yet written"
+        );
+        // Another run added a line meanwhile: kept.
+        std::fs::write(&file, "old AAAA\nother BBBB\n").unwrap();
+        k.save();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text.lines().count(), 27, "{text}");
+        assert!(text.starts_with("old AAAA\nother BBBB\nfake-0 "), "{text}");
+        let note = k.refused_note(MORE_BOARDS).unwrap();
+        assert!(note.contains("275 first sightings") && note.contains("--accept-new-boards"));
+        assert!(!Trust::Unrecorded.is_trusted());
     }
 
     /// Issue 37 item 12: a known-boards file that is not UTF-8 is refused with its line and
@@ -223,6 +343,7 @@ mod tests {
         let key = SigningKey::from_bytes(&[3; 32]);
         let sealed = board_sig::seal(&key, t, br#"{"health":"ok"}"#.to_vec());
         assert_eq!(k.judge("b3", t, &sealed), Trust::New);
+        k.save();
         assert_eq!(
             std::fs::read(&file).unwrap(),
             body,

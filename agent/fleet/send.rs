@@ -27,6 +27,11 @@ pub struct SendArgs {
     pub out: Option<std::path::PathBuf>,
     /// Replace a file at `out` (`--force`).
     pub force: bool,
+    /// New boards this run records in known_boards (`--accept-new-boards`).
+    pub accept_new_boards: usize,
+    /// `fleet capture`: write a bundle sealed by a key first seen in this run
+    /// (`--accept-new-key`).
+    pub accept_new_key: bool,
 }
 
 /// Parses `K=V` arguments.
@@ -257,7 +262,7 @@ pub(super) async fn send_async(
         .checked_add(Duration::from_secs(a.wait_s))
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_WAIT_S));
     let mut seen = Seen {
-        keys: super::known::KnownBoards::load(),
+        keys: super::known::KnownBoards::load_accepting(new_boards(a)),
         bundle: a
             .out
             .as_ref()
@@ -341,6 +346,13 @@ pub(super) async fn send_async(
             }
         }
     }
+    seen.keys.save();
+    if let Some(note) = seen.keys.refused_note(match a.out {
+        Some(_) => "--accept-new-key writes a bundle sealed by a key first seen now",
+        None => super::known::MORE_BOARDS,
+    }) {
+        let _ = writeln!(err, "npu-agent: {note}");
+    }
     let mut code = seen.code(err);
     if let (Some(b), Some(path)) = (&seen.bundle, &a.out) {
         code = write_bundle(b, code, (path, a.force), out, err);
@@ -350,6 +362,17 @@ pub(super) async fn send_async(
     }
     link.shutdown(Duration::from_secs(2)).await;
     code
+}
+
+/// New boards this run may record: `--accept-new-boards` for `fleet send`; for `fleet
+/// capture` none unless `--accept-new-key` (a bundle is written only when sealed by a key the
+/// operator knew before, or was told to take).
+fn new_boards(a: &SendArgs) -> usize {
+    match (&a.out, a.accept_new_key) {
+        (None, _) => a.accept_new_boards,
+        (Some(_), true) => 1,
+        (Some(_), false) => 0,
+    }
 }
 
 /// Writes a `capture`'s bundle once the board answered `successful` with its own key; says
@@ -478,6 +501,10 @@ fn on_reply(
     // An answer is the board's only when sealed by the key known for it (or first seen).
     let trust = seen.keys.judge(&t.board, topic, p);
     let whose = match trust.is_trusted() {
+        // Said as `fleet watch` says it: a key first seen in this run may be anyone's.
+        true if seen.keys.first_seen_now(&t.board) => {
+            " [new key: first seen in this run, now recorded in known_boards]".to_string()
+        }
         true => String::new(),
         false => format!(" [{}: not taken as the board's answer]", trust.word()),
     };

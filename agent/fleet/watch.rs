@@ -224,6 +224,8 @@ pub struct WatchArgs {
     pub once: bool,
     /// JSON output (with `--once`).
     pub json: bool,
+    /// New boards this run records in known_boards (`--accept-new-boards`).
+    pub accept_new_boards: usize,
 }
 
 /// Runs `fleet watch`. Returns the exit code.
@@ -307,7 +309,7 @@ pub(super) async fn watch_async(
     let mut said_unreachable = false;
     let mut last_error = String::new();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
-    let mut st = Retained::new();
+    let mut st = Retained::new(a.accept_new_boards);
     let started = Instant::now();
     // Why `--once` stopped before the listing was done (the list is then incomplete), and how
     // often the broker closed the connection in the middle of it.
@@ -387,11 +389,24 @@ pub(super) async fn watch_async(
             && last_draw.elapsed() > Duration::from_millis(250)
             && last_msg.is_some_and(|t| t > last_draw)
         {
-            redraw(&rows, std::io::stdout().is_terminal(), out);
+            // New keys are written in batches, at most once a redraw.
+            st.keys.save();
+            let notes: Vec<String> = st
+                .keys
+                .refused_note(super::known::MORE_BOARDS)
+                .into_iter()
+                .collect();
+            redraw(&rows, &notes, std::io::stdout().is_terminal(), out);
             last_draw = Instant::now();
         }
     }
+    st.keys.save();
     let end = End {
+        notes: st
+            .keys
+            .refused_note(super::known::MORE_BOARDS)
+            .into_iter()
+            .collect(),
         rows,
         retained_statuses,
         fell_back,
@@ -453,7 +468,7 @@ struct Retained {
 }
 
 impl Retained {
-    fn new() -> Retained {
+    fn new(accept_new_boards: usize) -> Retained {
         Retained {
             phase: Phase::Connecting,
             phase_started: Instant::now(),
@@ -467,7 +482,7 @@ impl Retained {
                 incomplete: None,
             },
             timed_out: false,
-            keys: super::known::KnownBoards::load(),
+            keys: super::known::KnownBoards::load_accepting(accept_new_boards),
         }
     }
 
@@ -662,10 +677,13 @@ fn record_message(
 }
 
 /// Redraws the live table: cursor home and clear screen on a terminal, else the table again.
-fn redraw(rows: &BTreeMap<String, BoardRow>, tty: bool, out: &mut dyn Write) {
+fn redraw(rows: &BTreeMap<String, BoardRow>, notes: &[String], tty: bool, out: &mut dyn Write) {
     let mut list: Vec<BoardRow> = rows.values().cloned().collect();
     mark_stale(&mut list, crate::action::now_unix_s());
-    let text = render_rows(&list);
+    let mut text = render_rows(&list);
+    for n in notes {
+        text.push_str(&format!("note: {n}\n"));
+    }
     let _ = if tty {
         write!(out, "\x1b[H\x1b[2J{text}")
     } else {
@@ -682,6 +700,8 @@ struct End {
     fell_back: bool,
     /// Times the broker closed the connection during the listing (`--once`).
     resets: u32,
+    /// What the list leaves out on purpose (boards not recorded, rows dropped), said on stderr.
+    notes: Vec<String>,
     incomplete: Option<String>,
 }
 
@@ -747,6 +767,9 @@ async fn finish(
         let _ = w.flush();
     } else {
         let _ = write!(out, "{}", render_rows(&list));
+    }
+    for n in &end.notes {
+        let _ = writeln!(err, "npu-agent: {n}");
     }
     link.shutdown(Duration::from_millis(500)).await;
     match incomplete {
