@@ -12,8 +12,10 @@ pub const MAX_WAIT_S: u64 = 86_400;
 
 mod capture;
 pub mod known;
+mod rows;
 mod send;
 pub mod show;
+pub use rows::*;
 mod watch;
 pub use send::*;
 pub use watch::*;

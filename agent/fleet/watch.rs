@@ -1,217 +1,6 @@
 //! `fleet watch`: every board's retained availability and status, as a table or JSON lines.
 
-use super::show;
 use super::*;
-
-/// One board's row in `fleet watch`.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct BoardRow {
-    /// Board id.
-    pub board: String,
-    /// `online` / `offline` / `unknown` (no availability seen).
-    pub availability: String,
-    /// Health from the status.
-    pub health: String,
-    /// Profile id.
-    pub profile: String,
-    /// Model.
-    pub model: String,
-    /// `CmaFree`, bytes.
-    pub cma_free_bytes: Option<u64>,
-    /// `CmaTotal`, bytes.
-    pub cma_total_bytes: Option<u64>,
-    /// Hottest thermal zone, degrees C (`soc_temp_c`).
-    pub soc_temp_c: Option<f64>,
-    /// Under-voltage now (`undervoltage_now`), when the board has a way to tell.
-    pub undervoltage_now: Option<bool>,
-    /// Failing and warning checks, most severe first.
-    pub worst: Vec<String>,
-    /// Firing checks whose finding carries steps `fix` can carry out (`fleet send fix`).
-    pub fixable: Vec<String>,
-    /// Status time (RFC 3339).
-    pub last_seen: String,
-    /// MQTT session counter.
-    pub session: u64,
-    /// The status's `commands`: `subscribed`, `subscribing`, `not subscribed` (a deaf board:
-    /// online, but the broker refused its command subscription), or empty (an older agent).
-    pub commands: String,
-    /// Seconds between the board's statuses (`interval_s`), when it says.
-    #[serde(skip)]
-    pub interval_s: Option<u64>,
-    /// Why the board is stale ([`super::stale_reason`]), when it is: `LINK` says `stale`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stale: Option<String>,
-    /// Whose the status is ([`super::known::Trust::word`]): `signed` (the key known for the
-    /// board), `new key` (first seen, now recorded), `KEY CHANGED`, `UNSIGNED`, `BAD SIG`.
-    pub identity: String,
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct LightFinding {
-    id: String,
-    status: String,
-    #[serde(default)]
-    fix: Option<Value>,
-}
-
-#[derive(Debug, Deserialize)]
-pub(super) struct LightStatus {
-    #[serde(default)]
-    health: String,
-    #[serde(default)]
-    profile: String,
-    #[serde(default)]
-    model: String,
-    #[serde(default)]
-    time: String,
-    #[serde(default)]
-    session: u64,
-    #[serde(default)]
-    commands: String,
-    #[serde(default)]
-    interval_s: Option<u64>,
-    #[serde(default)]
-    findings: Vec<LightFinding>,
-    #[serde(default)]
-    metrics: BTreeMap<String, Value>,
-}
-
-/// Folds one status payload into a row.
-pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
-    let Ok(s) = serde_json::from_slice::<LightStatus>(payload) else {
-        row.health = "unparsable".into();
-        return;
-    };
-    row.health = s.health;
-    row.profile = s.profile;
-    row.model = s.model;
-    row.last_seen = s.time;
-    row.session = s.session;
-    row.commands = s.commands;
-    row.interval_s = s.interval_s;
-    row.cma_free_bytes = s.metrics.get("cma_free_bytes").and_then(Value::as_u64);
-    row.cma_total_bytes = s.metrics.get("cma_total_bytes").and_then(Value::as_u64);
-    row.soc_temp_c = s.metrics.get("soc_temp_c").and_then(Value::as_f64);
-    row.undervoltage_now = s.metrics.get("undervoltage_now").and_then(Value::as_bool);
-    row.fixable = s
-        .findings
-        .iter()
-        .filter(|f| f.fix.is_some() && matches!(f.status.as_str(), "fail" | "warn"))
-        .map(|f| f.id.clone())
-        .collect();
-    let mut worst: Vec<(u8, String)> = s
-        .findings
-        .into_iter()
-        .filter_map(|f| match f.status.as_str() {
-            "fail" => Some((0, format!("{} fail", f.id))),
-            "warn" => Some((1, format!("{} warn", f.id))),
-            _ => None,
-        })
-        .collect();
-    worst.sort();
-    row.worst = worst.into_iter().map(|(_, s)| s).collect();
-}
-
-/// An RFC 3339 time without its fraction of a second (`2026-11-30T18:08:27.123456789Z` ->
-/// `2026-11-30T18:08:27Z`); other text is returned as it is.
-pub fn whole_seconds(rfc3339: &str) -> String {
-    match rfc3339.split_once('.') {
-        Some((head, frac)) if head.len() == 19 && head.as_bytes()[10] == b'T' => {
-            let zone = frac.trim_start_matches(|c: char| c.is_ascii_digit());
-            format!("{head}{zone}")
-        }
-        _ => rfc3339.to_string(),
-    }
-}
-
-/// The LINK cell: the availability, or `deaf` for a board online whose command subscription
-/// the broker refused (it publishes, but hears no command).
-fn link_cell(r: &BoardRow) -> &str {
-    match (r.availability.as_str(), r.commands.as_str()) {
-        (a, _) if a != "offline" && r.stale.is_some() => "stale",
-        ("online", "not subscribed") => "deaf",
-        (a, _) => a,
-    }
-}
-
-/// Marks each row stale, or not, at `now_s` ([`super::stale_reason`]).
-pub fn mark_stale(rows: &mut [BoardRow], now_s: i64) {
-    for r in rows {
-        r.stale = super::stale_reason(&r.last_seen, r.interval_s, now_s);
-    }
-}
-
-/// The widest WORST cell, characters (three findings' ids and verdicts).
-pub const WORST_WIDTH: usize = 160;
-
-/// Renders rows as a table.
-pub fn render_rows(rows: &[BoardRow]) -> String {
-    let mut out = format!(
-        "{:<24} {:<8} {:<11} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
-",
-        "BOARD",
-        "LINK",
-        "IDENTITY",
-        "HEALTH",
-        "PROFILE",
-        "CMA_FREE",
-        "SOC_C",
-        "UV",
-        "FIX",
-        "LAST_SEEN",
-        "WORST"
-    );
-    for r in rows {
-        let cma = r
-            .cma_free_bytes
-            .map(crate::parse::size::human_bytes)
-            .unwrap_or_else(|| "-".into());
-        let worst = if r.worst.is_empty() {
-            "-".to_string()
-        } else {
-            r.worst
-                .iter()
-                .take(3)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let soc = r
-            .soc_temp_c
-            .map(|t| format!("{t:.1}"))
-            .unwrap_or_else(|| "-".into());
-        let uv = match r.undervoltage_now {
-            Some(true) => "YES",
-            Some(false) => "no",
-            None => "-",
-        };
-        out.push_str(&format!(
-            "{:<24} {:<8} {:<11} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
-",
-            // Other boards' text is escaped and cut here ([`super::show`]): a status or a
-            // topic cannot clear the screen, add rows, hide a column or pass for another board
-            // (the filter on stdout passes home/clear for this view's own use).
-            show::id(&r.board, 24),
-            show::text(link_cell(r), 8),
-            match r.identity.as_str() {
-                "" => "-",
-                id => id,
-            },
-            show::text(&r.health, 10),
-            show::text(&r.profile, 24),
-            cma,
-            soc,
-            uv,
-            match r.fixable.len() {
-                0 => "-".to_string(),
-                n => n.to_string(),
-            },
-            show::text(&whole_seconds(&r.last_seen), 25),
-            show::text(&worst, WORST_WIDTH)
-        ));
-    }
-    out
-}
 
 /// `fleet watch` options.
 #[derive(Debug, Clone)]
@@ -298,7 +87,7 @@ pub(super) async fn watch_async(
     use std::io::IsTerminal;
     let root = &a.topic_root;
     let mut link = Link::start(&opts);
-    let mut rows: BTreeMap<String, BoardRow> = BTreeMap::new();
+    let mut rows = Table::default();
     let mut link_started = Instant::now();
     let mut last_msg: Option<Instant> = None;
     // Retained statuses received at all (live ones do not show that the broker delivers retained
@@ -391,20 +180,22 @@ pub(super) async fn watch_async(
         {
             // New keys are written in batches, at most once a redraw.
             st.keys.save();
-            let notes: Vec<String> = st
-                .keys
-                .refused_note(super::known::MORE_BOARDS)
+            let notes: Vec<String> = (st.keys.refused_note(super::known::MORE_BOARDS))
                 .into_iter()
+                .chain(rows.dropped_note())
                 .collect();
             redraw(&rows, &notes, std::io::stdout().is_terminal(), out);
             last_draw = Instant::now();
         }
     }
     st.keys.save();
+    // A list that had to drop rows is not the whole fleet.
+    let cut = match (cut, rows.dropped_note()) {
+        (Some(c), Some(d)) => Some(format!("{c}; {d}")),
+        (c, d) => c.or(d),
+    };
     let end = End {
-        notes: st
-            .keys
-            .refused_note(super::known::MORE_BOARDS)
+        notes: (st.keys.refused_note(super::known::MORE_BOARDS))
             .into_iter()
             .collect(),
         rows,
@@ -559,7 +350,9 @@ fn next_phase(
     let mut phase = match phase {
         Phase::Availability(n) => {
             let new = pass_seen.difference(known).count();
-            known.extend(pass_seen.iter().cloned());
+            for b in pass_seen {
+                insert_bounded(known, b);
+            }
             if n == 1 {
                 Phase::Statuses
             } else if new == 0 || pass_seen.is_empty() {
@@ -626,11 +419,19 @@ fn subscribe_phase(link: &Link, phase: &Phase, root: &str) {
 /// What the messages so far have shown: the table's rows, boards with a status, boards seen in
 /// this availability pass, and how many statuses came retained.
 struct Seen<'a> {
-    rows: &'a mut BTreeMap<String, BoardRow>,
+    rows: &'a mut Table,
     have_status: &'a mut std::collections::BTreeSet<String>,
     pass_seen: &'a mut std::collections::BTreeSet<String>,
     retained_statuses: &'a mut usize,
     keys: &'a mut super::known::KnownBoards,
+}
+
+/// Adds `id` to a set of board ids the listing keeps, while it holds fewer than [`MAX_ROWS`]
+/// (a flood of invented ids is counted in the table's note, not kept here).
+fn insert_bounded(set: &mut std::collections::BTreeSet<String>, id: &str) {
+    if set.len() < MAX_ROWS || set.contains(id) {
+        set.insert(id.to_string());
+    }
 }
 
 /// Takes one status or availability message into the table (an empty status removes the row).
@@ -650,35 +451,48 @@ fn record_message(
         if retain {
             *seen.retained_statuses += 1;
         }
-        seen.have_status.insert(b.to_string());
+        insert_bounded(seen.have_status, b);
         if let Phase::Exact(waiting) = phase {
             waiting.remove(b);
         }
-        let row = seen.rows.entry(b.to_string()).or_insert_with(|| BoardRow {
-            board: b.to_string(),
-            availability: "unknown".into(),
-            ..Default::default()
-        });
-        apply_status(row, payload);
-        row.identity = seen.keys.judge(b, topic, payload).word().into();
+        let trust = seen.keys.judge(b, topic, payload);
+        let Some(row) = seen.rows.touch(b, trust.is_trusted()) else {
+            return;
+        };
+        // A board's own older status, sent again, does not replace the one shown.
+        let replay = match trust.is_trusted() {
+            true => replay_reason(row, payload),
+            false => None,
+        };
+        match (&replay, trust.is_trusted()) {
+            (Some(_), _) => {}
+            (None, true) => apply_sealed_status(row, payload),
+            (None, false) => apply_status(row, payload),
+        }
+        row.identity = match replay {
+            Some(_) => "REPLAYED".into(),
+            None => trust.word().into(),
+        };
+        row.replayed = replay;
     } else if let Some(b) = topics::parse_board_leaf(root, topic, "availability") {
         if payload.is_empty() {
             return;
         }
         if retain && matches!(phase, Phase::Availability(_)) {
-            seen.pass_seen.insert(b.to_string());
+            insert_bounded(seen.pass_seen, b);
         }
-        let row = seen.rows.entry(b.to_string()).or_insert_with(|| BoardRow {
-            board: b.to_string(),
-            ..Default::default()
-        });
-        row.availability = String::from_utf8_lossy(payload).chars().take(16).collect();
+        if let Some(row) = seen.rows.touch(b, false) {
+            row.availability = String::from_utf8_lossy(&payload[..payload.len().min(64)])
+                .chars()
+                .take(16)
+                .collect();
+        }
     }
 }
 
 /// Redraws the live table: cursor home and clear screen on a terminal, else the table again.
-fn redraw(rows: &BTreeMap<String, BoardRow>, notes: &[String], tty: bool, out: &mut dyn Write) {
-    let mut list: Vec<BoardRow> = rows.values().cloned().collect();
+fn redraw(rows: &Table, notes: &[String], tty: bool, out: &mut dyn Write) {
+    let mut list: Vec<BoardRow> = rows.rows().cloned().collect();
     mark_stale(&mut list, crate::action::now_unix_s());
     let mut text = render_rows(&list);
     for n in notes {
@@ -695,7 +509,7 @@ fn redraw(rows: &BTreeMap<String, BoardRow>, notes: &[String], tty: bool, out: &
 /// What `watch` ends with: the rows, retained statuses received, whether the link fell back
 /// to MQTT 3.1.1, and why the list is incomplete (if it is).
 struct End {
-    rows: BTreeMap<String, BoardRow>,
+    rows: Table,
     retained_statuses: usize,
     fell_back: bool,
     /// Times the broker closed the connection during the listing (`--once`).
@@ -743,7 +557,7 @@ async fn finish(
         link.shutdown(Duration::from_millis(500)).await;
         return EXIT_FAILED;
     }
-    let mut list: Vec<BoardRow> = end.rows.into_values().collect();
+    let mut list: Vec<BoardRow> = end.rows.into_rows();
     mark_stale(&mut list, crate::action::now_unix_s());
     if list.is_empty() && a.once {
         let _ = writeln!(
