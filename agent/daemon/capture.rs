@@ -26,10 +26,11 @@ pub(super) fn publish(agent: &mut Agent, c: &CmdRef, o: &mut ActionOutcome) {
     }
     let sha = o.details["sha256"].as_str().unwrap_or_default();
     let at = agent.now().saturating_add(super::sweep::keep_s(agent));
-    for (i, p) in chunks::split(&bundle, sha).into_iter().enumerate() {
-        let topic = format!("{prefix}{i}");
-        agent.sweep.schedule(&topic, at);
-        agent.send(topic, p, true);
+    let parts = chunks::split(&bundle, sha);
+    // One entry for the whole bundle: a flood of other answers never lets it go.
+    agent.sweep.schedule_chunks(&prefix, parts.len(), at);
+    for (i, p) in parts.into_iter().enumerate() {
+        agent.send(format!("{prefix}{i}"), p, true);
     }
 }
 

@@ -106,6 +106,23 @@ pub(super) fn subscribe(agent: &mut Agent, attempt: u32) {
     };
 }
 
+/// Subscribes again to this board's own command topics, for the broker to send what it
+/// retains there: answers of the board's own older than their window are then cleared
+/// ([`super::sweep::stale_answer`]). The SUBACK changes nothing (the subscription stands).
+pub(super) fn rescan(agent: &mut Agent) {
+    let [own, _] = topics::command_filters(&agent.s.topic_root, &agent.s.board);
+    let Some(l) = &agent.link else { return };
+    let qos = match agent.s.cfg.mqtt.command_qos {
+        0 => QoS::AtMostOnce,
+        _ => QoS::AtLeastOnce,
+    };
+    tracing::info!(
+        "more answers waited to be cleared than the list holds: scanning this board's command \
+         topics for its old answers"
+    );
+    let _ = l.client.try_subscribe_no_local(&[own], qos);
+}
+
 fn refused_at(code: u8, attempt: u32, wait: Duration) -> Subscription {
     Subscription::Refused {
         code,

@@ -8,48 +8,91 @@ use super::agent::Agent;
 use crate::mqtt::command::CLOCK_SKEW_S;
 use crate::mqtt::topics::{self, CommandTopic};
 
-/// Most answers waiting to be cleared (a flood beyond it is cleared on the next connect).
+/// Most answers whose topics wait to be cleared one by one. Past it the oldest is let go and
+/// the agent instead scans its own command topics once that answer is due ([`Sweep::rescan`]):
+/// the broker sends what it still retains there, and every old answer of the board's own is
+/// cleared then ([`stale_answer`]). The work stays bounded, and nothing the board published is
+/// forgotten.
 pub const SWEEP_MAX: usize = 4096;
 
-/// Answers to clear: (Unix seconds when due, topic), oldest first.
+/// Answers to clear: (Unix seconds when due, topic), oldest first; a `capture`'s chunks as one
+/// entry each (never let go: they come from accepted commands only); when to scan the board's
+/// command topics for answers let go.
 #[derive(Debug, Default)]
 pub struct Sweep {
-    due: Vec<(i64, String)>,
+    due: std::collections::VecDeque<(i64, String)>,
+    /// (due, chunk topic prefix, chunks).
+    chunks: Vec<(i64, String, usize)>,
+    rescan_at: Option<i64>,
 }
 
 impl Sweep {
-    /// Schedules `topic` to be cleared at `at` (Unix seconds); the oldest goes when full.
+    /// Schedules `topic` to be cleared at `at` (Unix seconds); when full, the oldest is let go
+    /// and a scan of the command topics is due when it was ([`Sweep::take_rescan`]).
     pub fn schedule(&mut self, topic: &str, at: i64) {
-        if self.due.len() == SWEEP_MAX {
-            self.due.remove(0);
+        if self.due.len() >= SWEEP_MAX {
+            if let Some((old, _)) = self.due.pop_front() {
+                // One second later: the scan clears answers older than their window.
+                let scan = old.saturating_add(1);
+                self.rescan_at = Some(self.rescan_at.map_or(scan, |r| r.max(scan)));
+            }
         }
-        self.due.push((at, topic.to_string()));
+        self.due.push_back((at, topic.to_string()));
     }
 
-    /// The topics due at `now`, taken off the list.
+    /// Schedules the `chunks` chunk topics `<prefix><i>` of a bundle to be cleared at `at`.
+    pub fn schedule_chunks(&mut self, prefix: &str, chunks: usize, at: i64) {
+        self.chunks.push((at, prefix.to_string(), chunks));
+    }
+
+    /// The topics due at `now`, taken off the list (a bundle's chunks one by one).
     pub fn take_due(&mut self, now: i64) -> Vec<String> {
         let n = self.due.iter().take_while(|(at, _)| *at <= now).count();
-        self.due.drain(..n).map(|(_, t)| t).collect()
-    }
-
-    /// Takes the topics that start with `prefix` off the list (cleared early).
-    pub fn take_prefix(&mut self, prefix: &str) -> Vec<String> {
-        let (hit, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.due)
+        let mut out: Vec<String> = self.due.drain(..n).map(|(_, t)| t).collect();
+        let (due, keep) = std::mem::take(&mut self.chunks)
             .into_iter()
-            .partition(|(_, t)| t.starts_with(prefix));
-        self.due = keep;
-        hit.into_iter().map(|(_, t)| t).collect()
+            .partition(|(at, _, _)| *at <= now);
+        self.chunks = keep;
+        out.extend(expand(due));
+        out
     }
 
-    /// How many answers wait.
+    /// Takes the chunk topics that start with `prefix` off the list (cleared early).
+    pub fn take_prefix(&mut self, prefix: &str) -> Vec<String> {
+        let (hit, keep) = std::mem::take(&mut self.chunks)
+            .into_iter()
+            .partition(|(_, p, _)| p.starts_with(prefix));
+        self.chunks = keep;
+        expand(hit)
+    }
+
+    /// Whether the scan of the command topics for answers let go is due at `now` (once).
+    pub fn take_rescan(&mut self, now: i64) -> bool {
+        let due = self.rescan_at.is_some_and(|at| at <= now);
+        if due {
+            self.rescan_at = None;
+        }
+        due
+    }
+
+    /// How many entries wait (a bundle's chunks count as one).
     pub fn len(&self) -> usize {
-        self.due.len()
+        self.due.len() + self.chunks.len()
     }
 
     /// Nothing waits.
     pub fn is_empty(&self) -> bool {
-        self.due.is_empty()
+        self.due.is_empty() && self.chunks.is_empty()
     }
+}
+
+/// The chunk topics of bundle entries.
+fn expand(entries: Vec<(i64, String, usize)>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (_, prefix, n) in entries {
+        out.extend((0..n.min(crate::mqtt::chunks::MAX_CHUNKS)).map(|i| format!("{prefix}{i}")));
+    }
+    out
 }
 
 /// How long an answer stays retained, seconds: no command lives longer than
@@ -90,6 +133,12 @@ fn clear(agent: &mut Agent, topic: String) {
 pub(super) fn clear_due(agent: &mut Agent) {
     if !agent.connected {
         return;
+    }
+    // Only with the subscription in place (a SUBACK of one code while another SUBSCRIBE waits
+    // would read as a refusal).
+    let granted = matches!(agent.subscription, super::subscribe::Subscription::Granted);
+    if granted && agent.sweep.take_rescan(agent.now()) {
+        super::subscribe::rescan(agent);
     }
     for topic in agent.sweep.take_due(agent.now()) {
         let running = topics::parse_command(&agent.s.topic_root, &topic)
@@ -148,15 +197,43 @@ mod tests {
         assert!(s.take_due(9).is_empty());
         assert_eq!(s.take_due(15), ["a"]);
         assert_eq!(s.take_due(100), ["b"]);
-        for i in 0..SWEEP_MAX + 5 {
-            s.schedule(&format!("t{i}"), i as i64);
+        s.schedule_chunks("x/capture/c1/", 2, 9_000);
+        s.schedule_chunks("x/capture/c2/", 1, 9_000);
+        assert_eq!(
+            s.take_prefix("x/capture/c1/"),
+            ["x/capture/c1/0", "x/capture/c1/1"]
+        );
+        assert_eq!(s.take_due(i64::MAX), ["x/capture/c2/0"]);
+        assert!(s.is_empty());
+    }
+
+    /// 4,300 retained junk commands answered within one window: the list stays bounded, an
+    /// unfetched capture's chunks are never let go, and the answers let go are cleared by a
+    /// scan once due (issue 37, item 9).
+    #[test]
+    fn a_flood_of_answers_lets_nothing_the_board_published_stay_retained() {
+        let mut s = Sweep::default();
+        s.schedule("r/b/cmd/capture/c1", 100);
+        s.schedule_chunks("r/b/capture/c1/", 40, 100);
+        for i in 0..4300 {
+            s.schedule(&format!("r/b/cmd/rescan/junk-{i}"), 100 + i / 1000);
         }
-        assert_eq!(s.len(), SWEEP_MAX);
-        assert!(s.take_due(4).is_empty(), "the oldest five went");
-        assert_eq!(s.take_due(5), ["t5"]);
-        s.schedule("x/capture/c1/0", 9_000);
-        s.schedule("x/capture/c2/0", 9_000);
-        assert_eq!(s.take_prefix("x/capture/c1/"), ["x/capture/c1/0"]);
-        assert_eq!(s.take_due(i64::MAX).last().unwrap(), "x/capture/c2/0");
+        assert_eq!(
+            s.len(),
+            SWEEP_MAX + 1,
+            "the answers bounded, the bundle one entry"
+        );
+        assert!(!s.take_rescan(100), "not before the answers let go are due");
+        let due = s.take_due(100);
+        assert_eq!(
+            due.iter()
+                .filter(|t| t.starts_with("r/b/capture/c1/"))
+                .count(),
+            40,
+            "every chunk cleared in time"
+        );
+        assert!(s.take_rescan(101), "a scan for the answers let go");
+        assert!(!s.take_rescan(1000), "once");
+        assert_eq!(s.take_due(i64::MAX).len() + due.len(), SWEEP_MAX + 40);
     }
 }
