@@ -22,6 +22,7 @@ mod newc;
 
 mod aarch64;
 mod attacks_config;
+mod attacks_fleet;
 mod capture;
 mod identity;
 mod image;
