@@ -55,6 +55,14 @@ pub static FLEET: Spec = Spec {
                     ("json", "One JSON object with every board (needs --once)."),
                 ]),
                 ACCEPT_NEW_BOARDS,
+                Opt::text(
+                    "max-rows",
+                    "N",
+                    "The most boards the table holds: past that the least recently seen row \
+                     goes (boards without a status sealed by their key first) and a note says \
+                     how many; with --once the list is then incomplete.",
+                )
+                .default("20000"),
             ],
             args: &[],
             commands: &[],
@@ -189,6 +197,8 @@ pub enum FleetAction {
         format: WatchFormat,
         /// New boards this run records in known_boards.
         accept_new_boards: usize,
+        /// The most rows the table holds.
+        max_rows: usize,
     },
     /// Send a command and print its lifecycle; exit 0 only on successful.
     Send {
@@ -267,6 +277,7 @@ impl FleetAction {
                     WatchFormat::Text
                 },
                 accept_new_boards: accept_new_boards(m)?,
+                max_rows: whole(m, "max-rows")?.max(1),
             });
         }
         let seconds = |long: &str, max: u64, what: &str| -> Result<u64, UsageError> {
@@ -330,12 +341,19 @@ impl FleetAction {
 ///
 /// Errors: [`ErrorKind::InvalidValue`] unless N is a whole number.
 fn accept_new_boards(m: &Matches) -> Result<usize, UsageError> {
-    let v = m.text("accept-new-boards")?.unwrap_or_default();
+    whole(m, "accept-new-boards")
+}
+
+/// The whole number `--long N`.
+///
+/// Errors: [`ErrorKind::InvalidValue`] unless N is a whole number.
+fn whole(m: &Matches, long: &str) -> Result<usize, UsageError> {
+    let v = m.text(long)?.unwrap_or_default();
     v.parse::<usize>().map_err(|e| {
         m.error(
             ErrorKind::InvalidValue,
             format!(
-                "invalid value '{}' for '--accept-new-boards <N>': {e}",
+                "invalid value '{}' for '--{long} <N>': {e}",
                 crate::report::clean(&v)
             ),
         )
@@ -371,6 +389,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             once,
             format,
             accept_new_boards,
+            max_rows,
         } => {
             let json = format == WatchFormat::Json;
             if json && !once {
@@ -384,6 +403,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                     once,
                     json,
                     accept_new_boards,
+                    max_rows,
                 },
                 out,
                 err,

@@ -2,7 +2,7 @@
 //! the broker sends. A status over [`MAX_STATUS_BYTES`] is not parsed (its row says `too
 //! large`), each text cell keeps at most [`MAX_CELL_CHARS`] characters and each list
 //! [`MAX_LISTED`] entries, the payload is dropped once parsed, and the [`Table`] holds at most
-//! [`MAX_ROWS`] rows: past that the least recently seen row goes, boards without a trusted
+//! [`MAX_ROWS`] rows (`--max-rows`): past that the least recently seen row goes, boards without a trusted
 //! status first, and a note says how many went. A sealed status older than the one the row
 //! shows (a replay) is not shown as current: the row keeps its data and says `REPLAYED`.
 
@@ -77,8 +77,8 @@ pub const MAX_CELL_CHARS: usize = 128;
 /// The most entries a row keeps of `worst` and of `fixable`.
 pub const MAX_LISTED: usize = 16;
 
-/// The most rows `fleet watch` holds.
-pub const MAX_ROWS: usize = 50_000;
+/// The most rows `fleet watch` holds unless told (`--max-rows`).
+pub const MAX_ROWS: usize = 20_000;
 
 /// `s` cut to [`MAX_CELL_CHARS`] characters.
 fn capped(mut s: String) -> String {
@@ -294,6 +294,11 @@ impl Table {
         self.rows.into_values().collect()
     }
 
+    /// The most rows it holds.
+    pub fn max_rows(&self) -> usize {
+        self.max_rows
+    }
+
     /// How many rows are held.
     pub fn len(&self) -> usize {
         self.rows.len()
@@ -308,8 +313,9 @@ impl Table {
     pub fn dropped_note(&self) -> Option<String> {
         (self.dropped > 0).then(|| {
             format!(
-                "{} board rows were dropped: fleet watch holds at most {} (the least recently \
-                 seen go first, boards without a status sealed by their key before the others)",
+                "a board's row was dropped or not made {} times: fleet watch holds at most {} \
+                 rows (--max-rows; the least recently seen go first, boards without a status \
+                 sealed by their key before the others)",
                 self.dropped, self.max_rows
             )
         })
@@ -470,10 +476,7 @@ mod tests {
         assert_eq!(t.len(), 3);
         let ids: Vec<&str> = t.rows().map(|r| r.board.as_str()).collect();
         assert_eq!(ids, ["fake-999", "real-1", "real-2"]);
-        assert!(t
-            .dropped_note()
-            .unwrap()
-            .starts_with("999 board rows were dropped"));
+        assert!(t.dropped_note().unwrap().contains("not made 999 times"));
         // Full of trusted rows: an untrusted newcomer is dropped, a trusted one evicts the
         // least recently seen.
         t.touch("real-3", true).unwrap();

@@ -15,6 +15,8 @@ pub struct WatchArgs {
     pub json: bool,
     /// New boards this run records in known_boards (`--accept-new-boards`).
     pub accept_new_boards: usize,
+    /// The most rows the table holds (`--max-rows`).
+    pub max_rows: usize,
 }
 
 /// Runs `fleet watch`. Returns the exit code.
@@ -87,7 +89,7 @@ pub(super) async fn watch_async(
     use std::io::IsTerminal;
     let root = &a.topic_root;
     let mut link = Link::start(&opts);
-    let mut rows = Table::default();
+    let mut rows = Table::new(a.max_rows);
     let mut link_started = Instant::now();
     let mut last_msg: Option<Instant> = None;
     // Retained statuses received at all (live ones do not show that the broker delivers retained
@@ -98,7 +100,7 @@ pub(super) async fn watch_async(
     let mut said_unreachable = false;
     let mut last_error = String::new();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
-    let mut st = Retained::new(a.accept_new_boards);
+    let mut st = Retained::new(a.accept_new_boards, rows.max_rows());
     let started = Instant::now();
     // Why `--once` stopped before the listing was done (the list is then incomplete), and how
     // often the broker closed the connection in the middle of it.
@@ -259,7 +261,7 @@ struct Retained {
 }
 
 impl Retained {
-    fn new(accept_new_boards: usize) -> Retained {
+    fn new(accept_new_boards: usize, max_ids: usize) -> Retained {
         Retained {
             phase: Phase::Connecting,
             phase_started: Instant::now(),
@@ -269,6 +271,7 @@ impl Retained {
             have_status: Default::default(),
             missing: Vec::new(),
             passes: Passes {
+                max_ids,
                 availability: 1,
                 incomplete: None,
             },
@@ -331,6 +334,8 @@ impl Retained {
 /// How the availability passes went: the current pass number, and (when the last allowed
 /// pass still revealed boards) the pass, the boards it added and the boards known.
 struct Passes {
+    /// The most board ids a set of the listing keeps (the table's rows).
+    max_ids: usize,
     availability: u32,
     incomplete: Option<(u32, usize, usize)>,
 }
@@ -351,7 +356,7 @@ fn next_phase(
         Phase::Availability(n) => {
             let new = pass_seen.difference(known).count();
             for b in pass_seen {
-                insert_bounded(known, b);
+                insert_bounded(known, b, passes.max_ids);
             }
             if n == 1 {
                 Phase::Statuses
@@ -426,10 +431,10 @@ struct Seen<'a> {
     keys: &'a mut super::known::KnownBoards,
 }
 
-/// Adds `id` to a set of board ids the listing keeps, while it holds fewer than [`MAX_ROWS`]
-/// (a flood of invented ids is counted in the table's note, not kept here).
-fn insert_bounded(set: &mut std::collections::BTreeSet<String>, id: &str) {
-    if set.len() < MAX_ROWS || set.contains(id) {
+/// Adds `id` to a set of board ids the listing keeps, while it holds fewer than `max` (the
+/// table's rows: a flood of invented ids is counted in the table's note, not kept here).
+fn insert_bounded(set: &mut std::collections::BTreeSet<String>, id: &str, max: usize) {
+    if set.len() < max || set.contains(id) {
         set.insert(id.to_string());
     }
 }
@@ -451,7 +456,7 @@ fn record_message(
         if retain {
             *seen.retained_statuses += 1;
         }
-        insert_bounded(seen.have_status, b);
+        insert_bounded(seen.have_status, b, seen.rows.max_rows());
         if let Phase::Exact(waiting) = phase {
             waiting.remove(b);
         }
@@ -479,7 +484,7 @@ fn record_message(
             return;
         }
         if retain && matches!(phase, Phase::Availability(_)) {
-            insert_bounded(seen.pass_seen, b);
+            insert_bounded(seen.pass_seen, b, seen.rows.max_rows());
         }
         if let Some(row) = seen.rows.touch(b, false) {
             row.availability = String::from_utf8_lossy(&payload[..payload.len().min(64)])
