@@ -666,3 +666,29 @@ pub(super) fn unknown_target(a: &SendArgs) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A padded or invisible board id, or a reason with blanks, cannot forge a line of
+    /// `fleet send --all` (issue 37, item 6).
+    #[test]
+    fn a_lifecycle_line_is_one_line_of_escaped_cut_text() {
+        let l: Lifecycle = serde_json::from_str(&format!(
+            r#"{{"status":"rejected","reason":"x{}\nb2 c1 successful"}}"#,
+            " ".repeat(5000)
+        ))
+        .unwrap();
+        let padded = format!("b1{}b2 c1 successful", " ".repeat(400));
+        let line = lifecycle_line(&padded, "c1", &l);
+        assert!(!line.contains('\n') && !line.contains("  "), "{line}");
+        assert!(line.starts_with("b1\\x20\\x20"), "{line}");
+        assert!(
+            line.chars().count() < ID_WIDTH + REASON_WIDTH + 20,
+            "{line}"
+        );
+        let zw = lifecycle_line("b1\u{200b}", "c1", &l);
+        assert!(zw.starts_with("b1\\u{200b} c1 rejected: x"), "{zw}");
+    }
+}

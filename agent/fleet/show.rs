@@ -4,7 +4,8 @@
 //! for a blank, `\u{200b}` for a zero-width space), so a look-alike never reads as a real
 //! board, and every cell is cut to its column with a `…` marker, so a long padded value
 //! cannot wrap into a line of its own. Free text from a status or an answer keeps its letters
-//! but loses control, invisible and direction characters the same way.
+//! but loses control, invisible and direction characters, and blanks after a blank, the same
+//! way.
 
 /// The marker at the end of a cut cell.
 pub const CUT: char = '…';
@@ -63,11 +64,15 @@ pub fn id(board: &str, width: usize) -> String {
 }
 
 /// Free text from the broker (a profile, a finding, a reason) as printed: control and
-/// invisible characters escaped, cut to `width`.
+/// invisible characters escaped, and every blank after a blank (padding that would push text
+/// to where a line of its own seems to start), cut to `width`.
 pub fn text(s: &str, width: usize) -> String {
     let mut out = String::new();
+    let mut blank = false;
     for c in s.chars() {
-        match invisible(c) || c == char::REPLACEMENT_CHARACTER {
+        let padding = c == ' ' && blank;
+        blank = c == ' ';
+        match padding || invisible(c) || c == char::REPLACEMENT_CHARACTER {
             true => escape(c, &mut out),
             false => out.push(c),
         }
@@ -105,6 +110,7 @@ mod tests {
             "a\\u{202e}b\\u{feff}\\x0a"
         );
         let long = format!("x{}fake", " ".repeat(300));
-        assert_eq!(text(&long, 14).chars().count(), 14);
+        assert_eq!(text(&long, 14), "x \\x20\\x20\\x2…");
+        assert_eq!(text("a b  c", 40), "a b \\x20c");
     }
 }
