@@ -35,6 +35,7 @@ tests=(
   "lib fleet::known::tests::a_flood_of_new_boards_is_bounded_and_written_once"
   "lib fleet::rows::tests::"
   "lib fleet::show::tests::"
+  "lib fleet::send::tests::"
   "lib daemon::sweep::tests::a_flood_of_answers_lets_nothing_the_board_published_stay_retained"
   "lib daemon::availability::tests::"
   "lib action::fix::run::tests::a_boot_edit_waiting_for_its_reboot_refuses_and_writes_nothing"
