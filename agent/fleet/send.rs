@@ -346,13 +346,7 @@ pub(super) async fn send_async(
             }
         }
     }
-    seen.keys.save();
-    if let Some(note) = seen.keys.refused_note(match a.out {
-        Some(_) => "--accept-new-key writes a bundle sealed by a key first seen now",
-        None => super::known::MORE_BOARDS,
-    }) {
-        let _ = writeln!(err, "npu-agent: {note}");
-    }
+    save_keys(&mut seen.keys, a, err);
     let mut code = seen.code(err);
     if let (Some(b), Some(path)) = (&seen.bundle, &a.out) {
         code = write_bundle(b, code, (path, a.force), out, err);
@@ -362,6 +356,18 @@ pub(super) async fn send_async(
     }
     link.shutdown(Duration::from_secs(2)).await;
     code
+}
+
+/// Writes the board keys first seen in this run, and says why some were not recorded.
+fn save_keys(keys: &mut super::known::KnownBoards, a: &SendArgs, err: &mut dyn Write) {
+    keys.save();
+    let hint = match a.out {
+        Some(_) => "--accept-new-key writes a bundle sealed by a key first seen now",
+        None => super::known::MORE_BOARDS,
+    };
+    if let Some(note) = keys.refused_note(hint) {
+        let _ = writeln!(err, "npu-agent: {note}");
+    }
 }
 
 /// New boards this run may record: `--accept-new-boards` for `fleet send`; for `fleet

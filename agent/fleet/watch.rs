@@ -164,15 +164,8 @@ pub(super) async fn watch_async(
                 ..
             }) => {
                 last_msg = Some(Instant::now());
-                st.last_retained = if retain { last_msg } else { st.last_retained };
-                let seen = Seen {
-                    rows: &mut rows,
-                    have_status: &mut st.have_status,
-                    pass_seen: &mut st.pass_seen,
-                    retained_statuses: &mut retained_statuses,
-                    keys: &mut st.keys,
-                };
-                record_message(seen, &mut st.phase, root, &topic, &payload, retain);
+                let counts = (&mut rows, &mut retained_statuses);
+                st.take(counts, root, (&topic, &payload), retain);
             }
             Some(LinkEvent::SubAck { .. }) | None => {}
         }
@@ -180,26 +173,13 @@ pub(super) async fn watch_async(
             && last_draw.elapsed() > Duration::from_millis(250)
             && last_msg.is_some_and(|t| t > last_draw)
         {
-            // New keys are written in batches, at most once a redraw.
-            st.keys.save();
-            let notes: Vec<String> = (st.keys.refused_note(super::known::MORE_BOARDS))
-                .into_iter()
-                .chain(rows.dropped_note())
-                .collect();
-            redraw(&rows, &notes, std::io::stdout().is_terminal(), out);
+            redraw(&rows, &mut st.keys, std::io::stdout().is_terminal(), out);
             last_draw = Instant::now();
         }
     }
-    st.keys.save();
-    // A list that had to drop rows is not the whole fleet.
-    let cut = match (cut, rows.dropped_note()) {
-        (Some(c), Some(d)) => Some(format!("{c}; {d}")),
-        (c, d) => c.or(d),
-    };
+    let cut = also_dropped(cut, &rows);
     let end = End {
-        notes: (st.keys.refused_note(super::known::MORE_BOARDS))
-            .into_iter()
-            .collect(),
+        notes: save_keys(&mut st.keys).into_iter().collect(),
         rows,
         retained_statuses,
         fell_back,
@@ -212,6 +192,22 @@ pub(super) async fn watch_async(
         ),
     };
     finish(a, link, end, out, err).await
+}
+
+/// Writes the new board keys seen since the last time (in batches: at most once a redraw, and
+/// at the end), and says why some were not recorded.
+fn save_keys(keys: &mut super::known::KnownBoards) -> Option<String> {
+    keys.save();
+    keys.refused_note(super::known::MORE_BOARDS)
+}
+
+/// Why the list is incomplete: `cut`, and (a list that had to drop rows is not the whole
+/// fleet) the rows dropped.
+fn also_dropped(cut: Option<String>, rows: &Table) -> Option<String> {
+    [cut, rows.dropped_note()]
+        .into_iter()
+        .flatten()
+        .reduce(|c, d| format!("{c}; {d}"))
 }
 
 /// After an outage the live table said, says it is back.
@@ -278,6 +274,28 @@ impl Retained {
             timed_out: false,
             keys: super::known::KnownBoards::load_accepting(accept_new_boards),
         }
+    }
+
+    /// Takes one message into `rows` (a retained one extends the current burst), counting
+    /// retained statuses.
+    fn take(
+        &mut self,
+        (rows, retained_statuses): (&mut Table, &mut usize),
+        root: &str,
+        (topic, payload): (&str, &[u8]),
+        retain: bool,
+    ) {
+        if retain {
+            self.last_retained = Some(Instant::now());
+        }
+        let seen = Seen {
+            rows,
+            have_status: &mut self.have_status,
+            pass_seen: &mut self.pass_seen,
+            retained_statuses,
+            keys: &mut self.keys,
+        };
+        record_message(seen, &mut self.phase, root, topic, payload, retain);
     }
 
     /// On (re)connecting: the first availability pass, from the start.
@@ -496,11 +514,13 @@ fn record_message(
 }
 
 /// Redraws the live table: cursor home and clear screen on a terminal, else the table again.
-fn redraw(rows: &Table, notes: &[String], tty: bool, out: &mut dyn Write) {
+/// New board keys are written then (in batches), and a `note:` line says what the table
+/// leaves out.
+fn redraw(rows: &Table, keys: &mut super::known::KnownBoards, tty: bool, out: &mut dyn Write) {
     let mut list: Vec<BoardRow> = rows.rows().cloned().collect();
     mark_stale(&mut list, crate::action::now_unix_s());
     let mut text = render_rows(&list);
-    for n in notes {
+    for n in save_keys(keys).into_iter().chain(rows.dropped_note()) {
         text.push_str(&format!("note: {n}\n"));
     }
     let _ = if tty {
