@@ -507,8 +507,9 @@ fn on_reply(
     // An answer is the board's only when sealed by the key known for it (or first seen).
     let trust = seen.keys.judge(&t.board, topic, p);
     let whose = match trust.is_trusted() {
-        // Said as `fleet watch` says it: a key first seen in this run may be anyone's.
-        true if seen.keys.first_seen_now(&t.board) => {
+        // Said as `fleet watch` says it, on the board's first line: a key first seen in this
+        // run may be anyone's.
+        true if seen.keys.announce_new(&t.board) => {
             " [new key: first seen in this run, now recorded in known_boards]".to_string()
         }
         true => String::new(),
