@@ -192,7 +192,7 @@ fn a_junk_flood_leaves_no_answer_or_chunk_retained_past_its_window() {
     let t0 = Instant::now();
     while refused < junk {
         assert!(
-            t0.elapsed() < Duration::from_secs(120),
+            t0.elapsed() < Duration::from_secs(300),
             "{refused} refusals"
         );
         refused += c
