@@ -505,12 +505,9 @@ mod parse_tests {
                         topic_root,
                         once,
                         format,
-                        accept_new_boards,
-                        max_rows,
+                        ..
                     },
             } => {
-                assert_eq!(accept_new_boards, crate::fleet::known::DEFAULT_NEW_PER_RUN);
-                assert_eq!(max_rows, crate::fleet::MAX_ROWS);
                 assert_eq!(
                     (broker.as_str(), topic_root.as_str()),
                     ("mqtt://h", "npu-fleet")
