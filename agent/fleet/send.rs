@@ -188,7 +188,7 @@ impl Seen {
         cmd_id: &str,
         topic: &str,
         p: &[u8],
-        out: &mut dyn Write,
+        (out, err): (&mut dyn Write, &mut dyn Write),
     ) -> bool {
         let chunk = self.bundle.as_mut().is_some_and(|b| b.take(topic, p));
         let replies = Replies {
@@ -200,7 +200,7 @@ impl Seen {
             stale: &mut self.stale,
             result: &mut self.result,
         };
-        if !chunk && !on_reply(a, cmd_id, topic, p, replies, out) {
+        if !chunk && !on_reply(a, cmd_id, topic, p, replies, (out, err)) {
             return false;
         }
         self.answered = all_answered(a, &self.finals, &self.online);
@@ -337,7 +337,7 @@ pub(super) async fn send_async(
             LinkEvent::Message {
                 topic, payload: p, ..
             } => {
-                if seen.take(a, cmd_id, &topic, &p, out) {
+                if seen.take(a, cmd_id, &topic, &p, (out, err)) {
                     break;
                 }
                 if let (true, Some(b)) = (std::mem::take(&mut seen.refetch), &seen.bundle) {
@@ -463,7 +463,7 @@ fn on_reply(
     topic: &str,
     p: &[u8],
     seen: Replies<'_>,
-    out: &mut dyn Write,
+    (out, err): (&mut dyn Write, &mut dyn Write),
 ) -> bool {
     let root = &a.topic_root;
     if let Some(b) = topics::parse_board_leaf(root, topic, "availability") {
@@ -506,12 +506,17 @@ fn on_reply(
     }
     // An answer is the board's only when sealed by the key known for it (or first seen).
     let trust = seen.keys.judge(&t.board, topic, p);
+    // Said as `fleet watch` says it, once per board (on stderr: the lifecycle lines stay as
+    // scripts read them): a key first seen in this run may be anyone's.
+    if trust.is_trusted() && seen.keys.announce_new(&t.board) {
+        let _ = writeln!(
+            err,
+            "npu-agent: {}: new key, first seen in this run and now recorded in known_boards: \
+             check it against the board's log (\"this board's identity\")",
+            super::show::id(&t.board, ID_WIDTH)
+        );
+    }
     let whose = match trust.is_trusted() {
-        // Said as `fleet watch` says it, on the board's first line: a key first seen in this
-        // run may be anyone's.
-        true if seen.keys.announce_new(&t.board) => {
-            " [new key: first seen in this run, now recorded in known_boards]".to_string()
-        }
         true => String::new(),
         false => format!(" [{}: not taken as the board's answer]", trust.word()),
     };

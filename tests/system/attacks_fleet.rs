@@ -253,13 +253,11 @@ fn a_never_seen_key_is_named_and_its_bundle_refused() {
     let known = dir.path().join("known_boards");
     let (code, out, err) = cli(&send, &known);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(
-        out.contains("successful") && out.contains("[new key: first seen"),
-        "{out}"
-    );
+    assert!(out.contains("successful"), "{out}");
+    assert!(err.contains("n1: new key, first seen in this run"), "{err}");
     let (code, out, err) = cli(&send, &known);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(!out.contains("new key"), "known now: {out}");
+    assert!(!err.contains("new key"), "known now: {err}");
 
     let fresh = dir.path().join("fresh_known_boards");
     let file = dir.path().join("n1.tar.gz");

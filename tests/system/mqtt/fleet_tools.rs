@@ -178,7 +178,7 @@ fn hostile_statuses_and_replies_cannot_drive_the_operator_terminal() {
     let (code, out, err) = run_cli(&["fleet", "watch", "--broker", &url, "--once"], &[]);
     assert_eq!(code, 0, "{err}");
     clean("fleet watch", &out);
-    assert!(out.contains("cma.free[8m fail"), "{out}");
+    assert!(out.contains("cma.free\\x1b[8m fail"), "{out}");
     assert_eq!(
         out.lines().filter(|l| l.contains("online")).count(),
         1,
@@ -207,7 +207,7 @@ fn hostile_statuses_and_replies_cannot_drive_the_operator_terminal() {
     let out = String::from_utf8_lossy(&o.stdout);
     clean("fleet send", &out);
     assert!(
-        out.contains("rejected: no[8m hidden[2J[Hfake successful"),
+        out.contains("rejected: no\\x1b[8m hidden\\x1b[2J\\x1b[Hfake successful"),
         "{out}"
     );
     assert_eq!(o.status.code(), Some(1), "{out}");
