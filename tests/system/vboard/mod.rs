@@ -15,6 +15,7 @@
 //!     .boot_file("armbianEnv.txt", "extraargs=cma=64M\n")         // replaces the default file
 //!     .file("/etc/npu-agent/profiles.d/x.toml", 0o644, "...")     // into the initramfs
 //!     .broker(broker.port)             // eth0 + guest 10.0.2.100:1883 -> host 127.0.0.1:port
+//!     .kernel(harness::Kernel::Pages16k)   // Debian's 16 KiB-page kernel on a Cortex-A76
 //!     .init("vb_section check npu-agent check --format json");
 //! let Some(mut board) = Board::new(spec) else { return };     // None = skipped (CI unset)
 //! let mut boot = board.boot();         // or board.boot_with("commands for this boot only")
@@ -66,6 +67,7 @@
 
 mod kernel;
 mod over_mqtt;
+mod page_size;
 mod reboots;
 
 use crate::{common, fleet, harness};
