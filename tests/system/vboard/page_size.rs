@@ -54,10 +54,14 @@ fn assert_page_facts(b: &Boot, want_bytes: u64) {
     );
 }
 
-/// A Pi 5 on Debian's 16k kernel: the agent's page size is 16384 bytes, from the kernel.
+/// A Pi 5 on Debian's 16k kernel: the agent's page size is 16384 bytes, from the kernel. Its
+/// `capture` records that figure, and a check of the bundle on this 4 KiB host reads it from the
+/// bundle, never from the machine running the check.
 #[test]
-fn pi5_on_the_16k_kernel_reports_16384_byte_pages() {
-    let Some((_board, b, took)) = boot_pi5("pi5-16k", Kernel::Pages16k, "") else {
+fn pi5_on_the_16k_kernel_reports_16384_byte_pages_live_and_in_its_capture() {
+    let capture = r#"npu-agent capture --out /tmp/cap.tar.gz --profile rpi5-hailo8 >/dev/null 2>&1
+vb_section capture base64 /tmp/cap.tar.gz"#;
+    let Some((_board, b, took)) = boot_pi5("pi5-16k", Kernel::Pages16k, capture) else {
         return;
     };
     let release = b.section("release");
@@ -71,6 +75,52 @@ fn pi5_on_the_16k_kernel_reports_16384_byte_pages() {
         release.trim(),
         took.as_secs_f64()
     );
+
+    let (text, rc) = b.section_rc("capture");
+    assert_eq!(rc, 0, "base64 of the bundle failed: {text}");
+    let dir = unpack_bundle(&text);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("npu-agent-capture/page_size"))
+            .expect("the bundle's page_size")
+            .trim(),
+        "16384"
+    );
+    let root = dir.path().to_str().expect("utf-8 temp path");
+    let host = fleet::npu_agent(
+        &[
+            "check",
+            "--format",
+            "json",
+            "--root",
+            root,
+            "--profile",
+            "rpi5-hailo8",
+        ],
+        T,
+    );
+    let report: Value = serde_json::from_str(&host.out)
+        .unwrap_or_else(|e| panic!("host check of the bundle is not JSON ({e}): {host:?}"));
+    let o = &finding(&report, "memory.fragmentation")["observed"];
+    assert_eq!(o["page_size_bytes"], 16384u64, "{o:#}");
+    assert_eq!(
+        o["page_size_source"], "/npu-agent-capture/page_size",
+        "{o:#}"
+    );
+}
+
+/// A capture bundle printed by busybox `base64`, unpacked into a temp dir (the tree `check --root`
+/// reads).
+fn unpack_bundle(b64: &str) -> tempfile::TempDir {
+    use base64::Engine as _;
+    let clean: String = b64.split_whitespace().collect();
+    let gz = base64::engine::general_purpose::STANDARD
+        .decode(clean)
+        .expect("the bundle's base64");
+    let dir = tempfile::tempdir().expect("temp dir");
+    tar::Archive::new(flate2::read::GzDecoder::new(gz.as_slice()))
+        .unpack(dir.path())
+        .expect("unpack the bundle");
+    dir
 }
 
 /// The same board on the cloud kernel: 4096 bytes, so the 16k figure is the kernel's, not a
