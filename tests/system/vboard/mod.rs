@@ -60,9 +60,9 @@
 //! device tree's `linux,cma` pool (64 MiB without one), as the real firmware does, rather than
 //! adding a `cma=`). The harness's own args come last: `console=ttyAMA0 panic=-1 rdinit=/init quiet`.
 //!
-//! Needs: qemu-system-aarch64, dtc, mkfs.ext4, debugfs, gzip (and mosquitto for a broker), the
-//! aarch64 target, and on first use `apt-get download` of the guest kernel and busybox (cached in
-//! `<target>/vboard-cache/`). Missing ones fail the tests when CI is set, and skip them otherwise.
+//! Needs: qemu-system-aarch64, dtc, mkfs.ext4, debugfs, gzip (xz for the 16k kernel's modules,
+//! mosquitto for a broker), the aarch64 target, and on first use `apt-get download` of the guest
+//! kernel and busybox (cached in `<target>/vboard-cache/`). Missing ones fail the tests when CI is set, and skip them otherwise.
 //! Every boot's console is kept in `<target>/vboard-logs/`.
 
 mod kernel;
