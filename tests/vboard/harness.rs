@@ -33,7 +33,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Modules the guest loads, in dependency order (the package ships no modules.dep for busybox).
-const MODULES: [&str; 7] = [
+/// One a kernel builds in (its `modules.builtin` names it) is left out of that kernel's initramfs,
+/// and /init skips it.
+/// (The cloud kernel builds ext4 in; the 16k kernel has it and its helpers as modules.)
+const MODULES: [&str; 12] = [
     "virtio_ring",
     "virtio",
     "virtio_mmio",
@@ -41,6 +44,11 @@ const MODULES: [&str; 7] = [
     "failover",
     "net_failover",
     "virtio_net",
+    "crc16",
+    "mbcache",
+    "jbd2",
+    "crc32c_generic",
+    "ext4",
 ];
 const INIT: &str = include_str!("guest/init");
 const LIB_SH: &str = include_str!("guest/lib.sh");
@@ -52,13 +60,53 @@ const HARNESS_ARGS: &str = "console=ttyAMA0 panic=-1 rdinit=/init quiet";
 // ---------------------------------------------------------------------------------------------
 // Tools, downloads and the shared part of the initramfs (once per test process).
 
+/// Which of Debian's arm64 kernels a board boots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kernel {
+    /// The image package linux-image-cloud-arm64 depends on: 4 KiB pages.
+    #[default]
+    Cloud,
+    /// The image package linux-image-6.12-arm64-16k depends on: 16 KiB pages, as the Pi 5's
+    /// own kernel (`-rpi-2712`) uses.
+    Pages16k,
+}
+
+impl Kernel {
+    /// The meta-package whose `Depends:` names the image package to fetch.
+    fn meta_package(self) -> &'static str {
+        match self {
+            Kernel::Cloud => "linux-image-cloud-arm64",
+            Kernel::Pages16k => "linux-image-6.12-arm64-16k",
+        }
+    }
+
+    /// The directory under [`cache_dir`] the unpacked guest is kept in.
+    fn cache_name(self) -> &'static str {
+        match self {
+            Kernel::Cloud => "guest",
+            Kernel::Pages16k => "guest-16k",
+        }
+    }
+
+    /// qemu's `-cpu`. A Cortex-A72 has no 16 KiB translation granule (the 16k kernel prints
+    /// nothing on it); the Cortex-A76, the Pi 5's core, has one.
+    pub fn cpu(self) -> &'static str {
+        match self {
+            Kernel::Cloud => "cortex-a72",
+            Kernel::Pages16k => "cortex-a76",
+        }
+    }
+}
+
 pub struct Assets {
     pub qemu: PathBuf,
     pub dtc: PathBuf,
     pub mkfs: PathBuf,
     pub debugfs: PathBuf,
     pub gzip: PathBuf,
-    /// Unpacked from Debian's packages, cached in `<target>/vboard-cache/guest/`.
+    /// The kernel the assets are for (its qemu CPU with it).
+    pub flavour: Kernel,
+    /// Unpacked from Debian's packages, cached in `<target>/vboard-cache/guest/` (`guest-16k/`).
     pub kernel: PathBuf,
     pub modules_dir: PathBuf,
     pub busybox: PathBuf,
@@ -69,17 +117,24 @@ pub struct Assets {
     base_initrd: Vec<u8>,
 }
 
-/// Everything a virtual board needs, or None after `skip` (a panic when CI is set).
+/// Everything a virtual board on the cloud kernel needs, or None after `skip` (a panic when CI
+/// is set).
 pub fn assets() -> Option<&'static Assets> {
-    static A: OnceLock<Option<Assets>> = OnceLock::new();
-    A.get_or_init(|| {
+    assets_for(Kernel::Cloud)
+}
+
+/// [`assets`] for a board booting `flavour`.
+pub fn assets_for(flavour: Kernel) -> Option<&'static Assets> {
+    static A: [OnceLock<Option<Assets>>; 2] = [OnceLock::new(), OnceLock::new()];
+    let cell = &A[flavour as usize];
+    cell.get_or_init(|| {
         let [qemu, dtc, mkfs, debugfs, gzip] = common::tools(
             ["qemu-system-aarch64", "dtc", "mkfs.ext4", "debugfs", "gzip"],
             "virtual boards; Debian packages qemu-system-arm, device-tree-compiler, e2fsprogs",
         )?;
         let agent = common::aarch64_agent()?;
         let cache = cache_dir();
-        let guest = match fetch_guest(&cache) {
+        let guest = match fetch_guest(&cache, flavour) {
             Ok(g) => g,
             Err(e) => {
                 skip(&format!(
@@ -99,6 +154,7 @@ pub fn assets() -> Option<&'static Assets> {
             mkfs,
             debugfs,
             gzip,
+            flavour,
             kernel: guest.join("vmlinuz"),
             modules_dir: guest.join("modules"),
             busybox: guest.join("busybox"),
@@ -139,10 +195,11 @@ fn run(cmd: &mut Command) -> Result<Output, String> {
     Ok(out)
 }
 
-/// Debian's arm64 cloud kernel (the image package linux-image-cloud-arm64 depends on today) and
-/// busybox-static, fetched with `apt-get download` and unpacked with `dpkg -x`, once.
-fn fetch_guest(cache: &Path) -> Result<PathBuf, String> {
-    let dir = cache.join("guest");
+/// Debian's arm64 kernel of `flavour` (the image package its meta-package depends on today) and
+/// busybox-static, fetched with `apt-get download` and unpacked with `dpkg -x`, once. Modules
+/// compressed with xz (`.ko.xz`, the 6.12 kernels) are unpacked with `xz -d`.
+fn fetch_guest(cache: &Path, flavour: Kernel) -> Result<PathBuf, String> {
+    let dir = cache.join(flavour.cache_name());
     if dir.join("READY").is_file() {
         return Ok(dir);
     }
@@ -160,9 +217,10 @@ fn fetch_guest(cache: &Path) -> Result<PathBuf, String> {
     {
         return Err("no arm64 package lists: run `dpkg --add-architecture arm64 && apt-get update` (.ci/run does)".into());
     }
+    let meta = flavour.meta_package();
     let kernel_pkg = {
         let show = Command::new("apt-cache")
-            .args(["show", "--no-all-versions", "linux-image-cloud-arm64:arm64"])
+            .args(["show", "--no-all-versions", &format!("{meta}:arm64")])
             .output();
         let depends = show.ok().filter(|o| o.status.success()).and_then(|o| {
             String::from_utf8_lossy(&o.stdout)
@@ -179,9 +237,13 @@ fn fetch_guest(cache: &Path) -> Result<PathBuf, String> {
             })
             .and_then(|p| p.split_whitespace().next())
             .map(str::to_string);
-        name.ok_or_else(|| format!("cannot resolve the image package of linux-image-cloud-arm64:arm64 (Depends: {depends:?}; `apt-get update` may help)"))?
+        name.ok_or_else(|| format!("cannot resolve the image package of {meta}:arm64 (Depends: {depends:?}; `apt-get update` may help)"))?
     };
-    let tmp = cache.join(format!("guest.tmp-{}", std::process::id()));
+    let tmp = cache.join(format!(
+        "{}.tmp-{}",
+        flavour.cache_name(),
+        std::process::id()
+    ));
     let _ = fs::remove_dir_all(&tmp);
     let debs = tmp.join("debs");
     let x = tmp.join("x");
@@ -226,10 +288,18 @@ fn fetch_guest(cache: &Path) -> Result<PathBuf, String> {
         .ok_or("no /lib/modules")?
         .map_err(|e| e.to_string())?
         .path();
+    let builtin = fs::read_to_string(mods.join("modules.builtin")).unwrap_or_default();
     for m in MODULES {
-        let found = find_file(&mods.join("kernel"), &format!("{m}.ko"))
-            .ok_or_else(|| format!("module {m}.ko not in {kernel_pkg}"))?;
-        fs::copy(found, out.join("modules").join(format!("{m}.ko"))).map_err(|e| e.to_string())?;
+        let dest = out.join("modules").join(format!("{m}.ko"));
+        if let Some(found) = find_file(&mods.join("kernel"), &format!("{m}.ko")) {
+            fs::copy(found, dest).map_err(|e| e.to_string())?;
+        } else if let Some(xz) = find_file(&mods.join("kernel"), &format!("{m}.ko.xz")) {
+            let xz_tool = which("xz").ok_or("xz not found (Debian package xz-utils)")?;
+            let plain = run(Command::new(xz_tool).arg("-dc").arg(&xz))?;
+            fs::write(dest, plain.stdout).map_err(|e| e.to_string())?;
+        } else if !builtin.lines().any(|l| l.ends_with(&format!("/{m}.ko"))) {
+            return Err(format!("module {m} neither in {kernel_pkg} nor built in"));
+        }
     }
     fs::copy(x.join("bin/busybox"), out.join("busybox")).map_err(|e| e.to_string())?;
     fs::write(out.join("READY"), versions.join("; ") + "\n").map_err(|e| e.to_string())?;
@@ -299,11 +369,10 @@ impl Assets {
         );
         a.symlink("bin/sh", "busybox");
         for m in MODULES {
-            a.file(
-                &format!("lib/modules/{m}.ko"),
-                0o644,
-                &fs::read(self.modules_dir.join(format!("{m}.ko"))).expect("cached module"),
-            );
+            // Absent: built into this kernel (fetch_guest checked modules.builtin).
+            if let Ok(ko) = fs::read(self.modules_dir.join(format!("{m}.ko"))) {
+                a.file(&format!("lib/modules/{m}.ko"), 0o644, &ko);
+            }
         }
         a.file(
             "usr/bin/npu-agent",
@@ -342,7 +411,7 @@ impl Assets {
             .arg(format!("virt,dumpdtb={}", dtb.display()))
             .args([
                 "-cpu",
-                "cortex-a72",
+                self.flavour.cpu(),
                 "-smp",
                 "1",
                 "-m",

@@ -30,6 +30,8 @@ pub struct BoardSpec {
     /// Port of a mosquitto on 127.0.0.1: the guest gets eth0 and reaches it at 10.0.2.100:1883.
     pub broker_port: Option<u16>,
     pub mem_mb: u32,
+    /// The kernel it boots (default: the cloud kernel, 4 KiB pages).
+    pub kernel: Kernel,
 }
 
 impl BoardSpec {
@@ -46,6 +48,7 @@ impl BoardSpec {
             init: String::new(),
             broker_port: None,
             mem_mb: 1024,
+            kernel: Kernel::Cloud,
         }
     }
 
@@ -76,6 +79,12 @@ impl BoardSpec {
         self
     }
 
+    /// Boots `kernel` instead of the cloud kernel.
+    pub fn kernel(mut self, kernel: Kernel) -> Self {
+        self.kernel = kernel;
+        self
+    }
+
     pub fn broker(mut self, port: u16) -> Self {
         self.broker_port = Some(port);
         self
@@ -99,7 +108,7 @@ impl Board {
     /// Builds the disks (boot partition from `spec.boot_files`, an empty persistent state disk)
     /// and reads qemu's device tree. None after `skip` when tools or downloads are missing.
     pub fn new(spec: BoardSpec) -> Option<Board> {
-        let assets = assets()?;
+        let assets = assets_for(spec.kernel)?;
         let nc = match spec.broker_port {
             Some(_) => Some(common::tools(["nc"], "relays the guest's broker connections to 127.0.0.1; Debian package netcat-openbsd")?[0].clone()),
             None => None,
@@ -269,7 +278,7 @@ impl Board {
             "-M",
             "virt",
             "-cpu",
-            "cortex-a72",
+            self.assets.flavour.cpu(),
             "-smp",
             "1",
             "-m",

@@ -15,6 +15,7 @@
 //!     .boot_file("armbianEnv.txt", "extraargs=cma=64M\n")         // replaces the default file
 //!     .file("/etc/npu-agent/profiles.d/x.toml", 0o644, "...")     // into the initramfs
 //!     .broker(broker.port)             // eth0 + guest 10.0.2.100:1883 -> host 127.0.0.1:port
+//!     .kernel(harness::Kernel::Pages16k)   // Debian's 16 KiB-page kernel on a Cortex-A76
 //!     .init("vb_section check npu-agent check --format json");
 //! let Some(mut board) = Board::new(spec) else { return };     // None = skipped (CI unset)
 //! let mut boot = board.boot();         // or board.boot_with("commands for this boot only")
@@ -59,13 +60,14 @@
 //! device tree's `linux,cma` pool (64 MiB without one), as the real firmware does, rather than
 //! adding a `cma=`). The harness's own args come last: `console=ttyAMA0 panic=-1 rdinit=/init quiet`.
 //!
-//! Needs: qemu-system-aarch64, dtc, mkfs.ext4, debugfs, gzip (and mosquitto for a broker), the
-//! aarch64 target, and on first use `apt-get download` of the guest kernel and busybox (cached in
-//! `<target>/vboard-cache/`). Missing ones fail the tests when CI is set, and skip them otherwise.
+//! Needs: qemu-system-aarch64, dtc, mkfs.ext4, debugfs, gzip (xz for the 16k kernel's modules,
+//! mosquitto for a broker), the aarch64 target, and on first use `apt-get download` of the guest
+//! kernel and busybox (cached in `<target>/vboard-cache/`). Missing ones fail the tests when CI is set, and skip them otherwise.
 //! Every boot's console is kept in `<target>/vboard-logs/`.
 
 mod kernel;
 mod over_mqtt;
+mod page_size;
 mod reboots;
 
 use crate::{common, fleet, harness};
