@@ -133,6 +133,8 @@ pub(super) struct Agent {
     pub ready_sent: bool,
     pub summary: String,
     pub status_dropped: u64,
+    /// The state files as the last blocking job read them (boot edit, compaction counter).
+    pub state_files: super::work::StateFiles,
     // Shared (Arc) with the action that uses it: never copied, and no copy of the whole
     // Diagnosis's Clone code in the binary.
     pub last_diagnosis: Option<Arc<Diagnosis>>,
@@ -204,6 +206,7 @@ impl Agent {
             ready_sent: false,
             summary: String::new(),
             status_dropped: 0,
+            state_files: super::work::StateFiles::default(),
             last_diagnosis: None,
             force_publish: false,
             last_discovery: None,

@@ -4,7 +4,7 @@
 
 use super::agent::Agent;
 use super::setup::LOG_CURSORS_FILE;
-pub(super) use super::work::{Dispatch, Done};
+pub(super) use super::work::{Dispatch, Done, StateFiles};
 use crate::action::executor::ExecJob;
 use crate::action::gate::{CmdRef, Job, Origin, Outcome};
 use crate::diagnose::{self, Diagnosis};
@@ -59,7 +59,7 @@ pub(super) fn spawn_diagnose(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>
                 tracing::warn!(error = %e, "cannot persist the log cursors");
             }
         }
-        let _ = tx.send(Done::Diagnosed(r));
+        let _ = tx.send(Done::Diagnosed(r, StateFiles::read(&state)));
     }));
 }
 
@@ -100,12 +100,14 @@ fn spawn_action(
         }));
     }
     let tx = tx.clone();
+    let state = agent.s.state.clone();
     spawn_blocking_job(Box::new(move || {
         let r = executor.execute(exec);
         let _ = tx.send(Done::Action {
             job: Box::new(job),
             outcome: r.outcome,
             diagnosis: r.diagnosis,
+            state: StateFiles::read(&state),
         });
     }));
 }
@@ -160,8 +162,12 @@ pub(super) fn start_next(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
 /// gate, the command's lifecycle and a fresh diagnosis.
 pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) {
     match done {
-        Done::Diagnosed(Ok(d)) => on_diagnosed(agent, d, tx),
-        Done::Diagnosed(Err(e)) => {
+        Done::Diagnosed(Ok(d), state) => {
+            agent.state_files = state;
+            on_diagnosed(agent, d, tx)
+        }
+        Done::Diagnosed(Err(e), state) => {
+            agent.state_files = state;
             agent.diagnosing = false;
             tracing::error!(error = %e, "diagnosis failed");
         }
@@ -169,7 +175,11 @@ pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSen
             job,
             outcome,
             diagnosis,
-        } => on_action_done(agent, &job, outcome, diagnosis, tx),
+            state,
+        } => {
+            agent.state_files = state.clone();
+            on_action_done(agent, &job, outcome, diagnosis.map(|d| (d, state)), tx)
+        }
         // Sent from the action's thread before its end, so read before it: never after the
         // final state.
         Done::Step { cmd, step } => {
@@ -225,13 +235,7 @@ fn plan_automatic(agent: &mut Agent, d: &Diagnosis, tx: &mpsc::UnboundedSender<D
     if !actions.auto_compact || agent.gate.is_running() {
         return;
     }
-    let mut compact: state::CompactState = agent
-        .s
-        .state
-        .load(state::COMPACT_FILE)
-        .ok()
-        .flatten()
-        .unwrap_or_default();
+    let mut compact = agent.state_files.compact.clone();
     let ps = planner::PlannerState {
         compact: compact.clone(),
     };
@@ -239,8 +243,19 @@ fn plan_automatic(agent: &mut Agent, d: &Diagnosis, tx: &mpsc::UnboundedSender<D
     // The trigger cleared: the attempt counter starts again.
     if plan.reset_compact_attempts && compact.consecutive_attempts != 0 {
         compact.consecutive_attempts = 0;
-        if let Err(e) = agent.s.state.save(state::COMPACT_FILE, &compact) {
-            tracing::error!(error = %e, "cannot reset the compaction attempt counter");
+        agent.state_files.compact = compact.clone();
+        let dir = agent.s.state.clone();
+        let save = move || {
+            if let Err(e) = dir.save(state::COMPACT_FILE, &compact) {
+                tracing::error!(error = %e, "cannot reset the compaction attempt counter");
+            }
+        };
+        // Written off the link's thread, as every file (the unit tests' held dispatch has no
+        // runtime: there it is written at once).
+        match &agent.dispatch {
+            Dispatch::Blocking => spawn_blocking_job(Box::new(save)),
+            #[cfg(test)]
+            Dispatch::Held { .. } => save(),
         }
     }
     for p in plan.run {
@@ -261,7 +276,7 @@ fn on_action_done(
     agent: &mut Agent,
     job: &Job,
     mut o: ActionOutcome,
-    diagnosis: Option<Arc<Diagnosis>>,
+    diagnosis: Option<(Arc<Diagnosis>, StateFiles)>,
     tx: &mpsc::UnboundedSender<Done>,
 ) {
     // A bundle's chunks go out before the answer that names them.
@@ -305,8 +320,8 @@ fn on_action_done(
     // Every action changes what the checks see: publish a fresh diagnosis now (a rescan brought
     // its own; others get one).
     agent.force_publish = true;
-    if let Some(d) = diagnosis {
-        handle_done(agent, Done::Diagnosed(Ok(d)), tx);
+    if let Some((d, state)) = diagnosis {
+        handle_done(agent, Done::Diagnosed(Ok(d), state), tx);
     } else if agent.diagnosing {
         agent.rescan_wanted = true;
     } else {

@@ -38,12 +38,6 @@ impl Agent {
 
     /// What only the daemon knows, for the status of diagnosis `d`.
     fn status_facts(&self, d: &Diagnosis) -> crate::report::status::DaemonFacts {
-        let edit: Option<crate::action::state::BootEditState> = self
-            .s
-            .state
-            .load(crate::action::state::BOOT_EDIT_FILE)
-            .ok()
-            .flatten();
         let incoming_dropped = self
             .link
             .as_ref()
@@ -56,7 +50,7 @@ impl Agent {
             actions: d.profile.actions(),
             status_coalesced: self.status_dropped,
             incoming_dropped,
-            boot_edit_pending_reboot: edit.is_some_and(|e| e.verified && e.reboot_required),
+            boot_edit_pending_reboot: self.state_files.boot_edit_pending_reboot,
             provisioning: self.s.provisioning.clone(),
             takeover_notice: self.taken_over.is_some().then(|| self.takeover_notice()),
             commands: self.subscription.status_word().to_string(),

@@ -111,6 +111,7 @@ impl Rig {
             job: Box::new(job),
             outcome,
             diagnosis: None,
+            state: super::work::StateFiles::read(&self.agent.s.state),
         };
         handle_done(&mut self.agent, done, &self.tx);
     }

@@ -5,10 +5,33 @@ use crate::diagnose::Diagnosis;
 use crate::model::action::ActionOutcome;
 use std::sync::Arc;
 
+/// The state files the status and the planner use, read on the blocking thread that finished
+/// the work (never on the thread that keeps the MQTT link alive).
+#[derive(Debug, Clone, Default)]
+pub(super) struct StateFiles {
+    /// A verified boot-file edit waits for its reboot (`boot_edit.json`).
+    pub boot_edit_pending_reboot: bool,
+    /// The automatic compaction's attempt counter (`compact.json`).
+    pub compact: crate::action::state::CompactState,
+}
+
+impl StateFiles {
+    /// Reads both files from `state`; a missing or unreadable file counts as its default.
+    pub fn read(state: &crate::action::state::StateDir) -> StateFiles {
+        use crate::action::state::{BootEditState, CompactState, BOOT_EDIT_FILE, COMPACT_FILE};
+        let edit: Option<BootEditState> = state.load(BOOT_EDIT_FILE).ok().flatten();
+        let compact: Option<CompactState> = state.load(COMPACT_FILE).ok().flatten();
+        StateFiles {
+            boot_edit_pending_reboot: edit.is_some_and(|e| e.verified && e.reboot_required),
+            compact: compact.unwrap_or_default(),
+        }
+    }
+}
+
 /// Work finished on a blocking thread.
 pub(super) enum Done {
-    /// A diagnosis, or why it failed.
-    Diagnosed(Result<Arc<Diagnosis>, String>),
+    /// A diagnosis, or why it failed, with the state files read after it.
+    Diagnosed(Result<Arc<Diagnosis>, String>, StateFiles),
     /// An action the executor ran.
     Action {
         /// The gate's job.
@@ -17,6 +40,8 @@ pub(super) enum Done {
         outcome: ActionOutcome,
         /// A rescan's diagnosis: published as is, not made again.
         diagnosis: Option<Arc<Diagnosis>>,
+        /// The state files after the action (it may have changed them).
+        state: StateFiles,
     },
     /// A running command's current step (`fix`), published with its `executing` state.
     Step {
