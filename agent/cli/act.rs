@@ -3,108 +3,54 @@
 
 use super::*;
 
-pub(super) static COMPACT: Spec = Spec {
-    name: "compact",
-    about: "Compact memory now (sync, optionally drop the page cache, compact_memory=1) and show \
-            CmaFree, MemFree, buddyinfo and compaction counters before and after. Passes the gate \
-            ([actions] disabled in the config under --root). Exit 0 done, 1 refused or failed, 2 \
-            usage or config error.",
-    opts: &[
-        Opt::path(
-            "root",
-            "DIR",
-            "Write every file under DIR instead of / (a captured or test tree).",
-        )
-        .default("/"),
-        Opt::flag(
-            "drop-caches",
-            "Also write 1 to /proc/sys/vm/drop_caches (page cache only) before compacting.",
-        ),
-        Opt::flag(
-            "dry-run",
-            "Show the current figures and what would be done; write nothing.",
-        ),
-    ],
-    args: &[],
-    commands: &[],
-    one_of: None,
-};
-
-pub(super) static CMA: Spec = Spec {
-    name: "cma",
-    about: "The boot-time CMA pool (cma=): as configured, as booted and as in effect; or edit it.",
-    opts: &[],
-    args: &[],
-    commands: &[
-        &Spec {
-            name: "show",
-            about: "The cma= in the boot file, on /proc/cmdline, the pool in effect (CmaTotal), \
-                    and the verdict: not set, pending reboot, overridden, in effect. Exit 0; 2 usage \
-                    error (a --root that is not a directory, a --profile that names no profile).",
-            opts: &[
-                Opt::path("root", "DIR", "Read every file under DIR instead of /.").default("/"),
-                PROFILE,
-            ],
-            args: &[],
-            commands: &[],
-            one_of: None,
-        },
-        &Spec {
-            name: "set",
-            about: "Set the boot-time CMA size in the boot file the profile names (on a Pi 5: the \
-                    cma overlay in config.txt). Backup, atomic write, re-read; a reboot applies \
-                    it. Passes the gate ([actions] disabled in the config under --root). Exit 0 \
-                    done or nothing to do, 1 refused or failed, 2 usage or config error.",
-            opts: &[
-                Opt::path("root", "DIR", "Edit files under DIR instead of /.").default("/"),
-                PROFILE,
-                Opt::flag("dry-run", "Print the diff; write nothing."),
-            ],
-            args: &[Pos {
-                name: "SIZE",
-                help: "Size as the kernel reads cma=: decimal or 0x hex with an optional K, M, \
-                       G, T, P or E suffix (256M); at least 4 MiB and the profile minimum, at \
-                       most 25% of RAM; 0 (no pool) where the profile has no minimum.",
-                many: false,
-            }],
-            commands: &[],
-            one_of: None,
-        },
-    ],
-    one_of: None,
-};
-
 /// `compact` options.
-#[derive(Debug)]
+#[derive(Debug, clap::Args)]
 pub struct CompactArgs {
-    /// Write every file under this directory instead of / (a captured or test tree).
+    /// Write every file under DIR instead of / (a captured or test tree).
+    #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
     /// Also write 1 to /proc/sys/vm/drop_caches (page cache only) before compacting.
+    #[arg(long)]
     pub drop_caches: bool,
     /// Show the current figures and what would be done; write nothing.
+    #[arg(long)]
     pub dry_run: bool,
 }
 
 /// `cma` actions.
-#[derive(Debug)]
+#[derive(Debug, clap::Subcommand)]
 pub enum CmaAction {
     /// The cma= in the boot file, on /proc/cmdline, the pool in effect (CmaTotal), and the
     /// verdict.
+    ///
+    /// The verdict is one of: not set, pending reboot, overridden, in effect. Exit 0; 2 usage
+    /// error (a --root that is not a directory, a --profile that names no profile).
     Show {
-        /// Read every file under this directory instead of /.
+        /// Read every file under DIR instead of /.
+        #[arg(long, value_name = "DIR", default_value = "/")]
         root: PathBuf,
         /// Profile id, profile file, or auto.
+        #[arg(long, value_name = "ID|FILE", default_value = "auto")]
         profile: String,
     },
     /// Set the boot-time CMA size in the boot file the profile names.
+    ///
+    /// On a Pi 5: the cma overlay in config.txt. Backup, atomic write, re-read; a reboot applies
+    /// it. Passes the gate ([actions] disabled in the config under --root). Exit 0 done or
+    /// nothing to do, 1 refused or failed, 2 usage or config error.
     Set {
-        /// Size as the kernel reads cma= (256M).
+        /// Size as the kernel reads cma=: decimal or 0x hex with an optional K, M, G, T, P or E
+        /// suffix (256M); at least 4 MiB and the profile minimum, at most 25% of RAM; 0 (no
+        /// pool) where the profile has no minimum.
         size: String,
-        /// Edit files under this directory instead of /.
+        /// Edit files under DIR instead of /.
+        #[arg(long, value_name = "DIR", default_value = "/")]
         root: PathBuf,
         /// Profile id, profile file, or auto.
+        #[arg(long, value_name = "ID|FILE", default_value = "auto")]
         profile: String,
         /// Print the diff; write nothing.
+        #[arg(long)]
         dry_run: bool,
     },
 }

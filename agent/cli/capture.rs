@@ -2,59 +2,23 @@
 
 use super::*;
 
-pub(super) static CAPTURE: Spec = Spec {
-    name: "capture",
-    about: "Write a support bundle (.tar.gz): every file the checks read, the kernel log and the \
-            workloads' journal as files, page size, uname and a manifest; redacted unless \
-            --no-redact. `check --root` on the unpacked bundle gives the same verdicts. Never \
-            overwrites FILE unless --force. Exit 0 written, 1 could not write, 2 usage error \
-            (such as a --root that is not a directory, a --profile that names no profile, or \
-            FILE exists).",
-    opts: &[
-        Opt::path(
-            "out",
-            "FILE.tar.gz",
-            "The bundle to write (a .tar.gz; written to a temporary file, then renamed).",
-        )
-        .required(),
-        Opt::path(
-            "root",
-            "DIR",
-            "Capture the board tree under DIR instead of this machine.",
-        )
-        .default("/"),
-        Opt::text(
-            "profile",
-            "ID|FILE",
-            "Board profile: auto, an id, or a profile file.",
-        )
-        .default("auto"),
-        Opt::flag(
-            "no-redact",
-            "Keep host names, user names, serials, addresses and credentials as they are.",
-        ),
-        Opt::flag(
-            "force",
-            "Replace FILE if it exists (without it, an existing FILE is refused with exit 2).",
-        ),
-    ],
-    args: &[],
-    commands: &[],
-    one_of: None,
-};
-
-/// `capture` options (see [`CAPTURE`] for each one's meaning).
-#[derive(Debug)]
+/// `capture` options.
+#[derive(Debug, clap::Args)]
 pub struct CaptureArgs {
     /// The bundle to write (a .tar.gz; written to a temporary file, then renamed).
+    #[arg(long, value_name = "FILE.tar.gz")]
     pub out: PathBuf,
-    /// Capture the board tree under this directory instead of this machine.
+    /// Capture the board tree under DIR instead of this machine.
+    #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
     /// Board profile: auto, an id, or a profile file.
+    #[arg(long, value_name = "ID|FILE", default_value = "auto")]
     pub profile: String,
     /// Keep host names, user names, serials, addresses and credentials as they are.
+    #[arg(long)]
     pub no_redact: bool,
-    /// Replace `out` if it exists.
+    /// Replace FILE if it exists (without it, an existing FILE is refused with exit 2).
+    #[arg(long)]
     pub force: bool,
 }
 

@@ -2,43 +2,8 @@
 
 use super::*;
 
-pub(super) static CHECK: Spec = Spec {
-    name: "check",
-    about: "Diagnose this machine, or a captured board tree under --root.",
-    opts: &[
-        ROOT_READ,
-        PROFILE,
-        Opt::text("format", "FORMAT", "Output format.")
-            .default("text")
-            .choices(FORMATS),
-        Opt::text(
-            "fail-on",
-            "FAIL_ON",
-            "Exit 1 when a finding is at or above this status.",
-        )
-        .default("fail")
-        .choices(FAIL_ONS),
-        Opt::flag(
-            "verbose",
-            "Text format: also show evidence of passing checks.",
-        )
-        .short('v'),
-        Opt::text(
-            "llm-cmdline",
-            "CMDLINE",
-            "A llama.cpp / ik_llama.cpp command line to check as if it were running (its -m \
-             model, -ot rules, -ngl, -c, -ctk/-ctv, -fa, -mla), e.g. \"llama-server -m \
-             /models/r1.gguf -ngl 99 -ot 'exps=CPU'\"; -m resolves under --root.",
-        )
-        .hyphen_values(),
-    ],
-    args: &[],
-    commands: &[],
-    one_of: None,
-};
-
 /// Output format of `check` (`--format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     /// A table for people.
     Text,
@@ -49,22 +14,8 @@ pub enum Format {
     Prometheus,
 }
 
-/// `--format` values of `check`, with their help.
-pub(super) const FORMATS: &[(&str, &str)] = &[
-    ("text", "A table for people."),
-    (
-        "json",
-        "The report object (the same JSON the MQTT status carries).",
-    ),
-    (
-        "prometheus",
-        "Prometheus text exposition format (metrics and one gauge per check), for \
-         node_exporter's textfile collector.",
-    ),
-];
-
 /// Lowest status that makes `check` exit 1 (`--fail-on`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FailOn {
     /// warn, error or fail.
     Warn,
@@ -72,46 +23,29 @@ pub enum FailOn {
     Fail,
 }
 
-/// `--fail-on` values of `check`, with their help.
-pub(super) const FAIL_ONS: &[(&str, &str)] =
-    &[("warn", "warn, error or fail."), ("fail", "fail only.")];
-
 /// `check` options.
-#[derive(Debug)]
+#[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// Read every file under this directory instead of / (a captured board tree).
+    /// Read every file under DIR instead of / (a captured board tree).
+    #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
     /// Profile id, profile file, or auto.
+    #[arg(long, value_name = "ID|FILE", default_value = "auto")]
     pub profile: String,
     /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Exit 1 when a finding is at or above this status.
+    #[arg(long, value_enum, default_value = "fail")]
     pub fail_on: FailOn,
     /// Text format: also show evidence of passing checks.
+    #[arg(short, long)]
     pub verbose: bool,
-    /// A llama.cpp / ik_llama.cpp command line to check as if it were running.
+    /// A llama.cpp / ik_llama.cpp command line to check as if it were running (its -m model,
+    /// -ot rules, -ngl, -c, -ctk/-ctv, -fa, -mla), e.g. "llama-server -m /models/r1.gguf -ngl 99
+    /// -ot 'exps=CPU'"; -m resolves under --root.
+    #[arg(long, value_name = "CMDLINE", allow_hyphen_values = true)]
     pub llm_cmdline: Option<String>,
-}
-
-impl CheckArgs {
-    /// From the parsed `check` arguments (the parser already checked the value lists).
-    pub(super) fn from_matches(m: &Matches) -> Result<CheckArgs, UsageError> {
-        Ok(CheckArgs {
-            root: root(m),
-            profile: profile_arg(m)?,
-            format: match m.text("format")?.as_deref() {
-                Some("json") => Format::Json,
-                Some("prometheus") => Format::Prometheus,
-                _ => Format::Text,
-            },
-            fail_on: match m.text("fail-on")?.as_deref() {
-                Some("warn") => FailOn::Warn,
-                _ => FailOn::Fail,
-            },
-            verbose: m.flag("verbose"),
-            llm_cmdline: m.text("llm-cmdline")?,
-        })
-    }
 }
 
 pub(super) fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {

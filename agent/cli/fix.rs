@@ -4,78 +4,39 @@
 //!
 //! The logic is [`run`] over [`FixOptions`], whatever parses the command line.
 
-use super::args::{Matches, Opt, Pos, Spec, UsageError};
 use super::{require_root_dir, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
 use crate::action::fix::plan::{plan, FixPlan};
 use crate::action::fix::run::FixResult;
 use crate::diagnose::{diagnose_with, DiagnoseOptions, ProfileChoice};
 use crate::root::SysRoot;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
-/// `fix`.
-pub(super) static FIX: Spec = Spec {
-    name: "fix",
-    about: "Fix what the checks found: print the plan of every fired finding's fix (or of the \
-            named checks): packages with versions, files with their new lines, units to restart, \
-            reboot needed; or no automatic fix and why. Then apply it after confirmation (--yes \
-            for scripts), through the gate ([actions] disabled), and check again. Exit 0 plan \
-            shown or fixed, 1 refused, failed or still firing, 2 usage error.",
-    opts: &[
-        Opt::path(
-            "root",
-            "DIR",
-            "Read and write every file under DIR instead of / (a captured or test tree: file \
-             steps only, no apt or systemctl).",
-        )
-        .default("/"),
-        super::PROFILE,
-        Opt::flag("dry-run", "Print the plan; change nothing."),
-        Opt::flag("yes", "Apply without asking."),
-        Opt::flag("json", "Print the plan (and the result) as JSON."),
-    ],
-    args: &[Pos {
-        name: "CHECK_ID",
-        help: "Fix only the findings of these checks (default: every finding that fires).",
-        many: true,
-    }],
-    commands: &[],
-    one_of: None,
-};
-
-impl FixOptions {
-    /// From the parsed `fix` arguments; `terminal` from standard input.
-    ///
-    /// Errors: a check id that is not UTF-8.
-    pub(super) fn from_matches(m: &Matches) -> Result<FixOptions, UsageError> {
-        Ok(FixOptions {
-            checks: m.positionals_from(0)?,
-            dry_run: m.flag("dry-run"),
-            yes: m.flag("yes"),
-            root: m.path("root").unwrap_or_else(|| PathBuf::from("/")),
-            profile: super::profile_arg(m)?,
-            json: m.flag("json"),
-            terminal: std::io::stdin().is_terminal(),
-        })
-    }
-}
-
 /// What `fix` is asked to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct FixOptions {
-    /// Check ids to fix; empty for every fired finding.
-    pub checks: Vec<String>,
-    /// Only print the plan.
-    pub dry_run: bool,
-    /// Apply without asking (for scripts).
-    pub yes: bool,
-    /// The board tree (`/` on the board itself).
+    /// Read and write every file under DIR instead of / (a captured or test tree: file steps
+    /// only, no apt or systemctl).
+    #[arg(long, value_name = "DIR", default_value = "/")]
     pub root: PathBuf,
-    /// `auto`, a profile id or a profile file (as `check --profile`).
+    /// Profile id, profile file, or auto.
+    #[arg(long, value_name = "ID|FILE", default_value = "auto")]
     pub profile: String,
-    /// Print the plan as JSON instead of text.
+    /// Print the plan; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Apply without asking.
+    #[arg(long)]
+    pub yes: bool,
+    /// Print the plan (and the result) as JSON.
+    #[arg(long)]
     pub json: bool,
-    /// Standard input is a terminal a person can confirm on.
+    /// Fix only the findings of these checks (default: every finding that fires).
+    #[arg(value_name = "CHECK_ID")]
+    pub checks: Vec<String>,
+    /// Standard input is a terminal a person can confirm on (not an option: `npu-agent fix`
+    /// sets it from standard input).
+    #[arg(skip)]
     pub terminal: bool,
 }
 

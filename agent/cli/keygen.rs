@@ -31,13 +31,3 @@ pub fn keygen(path: &std::path::Path, out: &mut dyn Write, err: &mut dyn Write) 
         }
     }
 }
-
-pub(super) static KEYGEN: Spec = Spec {
-    name: "keygen",
-    about: "Write an Ed25519 key pair for signing commands: FILE (private, mode 0600) and \
-            FILE.pub.",
-    opts: &[Opt::path("out", "FILE", "Where to write the private key.").required()],
-    args: &[],
-    commands: &[],
-    one_of: None,
-};

@@ -2,52 +2,21 @@
 
 use super::*;
 
-pub(super) const PROFILES_ROOT: Opt =
-    Opt::path("root", "DIR", "Read /etc/npu-agent/profiles.d under DIR.").default("/");
-
-pub(super) static PROFILES: Spec = Spec {
-    name: "profiles",
-    about: "List or show the board profiles (built in and in /etc/npu-agent/profiles.d).",
-    opts: &[],
-    args: &[],
-    commands: &[
-        &Spec {
-            name: "list",
-            about: "One line per profile: id, name, where it comes from.",
-            opts: &[PROFILES_ROOT],
-            args: &[],
-            commands: &[],
-            one_of: None,
-        },
-        &Spec {
-            name: "show",
-            about: "A profile's TOML text, as loaded.",
-            opts: &[PROFILES_ROOT],
-            args: &[Pos {
-                name: "ID",
-                help: "Profile id.",
-                many: false,
-            }],
-            commands: &[],
-            one_of: None,
-        },
-    ],
-    one_of: None,
-};
-
 /// `profiles` actions.
-#[derive(Debug)]
+#[derive(Debug, clap::Subcommand)]
 pub enum ProfilesAction {
     /// One line per profile: id, name, where it comes from.
     List {
-        /// Read /etc/npu-agent/profiles.d under this directory.
+        /// Read /etc/npu-agent/profiles.d under DIR.
+        #[arg(long, value_name = "DIR", default_value = "/")]
         root: PathBuf,
     },
     /// A profile's TOML text, as loaded (the built-in file or the profiles.d one replacing it).
     Show {
         /// Profile id.
         id: String,
-        /// Read /etc/npu-agent/profiles.d under this directory.
+        /// Read /etc/npu-agent/profiles.d under DIR.
+        #[arg(long, value_name = "DIR", default_value = "/")]
         root: PathBuf,
     },
 }

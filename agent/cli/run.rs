@@ -1,66 +1,24 @@
 //! `npu-agent run`: the daemon (or the standby wait on a board nobody configured yet).
 
-use super::args::{Matches, Opt, Spec};
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::config;
 use crate::root::SysRoot;
 use std::io::Write;
 use std::path::PathBuf;
 
-/// `npu-agent run`: its options and help.
-pub static RUN: Spec = Spec {
-    name: "run",
-    about: "The daemon: periodic checks, MQTT status, remote commands (non-zero only on a fatal \
-            config error).",
-    opts: &[
-        Opt::path(
-            "config",
-            "FILE",
-            "Config file instead of /etc/npu-agent/agent.toml (drop-ins, the first-boot file and \
-             NPU_AGENT_* variables still apply).",
-        ),
-        Opt::path(
-            "root",
-            "DIR",
-            "Read and write every board file under DIR instead of / (overrides `root` in the \
-             config).",
-        ),
-        Opt::flag(
-            "print-config",
-            "Print the effective configuration (secrets are file references only) and exit.",
-        ),
-    ],
-    args: &[],
-    commands: &[],
-    one_of: None,
-};
-
-/// `--topic-root R` of both `fleet` commands.
-pub(super) const TOPIC_ROOT: Opt =
-    Opt::text("topic-root", "TOPIC_ROOT", "Topic root.").default("npu-fleet");
-
 /// `run` options.
-#[derive(Debug)]
+#[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Config file instead of /etc/npu-agent/agent.toml (drop-ins, the first-boot file and
     /// NPU_AGENT_* variables still apply).
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Read and write every board file under this directory instead of / (overrides `root` in
-    /// the config).
+    /// Read and write every board file under DIR instead of / (overrides `root` in the config).
+    #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Print the effective configuration (secrets are file references only) and exit.
+    #[arg(long)]
     pub print_config: bool,
-}
-
-impl RunArgs {
-    /// From the parsed `run` arguments.
-    pub(crate) fn from_matches(m: &Matches) -> RunArgs {
-        RunArgs {
-            config: m.path("config"),
-            root: m.path("root"),
-            print_config: m.flag("print-config"),
-        }
-    }
 }
 
 /// `npu-agent run`.

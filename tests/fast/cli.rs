@@ -568,6 +568,7 @@ fn only_a_parsed_fleet_watch_may_clear_the_screen() {
     for bad in ["\x1b[2J", "\x1b[H"] {
         assert!(!out.contains(bad), "{bad:?} reached the terminal: {out:?}");
     }
+    use clap::Parser;
     let parse = |args: &[&str]| {
         npu_agent::cli::Cli::try_parse_from(
             std::iter::once("npu-agent").chain(args.iter().copied()),
@@ -695,9 +696,8 @@ fn help_and_usage_errors_go_where_they_belong() {
     assert!(o.stdout.is_empty());
     assert_eq!(
         stderr(&o),
-        "error: invalid value 'yaml' for '--format <FORMAT>' [possible values: text, json, prometheus]\n\
-         \n\
-         Usage: npu-agent check [OPTIONS]\n\
+        "error: invalid value 'yaml' for '--format <FORMAT>'\n  \
+         [possible values: text, json, prometheus]\n\
          \n\
          For more information, try '--help'.\n"
     );
@@ -709,24 +709,25 @@ fn help_and_usage_errors_go_where_they_belong() {
         .expect("run npu-agent");
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).starts_with("error: invalid UTF-8 in the value of '--profile <ID|FILE>'\n"),
+        stderr(&o).starts_with("error: invalid UTF-8 was detected in one or more arguments\n"),
         "{}",
         stderr(&o)
     );
 }
 
 /// The reference's command table (docs/reference.md, "Commands") names every option and
-/// argument each command takes (the parser's own list, `npu_agent::cli::TOP`).
+/// argument each command takes (the parser's own definitions, `npu_agent::cli::Cli`).
 #[test]
 fn readme_command_table_lists_every_option() {
+    use clap::CommandFactory;
     let readme = include_str!("../../docs/reference.md");
-    let mut todo = vec![(String::from("npu-agent"), &npu_agent::cli::TOP)];
+    let mut todo = vec![(String::from("npu-agent"), npu_agent::cli::Cli::command())];
     let mut leaves = 0;
-    while let Some((name, spec)) = todo.pop() {
-        for c in spec.commands {
-            todo.push((format!("{name} {}", c.name), *c));
+    while let Some((name, cmd)) = todo.pop() {
+        for c in cmd.get_subcommands() {
+            todo.push((format!("{name} {}", c.get_name()), c.clone()));
         }
-        if !spec.commands.is_empty() {
+        if cmd.has_subcommands() {
             continue;
         }
         leaves += 1;
@@ -734,16 +735,20 @@ fn readme_command_table_lists_every_option() {
             .lines()
             .find(|l| l.starts_with("| `npu-agent") && l.contains(&format!("`{name}")))
             .unwrap_or_else(|| panic!("no docs/reference.md row for {name}"));
-        for o in spec.opts {
-            let short = o.short.is_some_and(|c| row.contains(&format!("[-{c}]")));
-            assert!(
-                row.contains(&format!("--{}", o.long)) || short,
-                "{name} --{}: {row}",
-                o.long
-            );
-        }
-        for a in spec.args {
-            assert!(row.contains(a.name), "{name} {}: {row}", a.name);
+        for a in cmd.get_arguments().filter(|a| a.get_id() != "help") {
+            let short = a
+                .get_short()
+                .is_some_and(|c| row.contains(&format!("[-{c}]")));
+            match a.get_long() {
+                Some(long) => assert!(
+                    row.contains(&format!("--{long}")) || short,
+                    "{name} --{long}: {row}"
+                ),
+                None => {
+                    let value = a.get_value_names().unwrap_or_default().join(" ");
+                    assert!(row.contains(&value), "{name} {value}: {row}");
+                }
+            }
         }
     }
     assert_eq!(leaves, 13, "commands without subcommands");
@@ -901,10 +906,16 @@ fn unusable_roots_profiles_and_waits_are_usage_errors() {
         assert!(stderr(&o).contains("--root"), "{args:?}: {}", stderr(&o));
         assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
     }
-    assert!(stderr(&agent(&["profiles", "list", "--root="])).contains("--root is empty"));
-    let o = agent(&["keygen", "--out="]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--out is empty"), "{}", stderr(&o));
+    // An empty path is a missing value to clap.
+    for (args, name) in [
+        (&["profiles", "list", "--root="][..], "--root <DIR>"),
+        (&["keygen", "--out="], "--out <FILE>"),
+    ] {
+        let o = agent(args);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let want = format!("error: a value is required for '{name}' but none was supplied");
+        assert!(stderr(&o).starts_with(&want), "{}", stderr(&o));
+    }
 
     let out = dir.path().join("bundle.tar.gz");
     let root = case("own-rk3588-opi5plus-rknpu-0.9.8-healthy");

@@ -1,0 +1,245 @@
+//! `npu-agent fleet watch|send|capture`: their options (clap definitions), the checks of their
+//! values, and the [`FleetAction`] they make.
+
+use super::fleet::{FleetAction, WatchFormat};
+use crate::config;
+use crate::fleet::MAX_WAIT_S;
+use std::path::PathBuf;
+
+/// `fleet` subcommands, as parsed.
+#[derive(Debug, clap::Subcommand)]
+pub enum FleetCommand {
+    /// A live table of every board (health, worst findings, CMA free, hottest zone SOC_C,
+    /// under-voltage UV, last seen, online).
+    ///
+    /// Exit 0; 1 broker unreachable for 10 s or list incomplete (--once); 2 usage error.
+    Watch(WatchArgs),
+    /// Send a command and print its lifecycle; exit 0 only on successful.
+    Send(SendArgs),
+    /// Fetch a board's support bundle.
+    ///
+    /// Sends the signed `capture` command, takes the chunks the board publishes, checks them
+    /// against the size and sha256 of the board's sealed answer and writes FILE (never over an
+    /// existing one unless --force). Exit 0 written; 1 refused, failed, not the board's answer,
+    /// chunks missing or altered; 2 usage error.
+    Capture(CaptureFromArgs),
+}
+
+/// `fleet watch` options.
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// Broker URL (mqtt://host[:port] or mqtts://host[:port]).
+    #[arg(long)]
+    pub broker: String,
+    /// Topic root.
+    #[arg(long, default_value = "npu-fleet", value_parser = topic_root)]
+    pub topic_root: String,
+    /// Print once when every board's retained availability and status have been read (wildcard
+    /// bursts, then exact subscriptions for what a burst lost), then exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Output format (json needs --once).
+    ///
+    /// json prints one object: `boards`, an array with one object per board (`board`,
+    /// `availability` online/offline/unknown, `health`, `profile`, `model`, `cma_free_bytes`,
+    /// `cma_total_bytes`, `soc_temp_c`, `undervoltage_now`, `worst` failing/warning check ids,
+    /// `fixable`, `last_seen` RFC 3339, `session`, `commands` subscribed/subscribing/not
+    /// subscribed; absent metrics are null), and `incomplete` (true when repeated availability
+    /// passes kept revealing new boards or a retained burst did not end within 30 s; then also
+    /// `incomplete_reason`, and the exit code is 1).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: WatchFormat,
+    /// Boards seen for the first time that this run records in known_boards (trust on first
+    /// use); past N they are shown as `new unsaved`, counted and not recorded. Raise it for a
+    /// first look at a whole fleet.
+    #[arg(long, value_name = "N", default_value = "20")]
+    pub accept_new_boards: usize,
+    /// The most boards the table holds: past that the least recently seen row goes (boards
+    /// without a status sealed by their key first) and a note says how many; with --once the
+    /// list is then incomplete.
+    #[arg(long, value_name = "N", default_value = "20000")]
+    pub max_rows: usize,
+}
+
+/// `fleet send` options: exactly one of `--board` and `--all`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["board", "all"])))]
+pub struct SendArgs {
+    /// compact, set_cma, reboot, rescan, release_npu, fix or capture.
+    pub action: String,
+    /// Argument KEY=VALUE (repeatable), e.g. --arg size=256M.
+    #[arg(long = "arg", value_name = "K=V")]
+    pub args: Vec<String>,
+    /// The board to send it to.
+    #[arg(long, value_parser = board_id)]
+    pub board: Option<String>,
+    /// Send it to every board.
+    #[arg(long)]
+    pub all: bool,
+    /// Broker URL.
+    #[arg(long)]
+    pub broker: String,
+    /// Topic root.
+    #[arg(long, default_value = "npu-fleet", value_parser = topic_root)]
+    pub topic_root: String,
+    /// Ed25519 private key (from `npu-agent keygen`) to sign the command with.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// Seconds to wait for the final state (at most 86400).
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = wait_s)]
+    pub wait: u64,
+    /// Seconds to wait after the SUBACK for the board's retained status before saying there is
+    /// no such board (at most --wait).
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = wait_s)]
+    pub board_wait: u64,
+    /// Boards seen for the first time that this run records in known_boards (trust on first
+    /// use); past N they are shown as `new unsaved`, counted and not recorded.
+    #[arg(long, value_name = "N", default_value = "20")]
+    pub accept_new_boards: usize,
+}
+
+/// `fleet capture` options.
+#[derive(Debug, clap::Args)]
+pub struct CaptureFromArgs {
+    /// The board to fetch it from.
+    #[arg(long, value_parser = board_id)]
+    pub board: String,
+    /// Broker URL.
+    #[arg(long)]
+    pub broker: String,
+    /// Topic root.
+    #[arg(long, default_value = "npu-fleet", value_parser = topic_root)]
+    pub topic_root: String,
+    /// Ed25519 private key to sign the command with (the board refuses an unsigned capture
+    /// unless security.allow_unsigned lists it).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// Where to write the bundle.
+    #[arg(long, value_name = "FILE.tar.gz")]
+    pub out: PathBuf,
+    /// Largest bundle to take (at most 33554432).
+    #[arg(long, value_name = "BYTES", default_value = "8388608", value_parser = max_bytes)]
+    pub max_bytes: u64,
+    /// Replace FILE if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// Write the bundle even when the board's key was first seen in this run (not yet in
+    /// known_boards): without it such a bundle is refused.
+    #[arg(long)]
+    pub accept_new_key: bool,
+    /// Seconds to wait for the whole bundle (at most 86400).
+    #[arg(long, value_name = "SECS", default_value = "120", value_parser = wait_s)]
+    pub wait: u64,
+    /// Seconds to wait after the SUBACK for the board's status (at most --wait).
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = wait_s)]
+    pub board_wait: u64,
+}
+
+impl FleetCommand {
+    /// The action to carry out.
+    ///
+    /// Errors: a `--board-wait` over `--wait` (the message, for `npu-agent: ...`).
+    pub fn into_action(self) -> Result<FleetAction, String> {
+        let (wait, board_wait) = match &self {
+            FleetCommand::Watch(_) => (0, 0),
+            FleetCommand::Send(a) => (a.wait, a.board_wait),
+            FleetCommand::Capture(a) => (a.wait, a.board_wait),
+        };
+        if board_wait > wait {
+            return Err(format!(
+                "--board-wait {board_wait} is over --wait {wait}: at most --wait seconds"
+            ));
+        }
+        Ok(match self {
+            FleetCommand::Watch(a) => FleetAction::Watch {
+                broker: a.broker,
+                topic_root: a.topic_root,
+                once: a.once,
+                format: a.format,
+                accept_new_boards: a.accept_new_boards,
+                max_rows: a.max_rows.max(1),
+            },
+            FleetCommand::Send(a) => FleetAction::Send {
+                action: a.action,
+                args: a.args,
+                board: a.board,
+                all: a.all,
+                broker: a.broker,
+                topic_root: a.topic_root,
+                key: a.key,
+                wait,
+                board_wait,
+                out: None,
+                force: false,
+                accept_new_boards: a.accept_new_boards,
+                accept_new_key: false,
+            },
+            FleetCommand::Capture(a) => FleetAction::Send {
+                action: "capture".to_string(),
+                args: vec![format!("max_bytes={}", a.max_bytes)],
+                board: Some(a.board),
+                all: false,
+                broker: a.broker,
+                topic_root: a.topic_root,
+                key: a.key,
+                wait,
+                board_wait,
+                out: Some(a.out),
+                force: a.force,
+                accept_new_boards: crate::fleet::known::DEFAULT_NEW_PER_RUN,
+                accept_new_key: a.accept_new_key,
+            },
+        })
+    }
+}
+
+/// A topic level the fleet's topics are built from (a board id, or with `root` a topic root):
+/// a wildcard or an extra level would make the operator publish or subscribe where no board is.
+///
+/// Errors: what is wrong with `value`.
+fn topic_level(value: &str, root: bool) -> Result<String, String> {
+    if value.len() > config::MAX_NAME_BYTES {
+        Err(format!("longer than {} bytes", config::MAX_NAME_BYTES))
+    } else if value.contains(['+', '#', '\0']) {
+        Err("an MQTT topic may not hold '+', '#' or NUL here".to_string())
+    } else if root && (value.starts_with('/') || value.ends_with('/')) {
+        Err("a topic root may not start or end with '/'".to_string())
+    } else if !root && (value.is_empty() || value.contains('/')) {
+        Err("a board id is one non-empty topic level, without '/'".to_string())
+    } else {
+        Ok(value.to_string())
+    }
+}
+
+/// `--board`'s value parser (see [`topic_level`]).
+fn board_id(value: &str) -> Result<String, String> {
+    topic_level(value, false)
+}
+
+/// `--topic-root`'s value parser (see [`topic_level`]).
+fn topic_root(value: &str) -> Result<String, String> {
+    topic_level(value, true)
+}
+
+/// `--wait` and `--board-wait`: whole seconds up to [`MAX_WAIT_S`] (a day).
+///
+/// Errors: not a whole number, or over a day.
+fn wait_s(value: &str) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(s) if s <= MAX_WAIT_S => Ok(s),
+        Ok(_) => Err(format!("at most {MAX_WAIT_S} seconds (a day)")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `fleet capture --max-bytes`: a whole number of bytes from 1 to
+/// [`crate::mqtt::chunks::MAX_BUNDLE_BYTES`].
+///
+/// Errors: anything else.
+fn max_bytes(value: &str) -> Result<u64, String> {
+    let max = crate::mqtt::chunks::MAX_BUNDLE_BYTES;
+    match value.parse::<u64>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("a whole number of bytes from 1 to {max}")),
+    }
+}
