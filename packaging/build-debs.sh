@@ -2,7 +2,8 @@
 # Builds npu-agent's two Debian packages with cargo-deb (metadata: [package.metadata.deb] in
 # Cargo.toml), lints them, and prints the unit's sandbox review:
 #   bash packaging/build-debs.sh
-# Output (the last two lines of stdout are the two paths):
+# Output (the last two lines of stdout are the two paths), both with the man pages and shell
+# completions generated into packaging/generated/ first:
 #   ${CARGO_TARGET_DIR:-target}/debian/npu-agent_<version>-1_arm64.deb  the static aarch64 musl
 #       build (tests/vboard/build-aarch64.sh, reused when up to date); no dependencies
 #   ${CARGO_TARGET_DIR:-target}/debian/npu-agent_<version>-1_amd64.deb  `cargo build --release`
@@ -17,6 +18,11 @@ mkdir -p "$out"
 command -v cargo-deb >/dev/null || { echo "build-debs: cargo-deb missing: cargo install cargo-deb --locked" >&2; exit 1; }
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
 [ -n "$version" ] || { echo "build-debs: cannot read the package version" >&2; exit 1; }
+
+# The man pages and shell completions, generated from the clap definitions (examples/gen_docs.rs;
+# the assets in Cargo.toml take them from packaging/generated/, which git ignores).
+rm -rf packaging/generated
+cargo run --locked --quiet --example gen_docs -- packaging/generated >&2
 
 # arm64: the static musl binary boards run (built and checked static by build-aarch64.sh).
 bash tests/vboard/build-aarch64.sh >/dev/null

@@ -31,4 +31,5 @@ mod mqtt;
 mod nats;
 mod operator;
 mod package;
+mod package_docs;
 mod vboard;

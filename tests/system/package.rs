@@ -24,7 +24,7 @@ fn in_ci() -> bool {
 }
 
 /// `Some(())` when the requirement holds; in CI a failure, elsewhere a printed skip.
-fn need(ok: bool, what: &str) -> Option<()> {
+pub(super) fn need(ok: bool, what: &str) -> Option<()> {
     if ok {
         return Some(());
     }
@@ -38,7 +38,7 @@ fn need(ok: bool, what: &str) -> Option<()> {
     None
 }
 
-fn have(tool: &str) -> bool {
+pub(super) fn have(tool: &str) -> bool {
     Command::new("sh")
         .arg("-c")
         .arg(format!("command -v {tool}"))
@@ -81,7 +81,7 @@ fn target_dir() -> PathBuf {
 }
 
 /// The two packages, or `None` (skip) when they were not built.
-fn debs() -> Option<(PathBuf, PathBuf)> {
+pub(super) fn debs() -> Option<(PathBuf, PathBuf)> {
     need(
         have("dpkg-deb"),
         "dpkg-deb is not installed (apt-get install dpkg)",
@@ -107,7 +107,7 @@ fn field(deb: &Path, name: &str) -> String {
 }
 
 /// One file's bytes from a package's data.
-fn member(deb: &Path, path: &str) -> Vec<u8> {
+pub(super) fn member(deb: &Path, path: &str) -> Vec<u8> {
     let o = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -152,31 +152,39 @@ fn both_packages_carry_the_agent_unit_and_config() {
             .collect();
         let mut paths: Vec<&str> = files.iter().map(|(_, p)| p.as_str()).collect();
         paths.sort();
-        assert_eq!(
-            paths,
-            vec![
-                "/etc/npu-agent/agent.d/README",
-                "/etc/npu-agent/agent.toml",
-                "/etc/npu-agent/profiles.d/README",
-                "/usr/bin/npu-agent",
-                "/usr/lib/systemd/system/npu-agent-prometheus.service",
-                "/usr/lib/systemd/system/npu-agent-prometheus.timer",
-                UNIT_PATH,
-                "/usr/share/doc/npu-agent/README.md",
-                "/usr/share/doc/npu-agent/changelog.Debian.gz",
-                "/usr/share/doc/npu-agent/copyright",
-                "/usr/share/doc/npu-agent/docs/README.md",
-                "/usr/share/doc/npu-agent/docs/development.md",
-                "/usr/share/doc/npu-agent/docs/image-guide.md",
-                "/usr/share/doc/npu-agent/docs/operator-guide.md",
-                "/usr/share/doc/npu-agent/docs/reference.md",
-                "/usr/share/doc/npu-agent/docs/user-guide.md",
-                "/usr/share/lintian/overrides/npu-agent",
-                "/usr/share/man/man1/npu-agent.1.gz",
-                "/usr/share/npu-agent/npu-agent.toml.example",
-            ],
-            "{arch}"
+        let mut want: Vec<String> = [
+            "/etc/npu-agent/agent.d/README",
+            "/etc/npu-agent/agent.toml",
+            "/etc/npu-agent/profiles.d/README",
+            "/usr/bin/npu-agent",
+            "/usr/lib/systemd/system/npu-agent-prometheus.service",
+            "/usr/lib/systemd/system/npu-agent-prometheus.timer",
+            UNIT_PATH,
+            // Generated from the clap definitions (examples/gen_docs.rs).
+            "/usr/share/bash-completion/completions/npu-agent",
+            "/usr/share/fish/vendor_completions.d/npu-agent.fish",
+            "/usr/share/zsh/vendor-completions/_npu-agent",
+            "/usr/share/doc/npu-agent/README.md",
+            "/usr/share/doc/npu-agent/changelog.Debian.gz",
+            "/usr/share/doc/npu-agent/copyright",
+            "/usr/share/doc/npu-agent/docs/README.md",
+            "/usr/share/doc/npu-agent/docs/development.md",
+            "/usr/share/doc/npu-agent/docs/image-guide.md",
+            "/usr/share/doc/npu-agent/docs/operator-guide.md",
+            "/usr/share/doc/npu-agent/docs/reference.md",
+            "/usr/share/doc/npu-agent/docs/user-guide.md",
+            "/usr/share/lintian/overrides/npu-agent",
+            "/usr/share/npu-agent/npu-agent.toml.example",
+        ]
+        .map(String::from)
+        .into();
+        want.extend(
+            super::package_docs::MAN_PAGES
+                .iter()
+                .map(|page| format!("/usr/share/man/man1/{page}.1.gz")),
         );
+        want.sort();
+        assert_eq!(paths, want, "{arch}");
         for (mode, path) in &files {
             let want = if path == "/usr/bin/npu-agent" {
                 "-rwxr-xr-x"
