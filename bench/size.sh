@@ -43,7 +43,7 @@ echo "grouped by name ($nm -C -S, code and read-only data symbols, bytes):"
     if (name ~ /^OUTLINED_FUNCTION/) g = "code the LLVM machine outliner shared out (all crates)"
     else if (name ~ /__rust_(begin|end)_short_backtrace/) g = "std, core, alloc (rest)"   # thread and main entry frames, not backtrace code
     else if (name ~ /backtrace|gimli|addr2line|libunwind|_Unwind|rustc_demangle/) g = "std backtrace printing, symbolizer, unwinder"
-    else if (name ~ /clap/) g = "clap"
+    else if (name ~ /clap/) g = "clap (the command line: clap_builder and the code its derive writes for agent/cli)"
     else if (name ~ /tracing_subscriber|sharded_slab|tracing_core|tracing::/) g = "tracing + tracing-subscriber"
     else if (name ~ /ed25519|curve25519|sha2::|pkcs8|der::|spki|base64ct|pem_rfc7468/) g = "curve25519-dalek + ed25519 key files"
     else if (name ~ /rustls|webpki/) g = "rustls + webpki"
