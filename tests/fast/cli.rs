@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// The built `npu-agent`, ready for arguments, environment and redirections.
-fn agent_cmd() -> Command {
+pub(crate) fn agent_cmd() -> Command {
     Command::new(env!("CARGO_BIN_EXE_npu-agent"))
 }
 
-fn agent(args: &[&str]) -> Output {
+pub(crate) fn agent(args: &[&str]) -> Output {
     agent_cmd().args(args).output().expect("run npu-agent")
 }
 
-fn case(name: &str) -> String {
+pub(crate) fn case(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/boards")
         .join(name)
@@ -23,11 +23,11 @@ fn case(name: &str) -> String {
         .to_string()
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
@@ -105,41 +105,6 @@ fn fail_on_warn_turns_warnings_into_exit_1() {
             .status
             .code(),
         Some(0)
-    );
-}
-
-#[test]
-fn usage_errors_exit_2() {
-    for args in [
-        vec!["check", "--format", "yaml"],
-        vec!["check", "--fail-on", "info"],
-        vec!["check", "--root", "/nonexistent/tree"],
-        vec!["check", "--profile", "no-such-profile"],
-        vec!["check", "--profile", "/nonexistent/p.toml"],
-        vec!["frobnicate"],
-        vec![],
-    ] {
-        let o = agent(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(!stderr(&o).is_empty(), "{args:?} printed no reason");
-    }
-    let o = agent(&["check", "--profile", "no-such-profile"]);
-    assert!(
-        stderr(&o).contains("available: rpi5-hailo10h, rpi5-hailo8, rk3588-rknpu, generic"),
-        "{}",
-        stderr(&o)
-    );
-}
-
-#[test]
-fn help_and_version_exit_0() {
-    let o = agent(&["--help"]);
-    assert_eq!(o.status.code(), Some(0));
-    assert!(stdout(&o).contains("check"));
-    let o = agent(&["--version"]);
-    assert_eq!(
-        stdout(&o).trim(),
-        format!("npu-agent {}", env!("CARGO_PKG_VERSION"))
     );
 }
 
@@ -652,233 +617,6 @@ fn clock_sync_reads_a_chrony_board() {
             );
         }
     }
-}
-
-/// The binary's side of the parser: help on stdout with exit 0 at every level, usage errors and
-/// a missing command on stderr with exit 2, a non-UTF-8 argument refused without a panic.
-#[test]
-fn help_and_usage_errors_go_where_they_belong() {
-    for args in [
-        &["-h"][..],
-        &["check", "--help"],
-        &["fleet", "send", "-h"],
-        &["help", "cma", "set"],
-    ] {
-        let o = agent(args);
-        assert_eq!(o.status.code(), Some(0), "{args:?}");
-        assert!(
-            stdout(&o).contains("\nUsage: npu-agent "),
-            "{args:?}: {}",
-            stdout(&o)
-        );
-        assert!(o.stderr.is_empty(), "{args:?}: {}", stderr(&o));
-    }
-    let o = agent(&["fleet", "send", "-h"]);
-    for want in [
-        "--board <BOARD>",
-        "--all",
-        "--wait <SECS>",
-        "[default: 30]",
-        "<ACTION>",
-    ] {
-        assert!(stdout(&o).contains(want), "{want}: {}", stdout(&o));
-    }
-    let o = agent(&[]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(o.stdout.is_empty());
-    assert!(
-        stderr(&o).contains("Usage: npu-agent <COMMAND>"),
-        "{}",
-        stderr(&o)
-    );
-    let o = agent(&["check", "--format=yaml"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(o.stdout.is_empty());
-    assert_eq!(
-        stderr(&o),
-        "error: invalid value 'yaml' for '--format <FORMAT>'\n  \
-         [possible values: text, json, prometheus]\n\
-         \n\
-         For more information, try '--help'.\n"
-    );
-    use std::os::unix::ffi::OsStrExt;
-    let o = agent_cmd()
-        .args(["check", "--profile"])
-        .arg(std::ffi::OsStr::from_bytes(b"bad\xff"))
-        .output()
-        .expect("run npu-agent");
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).starts_with("error: invalid UTF-8 was detected in one or more arguments\n"),
-        "{}",
-        stderr(&o)
-    );
-}
-
-/// The reference's command table (docs/reference.md, "Commands") names every option and
-/// argument each command takes (the parser's own definitions, `npu_agent::cli::Cli`).
-#[test]
-fn readme_command_table_lists_every_option() {
-    use clap::CommandFactory;
-    let readme = include_str!("../../docs/reference.md");
-    let mut todo = vec![(String::from("npu-agent"), npu_agent::cli::Cli::command())];
-    let mut leaves = 0;
-    while let Some((name, cmd)) = todo.pop() {
-        for c in cmd.get_subcommands() {
-            todo.push((format!("{name} {}", c.get_name()), c.clone()));
-        }
-        if cmd.has_subcommands() {
-            continue;
-        }
-        leaves += 1;
-        let row = readme
-            .lines()
-            .find(|l| l.starts_with("| `npu-agent") && l.contains(&format!("`{name}")))
-            .unwrap_or_else(|| panic!("no docs/reference.md row for {name}"));
-        for a in cmd.get_arguments().filter(|a| a.get_id() != "help") {
-            let short = a
-                .get_short()
-                .is_some_and(|c| row.contains(&format!("[-{c}]")));
-            match a.get_long() {
-                Some(long) => assert!(
-                    row.contains(&format!("--{long}")) || short,
-                    "{name} --{long}: {row}"
-                ),
-                None => {
-                    let value = a.get_value_names().unwrap_or_default().join(" ");
-                    assert!(row.contains(&value), "{name} {value}: {row}");
-                }
-            }
-        }
-    }
-    assert_eq!(leaves, 13, "commands without subcommands");
-}
-
-/// GitHub's anchor for a Markdown heading: lower case, punctuation other than `-` and `_`
-/// dropped, spaces as `-`.
-fn heading_anchor(heading: &str) -> String {
-    heading
-        .trim()
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
-        .map(|c| if c == ' ' { '-' } else { c })
-        .collect()
-}
-
-/// A Markdown file's text outside fenced code blocks.
-fn outside_code(text: &str) -> Vec<&str> {
-    let mut fenced = false;
-    text.lines()
-        .filter(|l| {
-            if l.starts_with("```") {
-                fenced = !fenced;
-                return false;
-            }
-            !fenced
-        })
-        .collect()
-}
-
-/// The user guide's check table has a row for every check id the agent reports.
-#[test]
-fn user_guide_lists_every_check_id() {
-    let guide =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/user-guide.md"))
-            .expect("docs/user-guide.md");
-    let missing: Vec<&str> = npu_agent::check::CHECK_IDS
-        .iter()
-        .filter(|id| !guide.contains(&format!("\n| `{id}` | ")))
-        .copied()
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "no row in docs/user-guide.md \"Checks\" for {missing:?}"
-    );
-}
-
-/// Every relative link in README.md, CHANGELOG.md and docs/*.md names a file that exists, and a
-/// `#fragment` into a Markdown file names one of its headings.
-#[test]
-fn doc_links_resolve() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut pages = vec![root.join("README.md"), root.join("CHANGELOG.md")];
-    for e in std::fs::read_dir(root.join("docs")).expect("docs/") {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "md") {
-            pages.push(p);
-        }
-    }
-    let anchors = |p: &Path| -> Vec<String> {
-        let text = std::fs::read_to_string(p).unwrap();
-        outside_code(&text)
-            .into_iter()
-            .filter(|l| l.starts_with('#'))
-            .map(|l| heading_anchor(l.trim_start_matches('#')))
-            .collect()
-    };
-    let mut links = 0;
-    for page in &pages {
-        let text = std::fs::read_to_string(page).unwrap();
-        for line in outside_code(&text) {
-            for part in line.split("](").skip(1) {
-                let Some(target) = part.split(')').next() else {
-                    continue;
-                };
-                if target.contains("://") || target.starts_with("mailto:") {
-                    continue;
-                }
-                links += 1;
-                let (file, fragment) = target.split_once('#').unwrap_or((target, ""));
-                let dest = if file.is_empty() {
-                    page.clone()
-                } else {
-                    page.parent().unwrap().join(file)
-                };
-                assert!(dest.exists(), "{}: {target}: no such file", page.display());
-                if !fragment.is_empty() && dest.extension().is_some_and(|x| x == "md") {
-                    assert!(
-                        anchors(&dest).iter().any(|a| a == fragment),
-                        "{}: {target}: no such heading",
-                        page.display()
-                    );
-                }
-            }
-        }
-    }
-    assert!(links > 50, "only {links} links found");
-}
-
-/// Output that does not reach stdout is an error (exit 2 and a message), so a full disk under
-/// the Prometheus textfile cannot leave a truncated report that looks whole.
-#[test]
-fn output_lost_on_a_full_disk_is_an_error() {
-    let full = || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .expect("open /dev/full")
-    };
-    let root = case("own-rk3588-opi5plus-rknpu-0.9.8-healthy");
-    for args in [
-        vec!["check", "--root", root.as_str()],
-        vec!["check", "--root", root.as_str(), "--format", "prometheus"],
-        vec!["--help"],
-    ] {
-        let o = agent_cmd()
-            .args(&args)
-            .stdout(full())
-            .output()
-            .expect("run npu-agent");
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains("cannot write the output"),
-            "{args:?}: {}",
-            stderr(&o)
-        );
-    }
-    // The same commands with a working stdout succeed.
-    assert_eq!(agent(&["check", "--root", &root]).status.code(), Some(0));
 }
 
 /// Arguments that are well-formed but unusable are usage errors (exit 2, nothing written):

@@ -15,6 +15,8 @@ mod boards;
 mod capture;
 mod capture_encodings;
 mod cli;
+mod cli_reference;
+mod cli_usage;
 mod config_bytes;
 mod config_edges;
 mod fix;
