@@ -131,7 +131,8 @@ fn functions(text: &str) -> Vec<(String, usize, usize)> {
 /// Functions still over [`MAX_FN_LINES`] when the limit was set, with their length then: they
 /// may only shrink, and leave this list when they fit (issue 23 breaks them up). A function
 /// not listed here may not pass the limit.
-const LONG_FUNCTIONS_LEFT: &[(&str, &str, usize)] = &[("cli/args.rs", "parse", 256)];
+/// (The last one, `cli/args.rs`'s `parse`, went with the own parser: clap parses.)
+const LONG_FUNCTIONS_LEFT: &[(&str, &str, usize)] = &[];
 
 #[test]
 fn no_function_is_over_the_limit() {
