@@ -48,8 +48,9 @@ fn check(cmd: &mut Command, root: &Path) -> (i32, Value) {
 }
 
 /// The ceiling of the static aarch64 board build, bytes (the development guide's "Footprint"):
-/// every feature, the fleet tools included, Cargo's plain release profile. 3.6 MB is the smallest
-/// build of the closest peer agent; `bash bench/size.sh` prints where the bytes go.
+/// every feature, the fleet tools included, Cargo's release settings only. Issue 36 asked for
+/// 3,600,000 bytes, which this build cannot meet (docs/development.md, "Deviations"); this
+/// ceiling holds until that is decided. `bash bench/size.sh` prints where the bytes go.
 const SIZE_LIMIT_BYTES: u64 = 3_900_000;
 
 /// Fails when the stripped binary is above `limit`; prints the size and the margin.
