@@ -34,6 +34,8 @@ tests=(
   "system attacks_fleet::a_flood_of_spoofed_offline_is_answered_once_a_second"
   "lib fleet::known::tests::a_flood_of_new_boards_is_bounded_and_written_once"
   "lib fleet::rows::tests::"
+  "lib fleet::watch::tests::"
+  "lib daemon::sweep::tests::a_capture_s_chunks_are_cleared_once"
   "lib fleet::show::tests::"
   "lib fleet::send::tests::"
   "lib daemon::sweep::tests::a_flood_of_answers_lets_nothing_the_board_published_stay_retained"

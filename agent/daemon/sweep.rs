@@ -24,7 +24,13 @@ pub struct Sweep {
     /// (due, chunk topic prefix, chunks).
     chunks: Vec<(i64, String, usize)>,
     rescan_at: Option<i64>,
+    /// Capture commands whose chunks a stale answer already cleared, newest last: a replayed
+    /// answer must not make the board publish its chunk clears again.
+    chunks_cleared: std::collections::VecDeque<String>,
 }
+
+/// How many capture commands [`Sweep::first_chunk_clear`] remembers.
+const CHUNKS_CLEARED_MAX: usize = 256;
 
 impl Sweep {
     /// Schedules `topic` to be cleared at `at` (Unix seconds); when full, the oldest is let go
@@ -38,6 +44,19 @@ impl Sweep {
             }
         }
         self.due.push_back((at, topic.to_string()));
+    }
+
+    /// True the first time the chunks of capture `cmd_id` are cleared for a stale answer; false
+    /// for the same command again (its answer replayed), among the last [`CHUNKS_CLEARED_MAX`].
+    pub fn first_chunk_clear(&mut self, cmd_id: &str) -> bool {
+        if self.chunks_cleared.iter().any(|c| c == cmd_id) {
+            return false;
+        }
+        if self.chunks_cleared.len() >= CHUNKS_CLEARED_MAX {
+            self.chunks_cleared.pop_front();
+        }
+        self.chunks_cleared.push_back(cmd_id.to_string());
+        true
     }
 
     /// Schedules the `chunks` chunk topics `<prefix><i>` of a bundle to be cleared at `at`.
@@ -175,7 +194,8 @@ pub(super) fn stale_answer(agent: &mut Agent, t: &CommandTopic, payload: &[u8]) 
     // board's own (sealed by its key): a forged one must not make it publish a thousand clears.
     let own = agent.sealed_by_me(&topic, payload);
     clear(agent, topic);
-    if t.action == "capture" && own {
+    // Once per command: an answer replayed again and again costs one clear each, not a thousand.
+    if t.action == "capture" && own && agent.sweep.first_chunk_clear(&t.cmd_id) {
         let n = v["result"]["chunks"].as_u64().unwrap_or(0);
         let prefix = crate::mqtt::chunks::prefix(&agent.s.topic_root, &t.board, &t.cmd_id);
         for i in 0..n.min(crate::mqtt::chunks::MAX_CHUNKS as u64) {
@@ -188,6 +208,20 @@ pub(super) fn stale_answer(agent: &mut Agent, t: &CommandTopic, payload: &[u8]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_capture_s_chunks_are_cleared_once_however_often_its_answer_comes_back() {
+        let mut s = Sweep::default();
+        assert!(s.first_chunk_clear("c1"));
+        assert!(!s.first_chunk_clear("c1"));
+        assert!(s.first_chunk_clear("c2"));
+        for i in 0..CHUNKS_CLEARED_MAX {
+            s.first_chunk_clear(&format!("x{i}"));
+        }
+        assert_eq!(s.chunks_cleared.len(), CHUNKS_CLEARED_MAX);
+        // Forgotten after that many others: the memory stays bounded.
+        assert!(s.first_chunk_clear("c1"));
+    }
 
     #[test]
     fn answers_are_due_in_order_and_the_list_is_bounded() {

@@ -116,7 +116,7 @@ impl KnownBoards {
 
     /// The keys in the file at `path` (`<board_id> <board_key>` lines), recording there; a
     /// missing file knows nothing; an unreadable one knows nothing and is not recorded in.
-    fn from_file(path: Option<PathBuf>) -> KnownBoards {
+    pub(super) fn from_file(path: Option<PathBuf>) -> KnownBoards {
         let (text, path) = match path.as_deref().map(read_text) {
             Some(Ok(t)) => (t.unwrap_or_default(), path),
             Some(Err(_)) | None => (String::new(), None),

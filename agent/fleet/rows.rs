@@ -277,11 +277,21 @@ impl Table {
         Some(row)
     }
 
-    /// Takes `board`'s row out (an empty retained status).
+    /// Takes `board`'s row out (an empty retained status), unless the row shows a status sealed
+    /// by the board's key: anyone can publish an empty status, and taking such a row out would
+    /// forget the newest sealed time that tells a replayed status from a current one.
     pub fn remove(&mut self, board: &str) {
+        if self.rows.get(board).is_some_and(|r| r.sealed_s.is_some()) {
+            return;
+        }
         if let Some(r) = self.rows.remove(board) {
             self.order[usize::from(r.trusted)].remove(&r.seq);
         }
+    }
+
+    /// Counts a message whose board id no agent could have (too long): not kept.
+    pub fn refuse(&mut self) {
+        self.dropped += 1;
     }
 
     /// The rows, by board id.
@@ -518,5 +528,21 @@ mod tests {
             None,
             "nothing shown yet"
         );
+    }
+
+    #[test]
+    fn an_empty_status_does_not_make_a_sealed_row_forget_its_newest_time() {
+        let mut t = Table::new(10);
+        let new = br#"{"health":"ok","time":"2026-12-07T10:00:00Z"}"#;
+        let old = br#"{"health":"fail","time":"2026-12-07T09:00:00Z"}"#;
+        apply_sealed_status(t.touch("b1", true).unwrap(), new);
+        t.remove("b1");
+        assert_eq!(t.len(), 1, "anyone can send an empty status");
+        let row = t.touch("b1", true).unwrap();
+        assert!(replay_reason(row, old).is_some());
+        // A row without a sealed status still goes.
+        t.touch("b2", false).unwrap();
+        t.remove("b2");
+        assert_eq!(t.len(), 1);
     }
 }

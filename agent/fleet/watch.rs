@@ -457,6 +457,10 @@ fn insert_bounded(set: &mut std::collections::BTreeSet<String>, id: &str, max: u
     }
 }
 
+/// The longest board id a row is made for (bytes): `board_id` may be at most
+/// [`crate::config::MAX_NAME_BYTES`] long in `agent.toml`.
+const MAX_BOARD_ID_BYTES: usize = crate::config::MAX_NAME_BYTES;
+
 /// Takes one status or availability message into the table (an empty status removes the row).
 fn record_message(
     seen: Seen<'_>,
@@ -466,6 +470,12 @@ fn record_message(
     payload: &[u8],
     retain: bool,
 ) {
+    let leaf = topic.rsplit('/').next().unwrap_or("");
+    if topics::parse_board_leaf(root, topic, leaf).is_some_and(|b| b.len() > MAX_BOARD_ID_BYTES) {
+        // No agent publishes under such an id; keeping it would let ids of 64 KiB cost memory.
+        seen.rows.refuse();
+        return;
+    }
     if let Some(b) = topics::parse_board_leaf(root, topic, "status") {
         if payload.is_empty() {
             seen.rows.remove(b);
@@ -649,4 +659,51 @@ pub fn incomplete_reason(
         ));
     }
     (!why.is_empty()).then(|| why.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Takes one message into `rows` with a key file that knows nothing.
+    fn take(rows: &mut Table, topic: &str, payload: &[u8]) {
+        let mut keys = super::super::known::KnownBoards::from_file(None);
+        let (mut have, mut pass, mut retained) = Default::default();
+        let seen = Seen {
+            rows,
+            have_status: &mut have,
+            pass_seen: &mut pass,
+            retained_statuses: &mut retained,
+            keys: &mut keys,
+        };
+        record_message(
+            seen,
+            &mut Phase::Statuses,
+            "npu-fleet",
+            topic,
+            payload,
+            false,
+        );
+    }
+
+    #[test]
+    fn ids_no_agent_could_have_make_no_row_and_are_counted() {
+        let mut rows = Table::new(100);
+        let long = "a".repeat(MAX_BOARD_ID_BYTES + 1);
+        take(&mut rows, &format!("npu-fleet/{long}/status"), b"{}");
+        take(
+            &mut rows,
+            &format!("npu-fleet/{long}/availability"),
+            b"online",
+        );
+        assert_eq!(rows.len(), 0);
+        assert!(rows.dropped_note().unwrap().contains("2 times"));
+        let longest = "b".repeat(MAX_BOARD_ID_BYTES);
+        take(
+            &mut rows,
+            &format!("npu-fleet/{longest}/availability"),
+            b"online",
+        );
+        assert_eq!(rows.len(), 1);
+    }
 }

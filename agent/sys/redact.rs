@@ -62,6 +62,15 @@ enum Next {
     Scheme,
     /// After a bare word such as `token`: hidden when it looks like a credential.
     IfCredential,
+    /// Inside a quoted secret that has spaces (`password="two words"`): hidden up to this quote.
+    UntilQuote(char),
+}
+
+/// The quote `word` leaves open (an odd number of `"` or `'`), after a secret was hidden in it.
+fn open_quote(word: &str) -> Option<char> {
+    ['"', '\'']
+        .into_iter()
+        .find(|q| word.matches(*q).count() % 2 == 1)
 }
 
 fn redact_line(line: &str, out: &mut String) {
@@ -72,6 +81,14 @@ fn redact_line(line: &str, out: &mut String) {
         if word.is_empty() {
             // A second space: the next word is still the one the words before speak of.
             out.push_str(space);
+            continue;
+        }
+        if let Next::UntilQuote(q) = next {
+            // The rest of a quoted secret: hidden, and the text from its closing quote kept.
+            if let Some(at) = word.find(q) {
+                out.push_str(&piece[at..]);
+                next = Next::Keep;
+            }
             continue;
         }
         let core = word.trim_matches(|c: char| "\"'`,;()[]{}".contains(c));
@@ -90,12 +107,17 @@ fn redact_line(line: &str, out: &mut String) {
             Next::Hide => true,
             Next::Scheme => !matches!(lower.as_str(), "basic" | "bearer" | "digest" | "token"),
             Next::IfCredential => looks_like_credential(core),
-            Next::Keep => false,
+            Next::Keep | Next::UntilQuote(_) => false,
         };
         if hide {
             out.push_str(&splice(word, core));
-            out.push_str(space);
-            next = Next::Keep;
+            next = match open_quote(word) {
+                Some(q) => Next::UntilQuote(q),
+                None => {
+                    out.push_str(space);
+                    Next::Keep
+                }
+            };
             continue;
         }
         if next == Next::Scheme || (next == Next::IfCredential && matches!(core, "" | "=" | ":")) {
@@ -117,8 +139,13 @@ fn redact_line(line: &str, out: &mut String) {
         }
         let (text, then) = redact_word(word, core, &lower);
         out.push_str(&text);
-        out.push_str(space);
-        next = then;
+        next = match open_quote(word).filter(|_| text != word && then == Next::Keep) {
+            Some(q) => Next::UntilQuote(q),
+            None => {
+                out.push_str(space);
+                then
+            }
+        };
     }
 }
 
