@@ -469,7 +469,10 @@ fn on_reply(
     if let Some(b) = topics::parse_board_leaf(root, topic, "availability") {
         *seen.target_seen |= !p.is_empty();
         if a.board.is_none() {
-            seen.online.insert(b.to_string(), p == b"online");
+            // An id no agent could have (over 128 bytes) is not a board to wait for.
+            if b.len() <= crate::config::MAX_NAME_BYTES {
+                seen.online.insert(b.to_string(), p == b"online");
+            }
         } else if p == b"offline" {
             // Said only if no final state comes.
             *seen.stale = Some(format!(
