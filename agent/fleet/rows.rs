@@ -220,6 +220,8 @@ pub struct Table {
     next: u64,
     max_rows: usize,
     dropped: u64,
+    /// Messages under a board id no agent could have: no row, and the list is still whole.
+    refused: u64,
 }
 
 impl Default for Table {
@@ -237,6 +239,7 @@ impl Table {
             next: 0,
             max_rows: max_rows.max(1),
             dropped: 0,
+            refused: 0,
         }
     }
 
@@ -291,7 +294,18 @@ impl Table {
 
     /// Counts a message whose board id no agent could have (too long): not kept.
     pub fn refuse(&mut self) {
-        self.dropped += 1;
+        self.refused += 1;
+    }
+
+    /// How many messages came under board ids no agent could have, when some did.
+    pub fn refused_note(&self) -> Option<String> {
+        (self.refused > 0).then(|| {
+            format!(
+                "{} message(s) under a board id longer than any agent may have (128 bytes) were \
+                 left out",
+                self.refused
+            )
+        })
     }
 
     /// The rows, by board id.

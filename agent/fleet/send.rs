@@ -442,6 +442,18 @@ fn exit_code(finals: &BTreeMap<String, CmdStatus>, answered: bool) -> i32 {
     }
 }
 
+/// The most boards `fleet send --all` keeps track of (online, answered, refused): a flood of
+/// invented ids is not kept past it.
+const MAX_BOARDS: usize = 100_000;
+
+/// What an answer under a board id no agent could have counts as, once, among the refused.
+const OVERLONG_ID: &str = "(an answer under an over-long board id)";
+
+/// True while a map of boards holds fewer than [`MAX_BOARDS`].
+fn has_room(len: usize) -> bool {
+    len < MAX_BOARDS
+}
+
 /// What the replies so far have shown: whether the target exists, which boards are online
 /// (for `--all`), and each board's final state.
 struct Replies<'a> {
@@ -470,7 +482,9 @@ fn on_reply(
         *seen.target_seen |= !p.is_empty();
         if a.board.is_none() {
             // An id no agent could have (over 128 bytes) is not a board to wait for.
-            if b.len() <= crate::config::MAX_NAME_BYTES {
+            if b.len() <= crate::config::MAX_NAME_BYTES
+                && (has_room(seen.online.len()) || seen.online.contains_key(b))
+            {
                 seen.online.insert(b.to_string(), p == b"online");
             }
         } else if p == b"offline" {
@@ -507,6 +521,11 @@ fn on_reply(
     if l.status == CmdStatus::Init {
         return false;
     }
+    if t.board.len() > crate::config::MAX_NAME_BYTES {
+        // No agent has such an id: not kept or cleared, and the send fails (exit 1).
+        seen.untrusted.insert(OVERLONG_ID.into());
+        return false;
+    }
     // An answer is the board's only when sealed by the key known for it (or first seen).
     let trust = seen.keys.judge(&t.board, topic, p);
     // Said as `fleet watch` says it, once per board (on stderr: the lifecycle lines stay as
@@ -524,10 +543,10 @@ fn on_reply(
         false => format!(" [{}: not taken as the board's answer]", trust.word()),
     };
     let _ = writeln!(out, "{}{whose}", lifecycle_line(&t.board, cmd_id, &l));
-    if l.status.is_final() && !trust.is_trusted() {
+    if l.status.is_final() && !trust.is_trusted() && has_room(seen.untrusted.len()) {
         seen.untrusted.insert(t.board.clone());
     }
-    if l.status.is_final() {
+    if l.status.is_final() && (has_room(seen.finals.len()) || seen.finals.contains_key(&t.board)) {
         seen.finals.insert(t.board.clone(), l.status);
     }
     if l.status == CmdStatus::Successful && trust.is_trusted() {

@@ -179,7 +179,10 @@ pub(super) async fn watch_async(
     }
     let cut = also_dropped(cut, &rows);
     let end = End {
-        notes: save_keys(&mut st.keys).into_iter().collect(),
+        notes: save_keys(&mut st.keys)
+            .into_iter()
+            .chain(rows.refused_note())
+            .collect(),
         rows,
         retained_statuses,
         fell_back,
@@ -530,7 +533,11 @@ fn redraw(rows: &Table, keys: &mut super::known::KnownBoards, tty: bool, out: &m
     let mut list: Vec<BoardRow> = rows.rows().cloned().collect();
     mark_stale(&mut list, crate::action::now_unix_s());
     let mut text = render_rows(&list);
-    for n in save_keys(keys).into_iter().chain(rows.dropped_note()) {
+    let notes = [rows.dropped_note(), rows.refused_note()];
+    for n in save_keys(keys)
+        .into_iter()
+        .chain(notes.into_iter().flatten())
+    {
         text.push_str(&format!("note: {n}\n"));
     }
     let _ = if tty {
@@ -697,7 +704,9 @@ mod tests {
             b"online",
         );
         assert_eq!(rows.len(), 0);
-        assert!(rows.dropped_note().unwrap().contains("2 times"));
+        assert!(rows.refused_note().unwrap().starts_with("2 message(s)"));
+        // The list is still whole: nothing a real board sent was left out.
+        assert_eq!(rows.dropped_note(), None);
         let longest = "b".repeat(MAX_BOARD_ID_BYTES);
         take(
             &mut rows,

@@ -75,7 +75,10 @@ fn open_quote(word: &str) -> Option<char> {
 
 fn redact_line(line: &str, out: &mut String) {
     let mut next = Next::Keep;
-    for piece in line.split_inclusive(char::is_whitespace) {
+    let mut pieces = line.split_inclusive(char::is_whitespace);
+    // What follows a quoted secret's closing quote in the same word, to be read as a word.
+    let mut after_quote: Option<&str> = None;
+    while let Some(piece) = after_quote.take().or_else(|| pieces.next()) {
         let word = piece.trim_end();
         let space = &piece[word.len()..];
         if word.is_empty() {
@@ -86,8 +89,10 @@ fn redact_line(line: &str, out: &mut String) {
         if let Next::UntilQuote(q) = next {
             // The rest of a quoted secret: hidden, and the text from its closing quote kept.
             if let Some(at) = word.find(q) {
-                out.push_str(&piece[at..]);
+                out.push(q);
                 next = Next::Keep;
+                // `"two words","api_key":"x"` is one word after the quote: still redacted.
+                after_quote = Some(&piece[at + q.len_utf8()..]).filter(|r| !r.is_empty());
             }
             continue;
         }
