@@ -199,12 +199,15 @@ vb_section after grep ^compact_ /proc/vmstat"#,
 /// some boots (VmRSS about 4.7 MB); agent/runtime.rs explains the shape that prevents it.
 #[test]
 fn agent_memory_stays_small_with_thp_always_and_madvise() {
-    // The goal, held here: VmRSS < 4 MiB and VmHWM < 5 MiB (as /proc reports them, in kB =
-    // KiB) on both THP settings, and no huge page. Most of VmRSS is the binary's own pages
-    // (RssFile: the kernel maps pages around each fault, so nearly the whole file is resident);
-    // the rest is anonymous (heap and the helper thread's stack, which with a cycle every 2 s is
-    // always running a diagnosis). The bench line this test prints gives today's figures.
-    const RSS_LIMIT_KB: u64 = 4 * 1024;
+    // The goal, held here: VmRSS < 4.5 MiB, its anonymous part < 1.5 MiB and VmHWM < 5 MiB (as
+    // /proc reports them, in kB = KiB) on both THP settings, and no huge page. Most of VmRSS is
+    // the binary's own pages (RssFile: the kernel maps pages around each fault, so nearly the
+    // whole file is resident), so it follows the binary's size: 4 MiB held with the 3.2 MB
+    // binary, the 3.8 MB one of issue 36 takes it to about 4.1 MiB (docs/development.md,
+    // "Deviations"). The rest is anonymous (heap and the helper thread's stack, which with a
+    // cycle every 2 s is always running a diagnosis). The bench line gives today's figures.
+    const RSS_LIMIT_KB: u64 = 4608;
+    const RSS_ANON_LIMIT_KB: u64 = 1536;
     const HWM_LIMIT_KB: u64 = 5 * 1024;
     let t0 = Instant::now();
     for thp in ["always", "madvise"] {
@@ -281,6 +284,11 @@ fn agent_memory_stays_small_with_thp_always_and_madvise() {
             m.rss_kb < RSS_LIMIT_KB,
             "THP {thp}: VmRSS {} kB: {m:?}",
             m.rss_kb
+        );
+        assert!(
+            m.rss_anon_kb < RSS_ANON_LIMIT_KB,
+            "THP {thp}: RssAnon {} kB: {m:?}",
+            m.rss_anon_kb
         );
         assert!(
             m.hwm_kb < HWM_LIMIT_KB,
