@@ -20,6 +20,14 @@ bin=$(bash tests/vboard/build-aarch64.sh | tail -n 1)
 size=$(stat -c %s "$bin")
 echo "size: $size bytes stripped ($(( (size + 1023) / 1024 )) KiB); limit $limit bytes ($(( limit - size )) to spare)"
 
+# What the two lld flags issue 36 took out would take off (docs/development.md, "Deviations"):
+# the same build with them, in a target directory of its own.
+flags="-C target-feature=+crt-static -C link-arg=--icf=all -C link-arg=--no-eh-frame-hdr"
+CARGO_TARGET_DIR="$tdir/size-link-flags" CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="$flags" \
+  cargo build --release --locked --target "$target" >&2
+with=$(stat -c %s "$tdir/size-link-flags/$target/release/npu-agent")
+echo "with lld's --icf=all and --no-eh-frame-hdr: $with bytes ($(( with - size )))"
+
 echo "sections in the file (bytes):"
 readelf -SW "$bin" | sed -n 's/^ *\[ *[0-9]*\] //p' | while read -r name type _addr _off hexsize _rest; do
   case "$name:$type" in

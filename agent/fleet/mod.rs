@@ -33,6 +33,13 @@ use std::time::{Duration, Instant};
 /// A board whose last status is more than this many intervals old is stale.
 pub const STALE_INTERVALS: i64 = 3;
 
+/// True when `id`, a board id read from a topic, is no longer than an agent's may be
+/// ([`crate::config::MAX_NAME_BYTES`] bytes in `agent.toml`). A longer one is never a board's:
+/// the tools keep nothing under it, so ids of 64 KiB cannot cost them memory.
+pub(crate) fn board_id_fits(id: &str) -> bool {
+    id.len() <= crate::config::MAX_NAME_BYTES
+}
+
 /// Why a board is stale, if it is: its last status (`time`, RFC 3339) is older than
 /// [`STALE_INTERVALS`] times its `interval_s` (plus a minute for clocks and slow checks) at
 /// `now_s`, whatever its retained availability says (a broker node that died with the board's

@@ -481,8 +481,7 @@ fn on_reply(
     if let Some(b) = topics::parse_board_leaf(root, topic, "availability") {
         *seen.target_seen |= !p.is_empty();
         if a.board.is_none() {
-            // An id no agent could have (over 128 bytes) is not a board to wait for.
-            if b.len() <= crate::config::MAX_NAME_BYTES
+            if super::board_id_fits(b)
                 && (has_room(seen.online.len()) || seen.online.contains_key(b))
             {
                 seen.online.insert(b.to_string(), p == b"online");
@@ -521,8 +520,8 @@ fn on_reply(
     if l.status == CmdStatus::Init {
         return false;
     }
-    if t.board.len() > crate::config::MAX_NAME_BYTES {
-        // No agent has such an id: not kept or cleared, and the send fails (exit 1).
+    if !super::board_id_fits(&t.board) {
+        // Not kept or cleared, and the send fails (exit 1).
         seen.untrusted.insert(OVERLONG_ID.into());
         return false;
     }

@@ -460,10 +460,6 @@ fn insert_bounded(set: &mut std::collections::BTreeSet<String>, id: &str, max: u
     }
 }
 
-/// The longest board id a row is made for (bytes): `board_id` may be at most
-/// [`crate::config::MAX_NAME_BYTES`] long in `agent.toml`.
-const MAX_BOARD_ID_BYTES: usize = crate::config::MAX_NAME_BYTES;
-
 /// Takes one status or availability message into the table (an empty status removes the row).
 fn record_message(
     seen: Seen<'_>,
@@ -474,8 +470,7 @@ fn record_message(
     retain: bool,
 ) {
     let leaf = topic.rsplit('/').next().unwrap_or("");
-    if topics::parse_board_leaf(root, topic, leaf).is_some_and(|b| b.len() > MAX_BOARD_ID_BYTES) {
-        // No agent publishes under such an id; keeping it would let ids of 64 KiB cost memory.
+    if topics::parse_board_leaf(root, topic, leaf).is_some_and(|b| !super::board_id_fits(b)) {
         seen.rows.refuse();
         return;
     }
@@ -696,7 +691,7 @@ mod tests {
     #[test]
     fn ids_no_agent_could_have_make_no_row_and_are_counted() {
         let mut rows = Table::new(100);
-        let long = "a".repeat(MAX_BOARD_ID_BYTES + 1);
+        let long = "a".repeat(crate::config::MAX_NAME_BYTES + 1);
         take(&mut rows, &format!("npu-fleet/{long}/status"), b"{}");
         take(
             &mut rows,
@@ -707,7 +702,7 @@ mod tests {
         assert!(rows.refused_note().unwrap().starts_with("2 message(s)"));
         // The list is still whole: nothing a real board sent was left out.
         assert_eq!(rows.dropped_note(), None);
-        let longest = "b".repeat(MAX_BOARD_ID_BYTES);
+        let longest = "b".repeat(crate::config::MAX_NAME_BYTES);
         take(
             &mut rows,
             &format!("npu-fleet/{longest}/availability"),
