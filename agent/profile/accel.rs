@@ -3,6 +3,7 @@
 //! profile says what the board is; every accelerator found joins its checks, on any host and
 //! architecture (an x86 Frigate box with a Hailo-8 gets every Hailo check).
 
+pub use super::raw::{ExtraNpu, Found};
 use super::raw::{LogSpec, NpuKind, NpuSpec, PackageSpec, Signature};
 use super::{parse_pci_id, Profile, ProfileError};
 use serde::Deserialize;
@@ -99,19 +100,6 @@ pub struct HostFacts {
     pub compatible: Vec<String>,
     /// Kernel modules present under `/sys/module`.
     pub modules: Vec<String>,
-}
-
-/// An accelerator found on the host, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
-    /// Catalog id.
-    pub id: String,
-    /// Name for people.
-    pub name: String,
-    /// Its NPU family (`None` for one the agent only names).
-    pub kind: NpuKind,
-    /// What showed it (`PCI 1e60:2864 at 0000:02:00.0`).
-    pub why: String,
 }
 
 /// Parses the built-in catalog.
@@ -227,15 +215,6 @@ fn extend_unique(list: &mut Vec<String>, items: &[String]) {
             list.push(i.clone());
         }
     }
-}
-
-/// An accelerator of another NPU family than the board profile's own, joined to it.
-#[derive(Debug, Clone)]
-pub struct ExtraNpu {
-    /// Its NPU expectations.
-    pub npu: NpuSpec,
-    /// Its package generations.
-    pub packages: PackageSpec,
 }
 
 impl Profile {

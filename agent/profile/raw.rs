@@ -47,10 +47,10 @@ pub struct Profile {
     /// Accelerators found on the host and joined to this profile (not a file key: set by
     /// [`Profile::join_accelerator`]).
     #[serde(skip)]
-    pub accelerators: Vec<super::accel::Found>,
+    pub accelerators: Vec<Found>,
     /// Joined accelerators of another NPU family than `npu` (not a file key).
     #[serde(skip)]
-    pub extra_npus: Vec<super::accel::ExtraNpu>,
+    pub extra_npus: Vec<ExtraNpu>,
 }
 
 /// Server checks: which processes are LLM servers, and the VRAM kept back. A profile without
@@ -377,4 +377,26 @@ pub struct Signature {
     pub diagnosis: String,
     /// What to do.
     pub remedy: String,
+}
+
+/// An accelerator found on the host, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// Catalog id.
+    pub id: String,
+    /// Name for people.
+    pub name: String,
+    /// Its NPU family (`None` for one the agent only names).
+    pub kind: NpuKind,
+    /// What showed it (`PCI 1e60:2864 at 0000:02:00.0`).
+    pub why: String,
+}
+
+/// An accelerator of another NPU family than the board profile's own, joined to it.
+#[derive(Debug, Clone)]
+pub struct ExtraNpu {
+    /// Its NPU expectations.
+    pub npu: NpuSpec,
+    /// Its package generations.
+    pub packages: PackageSpec,
 }
