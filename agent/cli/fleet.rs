@@ -1,6 +1,7 @@
 //! `npu-agent fleet send|watch|capture`: the operator side of the fleet link.
 
 use super::EXIT_USAGE;
+use crate::fleet::operator::{Operator, OperatorFlags};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -19,10 +20,8 @@ pub enum WatchFormat {
 pub enum FleetAction {
     /// A live table of every board (health, worst findings, CMA free, last seen, online).
     Watch {
-        /// Broker URL (mqtt://host[:port] or mqtts://host[:port]).
-        broker: String,
-        /// Topic root.
-        topic_root: String,
+        /// `--broker`, `--topic-root` and `--key` as given (resolved with fleet.toml).
+        flags: OperatorFlags,
         /// Print once when every board's retained availability and status have been read, then
         /// exit.
         once: bool,
@@ -43,12 +42,8 @@ pub enum FleetAction {
         board: Option<String>,
         /// Send it to every board.
         all: bool,
-        /// Broker URL.
-        broker: String,
-        /// Topic root.
-        topic_root: String,
-        /// Ed25519 private key (from `npu-agent keygen`) to sign the command with.
-        key: Option<PathBuf>,
+        /// `--broker`, `--topic-root` and `--key` as given (resolved with fleet.toml).
+        flags: OperatorFlags,
         /// Seconds to wait for the final state.
         wait: u64,
         /// Seconds to wait, after the SUBACK, for the board's retained availability or status.
@@ -68,8 +63,7 @@ pub enum FleetAction {
 pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     match a {
         FleetAction::Watch {
-            broker,
-            topic_root,
+            flags,
             once,
             format,
             accept_new_boards,
@@ -80,10 +74,12 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 let _ = writeln!(err, "npu-agent: --format json needs --once");
                 return EXIT_USAGE;
             }
+            let Some(op) = resolve(flags, err) else {
+                return EXIT_USAGE;
+            };
             crate::fleet::watch(
                 &crate::fleet::WatchArgs {
-                    broker,
-                    topic_root,
+                    op,
                     once,
                     json,
                     accept_new_boards,
@@ -98,9 +94,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             args,
             board,
             all: _,
-            broker,
-            topic_root,
-            key,
+            flags,
             wait,
             board_wait,
             out: bundle,
@@ -111,14 +105,15 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             if let Some(Err(code)) = bundle.as_ref().map(|o| writable_out(o, force, err)) {
                 return code;
             }
+            let Some(op) = resolve(flags, err) else {
+                return EXIT_USAGE;
+            };
             crate::fleet::send(
                 &crate::fleet::SendArgs {
                     action,
                     args,
                     board,
-                    broker,
-                    topic_root,
-                    key,
+                    op,
                     wait_s: wait,
                     board_wait_s: board_wait,
                     out: bundle,
@@ -129,6 +124,18 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 out,
                 err,
             )
+        }
+    }
+}
+
+/// The operator's settings for this run ([`crate::fleet::operator`]); `None` when they cannot
+/// be resolved (the reason printed).
+fn resolve(flags: OperatorFlags, err: &mut dyn Write) -> Option<Operator> {
+    match Operator::resolve(flags) {
+        Ok(op) => Some(op),
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            None
         }
     }
 }

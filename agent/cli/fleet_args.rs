@@ -3,6 +3,7 @@
 
 use super::fleet::{FleetAction, WatchFormat};
 use crate::config;
+use crate::fleet::operator::OperatorFlags;
 use crate::fleet::MAX_WAIT_S;
 use std::path::PathBuf;
 
@@ -28,12 +29,13 @@ pub enum FleetCommand {
 /// `fleet watch` options.
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
-    /// Broker URL (mqtt://host[:port] or mqtts://host[:port]).
+    /// Broker URL (mqtt://host[:port] or mqtts://host[:port]; a comma list tries them in
+    /// turn). Default: `broker` in fleet.toml.
     #[arg(long)]
-    pub broker: String,
-    /// Topic root.
-    #[arg(long, default_value = "npu-fleet", value_parser = topic_root)]
-    pub topic_root: String,
+    pub broker: Option<String>,
+    /// Topic root. Default: `topic_root` in fleet.toml, else npu-fleet.
+    #[arg(long, value_parser = topic_root)]
+    pub topic_root: Option<String>,
     /// Print once when every board's retained availability and status have been read (wildcard
     /// bursts, then exact subscriptions for what a burst lost), then exit.
     #[arg(long)]
@@ -76,13 +78,14 @@ pub struct SendArgs {
     /// Send it to every board.
     #[arg(long)]
     pub all: bool,
-    /// Broker URL.
+    /// Broker URL (a comma list tries them in turn). Default: `broker` in fleet.toml.
     #[arg(long)]
-    pub broker: String,
-    /// Topic root.
-    #[arg(long, default_value = "npu-fleet", value_parser = topic_root)]
-    pub topic_root: String,
-    /// Ed25519 private key (from `npu-agent keygen`) to sign the command with.
+    pub broker: Option<String>,
+    /// Topic root. Default: `topic_root` in fleet.toml, else npu-fleet.
+    #[arg(long, value_parser = topic_root)]
+    pub topic_root: Option<String>,
+    /// Ed25519 private key (from `npu-agent keygen`) to sign the command with. Default:
+    /// `signing_key` in fleet.toml.
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
     /// Seconds to wait for the final state (at most 86400).
@@ -104,14 +107,14 @@ pub struct CaptureFromArgs {
     /// The board to fetch it from.
     #[arg(long, value_parser = board_id)]
     pub board: String,
-    /// Broker URL.
+    /// Broker URL (a comma list tries them in turn). Default: `broker` in fleet.toml.
     #[arg(long)]
-    pub broker: String,
-    /// Topic root.
-    #[arg(long, default_value = "npu-fleet", value_parser = topic_root)]
-    pub topic_root: String,
+    pub broker: Option<String>,
+    /// Topic root. Default: `topic_root` in fleet.toml, else npu-fleet.
+    #[arg(long, value_parser = topic_root)]
+    pub topic_root: Option<String>,
     /// Ed25519 private key to sign the command with (the board refuses an unsigned capture
-    /// unless security.allow_unsigned lists it).
+    /// unless security.allow_unsigned lists it). Default: `signing_key` in fleet.toml.
     #[arg(long, value_name = "FILE")]
     pub key: Option<PathBuf>,
     /// Where to write the bundle.
@@ -152,8 +155,11 @@ impl FleetCommand {
         }
         Ok(match self {
             FleetCommand::Watch(a) => FleetAction::Watch {
-                broker: a.broker,
-                topic_root: a.topic_root,
+                flags: OperatorFlags {
+                    broker: a.broker,
+                    topic_root: a.topic_root,
+                    key: None,
+                },
                 once: a.once,
                 format: a.format,
                 accept_new_boards: a.accept_new_boards,
@@ -164,9 +170,11 @@ impl FleetCommand {
                 args: a.args,
                 board: a.board,
                 all: a.all,
-                broker: a.broker,
-                topic_root: a.topic_root,
-                key: a.key,
+                flags: OperatorFlags {
+                    broker: a.broker,
+                    topic_root: a.topic_root,
+                    key: a.key,
+                },
                 wait,
                 board_wait,
                 out: None,
@@ -179,9 +187,11 @@ impl FleetCommand {
                 args: vec![format!("max_bytes={}", a.max_bytes)],
                 board: Some(a.board),
                 all: false,
-                broker: a.broker,
-                topic_root: a.topic_root,
-                key: a.key,
+                flags: OperatorFlags {
+                    broker: a.broker,
+                    topic_root: a.topic_root,
+                    key: a.key,
+                },
                 wait,
                 board_wait,
                 out: Some(a.out),

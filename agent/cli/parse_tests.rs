@@ -176,16 +176,16 @@ fn run_capture_keygen_fix_and_watch_build_with_their_options() {
         "watch", "--broker", "mqtt://h", "--once", "--format", "json",
     ]) {
         FleetAction::Watch {
-            broker,
-            topic_root,
+            flags,
             once,
             format,
             accept_new_boards,
             max_rows,
         } => {
             assert_eq!((accept_new_boards, max_rows), (20, 20000));
+            let op = resolved(flags);
             assert_eq!(
-                (broker.as_str(), topic_root.as_str()),
+                (op.broker.as_str(), op.topic_root.as_str()),
                 ("mqtt://h", "npu-fleet")
             );
             assert!(once);
@@ -193,6 +193,11 @@ fn run_capture_keygen_fix_and_watch_build_with_their_options() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// The settings `flags` resolve to without an operator config file or variables.
+fn resolved(flags: crate::fleet::operator::OperatorFlags) -> crate::fleet::operator::Operator {
+    crate::fleet::operator::Operator::resolve_with(flags, &|_| None).expect("resolves")
 }
 
 /// `npu-agent fleet ARGS...` as the action it runs.
@@ -210,9 +215,9 @@ fn send(args: &[&str]) -> (Option<String>, bool, Vec<String>, u64, String) {
             all,
             args,
             wait,
-            topic_root,
+            flags,
             ..
-        } => (board, all, args, wait, topic_root),
+        } => (board, all, args, wait, resolved(flags).topic_root),
         other => panic!("{other:?}"),
     }
 }
@@ -330,7 +335,8 @@ fn each_usage_error_kind() {
         (&["fleet", "watch", "--broker", "b", "--format", "prometheus"], InvalidValue, "invalid value 'prometheus' for '--format <FORMAT>'"),
         (&["keygen"], MissingRequiredArgument, "the following required arguments were not provided:\n  --out <FILE>"),
         (&["cma", "set"], MissingRequiredArgument, "the following required arguments were not provided:\n  <SIZE>"),
-        (&["fleet", "send", "--all"], MissingRequiredArgument, "the following required arguments were not provided:\n  --broker <BROKER>\n  <ACTION>"),
+        // --broker is not required here: fleet.toml may give it (fleet::operator's tests).
+        (&["fleet", "send", "--all"], MissingRequiredArgument, "the following required arguments were not provided:\n  <ACTION>"),
         (&["check", "--root=/a", "--root", "/b"], ArgumentConflict, "the argument '--root <DIR>' cannot be used multiple times"),
         (&["compact", "--dry-run", "--dry-run"], ArgumentConflict, "the argument '--dry-run' cannot be used multiple times"),
     ];

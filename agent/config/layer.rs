@@ -25,7 +25,7 @@ pub(super) const STRING_KEYS: &[&str] = &[
 
 /// A setting given as a string or a bare number (`protocol = 5`, `NPU_AGENT_MQTT_PROTOCOL=5`).
 #[derive(Debug)]
-pub(super) enum TextOrNumber {
+pub(crate) enum TextOrNumber {
     Text(String),
     Int(i64),
     Float(f64),
@@ -79,7 +79,8 @@ impl<'de> Deserialize<'de> for TextOrNumber {
 }
 
 impl TextOrNumber {
-    fn into_text(self) -> String {
+    /// The setting as text (`5` for a bare 5).
+    pub(crate) fn into_text(self) -> String {
         match self {
             TextOrNumber::Text(s) => s,
             TextOrNumber::Int(i) => i.to_string(),
@@ -291,7 +292,9 @@ pub fn redact_values(message: &str) -> String {
     out
 }
 
-pub(super) fn layer_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+/// A TOML error in `text` from `source` as a [`ConfigError`]: its line, the message with values hidden
+/// and "unknown key" for serde's "unknown field".
+pub(crate) fn layer_error(source: &str, text: &str, e: &toml::de::Error) -> ConfigError {
     ConfigError {
         source: source.to_string(),
         line: e.span().map(|s| {

@@ -25,6 +25,7 @@ mod validate;
 
 pub use env::agent_env;
 pub use layer::{check_layer, redact_values};
+pub(crate) use layer::{layer_error as toml_error, TextOrNumber};
 pub use settings::Settings;
 
 /// Main config file (under the root).

@@ -1,7 +1,8 @@
 //! The board keys the operator's fleet tools know, as ssh's `known_hosts` knows hosts: one line
 //! per board, `<board_id> <board_key>` (the base64 public key a board publishes in every
 //! status as `board_key`, and logs at start as "this board's identity"). The file is
-//! `NPU_AGENT_KNOWN_BOARDS`, else `~/.config/npu-agent/known_boards`; the operator may fill it,
+//! `NPU_AGENT_KNOWN_BOARDS`, else `known_boards` in `fleet.toml`, else `known_boards` beside
+//! `fleet.toml` ([`super::operator`]); the operator may fill it,
 //! and a board seen for the first time is added to it (trust on first use) when its directory
 //! exists (the tools never create it).
 //!
@@ -77,29 +78,13 @@ pub struct KnownBoards {
 }
 
 impl KnownBoards {
-    /// The operator's file ([module docs](self)); a missing file knows nothing. One that cannot
-    /// be read is refused by [`KnownBoards::check`] first; here it knows nothing and is never
-    /// written over.
-    pub fn load() -> KnownBoards {
-        KnownBoards::load_accepting(DEFAULT_NEW_PER_RUN)
-    }
-
-    /// [`KnownBoards::load`], recording at most `max_new` new boards in this run.
-    pub fn load_accepting(max_new: usize) -> KnownBoards {
+    /// The keys in the file at `path` ([`super::operator::Operator::known_boards`]), recording
+    /// at most `max_new` new boards in this run there.
+    pub fn load_accepting(path: Option<&std::path::Path>, max_new: usize) -> KnownBoards {
         KnownBoards {
             max_new,
-            ..KnownBoards::from_file(KnownBoards::path())
+            ..KnownBoards::from_file(path.map(PathBuf::from))
         }
-    }
-
-    /// The file's path: `NPU_AGENT_KNOWN_BOARDS`, else `~/.config/npu-agent/known_boards`.
-    fn path() -> Option<PathBuf> {
-        std::env::var_os("NPU_AGENT_KNOWN_BOARDS")
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .map(|h| PathBuf::from(h).join(".config/npu-agent/known_boards"))
-            })
     }
 
     /// Checks the operator's file before a tool connects: a file that exists but cannot be read,
@@ -107,9 +92,9 @@ impl KnownBoards {
     /// the pinned keys written over).
     ///
     /// Errors: the file, and why (for a byte that is not UTF-8: its line, value and column).
-    pub fn check() -> Result<(), String> {
-        match KnownBoards::path() {
-            Some(p) => read_text(&p).map(|_| ()),
+    pub fn check(path: Option<&std::path::Path>) -> Result<(), String> {
+        match path {
+            Some(p) => read_text(p).map(|_| ()),
             None => Ok(()),
         }
     }

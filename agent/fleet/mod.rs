@@ -1,10 +1,9 @@
 //! The operator side, in the same binary: `keygen`, `fleet send`, `fleet watch` and
 //! `fleet capture`.
 //!
-//! TLS and credentials for the operator's own connection come from the same variables as the
-//! agent's config: `NPU_AGENT_MQTT_CA_FILE`, `NPU_AGENT_MQTT_CERT_FILE`, `NPU_AGENT_MQTT_KEY_FILE`,
-//! `NPU_AGENT_MQTT_USERNAME`, `NPU_AGENT_MQTT_PASSWORD_FILE`; the protocol version from
-//! `NPU_AGENT_MQTT_PROTOCOL` (`auto`, the default, `5` or `3.1.1`).
+//! The broker list, topic root, signing key, TLS files, credentials and protocol of the
+//! operator's own connection come from the command line, the `NPU_AGENT_MQTT_*` variables and
+//! the operator config file `fleet.toml` ([`operator`]).
 
 /// The longest `fleet send --wait`, seconds (a day): a longer wait is a typo, and a deadline
 /// past what the clock can hold would end the command with an overflow.
@@ -12,6 +11,7 @@ pub const MAX_WAIT_S: u64 = 86_400;
 
 mod capture;
 pub mod known;
+pub mod operator;
 mod rows;
 mod send;
 pub mod show;
@@ -61,34 +61,23 @@ pub const EXIT_FAILED: i32 = 1;
 /// Usage or connection setup error.
 pub const EXIT_USAGE: i32 = 2;
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-/// Connection options for an operator tool (no last will; lossless event channel).
-pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, String> {
-    let mut fallbacks = mqtt::parse_urls(broker)?;
-    let secrets: Vec<&str> = [
-        "NPU_AGENT_MQTT_USERNAME",
-        "NPU_AGENT_MQTT_PASSWORD_FILE",
-        "NPU_AGENT_MQTT_KEY_FILE",
-    ]
-    .into_iter()
-    .filter(|v| env(v).is_some())
-    .collect();
-    mqtt::refuse_mixed_tls(&fallbacks, "--broker", &secrets)?;
-    known::KnownBoards::check()?;
+/// Connection options for an operator tool (no last will; lossless event channel), from the
+/// resolved settings ([`operator::Operator`]).
+///
+/// Errors: a broker list that does not parse or mixes `mqtts://` and `mqtt://` while secrets are
+/// set; an unreadable TLS, password or `known_boards` file.
+pub fn operator_link(op: &operator::Operator, id_prefix: &str) -> Result<LinkOptions, String> {
+    let mut fallbacks = mqtt::parse_urls(&op.broker)?;
+    mqtt::refuse_mixed_tls(&fallbacks, "--broker", &op.secrets_set())?;
+    known::KnownBoards::check(op.known_boards.as_deref())?;
     let url = fallbacks.remove(0);
-    let read = |p: String| std::fs::read(&p).map_err(|e| format!("{p}: {e}"));
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
     let tls = if url.tls || fallbacks.iter().any(|u| u.tls) {
-        let ca_pem = match env("NPU_AGENT_MQTT_CA_FILE") {
+        let ca_pem = match &op.ca_file {
             Some(p) => read(p)?,
             None => Vec::new(),
         };
-        let client = match (
-            env("NPU_AGENT_MQTT_CERT_FILE"),
-            env("NPU_AGENT_MQTT_KEY_FILE"),
-        ) {
+        let client = match (&op.cert_file, &op.key_file) {
             (Some(c), Some(k)) => {
                 Some((read(c)?, crate::sys::secret::Secret::from_file(&read(k)?)))
             }
@@ -98,24 +87,17 @@ pub fn operator_link(broker: &str, id_prefix: &str) -> Result<LinkOptions, Strin
     } else {
         None
     };
-    let credentials = match env("NPU_AGENT_MQTT_USERNAME") {
+    let credentials = match &op.username {
         Some(u) => {
-            let p = match env("NPU_AGENT_MQTT_PASSWORD_FILE") {
+            let p = match &op.password_file {
                 Some(f) => crate::sys::secret::Secret::password_from_file(&read(f)?),
                 None => crate::sys::secret::Secret::default(),
             };
-            Some((u, p))
+            Some((u.clone(), p))
         }
         None => None,
     };
-    let setting = env("NPU_AGENT_MQTT_PROTOCOL").unwrap_or_else(|| "auto".into());
-    if !crate::config::MQTT_PROTOCOLS.contains(&setting.as_str()) {
-        return Err(format!(
-            "NPU_AGENT_MQTT_PROTOCOL={setting:?}: expected one of {}",
-            crate::config::MQTT_PROTOCOLS.join(", ")
-        ));
-    }
-    let protocol = crate::mqtt::link::Protocol::from_setting(&setting);
+    let protocol = crate::mqtt::link::Protocol::from_setting(&op.protocol);
     let mut rnd = [0u8; 4];
     let _ = getrandom::fill(&mut rnd);
     Ok(LinkOptions {

@@ -12,12 +12,8 @@ pub struct SendArgs {
     pub args: Vec<String>,
     /// One board, or `None` for `--all`.
     pub board: Option<String>,
-    /// Broker URL.
-    pub broker: String,
-    /// Topic root.
-    pub topic_root: String,
-    /// Private key to sign with.
-    pub key: Option<std::path::PathBuf>,
+    /// Broker list, topic root, TLS, credentials and where known board keys are kept.
+    pub op: super::operator::Operator,
     /// Seconds to wait for the final state.
     pub wait_s: u64,
     /// Seconds to wait, once the broker granted the subscriptions (SUBACK), for the target's
@@ -95,7 +91,7 @@ pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let link = match operator_link(&a.broker, "npu-agent-send") {
+    let link = match operator_link(&a.op, "npu-agent-send") {
         Ok(l) => l,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
@@ -113,9 +109,9 @@ pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         expires_at: now + (a.wait_s as i64).clamp(30, 300),
         signature: None,
     };
-    if let Some(k) = &a.key {
+    if let Some(k) = &a.op.signing_key {
         match command::load_signing_key(k) {
-            Ok(key) => command::sign(&key, &a.topic_root, &a.action, &cmd_id, &mut msg),
+            Ok(key) => command::sign(&key, &a.op.topic_root, &a.action, &cmd_id, &mut msg),
             Err(e) => {
                 let _ = writeln!(err, "npu-agent: {e}");
                 return EXIT_USAGE;
@@ -249,7 +245,7 @@ pub(super) async fn send_async(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    let root = &a.topic_root;
+    let root = &a.op.topic_root;
     let init_topic = topics::command(root, board, &a.action, cmd_id);
     let reply_filter = if a.board.is_some() {
         init_topic.clone()
@@ -262,7 +258,10 @@ pub(super) async fn send_async(
         .checked_add(Duration::from_secs(a.wait_s))
         .unwrap_or_else(|| Instant::now() + Duration::from_secs(MAX_WAIT_S));
     let mut seen = Seen {
-        keys: super::known::KnownBoards::load_accepting(new_boards(a)),
+        keys: super::known::KnownBoards::load_accepting(
+            a.op.known_boards.as_deref(),
+            new_boards(a),
+        ),
         bundle: a
             .out
             .as_ref()
@@ -278,7 +277,7 @@ pub(super) async fn send_async(
                 "" => "no answer",
                 e => e,
             };
-            let _ = writeln!(err, "npu-agent: cannot reach {}: {why}", a.broker);
+            let _ = writeln!(err, "npu-agent: cannot reach {}: {why}", a.op.broker);
             link.abort();
             return EXIT_FAILED;
         }
@@ -415,7 +414,7 @@ fn on_suback(seen: &mut Seen, a: &SendArgs, codes: &[u8], reply_filter: &str) ->
         1 => format!("the command's replies ({reply_filter})"),
         _ => format!(
             "the board's availability and status under {}/{}/",
-            a.topic_root,
+            a.op.topic_root,
             a.board.as_deref().unwrap_or("+")
         ),
     };
@@ -477,7 +476,7 @@ fn on_reply(
     seen: Replies<'_>,
     (out, err): (&mut dyn Write, &mut dyn Write),
 ) -> bool {
-    let root = &a.topic_root;
+    let root = &a.op.topic_root;
     if let Some(b) = topics::parse_board_leaf(root, topic, "availability") {
         *seen.target_seen |= !p.is_empty();
         if a.board.is_none() {
@@ -565,7 +564,7 @@ fn subscribe_replies(
     reply_filter: &str,
     chunks: Option<String>,
 ) {
-    let root = &a.topic_root;
+    let root = &a.op.topic_root;
     let first: Vec<String> = std::iter::once(reply_filter.to_string())
         .chain(chunks)
         .collect();
@@ -671,7 +670,7 @@ fn clear_retained(
     if a.board.is_none() {
         for b in finals.keys() {
             let _ = link.client.try_publish(
-                topics::command(&a.topic_root, b, &a.action, cmd_id),
+                topics::command(&a.op.topic_root, b, &a.action, cmd_id),
                 QoS::AtLeastOnce,
                 true,
                 Vec::new(),
@@ -682,20 +681,20 @@ fn clear_retained(
 
 /// The message for a `fleet send` target that never published anything on this broker.
 pub(super) fn unknown_target(a: &SendArgs) -> String {
-    let root = &a.topic_root;
+    let root = &a.op.topic_root;
     match &a.board {
         Some(b) => format!(
             "no status was ever seen for board {b:?} under {root}/ on {} within {} s \
              (--board-wait) of the SUBACK: no agent with that board_id has connected to this \
              broker with this topic root (`npu-agent fleet watch --once --broker {}` lists the \
              boards)",
-            a.broker, a.board_wait_s, a.broker
+            a.op.broker, a.board_wait_s, a.op.broker
         ),
         None => format!(
             "no board at all under {root}/ on {} within {} s (--board-wait) of the SUBACK: no \
              agent has published its availability there (check --topic-root and the agents' \
              [mqtt] url and topic_root)",
-            a.broker, a.board_wait_s
+            a.op.broker, a.board_wait_s
         ),
     }
 }

@@ -5,10 +5,8 @@ use super::*;
 /// `fleet watch` options.
 #[derive(Debug, Clone)]
 pub struct WatchArgs {
-    /// Broker URL.
-    pub broker: String,
-    /// Topic root.
-    pub topic_root: String,
+    /// Broker list, topic root, TLS, credentials and where known board keys are kept.
+    pub op: super::operator::Operator,
     /// Print once, when the retained messages have arrived, and exit.
     pub once: bool,
     /// JSON output (with `--once`).
@@ -21,7 +19,7 @@ pub struct WatchArgs {
 
 /// Runs `fleet watch`. Returns the exit code.
 pub fn watch(a: &WatchArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let opts = match operator_link(&a.broker, "npu-agent-watch") {
+    let opts = match operator_link(&a.op, "npu-agent-watch") {
         Ok(o) => o,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
@@ -87,7 +85,7 @@ pub(super) async fn watch_async(
     err: &mut dyn Write,
 ) -> i32 {
     use std::io::IsTerminal;
-    let root = &a.topic_root;
+    let root = &a.op.topic_root;
     let mut link = Link::start(&opts);
     let mut rows = Table::new(a.max_rows);
     let mut link_started = Instant::now();
@@ -100,7 +98,13 @@ pub(super) async fn watch_async(
     let mut said_unreachable = false;
     let mut last_error = String::new();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
-    let mut st = Retained::new(a.accept_new_boards, rows.max_rows());
+    let mut st = Retained::new(
+        super::known::KnownBoards::load_accepting(
+            a.op.known_boards.as_deref(),
+            a.accept_new_boards,
+        ),
+        rows.max_rows(),
+    );
     let started = Instant::now();
     // Why `--once` stopped before the listing was done (the list is then incomplete), and how
     // often the broker closed the connection in the middle of it.
@@ -118,12 +122,12 @@ pub(super) async fn watch_async(
                 break;
             }
             if !connected && link_started.elapsed() > Duration::from_secs(10) {
-                let _ = writeln!(err, "npu-agent: cannot reach {}: {last_error}", a.broker);
+                let _ = writeln!(err, "npu-agent: cannot reach {}: {last_error}", a.op.broker);
                 link.abort();
                 return EXIT_FAILED;
             }
         } else if !connected && link_started.elapsed() > Duration::from_secs(10) {
-            say_unreachable(err, &a.broker, &last_error, &mut said_unreachable);
+            say_unreachable(err, &a.op.broker, &last_error, &mut said_unreachable);
         }
         let ev = match tokio::time::timeout(Duration::from_millis(100), link.events.recv()).await {
             Ok(Some(ev)) => Some(ev),
@@ -143,7 +147,7 @@ pub(super) async fn watch_async(
             }
             Some(LinkEvent::Connected { .. }) => {
                 connected = true;
-                say_reconnected(err, &a.broker, &mut said_unreachable);
+                say_reconnected(err, &a.op.broker, &mut said_unreachable);
                 st.start(&link, root);
             }
             Some(LinkEvent::Disconnected { reason, .. }) if a.once && connected => {
@@ -260,7 +264,7 @@ struct Retained {
 }
 
 impl Retained {
-    fn new(accept_new_boards: usize, max_ids: usize) -> Retained {
+    fn new(keys: super::known::KnownBoards, max_ids: usize) -> Retained {
         Retained {
             phase: Phase::Connecting,
             phase_started: Instant::now(),
@@ -275,7 +279,7 @@ impl Retained {
                 incomplete: None,
             },
             timed_out: false,
-            keys: super::known::KnownBoards::load_accepting(accept_new_boards),
+            keys,
         }
     }
 
@@ -565,7 +569,7 @@ async fn finish(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
-    let root = &a.topic_root;
+    let root = &a.op.topic_root;
     // Cut more often than the listing starts over: the INCOMPLETE list below says why.
     if a.once && end.retained_statuses == 0 && end.resets > 0 && end.incomplete.is_none() {
         // Not a protocol limit: the broker dropped the tool while it sent the statuses.
@@ -575,7 +579,7 @@ async fn finish(
              time(s) while it sent them. NATS drops a client whose unsent data passes its \
              max_pending (64 MB by default; a status is about 2 KB): raise max_pending above \
              that for the whole fleet",
-            a.broker, end.resets
+            a.op.broker, end.resets
         );
         link.shutdown(Duration::from_millis(500)).await;
         return EXIT_FAILED;
@@ -589,7 +593,7 @@ async fn finish(
              watch` without --once to see boards as they publish (every report interval), or use \
              a broker that delivers retained messages to wildcards (mosquitto, EMQX, RabbitMQ \
              3.13 and later)",
-            a.broker
+            a.op.broker
         );
         link.shutdown(Duration::from_millis(500)).await;
         return EXIT_FAILED;
@@ -601,7 +605,7 @@ async fn finish(
             err,
             "npu-agent: no boards under {root}/ on {}: no agent has published a status or \
              availability there (check --topic-root and the agents' [mqtt] url and topic_root)",
-            a.broker
+            a.op.broker
         );
     }
     let incomplete = end.incomplete;

@@ -30,6 +30,7 @@ mod interop;
 mod mqtt;
 mod nats;
 mod operator;
+mod operator_config;
 mod package;
 mod package_docs;
 mod vboard;

@@ -33,7 +33,7 @@ fn run(program: &str, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> (i32, 
     )
 }
 
-fn npu_agent(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+pub(crate) fn npu_agent(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     run(bin(), args, Path::new("/"), env)
 }
 
@@ -110,7 +110,7 @@ fn x509_text(path: &Path) -> String {
 }
 
 /// Runs the operator guide's certificate commands in a new directory.
-fn readme_pki() -> tempfile::TempDir {
+pub(crate) fn readme_pki() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("pki.sh"), readme_block("tls-certificates")).unwrap();
     let (code, _, err) = run("bash", &["-e", "pki.sh"], dir.path(), &[]);
@@ -120,7 +120,7 @@ fn readme_pki() -> tempfile::TempDir {
 
 /// The agent's config for a TLS broker; the PKI files are copied into the board tree
 /// (`/etc/npu-agent/tls/`), where the agent reads them under `--root`.
-fn tls_agent_config(url: &str, board: &Board, pki: &Path, client: bool) -> String {
+pub(crate) fn tls_agent_config(url: &str, board: &Board, pki: &Path, client: bool) -> String {
     let p = |f: &str| {
         board.write(
             &format!("/etc/npu-agent/tls/{f}"),
@@ -140,7 +140,7 @@ fn tls_agent_config(url: &str, board: &Board, pki: &Path, client: bool) -> Strin
         .replace("keep_alive_s = 5\n", &format!("keep_alive_s = 5\n{tls}"))
 }
 
-fn tls_broker(pki: &Path, server_crt: &str) -> (Broker, u16) {
+pub(crate) fn tls_broker(pki: &Path, server_crt: &str) -> (Broker, u16) {
     let tls_port = free_port();
     let p = |f: &str| pki.join(f).display().to_string();
     let broker = Broker::start_with(
