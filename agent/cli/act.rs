@@ -15,6 +15,9 @@ pub struct CompactArgs {
     /// Show the current figures and what would be done; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the report as one JSON object (the `result` of a remote `compact`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `cma` actions.
@@ -32,6 +35,9 @@ pub enum CmaAction {
         /// Profile id, profile file, or auto.
         #[arg(long, value_name = "ID|FILE", default_value = "auto")]
         profile: String,
+        /// Print one JSON object (the fields of the text, by name).
+        #[arg(long)]
+        json: bool,
     },
     /// Set the boot-time CMA size in the boot file the profile names.
     ///
@@ -52,6 +58,9 @@ pub enum CmaAction {
         /// Print the diff; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Print the report as one JSON object (the `result` of a remote `set_cma`).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -78,7 +87,11 @@ pub(super) fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) 
     else {
         unreachable!("a compaction reports as one")
     };
-    let _ = write!(out, "{}", render_compact_text(&report));
+    if a.json {
+        write_json(out, &report);
+    } else {
+        let _ = write!(out, "{}", render_compact_text(&report));
+    }
     if report.outcome == CompactOutcome::Done {
         record_cli_run(&mut gate, &action, now, err);
     }
@@ -156,7 +169,7 @@ pub(super) fn record_cli_run(
 pub(super) fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     use crate::action::cma::{cma_show, render_cma_set, render_cma_show};
     let (root_dir, profile_arg) = match &action {
-        CmaAction::Show { root, profile } | CmaAction::Set { root, profile, .. } => {
+        CmaAction::Show { root, profile, .. } | CmaAction::Set { root, profile, .. } => {
             (root.clone(), profile.clone())
         }
     };
@@ -172,7 +185,7 @@ pub(super) fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -
         }
     };
     match action {
-        CmaAction::Show { .. } => {
+        CmaAction::Show { json, .. } => {
             // The state directory `cma set` records its edits in: the config's (under the root).
             let loaded =
                 crate::config::agent_env().and_then(|env| crate::config::load(&root, None, &env));
@@ -187,14 +200,21 @@ pub(super) fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -
                     crate::action::state::StateDir::default_for(&root)
                 }
             };
-            let _ = write!(
-                out,
-                "{}",
-                render_cma_show(&cma_show(&d, &state), &hint_args(&root_dir, &profile_arg))
-            );
+            let shown = cma_show(&d, &state);
+            if json {
+                write_json(out, &shown);
+            } else {
+                let hint = hint_args(&root_dir, &profile_arg);
+                let _ = write!(out, "{}", render_cma_show(&shown, &hint));
+            }
             EXIT_OK
         }
-        CmaAction::Set { size, dry_run, .. } => {
+        CmaAction::Set {
+            size,
+            dry_run,
+            json,
+            ..
+        } => {
             // A SIZE that is no size at all is the user's typo (exit 2 on stderr), not a refusal
             // by the board or the gate (exit 1): nothing is asked of the gate for it.
             if let Err(
@@ -230,11 +250,12 @@ pub(super) fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -
             else {
                 unreachable!("a boot-file edit reports as one")
             };
-            let _ = write!(
-                out,
-                "{}",
-                render_cma_set(&r, &hint_args(&root_dir, &profile_arg))
-            );
+            if json {
+                write_json(out, &r);
+            } else {
+                let hint = hint_args(&root_dir, &profile_arg);
+                let _ = write!(out, "{}", render_cma_set(&r, &hint));
+            }
             if r.outcome == crate::action::cma::CmaSetOutcome::Written {
                 record_cli_run(&mut gate, &gate_action, now, err);
             }

@@ -20,6 +20,10 @@ pub struct CaptureArgs {
     /// Replace FILE if it exists (without it, an existing FILE is refused with exit 2).
     #[arg(long)]
     pub force: bool,
+    /// Print one JSON object: `file`, `archive_bytes`, `entries`, `missing` (`path`, `reason`),
+    /// `profile`, `page_size_bytes`, `redacted`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub(super) fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
@@ -38,6 +42,22 @@ pub(super) fn capture(a: CaptureArgs, out: &mut dyn Write, err: &mut dyn Write) 
         !a.no_redact,
         a.force,
     ) {
+        Ok(s) if a.json => {
+            let m = &s.manifest;
+            write_json(
+                out,
+                &serde_json::json!({
+                    "file": a.out,
+                    "archive_bytes": s.archive_bytes,
+                    "entries": m.files.len() + 1,
+                    "missing": m.missing,
+                    "profile": m.profile,
+                    "page_size_bytes": m.page_size_bytes,
+                    "redacted": m.redacted,
+                }),
+            );
+            EXIT_OK
+        }
         Ok(s) => {
             let m = &s.manifest;
             let _ = writeln!(

@@ -56,6 +56,8 @@ pub enum FleetAction {
         accept_new_boards: usize,
         /// `fleet capture`: write a bundle sealed by a key first seen in this run.
         accept_new_key: bool,
+        /// Lifecycle messages (and the written bundle) as JSON lines.
+        json: bool,
     },
 }
 
@@ -101,6 +103,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             force,
             accept_new_boards,
             accept_new_key,
+            json,
         } => {
             if let Some(Err(code)) = bundle.as_ref().map(|o| writable_out(o, force, err)) {
                 return code;
@@ -120,6 +123,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                     force,
                     accept_new_boards,
                     accept_new_key,
+                    json,
                 },
                 out,
                 err,

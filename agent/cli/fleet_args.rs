@@ -99,6 +99,10 @@ pub struct SendArgs {
     /// use); past N they are shown as `new unsaved`, counted and not recorded.
     #[arg(long, value_name = "N", default_value = "20")]
     pub accept_new_boards: usize,
+    /// Print each lifecycle message as one JSON object per line (`board`, `cmd_id`, `status`,
+    /// `reason`, `step`, `result`, `identity`, `trusted`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `fleet capture` options.
@@ -130,6 +134,10 @@ pub struct CaptureFromArgs {
     /// known_boards): without it such a bundle is refused.
     #[arg(long)]
     pub accept_new_key: bool,
+    /// Print each lifecycle message as one JSON object per line, as `fleet send --json`, and
+    /// the written bundle as one (`file`, `bytes`, `sha256`).
+    #[arg(long)]
+    pub json: bool,
     /// Seconds to wait for the whole bundle (at most 86400).
     #[arg(long, value_name = "SECS", default_value = "120", value_parser = wait_s)]
     pub wait: u64,
@@ -181,6 +189,7 @@ impl FleetCommand {
                 force: false,
                 accept_new_boards: a.accept_new_boards,
                 accept_new_key: false,
+                json: a.json,
             },
             FleetCommand::Capture(a) => FleetAction::Send {
                 action: "capture".to_string(),
@@ -198,6 +207,7 @@ impl FleetCommand {
                 force: a.force,
                 accept_new_boards: crate::fleet::known::DEFAULT_NEW_PER_RUN,
                 accept_new_key: a.accept_new_key,
+                json: a.json,
             },
         })
     }

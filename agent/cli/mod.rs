@@ -93,9 +93,11 @@ pub enum Command {
     /// Operator side: watch the fleet's status, send a command to one board or all, or fetch a
     /// board's support bundle.
     ///
-    /// For mqtts:// brokers the CA, client certificate and credentials
-    /// come from the NPU_AGENT_MQTT_CA_FILE, NPU_AGENT_MQTT_CERT_FILE, NPU_AGENT_MQTT_KEY_FILE,
-    /// NPU_AGENT_MQTT_USERNAME and NPU_AGENT_MQTT_PASSWORD_FILE.
+    /// The broker list, topic root, signing key, TLS files and credentials come from the
+    /// operator config file ($XDG_CONFIG_HOME/npu-agent/fleet.toml, else
+    /// ~/.config/npu-agent/fleet.toml), which NPU_AGENT_MQTT_CA_FILE, NPU_AGENT_MQTT_CERT_FILE,
+    /// NPU_AGENT_MQTT_KEY_FILE, NPU_AGENT_MQTT_USERNAME, NPU_AGENT_MQTT_PASSWORD_FILE and the
+    /// flags override.
     Fleet {
         /// watch, send or capture.
         #[command(subcommand)]
@@ -114,6 +116,9 @@ pub enum Command {
         /// Where to write the private key.
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
+        /// Print one JSON object (`private_key`, `public_key` paths, `public_key_base64`).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -154,7 +159,7 @@ where
                         EXIT_USAGE
                     }
                 },
-                Command::Keygen { out: path } => keygen::keygen(&path, o, e),
+                Command::Keygen { out: path, json } => keygen::keygen(&path, json, o, e),
                 Command::Capture(a) => capture(a, o, e),
                 Command::Fix(a) => fix::run(
                     fix::FixOptions {
@@ -235,6 +240,18 @@ pub(crate) fn require_root_dir(root: &std::path::Path, err: &mut dyn Write) -> R
         let _ = writeln!(err, "npu-agent: --root {}: not a directory", root.display());
     }
     Err(EXIT_USAGE)
+}
+
+/// Writes `value` as one JSON document and a newline: the `--json` output of every command
+/// (serde_json escapes every control character a board's text may hold).
+pub(crate) fn write_json<T: serde::Serialize + ?Sized>(out: &mut dyn Write, value: &T) {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => {
+            let _ = writeln!(out, "{s}");
+        }
+        // Only a map with non-string keys fails here, which none of the outputs has.
+        Err(e) => tracing::error!("cannot write the JSON output: {e}"),
+    }
 }
 
 #[cfg(test)]

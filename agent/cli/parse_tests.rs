@@ -101,13 +101,13 @@ fn check_defaults_and_both_value_forms() {
 fn profiles_compact_and_cma_build_with_their_options() {
     match ok(&["profiles", "show", "rk3588-rknpu", "--root", "/r"]) {
         Command::Profiles {
-            action: ProfilesAction::Show { id, root },
+            action: ProfilesAction::Show { id, root, .. },
         } => assert_eq!((id.as_str(), root), ("rk3588-rknpu", PathBuf::from("/r"))),
         other => panic!("{other:?}"),
     }
     match ok(&["profiles", "list"]) {
         Command::Profiles {
-            action: ProfilesAction::List { root },
+            action: ProfilesAction::List { root, .. },
         } => assert_eq!(root, PathBuf::from("/")),
         other => panic!("{other:?}"),
     }
@@ -126,6 +126,7 @@ fn profiles_compact_and_cma_build_with_their_options() {
                     root,
                     profile,
                     dry_run,
+                    ..
                 },
         } => {
             assert_eq!((size.as_str(), profile.as_str()), ("256M", "p.toml"));
@@ -136,7 +137,7 @@ fn profiles_compact_and_cma_build_with_their_options() {
     }
     match ok(&["cma", "show", "--root=/r"]) {
         Command::Cma {
-            action: CmaAction::Show { root, profile },
+            action: CmaAction::Show { root, profile, .. },
         } => assert_eq!((root, profile.as_str()), (PathBuf::from("/r"), "auto")),
         other => panic!("{other:?}"),
     }
@@ -161,7 +162,7 @@ fn run_capture_keygen_fix_and_watch_build_with_their_options() {
         other => panic!("{other:?}"),
     }
     match ok(&["keygen", "--out", "k"]) {
-        Command::Keygen { out } => assert_eq!(out, PathBuf::from("k")),
+        Command::Keygen { out, .. } => assert_eq!(out, PathBuf::from("k")),
         other => panic!("{other:?}"),
     }
     match ok(&["fix", "npu.device", "cma.pool", "--dry-run", "--root=/r"]) {

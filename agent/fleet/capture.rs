@@ -103,7 +103,7 @@ impl Bundle {
     /// (replacing a file there only with `replace`). Returns what to tell the operator.
     ///
     /// Errors: no bundle named, chunks missing, a size or hash that differs, a write error.
-    pub(super) fn write(&self, out: &std::path::Path, replace: bool) -> Result<String, String> {
+    pub(super) fn write(&self, out: &std::path::Path, replace: bool) -> Result<Written, String> {
         // A final state sent again for a command the board had finished carries no result.
         let n = self.named.as_ref().ok_or(
             "the board's answer names no bundle (bytes, sha256, chunks); it may repeat the \
@@ -125,11 +125,34 @@ impl Bundle {
             ));
         }
         crate::capture::write_file(out, &bytes, replace).map_err(|e| e.to_string())?;
-        Ok(format!(
-            "wrote {}: {} bytes, sha256 {sha}",
-            out.display(),
-            n.bytes
-        ))
+        Ok(Written {
+            file: out.to_path_buf(),
+            bytes: n.bytes,
+            sha256: sha,
+        })
+    }
+}
+
+/// A bundle `fleet capture` wrote: its `--json` object, or `wrote FILE: N bytes, sha256 H`.
+#[derive(Debug, serde::Serialize)]
+pub struct Written {
+    /// Where.
+    pub file: std::path::PathBuf,
+    /// Its size, bytes.
+    pub bytes: u64,
+    /// Its SHA-256, lowercase hex.
+    pub sha256: String,
+}
+
+impl std::fmt::Display for Written {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "wrote {}: {} bytes, sha256 {}",
+            self.file.display(),
+            self.bytes,
+            self.sha256
+        )
     }
 }
 
@@ -173,7 +196,7 @@ mod tests {
         assert!(b.complete());
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("b.tar.gz");
-        let said = b.write(&out, false).unwrap();
+        let said = b.write(&out, false).unwrap().to_string();
         assert!(said.contains("100000 bytes"), "{said}");
         let again = b.write(&out, false).unwrap_err();
         assert!(again.contains("exists"), "{again}");

@@ -28,6 +28,9 @@ pub struct SendArgs {
     /// `fleet capture`: write a bundle sealed by a key first seen in this run
     /// (`--accept-new-key`).
     pub accept_new_key: bool,
+    /// `--json`: each lifecycle message as one JSON object per line ([`lifecycle_json`]), and
+    /// a written bundle as one.
+    pub json: bool,
 }
 
 /// Parses `K=V` arguments.
@@ -322,7 +325,20 @@ pub(super) async fn send_async(
                         .is_ok()
                 {
                     seen.sent = true;
-                    let _ = writeln!(out, "{board} {cmd_id} init");
+                    let init = Lifecycle {
+                        status: CmdStatus::Init,
+                        reason: None,
+                        result: None,
+                        step: None,
+                    };
+                    let _ = writeln!(
+                        out,
+                        "{}",
+                        match a.json {
+                            true => lifecycle_json(board, cmd_id, &init, None),
+                            false => format!("{board} {cmd_id} init"),
+                        }
+                    );
                 }
             }
             LinkEvent::SubAck { codes } => {
@@ -348,7 +364,7 @@ pub(super) async fn send_async(
     save_keys(&mut seen.keys, a, err);
     let mut code = seen.code(err);
     if let (Some(b), Some(path)) = (&seen.bundle, &a.out) {
-        code = write_bundle(b, code, (path, a.force), out, err);
+        code = write_bundle(b, code, (path, a.force, a.json), out, err);
     }
     if seen.sent {
         clear_retained(&link, a, &init_topic, &seen.finals, cmd_id);
@@ -385,7 +401,7 @@ fn new_boards(a: &SendArgs) -> usize {
 fn write_bundle(
     b: &super::capture::Bundle,
     code: i32,
-    (path, replace): (&std::path::Path, bool),
+    (path, replace, json): (&std::path::Path, bool, bool),
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> i32 {
@@ -395,6 +411,10 @@ fn write_bundle(
         _ => Err("the capture did not succeed (see above)".into()),
     };
     match written {
+        Ok(said) if json => {
+            let _ = writeln!(out, "{}", serde_json::to_string(&said).unwrap_or_default());
+            EXIT_OK
+        }
         Ok(said) => {
             let _ = writeln!(out, "{said}");
             EXIT_OK
@@ -540,7 +560,11 @@ fn on_reply(
         true => String::new(),
         false => format!(" [{}: not taken as the board's answer]", trust.word()),
     };
-    let _ = writeln!(out, "{}{whose}", lifecycle_line(&t.board, cmd_id, &l));
+    if a.json {
+        let _ = writeln!(out, "{}", lifecycle_json(&t.board, cmd_id, &l, Some(trust)));
+    } else {
+        let _ = writeln!(out, "{}{whose}", lifecycle_line(&t.board, cmd_id, &l));
+    }
     if l.status.is_final() && !trust.is_trusted() && has_room(seen.untrusted.len()) {
         seen.untrusted.insert(t.board.clone());
     }
@@ -606,6 +630,41 @@ fn lifecycle_line(board: &str, cmd_id: &str, l: &Lifecycle) -> String {
         line.push_str(&format!(" {}", show::text(&res.to_string(), REASON_WIDTH)));
     }
     line
+}
+
+/// `fleet send --json`: one lifecycle message as one line of JSON: `board`, `cmd_id`,
+/// `status`, and when present `reason`, `step`, `result` (texts cut to [`REASON_WIDTH`]
+/// characters), and `identity` ([`super::known::Trust::word`]; absent on the `init` line) with
+/// `trusted` (false: not taken as the board's answer).
+fn lifecycle_json(
+    board: &str,
+    cmd_id: &str,
+    l: &Lifecycle,
+    trust: Option<super::known::Trust>,
+) -> String {
+    let cut = |s: &String| s.chars().take(REASON_WIDTH).collect::<String>();
+    let mut o = Map::new();
+    o.insert("board".into(), board.into());
+    o.insert("cmd_id".into(), cmd_id.into());
+    o.insert(
+        "status".into(),
+        serde_json::to_value(l.status).unwrap_or_default(),
+    );
+    let texts = [("reason", &l.reason), ("step", &l.step)];
+    for (k, v) in texts
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v.as_ref()?)))
+    {
+        o.insert(k.into(), cut(v).into());
+    }
+    if let Some(r) = &l.result {
+        o.insert("result".into(), r.clone());
+    }
+    if let Some(t) = trust {
+        o.insert("identity".into(), t.word().into());
+        o.insert("trusted".into(), t.is_trusted().into());
+    }
+    Value::Object(o).to_string()
 }
 
 /// Whether every target has answered with a final state: the one board, or (for `--all`)

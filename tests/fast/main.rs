@@ -25,6 +25,7 @@ mod fuzz_parsers;
 mod fuzz_workloads;
 mod ha_sensors;
 mod journal;
+mod json_output;
 mod llm;
 mod procfs_parsers;
 mod prometheus;

@@ -24,6 +24,7 @@ mod aarch64;
 mod attacks_config;
 mod attacks_fleet;
 mod capture;
+mod fleet_json;
 mod identity;
 mod image;
 mod interop;
