@@ -19,6 +19,43 @@ fn workload_names(ctx: &Ctx<'_>) -> String {
     }
 }
 
+/// Why no workload's limits were read: none runs, or (a workload found by its container, unit
+/// or log, say in a captured tree without `/proc`) none of its processes is in this view. The
+/// latter must not read as "no workload", which `board.identity` contradicts.
+fn no_running_workload(ctx: &Ctx<'_>) -> String {
+    let found = &ctx.snap.workloads.workloads;
+    if found.is_empty() {
+        return format!(
+            "no NPU workload is running (looked for: {})",
+            workload_names(ctx)
+        );
+    }
+    let labels: Vec<String> = found.iter().take(3).map(|w| w.label()).collect();
+    let how = found
+        .iter()
+        .find_map(|w| match &w.place {
+            crate::model::workload::Place::Container { engine, .. } => {
+                // The CRI has no one CLI name: crictl is the one its runtimes document.
+                let cli = if engine == "cri" {
+                    "crictl"
+                } else {
+                    engine.as_str()
+                };
+                Some(format!(
+                    "; `{cli} exec {} cat /proc/1/limits` shows a container's",
+                    crate::report::clean(&w.name)
+                ))
+            }
+            _ => None,
+        })
+        .unwrap_or_default();
+    format!(
+        "no running process of the NPU workload found ({}) is in this view, so its limits \
+         cannot be read here{how}",
+        labels.join(", ")
+    )
+}
+
 fn unit_hint(ctx: &Ctx<'_>) -> String {
     ctx.profile
         .limits
@@ -331,10 +368,16 @@ fn nofile_quiet(
     if procs.is_empty() {
         return Finding::skip(
             id,
-            format!(
-                "no NPU workload is running (looked for: {}) and no open-file errors in the logs",
-                workload_names(ctx)
-            ),
+            match ctx.snap.workloads.workloads.is_empty() {
+                true => format!(
+                    "{} and no open-file errors in the logs",
+                    no_running_workload(ctx)
+                ),
+                false => format!(
+                    "no open-file errors in the logs; {}",
+                    no_running_workload(ctx)
+                ),
+            },
         );
     }
     if let Some(p) = procs.iter().find(|p| p.limits.is_err()) {
@@ -405,13 +448,7 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
         return f;
     }
     if scan.seen.is_empty() {
-        return Finding::skip(
-            id,
-            format!(
-                "no NPU workload is running (looked for: {})",
-                workload_names(ctx)
-            ),
-        );
+        return Finding::skip(id, no_running_workload(ctx));
     }
     f.summary = format!(
         "locked-memory limits (bytes; neither rknpu nor HailoRT needs more): {}",
@@ -552,6 +589,45 @@ mod tests {
             if status == Status::Warn {
                 assert!(f.remedy.contains("LimitNOFILE=65536"), "{}", f.remedy);
             }
+        }
+    }
+
+    /// A workload found by its container (a captured tree has no /proc) is named, not denied.
+    #[test]
+    fn a_container_workload_without_its_process_is_named_not_denied() {
+        use crate::model::workload::{Place, Workload};
+        let mut snap = Board::new().no_processes().build();
+        snap.workloads.workloads.push(Workload {
+            name: "frigate".into(),
+            app: Some("frigate".into()),
+            app_name: Some("Frigate".into()),
+            place: Place::Container {
+                engine: "docker".into(),
+                id: "4f2a".into(),
+                image: "ghcr.io/blakeblackshear/frigate:stable".into(),
+                addon: false,
+            },
+            why: "docker container frigate".into(),
+            bundles_runtime: true,
+            logs: Vec::new(),
+            npu_context: Vec::new(),
+            models: Vec::new(),
+        });
+        for id in ["limits.nofile", "limits.memlock"] {
+            let f = one("rpi5-hailo8", &snap, id);
+            assert_eq!(f.status, Status::Skip, "{}", f.summary);
+            assert!(
+                !f.summary.contains("no NPU workload is running"),
+                "{}",
+                f.summary
+            );
+            assert!(
+                f.summary.contains("Frigate (docker container frigate)")
+                    && f.summary
+                        .contains("`docker exec frigate cat /proc/1/limits`"),
+                "{}",
+                f.summary
+            );
         }
     }
 
