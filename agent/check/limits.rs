@@ -43,7 +43,7 @@ fn no_running_workload(ctx: &Ctx<'_>) -> String {
                 };
                 Some(format!(
                     "; `{cli} exec {} cat /proc/1/limits` shows a container's",
-                    crate::report::clean(&w.name)
+                    w.name
                 ))
             }
             _ => None,

@@ -325,20 +325,7 @@ pub(super) async fn send_async(
                         .is_ok()
                 {
                     seen.sent = true;
-                    let init = Lifecycle {
-                        status: CmdStatus::Init,
-                        reason: None,
-                        result: None,
-                        step: None,
-                    };
-                    let _ = writeln!(
-                        out,
-                        "{}",
-                        match a.json {
-                            true => lifecycle_json(board, cmd_id, &init, None),
-                            false => format!("{board} {cmd_id} init"),
-                        }
-                    );
+                    let _ = writeln!(out, "{}", init_line(a, board, cmd_id));
                 }
             }
             LinkEvent::SubAck { codes } => {
@@ -630,6 +617,20 @@ fn lifecycle_line(board: &str, cmd_id: &str, l: &Lifecycle) -> String {
         line.push_str(&format!(" {}", show::text(&res.to_string(), REASON_WIDTH)));
     }
     line
+}
+
+/// The line that says the command was published (`BOARD CMD_ID init`, or its JSON).
+fn init_line(a: &SendArgs, board: &str, cmd_id: &str) -> String {
+    let init = Lifecycle {
+        status: CmdStatus::Init,
+        reason: None,
+        result: None,
+        step: None,
+    };
+    match a.json {
+        true => lifecycle_json(board, cmd_id, &init, None),
+        false => format!("{board} {cmd_id} init"),
+    }
 }
 
 /// `fleet send --json`: one lifecycle message as one line of JSON: `board`, `cmd_id`,

@@ -98,13 +98,7 @@ pub(super) async fn watch_async(
     let mut said_unreachable = false;
     let mut last_error = String::new();
     let mut last_draw = Instant::now() - Duration::from_secs(1);
-    let mut st = Retained::new(
-        super::known::KnownBoards::load_accepting(
-            a.op.known_boards.as_deref(),
-            a.accept_new_boards,
-        ),
-        rows.max_rows(),
-    );
+    let mut st = Retained::new(a, rows.max_rows());
     let started = Instant::now();
     // Why `--once` stopped before the listing was done (the list is then incomplete), and how
     // often the broker closed the connection in the middle of it.
@@ -264,7 +258,12 @@ struct Retained {
 }
 
 impl Retained {
-    fn new(keys: super::known::KnownBoards, max_ids: usize) -> Retained {
+    /// The state of one run: the operator's known board keys, at most `max_ids` boards.
+    fn new(a: &WatchArgs, max_ids: usize) -> Retained {
+        let keys = super::known::KnownBoards::load_accepting(
+            a.op.known_boards.as_deref(),
+            a.accept_new_boards,
+        );
         Retained {
             phase: Phase::Connecting,
             phase_started: Instant::now(),
