@@ -216,8 +216,9 @@ fn preflight(steps: &[Step], env: &ApplyEnv) -> Result<(), String> {
 }
 
 /// Every place the steps write must be writable from this process: under the shipped unit's
-/// sandbox (`ProtectSystem=strict`) `/etc` and `/usr` are read-only to the daemon, and a package
-/// step that found that out half way would leave dpkg half-configured.
+/// sandbox (`ProtectSystem=strict`) `/etc` and `/usr` are read-only to the daemon, in a
+/// container the host is mounted read-only (the refusal then says what to run on the host), and
+/// a package step that found that out half way would leave dpkg half-configured.
 ///
 /// Errors: the first place that cannot be written, and what to do instead.
 pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
@@ -235,6 +236,14 @@ pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
         };
         while !host.exists() && host.pop() {}
         if let Err(e) = rustix::fs::access(&host, rustix::fs::Access::WRITE_OK) {
+            // In a container the place is the host's, mounted into it: say what to do on the host.
+            if let Some(c) = crate::sys::container::detect() {
+                return Err(crate::sys::container::host_write_refusal(
+                    &c,
+                    &place,
+                    &e.to_string(),
+                ));
+            }
             return Err(format!(
                 "{place} cannot be written from here ({e}; the npu-agent service's sandbox, \
                  ProtectSystem=strict, keeps /etc and /usr read-only): run `sudo npu-agent \
