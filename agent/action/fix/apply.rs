@@ -230,6 +230,22 @@ pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
             places.push(path);
         }
     }
+    let container = crate::sys::container::detect();
+    if let (Some(c), true) = (&container, root.is_live()) {
+        // The container's own / is not the host: its /etc, packages and units change nothing
+        // there. Restarts and daemon-reload would reach no host systemd either.
+        let units = steps
+            .iter()
+            .any(|s| matches!(s, Step::RestartUnit { .. } | Step::DaemonReload));
+        let first = places
+            .first()
+            .cloned()
+            .or_else(|| units.then(|| "/etc/systemd/system".to_string()));
+        if let Some(place) = first {
+            let why = "this container's own files are not the host's";
+            return Err(crate::sys::container::host_write_refusal(c, &place, why));
+        }
+    }
     for place in places {
         let Ok(mut host) = root.join(&place) else {
             continue;
@@ -237,9 +253,9 @@ pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
         while !host.exists() && host.pop() {}
         if let Err(e) = rustix::fs::access(&host, rustix::fs::Access::WRITE_OK) {
             // In a container the place is the host's, mounted into it: say what to do on the host.
-            if let Some(c) = crate::sys::container::detect() {
+            if let Some(c) = &container {
                 return Err(crate::sys::container::host_write_refusal(
-                    &c,
+                    c,
                     &place,
                     &e.to_string(),
                 ));
