@@ -222,6 +222,15 @@ fn preflight(steps: &[Step], env: &ApplyEnv) -> Result<(), String> {
 ///
 /// Errors: the first place that cannot be written, and what to do instead.
 pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
+    writable_in(root, steps, crate::sys::container::detect().as_ref())
+}
+
+/// [`writable`] for a process in `container` (or none).
+fn writable_in(
+    root: &SysRoot,
+    steps: &[Step],
+    container: Option<&crate::sys::container::InContainer>,
+) -> Result<(), String> {
     let mut places: Vec<String> = Vec::new();
     for s in steps {
         if is_package(s) {
@@ -230,8 +239,7 @@ pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
             places.push(path);
         }
     }
-    let container = crate::sys::container::detect();
-    if let (Some(c), true) = (&container, root.is_live()) {
+    if let (Some(c), true) = (container, root.is_live()) {
         // The container's own / is not the host: its /etc, packages and units change nothing
         // there. Restarts and daemon-reload would reach no host systemd either.
         let units = steps
@@ -253,7 +261,7 @@ pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
         while !host.exists() && host.pop() {}
         if let Err(e) = rustix::fs::access(&host, rustix::fs::Access::WRITE_OK) {
             // In a container the place is the host's, mounted into it: say what to do on the host.
-            if let Some(c) = &container {
+            if let Some(c) = container {
                 return Err(crate::sys::container::host_write_refusal(
                     c,
                     &place,
