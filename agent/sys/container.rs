@@ -82,6 +82,23 @@ pub fn host_write_refusal(c: &InContainer, place: &str, why: &str) -> String {
     )
 }
 
+/// In a container, why the board file `place` (at `host` on this process's side) must not be
+/// written from here: with a `live` root the container's own files are not the host's; else
+/// when the host's file sits on a mount this process cannot write (a read-only bind). `None`
+/// outside a container, or when the host layout allows the write.
+pub fn refuse_host_write(live: bool, place: &str, host: &std::path::Path) -> Option<String> {
+    let c = detect()?;
+    if live {
+        let why = "this container's own files are not the host's";
+        return Some(host_write_refusal(&c, place, why));
+    }
+    let mut existing = host.to_path_buf();
+    while !existing.exists() && existing.pop() {}
+    rustix::fs::access(&existing, rustix::fs::Access::WRITE_OK)
+        .err()
+        .map(|e| host_write_refusal(&c, place, &e.to_string()))
+}
+
 /// `/etc` of `/etc/modprobe.d/x.conf`, `/boot` of `/boot/firmware/config.txt`.
 fn top_dir(place: &str) -> &str {
     match place.get(1..).and_then(|r| r.find('/')) {

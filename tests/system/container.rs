@@ -1,7 +1,8 @@
 //! The OCI container image (packaging/oci/build-image.sh, built with umoci into a temp dir from the
 //! static aarch64 agent): its entrypoint and volume, the same verdicts as `check --root` on board
-//! trees mounted read-only at /host, the daemon reporting over MQTT from it, and a `fix` in it that
-//! is refused with what to run on the host while the host is mounted read-only.
+//! trees mounted read-only at /host, the daemon reporting over MQTT from it, and a `fix` or
+//! `cma set` in it that is refused with what to run on the host while the host is mounted
+//! read-only.
 //!
 //! The container runs under podman (temporary storage, no daemon) when podman can start one here.
 //! This sandbox cannot (crun: "cgroups in hybrid mode not supported", and no CAP_SYS_RESOURCE
@@ -370,6 +371,31 @@ fn fix_in_the_image_refuses_a_read_only_host_and_says_what_to_run_there() {
     );
     assert!(err.contains("nothing was changed"), "{err}");
     assert_eq!(std::fs::read(&conf).ok(), before, "the host file changed");
+    // The boot files too: `cma set` is refused before its backup is written.
+    let boot = tree.path().join("boot/firmware/config.txt");
+    let boot_before = std::fs::read(&boot).unwrap();
+    let o = run(
+        &img.runner,
+        &[
+            Mount(tree.path(), "/host", false),
+            Mount(state.path(), "/host/var/lib/npu-agent", true),
+        ],
+        &[],
+        &["cma", "set", "512M", "--root", "/host"],
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("refused: /boot/firmware/config.txt is the host's and cannot be written from this container"),
+        "{out}"
+    );
+    assert!(out.contains("mount the host's /boot read-write"), "{out}");
+    assert_eq!(std::fs::read(&boot).unwrap(), boot_before);
+    let names: Vec<_> = std::fs::read_dir(boot.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "no backup or temp file: {names:?}");
     // The host layout allows it: the host's files mounted writable, the fix is carried out.
     let o = fix(true);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
