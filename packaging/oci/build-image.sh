@@ -8,7 +8,9 @@
 # --out   the OCI image layout directory to write (default ${CARGO_TARGET_DIR:-target}/oci/npu-agent);
 #         replaced if it exists. An oci-archive tar of it is written next to it (DIR.tar).
 # The image holds /usr/bin/npu-agent, the build host's CA bundle (for mqtts:// without a
-# ca_file) and the mount points under /host. Entrypoint `npu-agent`, command `run --root /host`;
+# ca_file) and the mount points under /host. Entrypoint `npu-agent`, command `run --root /host`
+# (mount a writable state directory at /host/var/lib/npu-agent for it: no VOLUME is declared, so
+# a plain `check` needs no mount point on a read-only host);
 # `podman run IMAGE check --root /host` runs the checks once. Prints the layout's path and tag
 # (`DIR:VERSION`) on the last line of stdout.
 set -euo pipefail
@@ -46,7 +48,7 @@ fi
 install -d -m 1777 "$rootfs/tmp"
 # Mount points a runtime (or bwrap) mounts on: the container's own /proc, /sys, /dev, /run.
 install -d -m 0755 "$rootfs/proc" "$rootfs/sys" "$rootfs/dev" "$rootfs/run"
-# The host's parts are mounted here read-only; the state directory is the one writable volume.
+# The host's parts are mounted here read-only; the state directory is the one writable mount.
 for d in proc sys dev etc boot lib/modules var/log/journal var/lib/docker/containers \
   var/lib/containers var/log/pods var/lib/npu-agent; do
   install -d -m 0755 "$rootfs/host/$d"
@@ -65,7 +67,6 @@ umoci config --image "$out:$version" --no-history \
   --config.cmd run --config.cmd --root --config.cmd /host \
   --config.env container=oci \
   --config.env PATH=/usr/bin \
-  --config.volume /host/var/lib/npu-agent \
   --config.workingdir / \
   --config.label org.opencontainers.image.title=npu-agent \
   --config.label "org.opencontainers.image.version=$version" \

@@ -4,9 +4,11 @@
 //! `cma set` in it that is refused with what to run on the host while the host is mounted
 //! read-only.
 //!
-//! The container runs under podman (temporary storage, no daemon) when podman can start one here.
-//! This sandbox cannot (crun: "cgroups in hybrid mode not supported", and no CAP_SYS_RESOURCE
-//! for its rlimits): the test then says so and runs the image's unpacked root file system
+//! The container runs under podman (temporary storage, no daemon): with its defaults, else with
+//! runc and rlimits within this process's own (this sandbox: crun refuses its hybrid cgroup
+//! hierarchy, and podman's default RLIMIT_NOFILE needs CAP_SYS_RESOURCE, which it withholds).
+//! Where podman cannot start a container at all the test says why and runs the image's unpacked
+//! root file system
 //! (`umoci unpack`) with its entrypoint and environment under `bwrap` in new mount, PID, IPC, UTS
 //! and cgroup namespaces, the ones podman gives a container, with the host's network as podman's
 //! `--network host` and the add-on's `host_network` (docs/image-guide.md). The
@@ -22,8 +24,13 @@ use std::time::Duration;
 
 /// How the image is run: under podman, or its unpacked root under bwrap.
 enum Runner {
-    /// podman with a temporary store; the image's id.
-    Podman { store: PathBuf, image: String },
+    /// podman with a temporary store, the image's name, and the options `run` needs here (the
+    /// runtime and rlimits, see [`podman`]).
+    Podman {
+        store: PathBuf,
+        image: String,
+        options: Vec<String>,
+    },
     /// bwrap over the unpacked root, with the image's entrypoint and environment.
     Bwrap {
         rootfs: PathBuf,
@@ -141,13 +148,39 @@ fn podman(dir: &Path, tag: &str) -> Result<Runner, String> {
         return Err(format!("podman load: {}", text(&loaded).trim()));
     };
     let image = image.trim().to_string();
-    let r = Runner::Podman { store, image };
-    let o = run(&r, &[], &[], &["--version"]);
-    if !o.status.success() {
-        let first = text(&o).lines().last().unwrap_or_default().to_string();
-        return Err(first);
+    // podman's defaults first (crun); then runc, which takes hybrid cgroup hierarchies that crun
+    // refuses, with rlimits this process may give (podman's default RLIMIT_NOFILE of 1048576 needs
+    // CAP_SYS_RESOURCE where the hard limit is lower).
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    let (soft, hard) = (
+        nofile.current.unwrap_or(1024),
+        nofile.maximum.unwrap_or(1024),
+    );
+    let mut tries = vec![Vec::new()];
+    if let Some(runc) = common::which("runc") {
+        tries.push(vec![
+            format!("--runtime={}", runc.display()),
+            format!("--ulimit=nofile={soft}:{hard}"),
+            "--ulimit=nproc=4096:4096".to_string(),
+        ]);
     }
-    Ok(r)
+    let mut why = Vec::new();
+    for options in tries {
+        let runtime = if options.is_empty() { "crun" } else { "runc" };
+        let r = Runner::Podman {
+            store: store.clone(),
+            image: image.clone(),
+            options,
+        };
+        let o = run(&r, &[], &[], &["--version"]);
+        if o.status.success() {
+            common::say(&format!("container: runs under podman ({runtime})"));
+            return Ok(r);
+        }
+        let last = text(&o).lines().last().unwrap_or_default().to_string();
+        why.push(format!("{runtime}: {last}"));
+    }
+    Err(why.join("; "))
 }
 
 fn bwrap_runner(bundle: &Path, config: &Value) -> Runner {
@@ -170,9 +203,14 @@ fn bwrap_runner(bundle: &Path, config: &Value) -> Runner {
 /// network is shared: the daemon test's broker listens on the host's loopback).
 fn command(r: &Runner, mounts: &[Mount<'_>], env: &[(&str, &str)], args: &[&str]) -> Command {
     match r {
-        Runner::Podman { store, image } => {
+        Runner::Podman {
+            store,
+            image,
+            options,
+        } => {
             let mut c = podman_cmd(store);
             c.args(["run", "--rm", "--pull", "never", "--network", "host"]);
+            c.args(options);
             for Mount(host, inside, rw) in mounts {
                 let mode = if *rw { "rw" } else { "ro" };
                 c.arg("-v")
@@ -213,6 +251,17 @@ fn command(r: &Runner, mounts: &[Mount<'_>], env: &[(&str, &str)], args: &[&str]
             c.stdin(Stdio::null());
             c
         }
+    }
+}
+
+/// Ends what a killed `podman run` left running (conmon keeps a container after its client).
+fn stop_all(r: &Runner) {
+    if let Runner::Podman { store, .. } = r {
+        let o = podman_cmd(store)
+            .args(["rm", "--force", "--all", "--time", "0"])
+            .output()
+            .expect("podman rm");
+        assert!(o.status.success(), "podman rm: {}", text(&o));
     }
 }
 
@@ -439,6 +488,7 @@ fn run_in_the_image_reports_the_host_tree_over_mqtt() {
     );
     let _ = child.kill();
     let _ = child.wait();
+    stop_all(&img.runner);
     let status = m.json();
     assert_eq!(status["profile"], "rpi5-hailo8", "{status}");
     assert_eq!(status["board_id"], "ctr1", "{status}");
