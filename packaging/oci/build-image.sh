@@ -12,7 +12,7 @@
 # (mount a writable state directory at /host/var/lib/npu-agent for it: no VOLUME is declared, so
 # a plain `check` needs no mount point on a read-only host);
 # `podman run IMAGE check --root /host` runs the checks once. Prints the layout's path and tag
-# (`DIR:VERSION`) on the last line of stdout.
+# (`DIR:npu-agent:VERSION`, umoci's --image form) on the last line of stdout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin="" arch=arm64 out="${CARGO_TARGET_DIR:-target}/oci/npu-agent"
@@ -57,10 +57,12 @@ done
 rm -rf "$out" "$out.tar"
 mkdir -p "$(dirname "$out")"
 umoci init --layout "$out"
-umoci new --image "$out:$version"
+# The tag is a full name: `podman load` / `docker load` of the archive name it npu-agent:VERSION.
+ref="$out:npu-agent:$version"
+umoci new --image "$ref"
 # One layer: the staged tree (umoci insert adds a directory's contents as one layer).
-umoci insert --image "$out:$version" --history.created_by "packaging/oci/build-image.sh" "$rootfs" /
-umoci config --image "$out:$version" --no-history \
+umoci insert --image "$ref" --history.created_by "packaging/oci/build-image.sh" "$rootfs" /
+umoci config --image "$ref" --no-history \
   --architecture "$arch" --os linux \
   --created "$(date -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)" +%Y-%m-%dT%H:%M:%SZ)" \
   --config.entrypoint /usr/bin/npu-agent \
@@ -74,5 +76,5 @@ umoci config --image "$out:$version" --no-history \
 umoci gc --layout "$out"
 tar -C "$out" --sort=name --owner=0 --group=0 --numeric-owner -cf "$out.tar" .
 size=$(du -sb "$out" | cut -f1)
-echo "build-image: $out:$version ($arch, $size bytes, archive $out.tar)" >&2
-echo "$out:$version"
+echo "build-image: $ref ($arch, $size bytes, archive $out.tar)" >&2
+echo "$ref"

@@ -70,7 +70,7 @@ fn image() -> Option<Image> {
         .last()
         .unwrap_or_default()
         .to_string();
-    let tag = format!("{}:{}", out.display(), env!("CARGO_PKG_VERSION"));
+    let tag = format!("{}:npu-agent:{}", out.display(), env!("CARGO_PKG_VERSION"));
     assert_eq!(reference, tag, "the last line names the layout and tag");
     let bundle = dir.path().join("bundle");
     let unpacked = Command::new("umoci")
@@ -85,7 +85,7 @@ fn image() -> Option<Image> {
     );
     let config: Value =
         serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
-    let runner = match podman(dir.path(), &tag) {
+    let runner = match podman(dir.path(), &out.with_extension("tar")) {
         Ok(r) => r,
         Err(why) => {
             common::say(&format!(
@@ -129,18 +129,14 @@ fn podman_cmd(store: &Path) -> Command {
 /// Loads the image's archive into a temporary podman store and starts it once (`--version`).
 ///
 /// Errors: why podman cannot be used (absent, or it cannot start a container here).
-fn podman(dir: &Path, tag: &str) -> Result<Runner, String> {
+fn podman(dir: &Path, archive: &Path) -> Result<Runner, String> {
     if common::which("podman").is_none() {
         return Err("podman is not installed".into());
     }
     let store = dir.join("podman");
-    // The oci-archive build-image.sh writes beside the layout.
-    let archive = format!(
-        "{}.tar",
-        tag.rsplit_once(':').map_or(tag, |(layout, _)| layout)
-    );
     let loaded = podman_cmd(&store)
-        .args(["load", "-q", "-i", &archive])
+        .args(["load", "-q", "-i"])
+        .arg(archive)
         .output()
         .map_err(|e| e.to_string())?;
     let said = String::from_utf8_lossy(&loaded.stdout).into_owned();
@@ -148,6 +144,8 @@ fn podman(dir: &Path, tag: &str) -> Result<Runner, String> {
         return Err(format!("podman load: {}", text(&loaded).trim()));
     };
     let image = image.trim().to_string();
+    let name = format!("localhost/npu-agent:{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(image, name, "the name podman load gives the image");
     // podman's defaults first (crun); then runc, which takes hybrid cgroup hierarchies that crun
     // refuses, with rlimits this process may give (podman's default RLIMIT_NOFILE of 1048576 needs
     // CAP_SYS_RESOURCE where the hard limit is lower).
