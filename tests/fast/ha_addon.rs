@@ -173,7 +173,7 @@ fn the_addon_asks_for_read_access_only_and_says_why() {
     for key in ["host_pid", "journald", "devicetree", "kernel_modules"] {
         assert_eq!(c[key], json!(true), "{key}");
     }
-    // No write access to the host, nothing privileged.
+    // No write access to the host, nothing privileged, not the host's network.
     for key in [
         "full_access",
         "privileged",
@@ -181,6 +181,7 @@ fn the_addon_asks_for_read_access_only_and_says_why() {
         "hassio_api",
         "apparmor",
         "map",
+        "host_network",
     ] {
         assert!(c.get(key).is_none(), "config.yaml asks for {key}");
     }
@@ -193,7 +194,6 @@ fn the_addon_asks_for_read_access_only_and_says_why() {
         "devicetree",
         "kernel_modules",
         "udev",
-        "host_network",
     ] {
         let i = lines
             .iter()
