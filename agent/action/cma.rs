@@ -674,7 +674,7 @@ fn confirm_unverified(root: &SysRoot, state: &StateDir, size: &CmaSize, r: &mut 
 
 /// In a container, why a changed boot file must not be written from here (the host's boot files
 /// only where the host layout allows it: agent/sys/container.rs).
-fn container_refusal(root: &SysRoot, changes: &[FileChange]) -> Option<String> {
+pub fn container_refusal(root: &SysRoot, changes: &[FileChange]) -> Option<String> {
     changes.iter().filter(|c| c.edit.changed).find_map(|c| {
         let host = root.join(&c.path).ok()?;
         crate::sys::container::refuse_host_write(root.is_live(), &c.path, &host)

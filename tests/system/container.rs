@@ -1,8 +1,8 @@
 //! The OCI container image (packaging/oci/build-image.sh, built with umoci into a temp dir from the
 //! static aarch64 agent): its entrypoint and volume, the same verdicts as `check --root` on board
-//! trees mounted read-only at /host, the daemon reporting over MQTT from it, and a `fix` or
-//! `cma set` in it that is refused with what to run on the host while the host is mounted
-//! read-only.
+//! trees mounted read-only at /host, the daemon reporting over MQTT from it, and a `fix`, `cma
+//! set` or remote `set_cma` in it that is refused with what to run on the host while the host is
+//! mounted read-only.
 //!
 //! The container runs under podman (temporary storage, no daemon): with its defaults, else with
 //! runc and rlimits within this process's own (this sandbox: crun refuses its hybrid cgroup
@@ -16,8 +16,8 @@
 //! namespace). A missing tool fails under `CI=true` and skips otherwise.
 
 use crate::common;
-use crate::support::mqtt::{require_tool, Board, Broker, Client};
-use serde_json::Value;
+use crate::support::mqtt::{init_payload, now_s, require_tool, Board, Broker, Client};
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -450,8 +450,22 @@ fn fix_in_the_image_refuses_a_read_only_host_and_says_what_to_run_there() {
     assert!(now.contains("options hailo_pci"), "{now}");
 }
 
+/// A started image, stopped (and its podman container removed) when dropped.
+struct Started<'a> {
+    child: std::process::Child,
+    runner: &'a Runner,
+}
+
+impl Drop for Started<'_> {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        stop_all(self.runner);
+    }
+}
+
 #[test]
-fn run_in_the_image_reports_the_host_tree_over_mqtt() {
+fn run_in_the_image_reports_the_host_tree_over_mqtt_and_rejects_a_boot_edit() {
     if !require_tool("mosquitto") {
         return;
     }
@@ -459,14 +473,20 @@ fn run_in_the_image_reports_the_host_tree_over_mqtt() {
     let broker = Broker::start();
     let board = Board::from_fixture("own-pi5-hailo8-4.23-healthy", "ctr1", "");
     std::fs::create_dir_all(board.root().join("var/lib/npu-agent")).unwrap();
+    let config_txt = board.read("/boot/firmware/config.txt").expect("config.txt");
     let state = tempfile::tempdir().unwrap();
-    let observer = Client::connect(broker.port, &["lab/ctr1/status"]);
+    let observer = Client::connect(broker.port, &["lab/ctr1/status", "lab/ctr1/cmd/#"]);
     let url = broker.url();
     let env = [
         ("NPU_AGENT_MQTT_URL", url.as_str()),
         ("NPU_AGENT_MQTT_TOPIC_ROOT", "lab"),
         ("NPU_AGENT_BOARD_ID", "ctr1"),
         ("NPU_AGENT_REPORT_INTERVAL_S", "2"),
+        // Unsigned here so the test needs no key: the refusal is the container's, not the gate's.
+        (
+            "NPU_AGENT_SECURITY_ALLOW_UNSIGNED",
+            r#"["compact", "rescan", "set_cma"]"#,
+        ),
     ];
     let mounts = [
         Mount(board.root(), "/host", false),
@@ -474,25 +494,51 @@ fn run_in_the_image_reports_the_host_tree_over_mqtt() {
     ];
     // The image's own command: `run --root /host` (bwrap runs the entrypoint with it).
     let mut cmd = command(&img.runner, &mounts, &env, &["run", "--root", "/host"]);
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .expect("start the image");
+    let _started = Started {
+        child,
+        runner: &img.runner,
+    };
     let m = observer.wait_for(
         Duration::from_secs(60),
         "a status from the container",
-        |m| m.json()["health"].is_string(),
+        |m| m.topic == "lab/ctr1/status" && m.json()["health"].is_string(),
     );
-    let _ = child.kill();
-    let _ = child.wait();
-    stop_all(&img.runner);
     let status = m.json();
     assert_eq!(status["profile"], "rpi5-hailo8", "{status}");
     assert_eq!(status["board_id"], "ctr1", "{status}");
-    // The daemon's state went to the volume, not to the read-only host.
+    // The daemon's state went to the mounted state directory, not to the read-only host.
     assert!(
         std::fs::read_dir(state.path()).unwrap().next().is_some(),
-        "nothing in the state volume"
+        "nothing in the state directory"
     );
+    // A remote boot-file edit is rejected before `executing`, with what to run on the host.
+    let topic = "lab/ctr1/cmd/set_cma/ctr-cma-1";
+    let init = init_payload(
+        "ctr1",
+        "set_cma",
+        "ctr-cma-1",
+        json!({"size": "512M"}),
+        now_s(),
+        120,
+        None,
+    );
+    observer.publish(topic, &init, false);
+    let answer = observer.wait_for(Duration::from_secs(60), "the set_cma answer", |m| {
+        m.topic == topic && m.json()["status"] != "init"
+    });
+    let a = answer.json();
+    assert_eq!(a["status"], "rejected", "{a}");
+    let reason = a["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(
+            "/boot/firmware/config.txt is the host's and cannot be written from this container"
+        ),
+        "{a}"
+    );
+    assert_eq!(board.read("/boot/firmware/config.txt").unwrap(), config_txt);
 }
