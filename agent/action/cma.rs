@@ -475,6 +475,9 @@ pub fn cma_set(
         r.outcome = CmaSetOutcome::DryRun;
         return r;
     }
+    if let Some(why) = container_refusal(root, &r.changes) {
+        return r.stop(CmaSetOutcome::Refused, why);
+    }
     let mut record = new_record(root, &r, &size, now_unix_s);
     if let Err(e) = state.save(BOOT_EDIT_FILE, &record) {
         return r.stop(
@@ -667,6 +670,15 @@ fn confirm_unverified(root: &SysRoot, state: &StateDir, size: &CmaSize, r: &mut 
             .explanation
             .push(format!("a previous edit is recorded as unverified: {err}")),
     }
+}
+
+/// In a container, why a changed boot file must not be written from here (the host's boot files
+/// only where the host layout allows it: agent/sys/container.rs).
+pub fn container_refusal(root: &SysRoot, changes: &[FileChange]) -> Option<String> {
+    changes.iter().filter(|c| c.edit.changed).find_map(|c| {
+        let host = root.join(&c.path).ok()?;
+        crate::sys::container::refuse_host_write(root.is_live(), &c.path, &host)
+    })
 }
 
 /// The files to write, their directories pinned; refuses a read-only file (no write bit in its

@@ -388,6 +388,10 @@ impl Executor {
                 if r.outcome == CmaSetOutcome::Refused {
                     return Err(r.error);
                 }
+                // In a container: rejected before `executing` where the edit could not be made.
+                if let Some(why) = super::cma::container_refusal(&self.root, &r.changes) {
+                    return Err(why);
+                }
                 Ok(Some(d))
             }
             Action::ReleaseNpu { .. } => {

@@ -23,6 +23,7 @@ mod fix;
 mod fuzz_gate;
 mod fuzz_parsers;
 mod fuzz_workloads;
+mod ha_addon;
 mod ha_sensors;
 mod journal;
 mod json_output;

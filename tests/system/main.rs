@@ -21,9 +21,11 @@ mod harness;
 mod newc;
 
 mod aarch64;
+mod apt_signed;
 mod attacks_config;
 mod attacks_fleet;
 mod capture;
+mod container;
 mod fleet_json;
 mod identity;
 mod image;

@@ -216,11 +216,21 @@ fn preflight(steps: &[Step], env: &ApplyEnv) -> Result<(), String> {
 }
 
 /// Every place the steps write must be writable from this process: under the shipped unit's
-/// sandbox (`ProtectSystem=strict`) `/etc` and `/usr` are read-only to the daemon, and a package
-/// step that found that out half way would leave dpkg half-configured.
+/// sandbox (`ProtectSystem=strict`) `/etc` and `/usr` are read-only to the daemon, in a
+/// container the host is mounted read-only (the refusal then says what to run on the host), and
+/// a package step that found that out half way would leave dpkg half-configured.
 ///
 /// Errors: the first place that cannot be written, and what to do instead.
 pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
+    writable_in(root, steps, crate::sys::container::detect().as_ref())
+}
+
+/// [`writable`] for a process in `container` (or none).
+fn writable_in(
+    root: &SysRoot,
+    steps: &[Step],
+    container: Option<&crate::sys::container::InContainer>,
+) -> Result<(), String> {
     let mut places: Vec<String> = Vec::new();
     for s in steps {
         if is_package(s) {
@@ -229,12 +239,35 @@ pub fn writable(root: &SysRoot, steps: &[Step]) -> Result<(), String> {
             places.push(path);
         }
     }
+    if let (Some(c), true) = (container, root.is_live()) {
+        // The container's own / is not the host: its /etc, packages and units change nothing
+        // there. Restarts and daemon-reload would reach no host systemd either.
+        let units = steps
+            .iter()
+            .any(|s| matches!(s, Step::RestartUnit { .. } | Step::DaemonReload));
+        let first = places
+            .first()
+            .cloned()
+            .or_else(|| units.then(|| "/etc/systemd/system".to_string()));
+        if let Some(place) = first {
+            let why = "this container's own files are not the host's";
+            return Err(crate::sys::container::host_write_refusal(c, &place, why));
+        }
+    }
     for place in places {
         let Ok(mut host) = root.join(&place) else {
             continue;
         };
         while !host.exists() && host.pop() {}
         if let Err(e) = rustix::fs::access(&host, rustix::fs::Access::WRITE_OK) {
+            // In a container the place is the host's, mounted into it: say what to do on the host.
+            if let Some(c) = container {
+                return Err(crate::sys::container::host_write_refusal(
+                    c,
+                    &place,
+                    &e.to_string(),
+                ));
+            }
             return Err(format!(
                 "{place} cannot be written from here ({e}; the npu-agent service's sandbox, \
                  ProtectSystem=strict, keeps /etc and /usr read-only): run `sudo npu-agent \

@@ -188,3 +188,37 @@ fn systemd_steps_run_through_the_given_systemctl() {
         .join("etc/systemd/system/hailo-ollama.service.d")
         .exists());
 }
+
+#[test]
+fn in_a_container_the_live_root_is_not_the_host_and_no_step_writes_it() {
+    // Only access(2) is asked: nothing is written, whatever the answer.
+    let c = crate::sys::container::InContainer {
+        evidence: "a Home Assistant add-on: SUPERVISOR_TOKEN is set".into(),
+        addon: true,
+    };
+    let live = SysRoot::new("/");
+    let option = Step::ModuleOption {
+        module: "hailo_pci".into(),
+        file: "hailo_pci.conf".into(),
+        key: "force_desc_page_size".into(),
+        value: "4096".into(),
+    };
+    let e = writable_in(&live, std::slice::from_ref(&option), Some(&c)).unwrap_err();
+    assert!(
+        e.starts_with("/etc/modprobe.d/hailo_pci.conf is the host's"),
+        "{e}"
+    );
+    assert!(
+        e.contains("this container's own files are not the host's"),
+        "{e}"
+    );
+    assert!(e.contains("Home Assistant host's shell"), "{e}");
+    let e = writable_in(&live, &[Step::DaemonReload], Some(&c)).unwrap_err();
+    assert!(e.starts_with("/etc/systemd/system is the host's"), "{e}");
+    // A board tree outside a container: the existing rule (a writable temp dir passes).
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        writable_in(&SysRoot::new(dir.path()), &[option], None),
+        Ok(())
+    );
+}
