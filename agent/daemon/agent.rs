@@ -301,16 +301,6 @@ impl Agent {
         }
     }
 
-    /// Whether `payload` on `topic` is this board's own: sealed with its key (broker access
-    /// alone cannot make one); never without a key.
-    pub fn sealed_by_me(&self, topic: &str, payload: &[u8]) -> bool {
-        use crate::mqtt::board_sig::{key_text, open, Seal};
-        self.s
-            .identity
-            .as_ref()
-            .is_some_and(|k| open(topic, payload) == Seal::By(key_text(&k.verifying_key())))
-    }
-
     /// Queues a retained QoS 1 message; sent now if connected and nothing waits before it,
     /// else in order on a later flush (the next connect at the latest).
     pub fn send_retained(&mut self, topic: String, payload: Vec<u8>) {
@@ -320,7 +310,8 @@ impl Agent {
     /// Queues a QoS 1 message, retained or not, as [`Agent::send_retained`] does.
     pub fn send(&mut self, topic: String, payload: Vec<u8>, retain: bool) {
         if retain {
-            super::sweep::published(self, &topic, &payload);
+            let b = self.s.sweep_board(self.now());
+            self.sweep.published(b, &topic, &payload);
         }
         self.outbox
             .push_back(Outbound::Publish(topic, payload, retain));

@@ -33,7 +33,7 @@ pub(super) fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::Unbounded
             after_connack,
             retry_in_ms,
         } => on_disconnected(agent, &reason, cause, after_connack, retry_in_ms),
-        LinkEvent::SubAck { codes } => super::subscribe::on_suback(agent, &codes),
+        LinkEvent::SubAck { codes } => super::apply::on_suback(agent, &codes),
         LinkEvent::Message {
             topic,
             payload,
@@ -81,11 +81,7 @@ fn on_connected(
         .try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
     // rumqttc keeps no subscriptions across a clean session (#250): subscribe again, and read
     // the SUBACK (a broker that kept the session has them already).
-    if session_present {
-        agent.subscription = super::subscribe::Subscription::Granted;
-    } else {
-        super::subscribe::subscribe(agent, 1);
-    }
+    super::apply::on_connected(agent, session_present);
     let Some(l) = &agent.link else { return };
     // Re-publish the status with the new session counter.
     if let Some(r) = &mut agent.status_report {
@@ -234,7 +230,7 @@ fn on_message(
     tx: &mpsc::UnboundedSender<Done>,
 ) {
     if topic == topics::availability(&agent.s.topic_root, &agent.s.board) {
-        super::availability::on_spoofed(agent, payload);
+        super::apply::on_availability(agent, payload);
         return;
     }
     if agent.s.cfg.home_assistant.enabled {
@@ -274,9 +270,9 @@ fn on_message(
         super::capture::acknowledged(agent, &t.cmd_id);
     }
     if retain {
-        super::interrupted::on_retained(agent, &t, payload);
+        super::apply::on_retained(agent, &t, payload);
     }
-    if retain && super::sweep::stale_answer(agent, &t, payload) {
+    if retain && super::apply::stale_answer(agent, &t, payload) {
         return;
     }
     // The board's clock state (cached, no file I/O per message): the gate's one clock check.

@@ -131,10 +131,10 @@ fn housekeeping(agent: &mut Agent, watchdog: Option<Duration>, last_watchdog: &m
         }
     }
     restart_stalled_link(agent);
-    super::subscribe::retry_due(agent);
-    super::interrupted::answer_due(agent);
-    super::sweep::clear_due(agent);
-    super::availability::reassert_due(agent);
+    super::apply::retry_due(agent);
+    super::apply::answer_due(agent);
+    super::apply::clear_due(agent);
+    super::apply::reassert_due(agent);
     if agent.taken_over.is_some()
         && agent
             .connected_since

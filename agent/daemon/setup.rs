@@ -36,6 +36,27 @@ pub(super) struct Setup {
     pub provisioning: Option<crate::model::Finding>,
 }
 
+impl Setup {
+    /// Whether `payload` on `topic` is this board's own: sealed with its key (broker access
+    /// alone cannot make one); never without a key.
+    pub fn sealed_by_me(&self, topic: &str, payload: &[u8]) -> bool {
+        use crate::mqtt::board_sig::{key_text, open, Seal};
+        self.identity
+            .as_ref()
+            .is_some_and(|k| open(topic, payload) == Seal::By(key_text(&k.verifying_key())))
+    }
+
+    /// This board at `now_s` (Unix seconds) and its answers' lifetime, for the sweep.
+    pub fn sweep_board(&self, now_s: i64) -> super::sweep::Board<'_> {
+        super::sweep::Board {
+            topic_root: &self.topic_root,
+            board: &self.board,
+            now_s,
+            keep_s: super::sweep::keep_s(self.cfg.security.max_command_age_s),
+        }
+    }
+}
+
 /// Reads a secret or key file the config names (`password_file`, `ca_file`, `cert_file`,
 /// `key_file`) under the root, as every board file is read: a symlink in a board tree resolves
 /// inside it, never outside.

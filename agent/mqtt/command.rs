@@ -49,6 +49,19 @@ pub enum CmdStatus {
 }
 
 impl CmdStatus {
+    /// The state named `word` on the wire (`init`, `executing`, `successful`, `failed`,
+    /// `rejected`); `None` for any other word.
+    pub fn from_wire(word: &str) -> Option<CmdStatus> {
+        Some(match word {
+            "init" => CmdStatus::Init,
+            "executing" => CmdStatus::Executing,
+            "successful" => CmdStatus::Successful,
+            "failed" => CmdStatus::Failed,
+            "rejected" => CmdStatus::Rejected,
+            _ => return None,
+        })
+    }
+
     /// True for `successful`, `failed` and `rejected`.
     pub fn is_final(self) -> bool {
         matches!(
