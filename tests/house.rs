@@ -556,3 +556,68 @@ fn the_circle_reader_reads_paths_and_finds_circles() {
     assert_eq!(c, [vec!["a", "b", "c"]]);
     assert!(circles(&[e("a", "b"), e("b", "c")]).is_empty());
 }
+
+/// String literals that spell an action's wire name but mean something else: (file under
+/// `agent/`, literal, what it is).
+const NOT_ACTION_NAMES: &[(&str, &str, &str)] = &[
+    ("report/mod.rs", "compact", "the status's compact form"),
+    (
+        "action/fix/delegate.rs",
+        "fix",
+        "the `npu-agent fix` subcommand",
+    ),
+    (
+        "config/mod.rs",
+        "reboot",
+        "the default reboot command's argv",
+    ),
+    (
+        "action/mod.rs",
+        "reboot",
+        "the default reboot command's argv",
+    ),
+    (
+        "check/stack.rs",
+        "reboot",
+        "the board's reboot command named in a fix",
+    ),
+];
+
+/// The action vocabulary is one type (issue 36): no code outside `model/action.rs` spells an
+/// action's wire name as a string literal (it uses `ActionKind`), so adding an action is a
+/// compile error wherever it must be handled. Test modules and comments are left out.
+#[test]
+fn action_names_are_written_only_in_the_vocabulary() {
+    let names: Vec<String> = npu_agent::model::action::ActionKind::ALL
+        .iter()
+        .map(|k| format!("{:?}", k.as_str()))
+        .collect();
+    assert!(names.contains(&"\"set_cma\"".to_string()), "{names:?}");
+    let mut found = Vec::new();
+    for p in sources(&agent_dir()) {
+        let file = rel(&p);
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if file == "model/action.rs" || name == "tests.rs" || name.ends_with("_tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        for (i, line) in code_lines(&text).iter().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for n in &names {
+                let allowed = NOT_ACTION_NAMES
+                    .iter()
+                    .any(|(f, lit, _)| *f == file && format!("{lit:?}") == *n);
+                if line.contains(n.as_str()) && !allowed {
+                    found.push(format!("{file}:{} {n}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "action names as strings outside model/action.rs (use ActionKind):\n{}",
+        found.join("\n")
+    );
+}

@@ -6,6 +6,7 @@ use super::Config;
 use crate::action::limits::Limits;
 use crate::action::state::StateDir;
 use crate::action::ActionConfig;
+use crate::model::action::ActionKind;
 use crate::mqtt::command::Policy;
 use crate::root::SysRoot;
 
@@ -27,6 +28,11 @@ pub struct Settings {
     pub policy: Policy,
 }
 
+/// The action kinds `names` list (validated with the config: every name is one).
+fn kinds(names: &[String]) -> Vec<ActionKind> {
+    names.iter().filter_map(|a| a.parse().ok()).collect()
+}
+
 impl Settings {
     /// Assembles the settings from `cfg` (no I/O).
     pub fn assemble(cfg: Config) -> Settings {
@@ -42,16 +48,21 @@ impl Settings {
         };
         let limits = Limits {
             compact_cooldown_s: cfg.actions.compact_cooldown_s,
-            rate_limit_overrides_s: cfg.actions.rate_limit_overrides_s.clone(),
+            rate_limit_overrides_s: cfg
+                .actions
+                .rate_limit_overrides_s
+                .iter()
+                .filter_map(|(a, s)| Some((a.parse().ok()?, *s)))
+                .collect(),
         };
         let policy = Policy {
             board: String::new(),
             trusted_keys: Vec::new(),
-            allow_unsigned: cfg.security.allow_unsigned.clone(),
+            allow_unsigned: kinds(&cfg.security.allow_unsigned),
             max_command_age_s: cfg.security.max_command_age_s,
             topic_root: cfg.mqtt.topic_root.clone(),
             accept_v1: cfg.security.accept_v1_signatures,
-            refused: crate::action::gate::config_refusals(&cfg.actions.disabled),
+            refused: crate::action::gate::config_refusals(&kinds(&cfg.actions.disabled)),
         };
         Settings {
             cfg,
@@ -107,7 +118,7 @@ mod tests {
         let s = Settings::assemble(cfg);
         assert_eq!(s.actions.compact_cooldown_s, 42);
         assert_eq!(s.policy.max_command_age_s, 77);
-        assert!(s.policy.refused.contains_key("set_cma"));
+        assert!(s.policy.refused.contains_key(&ActionKind::SetCma));
         assert_eq!(s.limits.compact_cooldown_s, 42);
         assert!(s.policy.board.is_empty() && s.policy.trusted_keys.is_empty());
     }

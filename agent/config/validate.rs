@@ -141,7 +141,7 @@ impl Config {
                     .map(|a| ("actions.rate_limit_overrides_s", a)),
             )
         {
-            if !crate::model::action::ACTIONS.contains(&a.as_str()) {
+            if a.parse::<crate::model::action::ActionKind>().is_err() {
                 // Named only when it looks like a mistyped action (a value is never echoed
                 // whole: it could be anything pasted there).
                 let shown =
@@ -152,7 +152,7 @@ impl Config {
                     };
                 return err(format!(
                     "{key}: {shown} is not an action ({})",
-                    crate::model::action::ACTIONS.join(", ")
+                    crate::model::action::ActionKind::names()
                 ));
             }
         }

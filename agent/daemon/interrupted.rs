@@ -138,11 +138,7 @@ mod tests {
     /// taken, and the rest is answered once the retained records had their time.
     #[test]
     fn interrupted_commands_return_what_the_loop_is_to_do() {
-        let t = CommandTopic {
-            board: "b1".into(),
-            action: "compact".into(),
-            cmd_id: "c1".into(),
-        };
+        let t = CommandTopic::new("b1", "compact", "c1");
         let answer = br#"{"status":"successful","board":"b1","reason":"done"}"#;
         let mut i = pending();
         assert!(i.on_retained(&t, answer, "b1", &|| false).is_empty());

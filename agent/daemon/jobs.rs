@@ -8,7 +8,7 @@ pub(super) use super::work::{Dispatch, Done, StateFiles};
 use crate::action::executor::ExecJob;
 use crate::action::gate::{CmdRef, Job, Origin, Outcome};
 use crate::diagnose::{self, Diagnosis};
-use crate::model::action::{Action, ActionOutcome};
+use crate::model::action::{Action, ActionKind, ActionOutcome};
 use crate::mqtt::command::CmdStatus;
 use serde_json::json;
 use std::sync::Arc;
@@ -197,9 +197,9 @@ fn on_diagnosed(agent: &mut Agent, d: Arc<Diagnosis>, tx: &mpsc::UnboundedSender
     agent
         .gate
         .set_refused(std::collections::BTreeMap::from_iter(
-            crate::model::action::ACTIONS
-                .iter()
-                .filter_map(|a| d.profile.refuses_action(a).map(|r| (a.to_string(), r))),
+            ActionKind::ALL
+                .into_iter()
+                .filter_map(|a| d.profile.refuses_action(a).map(|r| (a, r))),
         ));
     plan_automatic(agent, &d, tx);
     let first = agent.last_diagnosis.is_none();
@@ -339,7 +339,7 @@ pub(super) fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::R
     match reconcile_state(&agent.s.state, agent.s.executor.actions(), now, when) {
         Ok(Some(rec)) => {
             let c = CmdRef {
-                action: "reboot".into(),
+                action: ActionKind::Reboot.as_str().into(),
                 cmd_id: rec.cmd_id.clone(),
             };
             let status = match rec.result {
@@ -351,7 +351,7 @@ pub(super) fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::R
                 .gate
                 .settle_reboot(&rec.cmd_id, status == CmdStatus::Successful, &rec.detail);
             agent.last_action = Some(json!({
-                "action": "reboot", "cmd_id": rec.cmd_id, "status": status,
+                "action": ActionKind::Reboot, "cmd_id": rec.cmd_id, "status": status,
                 "time": crate::sys::time::rfc3339_now(),
             }));
             if !rec.cmd_id.starts_with("local-") {

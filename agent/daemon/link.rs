@@ -6,6 +6,7 @@ use super::agent::Agent;
 use super::jobs::{start_next, Done};
 use super::{HA_DISCOVERY_MIN_INTERVAL, SESSION_FILE};
 use crate::action::gate::{Admission, CmdRef, Origin};
+use crate::model::action::ActionKind;
 use crate::mqtt::command::{self, CmdStatus};
 use crate::mqtt::link::{Link, LinkEvent};
 use crate::mqtt::topics;
@@ -266,7 +267,7 @@ fn on_message(
     let Some(t) = topics::parse_command(&agent.s.topic_root, topic) else {
         return;
     };
-    if payload.is_empty() && t.action == "capture" && t.board == agent.s.board {
+    if payload.is_empty() && t.kind == Some(ActionKind::Capture) && t.board == agent.s.board {
         super::capture::acknowledged(agent, &t.cmd_id);
     }
     if retain {
@@ -321,9 +322,7 @@ pub(super) fn route_admission(
             };
             let reason = crate::action::clock_hold::explain_skew(clock, reason);
             agent.rejections.log(&c, &reason, "command rejected");
-            if crate::model::action::ACTIONS.contains(&c.action.as_str())
-                || t.board == agent.s.board
-            {
+            if c.action.parse::<ActionKind>().is_ok() || t.board == agent.s.board {
                 let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
                 agent.send(tp, p, keep);
             }

@@ -18,14 +18,8 @@ use tokio::sync::mpsc;
 /// What a start settles before the loop: commands a crash left `executing`, a reboot asked for
 /// before this start, a boot-file edit now in effect.
 pub(super) fn settle_on_start(agent: &mut Agent) {
-    if agent
-        .s
-        .cfg
-        .security
-        .allow_unsigned
-        .iter()
-        .any(|a| a == "fix")
-    {
+    let fix = crate::model::action::ActionKind::Fix;
+    if agent.gate.policy().allow_unsigned.contains(&fix) {
         // The operator's choice (off by default), said once per start where the journal keeps it.
         tracing::warn!("security.allow_unsigned lists fix: whoever may publish on this board's command or Home Assistant topics can run the fixes its findings plan (package swaps, unit limits, boot keys)");
     }

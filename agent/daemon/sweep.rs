@@ -5,6 +5,7 @@
 //! connect clears older answers of its own that the broker still holds from earlier runs.
 
 use super::effect::Effect;
+use crate::model::action::ActionKind;
 use crate::mqtt::command::{CmdStatus, CLOCK_SKEW_S};
 use crate::mqtt::topics::{self, CommandTopic};
 
@@ -210,7 +211,7 @@ impl Sweep {
         let mut out = vec![Effect::Clear(topic)];
         // Once per command: an answer replayed again and again costs one clear each, not a
         // thousand.
-        if t.action == "capture" && own && self.first_chunk_clear(&t.cmd_id) {
+        if t.kind == Some(ActionKind::Capture) && own && self.first_chunk_clear(&t.cmd_id) {
             let n = v["result"]["chunks"].as_u64().unwrap_or(0);
             let prefix = crate::mqtt::chunks::prefix(b.topic_root, &t.board, &t.cmd_id);
             let n = n.min(crate::mqtt::chunks::MAX_CHUNKS as u64);

@@ -38,7 +38,10 @@ fn policy() -> Policy {
     Policy {
         board: "b1".into(),
         trusted_keys: vec![key().verifying_key()],
-        allow_unsigned: vec!["compact".into(), "rescan".into()],
+        allow_unsigned: vec![
+            npu_agent::model::action::ActionKind::Compact,
+            npu_agent::model::action::ActionKind::Rescan,
+        ],
         max_command_age_s: MAX_AGE,
         topic_root: "npu-fleet".into(),
         accept_v1: false,
@@ -189,11 +192,7 @@ fn run_sequence(steps: &[Step]) -> Result<u64, TestCaseError> {
                 dt,
             } => {
                 now = now.saturating_add(*dt);
-                let t = CommandTopic {
-                    board: board.clone(),
-                    action: action.clone(),
-                    cmd_id: cmd_id.clone(),
-                };
+                let t = CommandTopic::new(board, action, cmd_id);
                 match g.admit_command(&t, payload, now) {
                     Admission::Queued(_) => {
                         prop_assert!(

@@ -20,7 +20,7 @@
 
 use crate::action::limits::Limits;
 use crate::action::state::StateDir;
-use crate::model::action::Action;
+use crate::model::action::{Action, ActionKind};
 use crate::model::ClockSync;
 use crate::mqtt::command::{self, CmdStatus, Policy, Verdict, CLOCK_SKEW_S};
 use crate::mqtt::topics::{CommandTopic, ALL};
@@ -81,24 +81,24 @@ pub struct CmdRef {
 /// The ledger slot recording when `action` last ran from the command line (`compact/cli`).
 /// Written by the `npu-agent` process the admin ran, kept by the daemon's gate when it saves
 /// the ledger, and read by the planner's cooldown.
-pub fn cli_slot(action: &str) -> String {
+pub fn cli_slot(action: ActionKind) -> String {
     format!("{action}/cli")
 }
 
 /// The refusals `[actions] disabled` asks for: action → the reason every origin is given.
-pub fn config_refusals(disabled: &[String]) -> BTreeMap<String, String> {
+pub fn config_refusals(disabled: &[ActionKind]) -> BTreeMap<ActionKind, String> {
     std::collections::BTreeMap::from_iter(disabled.iter().map(|a| {
         (
-            a.clone(),
+            *a,
             format!("{a} is disabled on this board ([actions] disabled in the agent's config)"),
         )
     }))
 }
 
 /// Rate-limit slot of an action: signed and unsigned traffic never share one.
-pub fn rate_slot(action: &str, signed: bool) -> String {
+pub fn rate_slot(action: ActionKind, signed: bool) -> String {
     if signed {
-        action.to_string()
+        action.as_str().to_string()
     } else {
         format!("{action}/unsigned")
     }
@@ -187,9 +187,9 @@ pub struct Gate {
     policy: Policy,
     /// The refusals the gate was made with (the config's `[actions] disabled`); kept whatever
     /// [`Gate::set_refused`] adds.
-    base_refused: BTreeMap<String, String>,
+    base_refused: BTreeMap<ActionKind, String>,
     /// The board's own refusals ([`Gate::set_refused`]), kept across a config reload.
-    board_refused: BTreeMap<String, String>,
+    board_refused: BTreeMap<ActionKind, String>,
     ledger: Ledger,
     /// Why the ledger could not be read (signed commands are refused while set).
     ledger_error: Option<String>,
@@ -280,7 +280,7 @@ impl Gate {
     /// Sets the actions this board refuses (action → reason published as is), e.g. the
     /// profile's [`crate::profile::Profile::refuses_action`] after a diagnosis. The refusals the
     /// gate was made with (the config's) stay, with their own reason.
-    pub fn set_refused(&mut self, refused: BTreeMap<String, String>) {
+    pub fn set_refused(&mut self, refused: BTreeMap<ActionKind, String>) {
         self.board_refused = refused.clone();
         let mut all = self.base_refused.clone();
         for (a, why) in refused {
@@ -312,7 +312,7 @@ impl Gate {
         if !fresh {
             return None;
         }
-        crate::action::clock_hold::command_hold(clock, &topic.action, payload, now)
+        crate::action::clock_hold::command_hold(clock, topic.kind?, payload, now)
     }
 
     /// Sets whether the clock is trusted (the `clock.sync` hook).
@@ -333,11 +333,12 @@ impl Gate {
     /// Actions a Home Assistant button may offer: the unsigned allow-list, less what this board
     /// refuses, among `compact`, `rescan` and `fix` (every firing finding's planned fix; only
     /// where the config lists `fix`, which it does not by default).
-    pub fn button_actions(&self) -> Vec<&'static str> {
-        ["compact", "rescan", "fix"]
+    pub fn button_actions(&self) -> Vec<ActionKind> {
+        ActionKind::ALL
             .into_iter()
-            .filter(|a| self.policy.allow_unsigned.iter().any(|u| u == a))
-            .filter(|a| !self.policy.refused.contains_key(*a))
+            .filter(|a| a.button_press().is_some())
+            .filter(|a| self.policy.allow_unsigned.contains(a))
+            .filter(|a| !self.policy.refused.contains_key(a))
             .collect()
     }
 
@@ -380,7 +381,7 @@ impl Gate {
             fresh.upgrade(self.policy.max_command_age_s);
             self.ledger = fresh;
         }
-        self.ledger.last_run.insert(cli_slot(action.name()), now);
+        self.ledger.last_run.insert(cli_slot(action.kind()), now);
         self.persist()
     }
 
@@ -393,7 +394,7 @@ impl Gate {
         (len >= max).then(|| format!("busy: {len} actions are queued; retry later"))
     }
 
-    fn rate_check(&self, action: &str, signed: bool, now: i64) -> Result<String, String> {
+    fn rate_check(&self, action: ActionKind, signed: bool, now: i64) -> Result<String, String> {
         let slot = rate_slot(action, signed);
         if let Some(last) = self.ledger.last_run.get(&slot) {
             // A run recorded in the future (the clock was ahead, then set right) counts as now:
@@ -480,7 +481,7 @@ impl Gate {
         if let Some(r) = self.lane_full(signed) {
             return reject(r);
         }
-        let slot = match self.rate_check(&topic.action, signed, now) {
+        let slot = match self.rate_check(parsed.action.kind(), signed, now) {
             Ok(s) => s,
             Err(r) => return reject(r),
         };
@@ -532,8 +533,8 @@ impl Gate {
     ///
     /// Errors: the reason it is refused.
     pub fn admit_local(&mut self, origin: Origin, action: Action, now: i64) -> Result<(), String> {
-        let name = action.name();
-        if let Some(why) = self.policy.refused.get(name) {
+        let name = action.kind();
+        if let Some(why) = self.policy.refused.get(&name) {
             return Err(why.clone());
         }
         let mut slot = None;
@@ -551,7 +552,7 @@ impl Gate {
             }
             Origin::Mqtt => return Err("MQTT commands go through admit_command".into()),
             Origin::HomeAssistant => {
-                if !self.policy.allow_unsigned.iter().any(|a| a == name) {
+                if !self.policy.allow_unsigned.contains(&name) {
                     return Err(format!(
                         "{name} is not in security.allow_unsigned; a button cannot run it"
                     ));
@@ -623,7 +624,7 @@ impl Gate {
             }
         }
         if let Some(c) = &job.cmd {
-            let reboot_pending = c.action == "reboot" && outcome.ok;
+            let reboot_pending = job.action.kind() == ActionKind::Reboot && outcome.ok;
             let key = ledger_key(&c.cmd_id, job.signed);
             if let Some(e) = self.ledger.commands.get_mut(&key) {
                 if !reboot_pending {

@@ -4,6 +4,7 @@
 
 use super::ledger::{key_id, ledger_key};
 use super::{Admission, CmdRef, Gate, LedgerEntry, ALL};
+use crate::model::action::ActionKind;
 use crate::mqtt::command::{self, CmdStatus, CLOCK_SKEW_S};
 use crate::mqtt::topics::CommandTopic;
 
@@ -57,7 +58,7 @@ impl Gate {
     pub fn finish_interrupted(&mut self) -> Vec<(CmdRef, LedgerEntry)> {
         let mut out = Vec::new();
         for (id, e) in self.ledger.commands.iter_mut() {
-            if e.status == CmdStatus::Executing && e.action != "reboot" {
+            if e.status == CmdStatus::Executing && e.kind() != Some(ActionKind::Reboot) {
                 e.status = CmdStatus::Failed;
                 e.reason = Some("agent restarted".into());
                 out.push((
@@ -173,10 +174,9 @@ impl Gate {
             .map(|signed| ledger_key(cmd_id, signed))
             .into_iter()
             .find(|k| {
-                self.ledger
-                    .commands
-                    .get(k)
-                    .is_some_and(|e| e.action == "reboot" && e.status == CmdStatus::Executing)
+                self.ledger.commands.get(k).is_some_and(|e| {
+                    e.kind() == Some(ActionKind::Reboot) && e.status == CmdStatus::Executing
+                })
             });
         if let Some(e) = key.and_then(|k| self.ledger.commands.get_mut(&k)) {
             e.status = if ok {

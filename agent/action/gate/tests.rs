@@ -11,7 +11,7 @@ pub(crate) fn policy() -> Policy {
     Policy {
         board: "b1".into(),
         trusted_keys: vec![key().verifying_key()],
-        allow_unsigned: vec!["compact".into(), "rescan".into()],
+        allow_unsigned: vec![ActionKind::Compact, ActionKind::Rescan],
         max_command_age_s: 300,
         topic_root: "npu-fleet".into(),
         accept_v1: false,
@@ -19,12 +19,13 @@ pub(crate) fn policy() -> Policy {
     }
 }
 
+/// The wire names of `kinds`, for comparing with the documented lists.
+fn names(kinds: Vec<ActionKind>) -> Vec<&'static str> {
+    kinds.into_iter().map(ActionKind::as_str).collect()
+}
+
 fn topic(board: &str, action: &str, id: &str) -> CommandTopic {
-    CommandTopic {
-        board: board.into(),
-        action: action.into(),
-        cmd_id: id.into(),
-    }
+    CommandTopic::new(board, action, id)
 }
 
 fn init(board: &str, args: Value, now: i64) -> InitMessage {
@@ -292,9 +293,9 @@ fn buttons_go_through_the_gate() {
         .unwrap_err()
         .contains("allow_unsigned"));
     let mut p = policy();
-    p.allow_unsigned = vec!["rescan".into()];
+    p.allow_unsigned = vec![ActionKind::Rescan];
     p.refused
-        .insert("rescan".into(), "this profile has no checks".into());
+        .insert(ActionKind::Rescan, "this profile has no checks".into());
     let g = Gate::new(p, None, 600);
     assert!(g.button_actions().is_empty());
 }
@@ -466,15 +467,15 @@ fn a_fix_button_and_its_press_only_where_fix_is_allowed_unsigned() {
         dry_run: false,
     };
     let mut g = Gate::new(policy(), None, 600);
-    assert_eq!(g.button_actions(), ["compact", "rescan"]);
+    assert_eq!(names(g.button_actions()), ["compact", "rescan"]);
     let why = g
         .admit_local(Origin::HomeAssistant, fix.clone(), NOW)
         .unwrap_err();
     assert!(why.contains("fix"), "{why}");
     let mut p = policy();
-    p.allow_unsigned.push("fix".into());
+    p.allow_unsigned.push(ActionKind::Fix);
     let mut g = Gate::new(p, None, 600);
-    assert_eq!(g.button_actions(), ["compact", "rescan", "fix"]);
+    assert_eq!(names(g.button_actions()), ["compact", "rescan", "fix"]);
     assert!(g.admit_local(Origin::HomeAssistant, fix, NOW).is_ok());
 }
 
@@ -483,10 +484,10 @@ fn a_fix_button_and_its_press_only_where_fix_is_allowed_unsigned() {
 #[test]
 fn config_disabled_actions_are_refused_for_every_origin() {
     let mut p = policy();
-    p.refused = config_refusals(&["compact".to_string()]);
+    p.refused = config_refusals(&[ActionKind::Compact]);
     let mut g = Gate::new(p, None, 600);
     g.set_refused(BTreeMap::from([(
-        "release_npu".to_string(),
+        ActionKind::ReleaseNpu,
         "nothing to release".to_string(),
     )]));
     let m = init("b1", serde_json::json!({}), NOW);
@@ -497,8 +498,8 @@ fn config_disabled_actions_are_refused_for_every_origin() {
         let why = g.admit_local(origin, compact.clone(), NOW).unwrap_err();
         assert!(why.contains("[actions] disabled"), "{origin:?}: {why}");
     }
-    assert_eq!(g.button_actions(), ["rescan"]);
-    assert!(g.policy().refused.contains_key("release_npu"));
+    assert_eq!(names(g.button_actions()), ["rescan"]);
+    assert!(g.policy().refused.contains_key(&ActionKind::ReleaseNpu));
     assert_eq!(g.queued(), 0);
 }
 
@@ -752,7 +753,7 @@ fn a_signature_binds_the_topic_root_and_v1_only_where_allowed() {
 #[test]
 fn a_reboot_settles_its_own_record_and_a_reload_keeps_the_board_refusals() {
     let mut p = policy();
-    p.allow_unsigned.push("reboot".into());
+    p.allow_unsigned.push(ActionKind::Reboot);
     let mut g = Gate::new(p, None, 600);
     let b = signed("set_cma", "x1", serde_json::json!({"size": "256M"}), NOW);
     assert!(matches!(
@@ -780,14 +781,14 @@ fn a_reboot_settles_its_own_record_and_a_reload_keeps_the_board_refusals() {
     // The reload.
     let mut p = policy();
     p.refused
-        .insert("set_cma".into(), "disabled in the config".into());
+        .insert(ActionKind::SetCma, "disabled in the config".into());
     let mut g = Gate::new(p, None, 600);
     g.set_refused(BTreeMap::from([
-        ("set_cma".into(), "the profile refuses it".into()),
-        ("release_npu".into(), "no Hailo here".into()),
+        (ActionKind::SetCma, "the profile refuses it".into()),
+        (ActionKind::ReleaseNpu, "no Hailo here".into()),
     ]));
     g.set_policy(policy());
     let r = &g.policy().refused;
-    assert_eq!(r["set_cma"], "the profile refuses it");
-    assert_eq!(r["release_npu"], "no Hailo here");
+    assert_eq!(r[&ActionKind::SetCma], "the profile refuses it");
+    assert_eq!(r[&ActionKind::ReleaseNpu], "no Hailo here");
 }
