@@ -4,6 +4,7 @@
 
 use crate::model::action::ActionKind;
 use crate::model::ClockSync;
+use crate::mqtt::incoming::Incoming;
 
 /// The command path's clock hook: `Some(reason)` to reject a command now. Only while the clock
 /// is known to be unsynchronised, and only for destructive actions whose payload carries an
@@ -12,15 +13,14 @@ use crate::model::ClockSync;
 pub fn command_hold(
     clock: &ClockSync,
     action: ActionKind,
-    payload: &[u8],
+    m: &Incoming,
     now: i64,
 ) -> Option<String> {
     if !clock.is_unsynchronised() || !action.clock_gated() {
         return None;
     }
-    let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
-    let expires_at = v.get("expires_at")?.as_i64()?;
-    let issued_at = v.get("issued_at").and_then(|i| i.as_i64());
+    let expires_at = m.i64_field("expires_at")?;
+    let issued_at = m.i64_field("issued_at");
     let mut reason =
         String::from("board clock not synchronised: expiring commands are refused until it is");
     match issued_at {
@@ -63,6 +63,14 @@ mod tests {
     use super::*;
     use crate::probe::clock::{TIMESYNC_DIR, TIMESYNC_SYNCHRONIZED};
 
+    fn msg(payload: &[u8]) -> Incoming<'_> {
+        Incoming::new(
+            crate::mqtt::topics::CommandTopic::new("b1", "x", "c1"),
+            payload,
+            false,
+        )
+    }
+
     #[test]
     fn br37_commands_are_held_while_the_clock_is_unsynchronised() {
         // BR-37: the board's clock is 876457 s behind; the operator's reboot is issued at
@@ -73,7 +81,7 @@ mod tests {
         };
         let board_now = 1_788_048_033;
         let reboot = br#"{"status":"init","issued_at":1788924490,"expires_at":1788924790}"#;
-        let r = command_hold(&unsynced, ActionKind::Reboot, reboot, board_now).unwrap();
+        let r = command_hold(&unsynced, ActionKind::Reboot, &msg(reboot), board_now).unwrap();
         assert!(r.starts_with("board clock not synchronised"), "{r}");
         assert!(
             r.contains("876457 s in the future") && r.contains("board's clock is behind"),
@@ -82,16 +90,16 @@ mod tests {
         // The stale set_cma (expired ~9.5 days ago in real time) is still 14 hours "in the
         // future" on the stale clock: held too, never executed.
         let set_cma = br#"{"status":"init","issued_at":1788100000,"expires_at":1788100300}"#;
-        let r = command_hold(&unsynced, ActionKind::SetCma, set_cma, board_now + 10).unwrap();
+        let r = command_hold(&unsynced, ActionKind::SetCma, &msg(set_cma), board_now + 10).unwrap();
         assert!(r.starts_with("board clock not synchronised"), "{r}");
         assert!(r.contains("51957 s in the future"), "{r}");
         // A command that looks expired on the unsynchronised clock: held with that said.
         let old = br#"{"status":"init","issued_at":1788047000,"expires_at":1788047300}"#;
-        let r = command_hold(&unsynced, ActionKind::Reboot, old, board_now).unwrap();
+        let r = command_hold(&unsynced, ActionKind::Reboot, &msg(old), board_now).unwrap();
         assert!(r.contains("expired 733 s ago by the board's clock"), "{r}");
         // Not destructive, or clock synchronised / unknown: the normal gate decides.
         assert_eq!(
-            command_hold(&unsynced, ActionKind::Rescan, reboot, board_now),
+            command_hold(&unsynced, ActionKind::Rescan, &msg(reboot), board_now),
             None
         );
         let synced = ClockSync::Synchronised {
@@ -99,14 +107,14 @@ mod tests {
             file: TIMESYNC_SYNCHRONIZED.into(),
         };
         assert_eq!(
-            command_hold(&synced, ActionKind::Reboot, reboot, board_now),
+            command_hold(&synced, ActionKind::Reboot, &msg(reboot), board_now),
             None
         );
         assert_eq!(
             command_hold(
                 &ClockSync::Unknown("t".into()),
                 ActionKind::Reboot,
-                reboot,
+                &msg(reboot),
                 board_now
             ),
             None

@@ -4,7 +4,8 @@
 
 use super::agent::Agent;
 use super::effect::Effect;
-use crate::mqtt::topics::{self, CommandTopic};
+use crate::mqtt::incoming::Incoming;
+use crate::mqtt::topics;
 use rumqttc::v5::mqttbytes::QoS;
 use std::time::Instant;
 
@@ -98,24 +99,22 @@ pub(super) fn on_connected(agent: &mut Agent, session_present: bool) {
 
 /// A retained message on command topic `t`: the broker's record of an interrupted command
 /// ([`super::interrupted`]).
-pub(super) fn on_retained(agent: &mut Agent, t: &CommandTopic, payload: &[u8]) {
+pub(super) fn on_retained(agent: &mut Agent, m: &Incoming) {
+    let t = &m.topic;
     let topic = topics::command(&agent.s.topic_root, &t.board, &t.action, &t.cmd_id);
     let s = &agent.s;
-    let sealed = || s.sealed_by_me(&topic, payload);
-    let e = agent.interrupted.on_retained(t, payload, &s.board, &sealed);
+    let sealed = || s.sealed_by_me(&topic, m.payload);
+    let e = agent.interrupted.on_retained(m, &s.board, &sealed);
     apply(agent, e);
 }
 
 /// A retained answer of this board's own older than any live command: cleared, and `true`
 /// (nothing else to do) ([`super::sweep`]).
-pub(super) fn stale_answer(agent: &mut Agent, t: &CommandTopic, payload: &[u8]) -> bool {
+pub(super) fn stale_answer(agent: &mut Agent, m: &Incoming) -> bool {
     let now_s = agent.now();
     let s = &agent.s;
-    let sealed = |topic: &str| s.sealed_by_me(topic, payload);
-    match agent
-        .sweep
-        .stale_answer(s.sweep_board(now_s), t, payload, &sealed)
-    {
+    let sealed = |topic: &str| s.sealed_by_me(topic, m.payload);
+    match agent.sweep.stale_answer(s.sweep_board(now_s), m, &sealed) {
         Some(e) => {
             apply(agent, e);
             true

@@ -9,7 +9,7 @@ use super::effect::Effect;
 use super::subscribe::SUBACK_TIMEOUT;
 use crate::action::gate::{CmdRef, LedgerEntry};
 use crate::mqtt::command::CmdStatus;
-use crate::mqtt::topics::CommandTopic;
+use crate::mqtt::incoming::Incoming;
 use std::time::{Duration, Instant};
 
 /// How long after the SUBACK the retained records may take to arrive.
@@ -50,11 +50,11 @@ impl Interrupted {
     /// board's seal (asked only for a pending command: a signature check costs).
     pub fn on_retained(
         &mut self,
-        t: &CommandTopic,
-        payload: &[u8],
+        m: &Incoming,
         board: &str,
         sealed_by_me: &dyn Fn() -> bool,
     ) -> Vec<Effect> {
+        let t = &m.topic;
         let Some(i) = self
             .pending
             .iter()
@@ -62,20 +62,17 @@ impl Interrupted {
         else {
             return Vec::new();
         };
-        let Ok(v) = serde_json::from_slice::<serde_json::Value>(payload) else {
-            return Vec::new();
-        };
         // Only this board's own answer: sealed with its key (broker access alone cannot make
         // one); without a key nothing can be told apart, and nothing is taken.
-        if v["board"].as_str() != Some(board) || !sealed_by_me() {
+        if m.str_field("board") != Some(board) || !sealed_by_me() {
             return Vec::new();
         }
-        let Some(status) = v["status"].as_str().and_then(CmdStatus::from_wire) else {
+        let Some(status) = m.status_word().and_then(CmdStatus::from_wire) else {
             return Vec::new();
         };
         if status.is_final() {
             let (c, _) = self.pending.remove(i);
-            let reason = v["reason"].as_str().map(|r| r.chars().take(200).collect());
+            let reason = m.str_field("reason").map(|r| r.chars().take(200).collect());
             tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, ?status, "the broker holds this board's final answer of a command the ledger left executing (its record was not saved): kept, not failed");
             return vec![Effect::AdoptFinal(c, status, reason)];
         }
@@ -138,11 +135,12 @@ mod tests {
     /// taken, and the rest is answered once the retained records had their time.
     #[test]
     fn interrupted_commands_return_what_the_loop_is_to_do() {
-        let t = CommandTopic::new("b1", "compact", "c1");
+        let t = crate::mqtt::topics::CommandTopic::new("b1", "compact", "c1");
+        let at = |p: &'static [u8]| Incoming::new(t.clone(), p, true);
         let answer = br#"{"status":"successful","board":"b1","reason":"done"}"#;
         let mut i = pending();
-        assert!(i.on_retained(&t, answer, "b1", &|| false).is_empty());
-        assert!(i.on_retained(&t, answer, "b2", &|| true).is_empty());
+        assert!(i.on_retained(&at(answer), "b1", &|| false).is_empty());
+        assert!(i.on_retained(&at(answer), "b2", &|| true).is_empty());
         let now = Instant::now();
         assert!(i.due(true, Some(now), now).is_empty(), "not granted yet");
         i.granted(now);
@@ -156,7 +154,7 @@ mod tests {
             "{e:?}"
         );
         let mut i = pending();
-        let e = i.on_retained(&t, answer, "b1", &|| true);
+        let e = i.on_retained(&at(answer), "b1", &|| true);
         assert!(
             matches!(&e[..], [Effect::AdoptFinal(_, CmdStatus::Successful, Some(r))] if r == "done"),
             "{e:?}"

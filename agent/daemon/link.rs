@@ -5,9 +5,10 @@
 use super::agent::Agent;
 use super::jobs::{start_next, Done};
 use super::{HA_DISCOVERY_MIN_INTERVAL, SESSION_FILE};
-use crate::action::gate::{Admission, CmdRef, Origin};
+use crate::action::gate::{Admission, CmdRef, MessageContext, Origin};
 use crate::model::action::ActionKind;
 use crate::mqtt::command::{self, CmdStatus};
+use crate::mqtt::incoming::Incoming;
 use crate::mqtt::link::{Link, LinkEvent};
 use crate::mqtt::topics;
 use rumqttc::v5::mqttbytes::QoS;
@@ -267,21 +268,26 @@ fn on_message(
     let Some(t) = topics::parse_command(&agent.s.topic_root, topic) else {
         return;
     };
+    // Decoded once, for every reader below.
+    let m = Incoming::new(t, payload, retain);
+    let t = &m.topic;
     if payload.is_empty() && t.kind == Some(ActionKind::Capture) && t.board == agent.s.board {
         super::capture::acknowledged(agent, &t.cmd_id);
     }
     if retain {
-        super::apply::on_retained(agent, &t, payload);
+        super::apply::on_retained(agent, &m);
     }
-    if retain && super::apply::stale_answer(agent, &t, payload) {
+    if retain && super::apply::stale_answer(agent, &m) {
         return;
     }
     // The board's clock state (cached, no file I/O per message): the gate's one clock check.
     let clock = agent.clock_state();
-    agent.gate.set_clock_sync(clock.clone());
-    agent.gate.set_monotonic(agent.time.mono_s());
-    agent.gate.set_retained(retain);
-    let admission = agent.gate.admit_command(&t, payload, agent.now());
+    let ctx = MessageContext {
+        now: agent.now(),
+        mono_s: Some(agent.time.mono_s()),
+        clock: Some(clock.clone()),
+    };
+    let admission = agent.gate.admit_command(&m, &ctx);
     // A refusal of a command nobody asked the broker to keep is not kept either: a flood of
     // live junk leaves nothing stored. Only MQTT 5 (Retain As Published) can tell.
     let told = agent
@@ -289,7 +295,7 @@ fn on_message(
         .as_ref()
         .is_some_and(|l| l.client.retain_as_published());
     let keep = retain || !told;
-    route_admission(agent, &t, admission, &clock, keep, tx);
+    route_admission(agent, t, admission, &clock, keep, tx);
 }
 
 /// Publishes what the gate decided about an MQTT command, and logs it.

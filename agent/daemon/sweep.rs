@@ -7,7 +7,8 @@
 use super::effect::Effect;
 use crate::model::action::ActionKind;
 use crate::mqtt::command::{CmdStatus, CLOCK_SKEW_S};
-use crate::mqtt::topics::{self, CommandTopic};
+use crate::mqtt::incoming::Incoming;
+use crate::mqtt::topics;
 
 /// Most answers whose topics wait to be cleared one by one. Past it the oldest is let go and
 /// the agent instead scans its own command topics once that answer is due ([`Sweep::rescan`]):
@@ -183,20 +184,20 @@ impl Sweep {
     pub fn stale_answer(
         &mut self,
         b: Board,
-        t: &CommandTopic,
-        payload: &[u8],
+        m: &Incoming,
         sealed_by_me: &dyn Fn(&str) -> bool,
     ) -> Option<Vec<Effect>> {
-        if t.board != b.board || payload.is_empty() {
+        let t = &m.topic;
+        if t.board != b.board || m.payload.is_empty() {
             return None;
         }
-        let v = serde_json::from_slice::<serde_json::Value>(payload).ok()?;
-        let is_final = v["status"]
-            .as_str()
+        let v = m.json().ok()?;
+        let is_final = m
+            .status_word()
             .and_then(CmdStatus::from_wire)
             .is_some_and(CmdStatus::is_final);
-        let answered = v["time"]
-            .as_str()
+        let answered = m
+            .str_field("time")
             .and_then(|t| t.split_once('T'))
             .and_then(|(date, clock)| crate::sys::time::unix_from_date_time(date, clock.get(..8)?));
         let old = answered.is_some_and(|s| b.now_s.saturating_sub(s) > b.keep_s);

@@ -397,11 +397,8 @@ pub fn valid_cmd_id(id: &str) -> bool {
 /// Errors: [`Verdict::Ignore`] for an empty clear or a non-`init` state (the agent's own echo),
 /// [`Verdict::Reject`] with the reason for everything malformed. A reason never quotes the
 /// payload beyond the JSON decoder's position message.
-pub fn parse(
-    policy: &Policy,
-    topic: &super::topics::CommandTopic,
-    payload: &[u8],
-) -> Result<Parsed, Verdict> {
+pub fn parse(policy: &Policy, m: &super::incoming::Incoming) -> Result<Parsed, Verdict> {
+    let (topic, payload) = (&m.topic, m.payload);
     if payload.is_empty() {
         return Err(Verdict::Ignore("cleared"));
     }
@@ -414,7 +411,10 @@ pub fn parse(
     let Ok(text) = std::str::from_utf8(payload) else {
         return Err(Verdict::Reject("payload is not UTF-8 JSON".into()));
     };
-    match serde_json::from_str::<AnyStatus>(text) {
+    // The state from the message's one JSON decode (shared with the other readers); an `init`
+    // is then held to its strict schema (unknown or repeated fields refused).
+    let json = m.json().map_err(|e| Verdict::Reject(json_error(e)))?;
+    match AnyStatus::deserialize(json) {
         Ok(s) if s.status == CmdStatus::Executing => return Err(Verdict::Ignore(IN_PROGRESS)),
         Ok(s) if s.status != CmdStatus::Init => return Err(Verdict::Ignore("not an init message")),
         Ok(_) => {}
@@ -480,11 +480,14 @@ fn json_error(e: &serde_json::Error) -> String {
             "a field has the wrong type or value"
         }
     };
-    format!(
-        "malformed command: {what} at line {} column {}",
-        e.line(),
-        e.column()
-    )
+    match e.line() {
+        // Read from the decoded value: no position to name.
+        0 => format!("malformed command: {what}"),
+        line => format!(
+            "malformed command: {what} at line {line} column {}",
+            e.column()
+        ),
+    }
 }
 
 /// Second half of the gate, given the time: lifetime (checked arithmetic, expiry mandatory and

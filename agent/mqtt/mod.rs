@@ -6,6 +6,7 @@ pub mod chunks;
 pub mod command;
 pub mod ed25519;
 pub mod ha;
+pub mod incoming;
 pub mod link;
 pub use crate::model::topics;
 

@@ -23,7 +23,8 @@ use crate::action::state::StateDir;
 use crate::model::action::{Action, ActionKind};
 use crate::model::ClockSync;
 use crate::mqtt::command::{self, CmdStatus, Policy, Verdict, CLOCK_SKEW_S};
-use crate::mqtt::topics::{CommandTopic, ALL};
+use crate::mqtt::incoming::Incoming;
+use crate::mqtt::topics::ALL;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -196,7 +197,7 @@ pub struct Gate {
     /// No ledger file existed: its creation time is the first message's (on a synchronised
     /// clock).
     fresh_ledger: bool,
-    /// The caller's monotonic seconds ([`Gate::set_monotonic`]) and the wall time first seen
+    /// The caller's monotonic seconds ([`MessageContext::mono_s`]) and the wall time first seen
     /// with them: ids are pruned by a wall time that never runs ahead of the monotonic one.
     mono: Option<(u64, Option<(u64, i64)>)>,
     state: Option<StateDir>,
@@ -204,12 +205,33 @@ pub struct Gate {
     other_queue: VecDeque<Job>,
     running: bool,
     clock: ClockState,
-    /// What the board's files last said about its clock ([`Gate::set_clock_sync`]).
+    /// What the board's files last said about its clock ([`MessageContext::clock`]).
     clock_sync: Option<ClockSync>,
     limits: Limits,
     last_planner_compact: Option<i64>,
-    /// The message being admitted is a retained one ([`Gate::set_retained`]).
-    retained: bool,
+}
+
+/// What the gate judges one MQTT message by, besides the message: passed with each message.
+#[derive(Debug, Clone, Default)]
+pub struct MessageContext {
+    /// Unix seconds now, by the board's clock.
+    pub now: i64,
+    /// The caller's monotonic clock, seconds (`None`: the last reading stands; without any,
+    /// the wall clock is trusted as it is).
+    pub mono_s: Option<u64>,
+    /// What the board's files say about its clock (`None`: the last reading stands; without
+    /// any, the clock counts as synchronised).
+    pub clock: Option<ClockSync>,
+}
+
+impl MessageContext {
+    /// The context of a message at `now` (Unix seconds) with no new clock reading.
+    pub fn at(now: i64) -> MessageContext {
+        MessageContext {
+            now,
+            ..MessageContext::default()
+        }
+    }
 }
 
 impl Gate {
@@ -245,7 +267,6 @@ impl Gate {
                 ..Limits::default()
             },
             last_planner_compact: None,
-            retained: false,
         }
     }
 
@@ -289,11 +310,11 @@ impl Gate {
         self.policy.refused = all;
     }
 
-    /// Sets what the board's files say about its clock: the one clock check of the command
+    /// Takes what the board's files say about its clock: the one clock check of the command
     /// path. While it is not synchronised, signed commands are refused, no id is pruned, and an
     /// expiring destructive command ([`crate::action::clock_hold::command_hold`]) is rejected with the
     /// reason before anything else is judged against a clock that may be days off.
-    pub fn set_clock_sync(&mut self, clock: ClockSync) {
+    fn read_clock_sync(&mut self, clock: ClockSync) {
         self.clock = if clock.is_unsynchronised() {
             ClockState::Unsynchronised
         } else {
@@ -303,16 +324,17 @@ impl Gate {
     }
 
     /// The clock hold of a command for this board (or `all`) on a fresh, well-formed id: the
-    /// reason to reject it, when the clock is not synchronised (see [`Gate::set_clock_sync`]).
-    fn clock_hold(&self, topic: &CommandTopic, payload: &[u8], now: i64) -> Option<String> {
+    /// reason to reject it, when the clock is not synchronised (see [`MessageContext::clock`]).
+    fn clock_hold(&self, m: &Incoming, now: i64) -> Option<String> {
         let clock = self.clock_sync.as_ref()?;
+        let topic = &m.topic;
         let fresh = (topic.board == self.policy.board || topic.board == ALL)
             && command::valid_cmd_id(&topic.cmd_id)
             && !self.has_record(&topic.cmd_id);
         if !fresh {
             return None;
         }
-        crate::action::clock_hold::command_hold(clock, topic.kind?, payload, now)
+        crate::action::clock_hold::command_hold(clock, topic.kind?, m, now)
     }
 
     /// Sets whether the clock is trusted (the `clock.sync` hook).
@@ -410,9 +432,16 @@ impl Gate {
         Ok(slot)
     }
 
-    /// Admits an MQTT command on `topic` (already known to be a command topic of this board or
-    /// of `all`).
-    pub fn admit_command(&mut self, topic: &CommandTopic, payload: &[u8], now: i64) -> Admission {
+    /// Admits the MQTT command `m` (on a command topic of this board or of `all`), judged by
+    /// `ctx`: the time, and what the board's clocks read for this message.
+    pub fn admit_command(&mut self, m: &Incoming, ctx: &MessageContext) -> Admission {
+        let (topic, now) = (&m.topic, ctx.now);
+        if let Some(mono) = ctx.mono_s {
+            self.read_monotonic(mono);
+        }
+        if let Some(clock) = &ctx.clock {
+            self.read_clock_sync(clock.clone());
+        }
         let cmd = CmdRef {
             action: topic.action.clone(),
             cmd_id: topic.cmd_id.clone(),
@@ -430,12 +459,12 @@ impl Gate {
         if synced {
             self.ledger.clamp_runs(now);
         }
-        if let Some(reason) = self.clock_hold(topic, payload, now) {
+        if let Some(reason) = self.clock_hold(m, now) {
             return Admission::ClockHeld { cmd, reason };
         }
-        let parsed = match command::parse(&self.policy, topic, payload) {
+        let parsed = match command::parse(&self.policy, m) {
             Ok(p) => p,
-            Err(Verdict::Ignore(command::IN_PROGRESS)) if self.retained => {
+            Err(Verdict::Ignore(command::IN_PROGRESS)) if m.retain => {
                 return self.in_progress_on_the_broker(&cmd);
             }
             Err(Verdict::Ignore(why)) => return Admission::Ignored(why),
@@ -679,5 +708,7 @@ impl Gate {
     }
 }
 
+#[cfg(test)]
+mod clock_tests;
 #[cfg(test)]
 mod tests;

@@ -9,16 +9,10 @@ use crate::mqtt::command::{self, CmdStatus, CLOCK_SKEW_S};
 use crate::mqtt::topics::CommandTopic;
 
 impl Gate {
-    /// Whether the next message admitted is one the broker kept (a retained message delivered
-    /// on subscribing): a retained `executing` of a finished command is answered again.
-    pub fn set_retained(&mut self, retained: bool) {
-        self.retained = retained;
-    }
-
     /// The caller's monotonic clock now, in seconds (`CLOCK_MONOTONIC`, a test clock): a
     /// forward step of the wall clock then prunes no id before its time (see
     /// [`Gate::prune_time`]). Without it the wall clock is trusted as it is.
-    pub fn set_monotonic(&mut self, mono_s: u64) {
+    pub(super) fn read_monotonic(&mut self, mono_s: u64) {
         let origin = self.mono.and_then(|(_, o)| o);
         self.mono = Some((mono_s, origin));
     }
