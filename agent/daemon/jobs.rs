@@ -114,48 +114,76 @@ fn spawn_action(
 
 /// Starts the next admitted action, if none runs (one at a time, signed commands first, off
 /// the main loop). Every policy refusal ([`crate::action::executor::Executor::preflight`]) is
-/// decided here, before `executing` is published: a refused command is answered `rejected` with
-/// the reason and never `executing`.
+/// decided first, on a blocking thread (it reads state and boot files, and may diagnose),
+/// before `executing` is published: a refused command is answered `rejected` with the reason
+/// and never `executing` ([`after_preflight`]).
 pub(super) fn start_next(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
-    while let Some(job) = agent.gate.next_job() {
-        let now = agent.now();
-        let refused = &agent.gate.policy().refused;
-        let last = agent.last_diagnosis.clone();
-        let d = match agent.s.executor.preflight(refused, &job.action, last, now) {
-            Ok(d) => d,
-            Err(reason) => {
-                agent.gate.refuse(&job, &reason);
-                match &job.cmd {
-                    Some(c) => {
-                        agent.rejections.log(c, &reason, "command rejected");
-                        agent.answer(c, CmdStatus::Rejected, json!({"reason": reason}));
-                    }
-                    None => tracing::warn!(
-                        action = job.action.name(),
-                        origin = job.origin.as_str(),
-                        %reason,
-                        "action refused"
-                    ),
-                }
-                continue;
-            }
-        };
-        if let Some(c) = &job.cmd {
-            agent.answer(c, CmdStatus::Executing, json!({}));
-        }
-        tracing::info!(
-            action = job.action.name(),
-            origin = job.origin.as_str(),
-            cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-"),
-            "executing"
-        );
-        if matches!(job.action, Action::Reboot { .. }) {
-            // The executing state must reach the broker before the board goes down.
-            agent.flush();
-        }
-        spawn_action(agent, job, d, tx);
+    let Some(job) = agent.gate.next_job() else {
         return;
+    };
+    let refused = agent.gate.policy().refused.clone();
+    let last = agent.last_diagnosis.clone();
+    let now = agent.now();
+    let executor = agent.s.executor.clone();
+    match &mut agent.dispatch {
+        Dispatch::Blocking => {
+            let tx = tx.clone();
+            spawn_blocking_job(Box::new(move || {
+                let checked = executor.preflight(&refused, &job.action, last, now);
+                let job = Box::new(job);
+                let _ = tx.send(Done::Preflight { job, checked });
+            }));
+        }
+        // The unit tests hold actions, not the checks before them.
+        #[cfg(test)]
+        Dispatch::Held { .. } => {
+            let checked = executor.preflight(&refused, &job.action, last, now);
+            after_preflight(agent, job, checked, tx);
+        }
     }
+}
+
+/// The next job's policy checks are in: a refusal is answered (and the next job tried), else
+/// `executing` is published and the action starts.
+fn after_preflight(
+    agent: &mut Agent,
+    job: Job,
+    checked: Result<Option<Arc<Diagnosis>>, String>,
+    tx: &mpsc::UnboundedSender<Done>,
+) {
+    let d = match checked {
+        Ok(d) => d,
+        Err(reason) => {
+            agent.gate.refuse(&job, &reason);
+            match &job.cmd {
+                Some(c) => {
+                    agent.rejections.log(c, &reason, "command rejected");
+                    agent.answer(c, CmdStatus::Rejected, json!({"reason": reason}));
+                }
+                None => tracing::warn!(
+                    action = job.action.name(),
+                    origin = job.origin.as_str(),
+                    %reason,
+                    "action refused"
+                ),
+            }
+            return start_next(agent, tx);
+        }
+    };
+    if let Some(c) = &job.cmd {
+        agent.answer(c, CmdStatus::Executing, json!({}));
+    }
+    tracing::info!(
+        action = job.action.name(),
+        origin = job.origin.as_str(),
+        cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-"),
+        "executing"
+    );
+    if matches!(job.action, Action::Reboot { .. }) {
+        // The executing state must reach the broker before the board goes down.
+        agent.flush();
+    }
+    spawn_action(agent, job, d, tx);
 }
 
 /// Routes finished work: a diagnosis to the planner and the report, an action's outcome to the
@@ -180,6 +208,7 @@ pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSen
             agent.state_files = state.clone();
             on_action_done(agent, &job, outcome, diagnosis.map(|d| (d, state)), tx)
         }
+        Done::Preflight { job, checked } => after_preflight(agent, *job, checked, tx),
         // Sent from the action's thread before its end, so read before it: never after the
         // final state.
         Done::Step { cmd, step } => {

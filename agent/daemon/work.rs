@@ -43,6 +43,14 @@ pub(super) enum Done {
         /// The state files after the action (it may have changed them).
         state: StateFiles,
     },
+    /// The executor's policy checks of the next job ([`crate::action::executor::Executor::preflight`]):
+    /// the diagnosis the action is to use, or the reason it is refused.
+    Preflight {
+        /// The gate's job.
+        job: Box<Job>,
+        /// What the checks said.
+        checked: Result<Option<Arc<Diagnosis>>, String>,
+    },
     /// A running command's current step (`fix`), published with its `executing` state.
     Step {
         /// The command.
