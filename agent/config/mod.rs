@@ -109,9 +109,6 @@ pub struct MqttConfig {
     pub reconnect_max_s: u64,
 }
 
-/// The values `[mqtt] protocol` accepts.
-pub const MQTT_PROTOCOLS: &[&str] = &["auto", "5", "3.1.1"];
-
 /// `[report]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReportConfig {

@@ -8,6 +8,8 @@ use crate::action::state::StateDir;
 use crate::action::ActionConfig;
 use crate::model::action::ActionKind;
 use crate::mqtt::command::Policy;
+use crate::mqtt::link::ProtocolSetting;
+use crate::mqtt::BrokerList;
 use crate::root::SysRoot;
 
 /// The assembled settings (what the config means for actions, the gate and the state files).
@@ -26,6 +28,10 @@ pub struct Settings {
     /// The command policy of the gate: `board` is empty and no trusted key is read until
     /// [`Settings::for_board`] (the command line needs neither).
     pub policy: Policy,
+    /// `[mqtt] protocol`, parsed (validated with the config; `auto` for one never validated).
+    pub protocol: ProtocolSetting,
+    /// `[mqtt] url`'s broker list, parsed, or why it does not parse (an empty `url` too).
+    pub brokers: Result<BrokerList, String>,
 }
 
 /// The action kinds `names` list (validated with the config: every name is one).
@@ -65,6 +71,8 @@ impl Settings {
             refused: crate::action::gate::config_refusals(&kinds(&cfg.actions.disabled)),
         };
         Settings {
+            protocol: cfg.mqtt.protocol.parse().unwrap_or(ProtocolSetting::Auto),
+            brokers: BrokerList::parse(&cfg.mqtt.url),
             cfg,
             root,
             state,

@@ -61,8 +61,7 @@ fn on_connected(
         undo_compact(agent, "the broker announces its packet limit");
     }
     // The node that answered, of the configured list.
-    let url = crate::mqtt::split_urls(&agent.s.cfg.mqtt.url).nth(broker);
-    agent.broker = crate::mqtt::redact_url(url.unwrap_or_default());
+    agent.broker = agent.s.brokers.shown(broker).to_string();
     tracing::info!(
         broker = agent.broker.as_str(),
         board = %agent.s.board,
@@ -101,7 +100,7 @@ fn on_connected(
 
 fn on_protocol_refused(agent: &mut Agent, reason: &str) {
     tracing::warn!(
-        broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+        broker = agent.s.brokers.shown_list(),
         %reason,
         "broker refuses MQTT 5 (closed, silent or a 3.1.1 CONNACK after CONNECT); speaking MQTT 3.1.1 from now on"
     );
@@ -114,7 +113,7 @@ fn on_protocol_refused(agent: &mut Agent, reason: &str) {
 /// A takeover streak: named as one only when the broker said so (MQTT 5 reason 0x8E); kicks
 /// without a reason may as well be an overloaded broker, and are reported as either.
 fn on_taken_over(agent: &mut Agent, reason: &str, said_by_broker: bool) {
-    let broker = crate::mqtt::redact_url(&agent.s.cfg.mqtt.url);
+    let broker = agent.s.brokers.shown_list().to_string();
     tracing::warn!(%broker, board = %agent.s.board, %reason, "{}", match said_by_broker {
         true => "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)",
         false => "the broker keeps closing this connection soon after accepting it, without a reason: another client may use this board id, or the broker is overloaded; backing off",
@@ -201,7 +200,7 @@ fn on_disconnected(
         // A lost connection names its broker; a failed attempt the configured list.
         let broker = match agent.connected {
             true => agent.broker.clone(),
-            false => crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+            false => agent.s.brokers.shown_list().to_string(),
         };
         tracing::warn!(
             %broker,

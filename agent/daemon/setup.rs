@@ -26,6 +26,8 @@ pub(super) struct Setup {
     pub settings: Settings,
     pub executor: Executor,
     pub link: LinkOptions,
+    /// `[mqtt] url`'s nodes as parsed at start (what the link connects to until a restart).
+    pub brokers: mqtt::BrokerList,
     pub profile: ProfileChoice,
     /// Log read positions and the evidence kept this boot (persisted as [`LOG_CURSORS_FILE`]).
     pub log_cursors: Arc<Mutex<crate::probe::evidence::LogCursors>>,
@@ -91,13 +93,13 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         ));
     }
     // One URL, or a cluster's nodes separated by commas: the first, then the others in turn.
-    let mut fallbacks = mqtt::parse_urls(&cfg.mqtt.url).map_err(cerr)?;
+    let assembled = Settings::assemble(cfg.clone());
+    let brokers = assembled.brokers.clone().map_err(cerr)?;
+    let mut fallbacks = brokers.urls().to_vec();
     let url = fallbacks.remove(0);
     let root = SysRoot::new(&cfg.root);
     let board = board_id(&root, &cfg.board_id);
-    let settings = Settings::assemble(cfg.clone())
-        .for_board(board.clone())
-        .map_err(cerr)?;
+    let settings = assembled.for_board(board.clone()).map_err(cerr)?;
     let tls = if url.tls || fallbacks.iter().any(|u| u.tls) {
         let ca_pem = if cfg.mqtt.ca_file.is_empty() {
             Vec::new()
@@ -149,8 +151,8 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         connect_timeout_s: 5,
         lossless: true,
         ack_when_handled: true,
-        protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).0,
-        auto_protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).1,
+        protocol: settings.protocol.first(),
+        auto_protocol: settings.protocol.falls_back(),
         reconnect_max: Duration::from_secs(cfg.mqtt.reconnect_max_s),
         fallbacks,
     };
@@ -184,6 +186,7 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         }
     };
     Ok(Setup {
+        brokers,
         identity,
         cfg,
         root,
