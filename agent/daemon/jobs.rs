@@ -186,6 +186,37 @@ fn after_preflight(
     spawn_action(agent, job, d, tx);
 }
 
+/// The clock state for the command path: the last one read (by a diagnosis or a probe) while
+/// it is younger than [`super::CLOCK_REPROBE`]; an older one still serves while a fresh read
+/// runs on the blocking pool (a command flood costs no file I/O, and none runs on the loop).
+/// Without any reading yet (the start reads one before the loop) the files are read here.
+pub(super) fn clock_state(
+    agent: &mut Agent,
+    tx: &mpsc::UnboundedSender<Done>,
+) -> crate::model::ClockSync {
+    let c = match &agent.clock {
+        Some((c, at)) if at.elapsed() < super::CLOCK_REPROBE => return c.clone(),
+        Some((c, _)) => c.clone(),
+        None => return agent.read_clock(),
+    };
+    if agent.clock_reading {
+        return c;
+    }
+    match &mut agent.dispatch {
+        Dispatch::Blocking => {
+            agent.clock_reading = true;
+            let (root, tx) = (agent.s.root.clone(), tx.clone());
+            spawn_blocking_job(Box::new(move || {
+                let read = crate::probe::clock::probe(&root);
+                let _ = tx.send(Done::Clock(read, Instant::now()));
+            }));
+            c
+        }
+        #[cfg(test)]
+        Dispatch::Held { .. } => agent.read_clock(),
+    }
+}
+
 /// Routes finished work: a diagnosis to the planner and the report, an action's outcome to the
 /// gate, the command's lifecycle and a fresh diagnosis.
 pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) {
@@ -209,6 +240,13 @@ pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSen
             on_action_done(agent, &job, outcome, diagnosis.map(|d| (d, state)), tx)
         }
         Done::Preflight { job, checked } => after_preflight(agent, *job, checked, tx),
+        Done::Clock(c, at) => {
+            agent.clock_reading = false;
+            // A diagnosis may have read it later meanwhile.
+            if agent.clock.as_ref().is_none_or(|(_, seen)| *seen <= at) {
+                agent.clock = Some((c, at));
+            }
+        }
         // Sent from the action's thread before its end, so read before it: never after the
         // final state.
         Done::Step { cmd, step } => {

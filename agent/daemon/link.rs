@@ -280,7 +280,7 @@ fn on_message(
         return;
     }
     // The board's clock state (cached, no file I/O per message): the gate's one clock check.
-    let clock = agent.clock_state();
+    let clock = super::jobs::clock_state(agent, tx);
     let ctx = MessageContext {
         now: agent.now(),
         mono_s: Some(agent.time.mono_s()),

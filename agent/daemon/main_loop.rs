@@ -30,6 +30,9 @@ pub(super) fn settle_on_start(agent: &mut Agent) {
         tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, "command interrupted by an agent restart: failed, unless the broker holds its answer");
     }
     agent.interrupted = super::interrupted::Interrupted::new(interrupted);
+    // The command path's first clock state, read before the loop serves the link (later ones
+    // on the blocking pool).
+    agent.read_clock();
     // A reboot asked for before this start: did the board really reboot? And is a boot-file
     // edit now in effect?
     reconcile_reboot(agent, crate::action::reboot::ReconcileWhen::Start);

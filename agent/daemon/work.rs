@@ -51,6 +51,8 @@ pub(super) enum Done {
         /// What the checks said.
         checked: Result<Option<Arc<Diagnosis>>, String>,
     },
+    /// The board's clock state, read at this instant.
+    Clock(crate::model::ClockSync, std::time::Instant),
     /// A running command's current step (`fix`), published with its `executing` state.
     Step {
         /// The command.
