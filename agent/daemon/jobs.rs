@@ -240,6 +240,7 @@ pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSen
             on_action_done(agent, &job, outcome, diagnosis.map(|d| (d, state)), tx)
         }
         Done::Preflight { job, checked } => after_preflight(agent, *job, checked, tx),
+        Done::Reboot(r) => settle_reboot(agent, r),
         Done::Clock(c, at) => {
             agent.clock_reading = false;
             // A diagnosis may have read it later meanwhile.
@@ -401,9 +402,41 @@ fn on_action_done(
 /// command fail to take it down (periodically)? Settles the command in the ledger and
 /// publishes its final state.
 pub(super) fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::ReconcileWhen) {
-    use crate::action::reboot::{reconcile_state, RebootResult};
+    use crate::action::reboot::reconcile_state;
     let now = agent.now();
-    match reconcile_state(&agent.s.state, agent.s.executor.actions(), now, when) {
+    let r = reconcile_state(&agent.s.state, agent.s.executor.actions(), now, when);
+    settle_reboot(agent, r.map_err(|e| e.to_string()));
+}
+
+/// The periodic [`reconcile_reboot`], on the blocking pool (it reads and may write the state
+/// files); its record is settled when it reports back.
+pub(super) fn spawn_reconcile_reboot(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
+    use crate::action::reboot::{reconcile_state, ReconcileWhen};
+    match &mut agent.dispatch {
+        Dispatch::Blocking => {}
+        #[cfg(test)]
+        Dispatch::Held { .. } => return reconcile_reboot(agent, ReconcileWhen::Periodic),
+    }
+    let (state, actions, now) = (
+        agent.s.state.clone(),
+        agent.s.executor.actions().clone(),
+        agent.now(),
+    );
+    let tx = tx.clone();
+    spawn_blocking_job(Box::new(move || {
+        let r = reconcile_state(&state, &actions, now, ReconcileWhen::Periodic);
+        let _ = tx.send(Done::Reboot(r.map_err(|e| e.to_string())));
+    }));
+}
+
+/// Settles what reconciling the reboot state found: the command in the ledger, its final
+/// state published, the status's last action.
+pub(super) fn settle_reboot(
+    agent: &mut Agent,
+    r: Result<Option<crate::action::reboot::RebootRecord>, String>,
+) {
+    use crate::action::reboot::RebootResult;
+    match r {
         Ok(Some(rec)) => {
             let c = CmdRef {
                 action: ActionKind::Reboot.as_str().into(),

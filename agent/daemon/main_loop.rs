@@ -84,7 +84,7 @@ pub(super) async fn main_loop(s: Setup, reload: super::reload::Reloader) -> i32 
                 if !agent.diagnosing {
                     super::jobs::start_diagnosis(&mut agent, &tx);
                 }
-                reconcile_reboot(&mut agent, crate::action::reboot::ReconcileWhen::Periodic);
+                super::jobs::spawn_reconcile_reboot(&mut agent, &tx);
             }
             Some(done) = rx.recv() => handle_done(&mut agent, done, &tx),
             ev = next_event(&mut agent.link) => {

@@ -51,6 +51,9 @@ pub(super) enum Done {
         /// What the checks said.
         checked: Result<Option<Arc<Diagnosis>>, String>,
     },
+    /// The periodic reconciliation of the reboot state: a finished reboot's record, or why the
+    /// state could not be read or written.
+    Reboot(Result<Option<crate::action::reboot::RebootRecord>, String>),
     /// The board's clock state, read at this instant.
     Clock(crate::model::ClockSync, std::time::Instant),
     /// A running command's current step (`fix`), published with its `executing` state.
