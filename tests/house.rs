@@ -356,3 +356,268 @@ fn the_layer_reader_finds_the_map_and_the_files() {
         Some("diagnose")
     );
 }
+
+/// The module path of a source file under `agent/`: `daemon/agent.rs` is `daemon::agent`,
+/// `daemon/mod.rs` is `daemon`, `lib.rs` the crate root.
+fn module_of(path: &Path) -> Vec<String> {
+    let rel = path.strip_prefix(agent_dir()).unwrap().with_extension("");
+    let mut m: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(m.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        m.pop();
+    }
+    m
+}
+
+/// The path `text` starts with (`a::b::{c, d::e}` gives `a::b::c` and `a::b::d::e`), each
+/// appended to `base`.
+fn paths_at(text: &str, base: &[String], out: &mut Vec<Vec<String>>) {
+    let mut path = base.to_vec();
+    let mut rest = text;
+    loop {
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 0;
+            let mut start = 0;
+            for (i, ch) in group.char_indices() {
+                match ch {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        paths_at(group[start..i].trim_start(), &path, out);
+                        return;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        paths_at(group[start..i].trim_start(), &path, out);
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
+            return;
+        }
+        let ident: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if ident.is_empty() {
+            break;
+        }
+        path.push(ident.clone());
+        match rest[ident.len()..].strip_prefix("::") {
+            Some(r) => rest = r,
+            None => break,
+        }
+    }
+    out.push(path);
+}
+
+/// The full module paths file `me` (its module path) names through `crate::`, `super::` and
+/// `self::` in code (comments and test modules left out).
+fn module_refs(text: &str, me: &[String]) -> Vec<Vec<String>> {
+    let kept: Vec<&str> = code_lines(text)
+        .into_iter()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect();
+    let code = kept.join("\n");
+    let mut out = Vec::new();
+    for head in ["crate::", "super::", "self::"] {
+        for (i, _) in code.match_indices(head) {
+            let before = code[..i].chars().next_back();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue; // part of a longer name or path
+            }
+            let mut base: Vec<String> = match head {
+                "crate::" => Vec::new(),
+                "self::" => me.to_vec(),
+                _ => me[..me.len().saturating_sub(1)].to_vec(),
+            };
+            let mut rest = &code[i + head.len()..];
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+            paths_at(rest, &base, &mut out);
+        }
+    }
+    out
+}
+
+/// Whether `agent/<module path>` is a module (a file or a folder).
+fn is_module(path: &[String]) -> bool {
+    let p = path.iter().fold(agent_dir(), |d, s| d.join(s));
+    p.is_dir() || p.with_extension("rs").is_file()
+}
+
+/// The imports between sibling modules: (parent, from, to) for every file's reference that
+/// leaves its own module for a sibling's (or a sibling's descendant's).
+fn sibling_edges() -> std::collections::BTreeSet<(String, String, String)> {
+    let mut edges = std::collections::BTreeSet::new();
+    for p in sources(&agent_dir()) {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "tests.rs" || name.ends_with("_tests.rs") {
+            continue;
+        }
+        let me = module_of(&p);
+        let text = std::fs::read_to_string(&p).unwrap();
+        for to in module_refs(&text, &me) {
+            let k = me.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            if k >= me.len() || k >= to.len() || !is_module(&to[..=k]) {
+                continue; // a module's own items, its children, or an item of an ancestor
+            }
+            edges.insert((me[..k].join("::"), me[k].clone(), to[k].clone()));
+        }
+    }
+    edges
+}
+
+/// The circles among `edges` (from, to): every node that reaches itself, with the nodes of its
+/// circle, sorted.
+fn circles(edges: &[(String, String)]) -> Vec<Vec<String>> {
+    let reach = |from: &str| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut todo = vec![from.to_string()];
+        while let Some(n) = todo.pop() {
+            for (a, b) in edges {
+                if *a == n && seen.insert(b.clone()) {
+                    todo.push(b.clone());
+                }
+            }
+        }
+        seen
+    };
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for (a, _) in edges {
+        let from_a = reach(a);
+        if !from_a.contains(a) {
+            continue;
+        }
+        let circle: Vec<String> = from_a
+            .iter()
+            .filter(|b| reach(b).contains(a))
+            .cloned()
+            .collect();
+        if !out.contains(&circle) {
+            out.push(circle);
+        }
+    }
+    out
+}
+
+/// No two modules of one folder import each other, directly or through others of that
+/// folder (issue 36): a state machine returns effects for the event loop instead of calling
+/// back into it. Every folder of `agent/` is held to it, the crate root too.
+#[test]
+fn no_modules_of_one_folder_import_each_other() {
+    let edges = sibling_edges();
+    assert!(
+        edges
+            .iter()
+            .any(|(p, a, b)| p == "daemon" && a == "apply" && b == "agent"),
+        "the reader finds daemon's imports: {edges:?}"
+    );
+    let parents: std::collections::BTreeSet<&String> = edges.iter().map(|(p, _, _)| p).collect();
+    let mut found = Vec::new();
+    for parent in parents {
+        let local: Vec<(String, String)> = edges
+            .iter()
+            .filter(|(p, _, _)| p == parent)
+            .map(|(_, a, b)| (a.clone(), b.clone()))
+            .collect();
+        for c in circles(&local) {
+            found.push(format!("{parent}: {}", c.join(" <-> ")));
+        }
+    }
+    assert!(found.is_empty(), "import circles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_circle_reader_reads_paths_and_finds_circles() {
+    let me = vec!["daemon".to_string(), "agent".to_string()];
+    let text = "use super::sweep::{Sweep, keep_s};\nuse crate::mqtt::{topics, link::Link};\n\
+                fn f() { super::apply::go(); }\n#[cfg(test)]\nmod tests {\n    use super::x;\n}\n";
+    let refs: Vec<String> = module_refs(text, &me)
+        .iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        refs,
+        [
+            "mqtt::topics",
+            "mqtt::link::Link",
+            "daemon::sweep::Sweep",
+            "daemon::sweep::keep_s",
+            "daemon::apply::go"
+        ]
+    );
+    let e = |a: &str, b: &str| (a.to_string(), b.to_string());
+    let c = circles(&[e("a", "b"), e("b", "c"), e("c", "a"), e("c", "d")]);
+    assert_eq!(c, [vec!["a", "b", "c"]]);
+    assert!(circles(&[e("a", "b"), e("b", "c")]).is_empty());
+}
+
+/// String literals that spell an action's wire name but mean something else: (file under
+/// `agent/`, literal, what it is).
+const NOT_ACTION_NAMES: &[(&str, &str, &str)] = &[
+    ("report/mod.rs", "compact", "the status's compact form"),
+    (
+        "action/fix/delegate.rs",
+        "fix",
+        "the `npu-agent fix` subcommand",
+    ),
+    (
+        "config/mod.rs",
+        "reboot",
+        "the default reboot command's argv",
+    ),
+    (
+        "action/mod.rs",
+        "reboot",
+        "the default reboot command's argv",
+    ),
+    (
+        "check/stack.rs",
+        "reboot",
+        "the board's reboot command named in a fix",
+    ),
+];
+
+/// The action vocabulary is one type (issue 36): no code outside `model/action.rs` spells an
+/// action's wire name as a string literal (it uses `ActionKind`), so adding an action is a
+/// compile error wherever it must be handled. Test modules and comments are left out.
+#[test]
+fn action_names_are_written_only_in_the_vocabulary() {
+    let names: Vec<String> = npu_agent::model::action::ActionKind::ALL
+        .iter()
+        .map(|k| format!("{:?}", k.as_str()))
+        .collect();
+    assert!(names.contains(&"\"set_cma\"".to_string()), "{names:?}");
+    let mut found = Vec::new();
+    for p in sources(&agent_dir()) {
+        let file = rel(&p);
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if file == "model/action.rs" || name == "tests.rs" || name.ends_with("_tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        for (i, line) in code_lines(&text).iter().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for n in &names {
+                let allowed = NOT_ACTION_NAMES
+                    .iter()
+                    .any(|(f, lit, _)| *f == file && format!("{lit:?}") == *n);
+                if line.contains(n.as_str()) && !allowed {
+                    found.push(format!("{file}:{} {n}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "action names as strings outside model/action.rs (use ActionKind):\n{}",
+        found.join("\n")
+    );
+}

@@ -2,22 +2,25 @@
 //! destructive commands that carry an expiry are refused with "board clock not synchronised",
 //! and a skew or expiry rejection says which side's clock looks off.
 
+use crate::model::action::ActionKind;
 use crate::model::ClockSync;
-
-/// Destructive actions whose expiry depends on the board's clock.
-pub const CLOCK_GATED_ACTIONS: &[&str] = &["reboot", "set_cma"];
+use crate::mqtt::incoming::Incoming;
 
 /// The command path's clock hook: `Some(reason)` to reject a command now. Only while the clock
 /// is known to be unsynchronised, and only for destructive actions whose payload carries an
-/// `expires_at`; the reason says which way the board's clock looks off when the command's times
+/// `expires_at` ([`ActionKind::clock_gated`]); the reason says which way the board's clock looks off when the command's times
 /// show it (`now`: the board's clock, Unix seconds).
-pub fn command_hold(clock: &ClockSync, action: &str, payload: &[u8], now: i64) -> Option<String> {
-    if !clock.is_unsynchronised() || !CLOCK_GATED_ACTIONS.contains(&action) {
+pub fn command_hold(
+    clock: &ClockSync,
+    action: ActionKind,
+    m: &Incoming,
+    now: i64,
+) -> Option<String> {
+    if !clock.is_unsynchronised() || !action.clock_gated() {
         return None;
     }
-    let v: serde_json::Value = serde_json::from_slice(payload).ok()?;
-    let expires_at = v.get("expires_at")?.as_i64()?;
-    let issued_at = v.get("issued_at").and_then(|i| i.as_i64());
+    let expires_at = m.i64_field("expires_at")?;
+    let issued_at = m.i64_field("issued_at");
     let mut reason =
         String::from("board clock not synchronised: expiring commands are refused until it is");
     match issued_at {
@@ -60,6 +63,14 @@ mod tests {
     use super::*;
     use crate::probe::clock::{TIMESYNC_DIR, TIMESYNC_SYNCHRONIZED};
 
+    fn msg(payload: &[u8]) -> Incoming<'_> {
+        Incoming::new(
+            crate::mqtt::topics::CommandTopic::new("b1", "x", "c1"),
+            payload,
+            false,
+        )
+    }
+
     #[test]
     fn br37_commands_are_held_while_the_clock_is_unsynchronised() {
         // BR-37: the board's clock is 876457 s behind; the operator's reboot is issued at
@@ -70,7 +81,7 @@ mod tests {
         };
         let board_now = 1_788_048_033;
         let reboot = br#"{"status":"init","issued_at":1788924490,"expires_at":1788924790}"#;
-        let r = command_hold(&unsynced, "reboot", reboot, board_now).unwrap();
+        let r = command_hold(&unsynced, ActionKind::Reboot, &msg(reboot), board_now).unwrap();
         assert!(r.starts_with("board clock not synchronised"), "{r}");
         assert!(
             r.contains("876457 s in the future") && r.contains("board's clock is behind"),
@@ -79,22 +90,33 @@ mod tests {
         // The stale set_cma (expired ~9.5 days ago in real time) is still 14 hours "in the
         // future" on the stale clock: held too, never executed.
         let set_cma = br#"{"status":"init","issued_at":1788100000,"expires_at":1788100300}"#;
-        let r = command_hold(&unsynced, "set_cma", set_cma, board_now + 10).unwrap();
+        let r = command_hold(&unsynced, ActionKind::SetCma, &msg(set_cma), board_now + 10).unwrap();
         assert!(r.starts_with("board clock not synchronised"), "{r}");
         assert!(r.contains("51957 s in the future"), "{r}");
         // A command that looks expired on the unsynchronised clock: held with that said.
         let old = br#"{"status":"init","issued_at":1788047000,"expires_at":1788047300}"#;
-        let r = command_hold(&unsynced, "reboot", old, board_now).unwrap();
+        let r = command_hold(&unsynced, ActionKind::Reboot, &msg(old), board_now).unwrap();
         assert!(r.contains("expired 733 s ago by the board's clock"), "{r}");
         // Not destructive, or clock synchronised / unknown: the normal gate decides.
-        assert_eq!(command_hold(&unsynced, "rescan", reboot, board_now), None);
+        assert_eq!(
+            command_hold(&unsynced, ActionKind::Rescan, &msg(reboot), board_now),
+            None
+        );
         let synced = ClockSync::Synchronised {
             source: "t".into(),
             file: TIMESYNC_SYNCHRONIZED.into(),
         };
-        assert_eq!(command_hold(&synced, "reboot", reboot, board_now), None);
         assert_eq!(
-            command_hold(&ClockSync::Unknown("t".into()), "reboot", reboot, board_now),
+            command_hold(&synced, ActionKind::Reboot, &msg(reboot), board_now),
+            None
+        );
+        assert_eq!(
+            command_hold(
+                &ClockSync::Unknown("t".into()),
+                ActionKind::Reboot,
+                &msg(reboot),
+                board_now
+            ),
             None
         );
         // After the clock is corrected (t=60), the set_cma is simply expired, and the gate's

@@ -14,6 +14,7 @@ use super::reboot::RebootProgress;
 use super::state::StateDir;
 use super::ActionConfig;
 use crate::diagnose::{self, Diagnosis, ProfileChoice};
+use crate::model::action::ActionKind;
 use crate::model::action::{Action, ActionOutcome};
 use crate::root::SysRoot;
 use serde_json::{json, Value};
@@ -366,12 +367,12 @@ impl Executor {
     /// Errors: the reason, published as the command's `rejected` reason.
     pub fn preflight(
         &self,
-        refused: &BTreeMap<String, String>,
+        refused: &BTreeMap<ActionKind, String>,
         action: &Action,
         d: Option<Arc<Diagnosis>>,
         now: i64,
     ) -> Result<Option<Arc<Diagnosis>>, String> {
-        if let Some(why) = refused.get(action.name()) {
+        if let Some(why) = refused.get(&action.kind()) {
             return Err(why.clone());
         }
         match action {
@@ -396,7 +397,7 @@ impl Executor {
             }
             Action::ReleaseNpu { .. } => {
                 let d = self.diagnosis(d)?;
-                if let Some(why) = d.profile.refuses_action(action.name()) {
+                if let Some(why) = d.profile.refuses_action(action.kind()) {
                     return Err(why);
                 }
                 Ok(Some(d))

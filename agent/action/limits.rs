@@ -3,6 +3,7 @@
 //! [`cooldown_wait_s`] for automatic compaction, and the reboot guard's minimum interval is
 //! [`REBOOT_RATE_LIMIT_S`].
 
+use crate::model::action::ActionKind;
 use std::collections::BTreeMap;
 
 /// Seconds between two reboots: the command rate limit (docs/reference.md "MQTT topics and payloads": reboot 300 s) and
@@ -14,18 +15,18 @@ pub const COMPACT_COOLDOWN_S: u64 = 600;
 
 /// The built-in minimum seconds between two executions of `action`. Signed and unsigned traffic
 /// have separate slots (unsigned commands can never use up a signed command's slot).
-pub fn default_rate_limit_s(action: &str, signed: bool) -> i64 {
+pub fn default_rate_limit_s(action: ActionKind, signed: bool) -> i64 {
     match action {
-        "reboot" => REBOOT_RATE_LIMIT_S as i64,
-        "set_cma" | "compact" => 30,
-        "release_npu" => 10,
+        ActionKind::Reboot => REBOOT_RATE_LIMIT_S as i64,
+        ActionKind::SetCma | ActionKind::Compact => 30,
+        ActionKind::ReleaseNpu => 10,
         // A fix may run apt and restart units: at most one a minute.
-        "fix" => 60,
+        ActionKind::Fix => 60,
         // A bundle reads every file the checks read and holds the broker's retained store.
-        "capture" => 60,
+        ActionKind::Capture => 60,
         // A rescan is cheap, but unsigned ones come from anyone who may publish: 1 per 5 s.
-        "rescan" if !signed => 5,
-        _ => 0,
+        ActionKind::Rescan if !signed => 5,
+        ActionKind::Rescan => 0,
     }
 }
 
@@ -37,7 +38,7 @@ pub struct Limits {
     /// Seconds between two automatic compactions (`compact_cooldown_s`).
     pub compact_cooldown_s: u64,
     /// Rate limit in seconds per action name, replacing the built-in one (tests only).
-    pub rate_limit_overrides_s: BTreeMap<String, u64>,
+    pub rate_limit_overrides_s: BTreeMap<ActionKind, u64>,
 }
 
 impl Default for Limits {
@@ -51,8 +52,8 @@ impl Default for Limits {
 
 impl Limits {
     /// Minimum seconds between two executions of `action` from the same lane (`signed` or not).
-    pub fn rate_limit_s(&self, action: &str, signed: bool) -> i64 {
-        match self.rate_limit_overrides_s.get(action) {
+    pub fn rate_limit_s(&self, action: ActionKind, signed: bool) -> i64 {
+        match self.rate_limit_overrides_s.get(&action) {
             Some(s) => i64::try_from(*s).unwrap_or(i64::MAX),
             None => default_rate_limit_s(action, signed),
         }
@@ -84,21 +85,21 @@ mod tests {
     #[test]
     fn one_reboot_interval() {
         let l = Limits::default();
-        assert_eq!(l.rate_limit_s("reboot", true), 300);
+        assert_eq!(l.rate_limit_s(ActionKind::Reboot, true), 300);
         assert_eq!(
             crate::action::ActionConfig::default().reboot_min_interval_s,
             REBOOT_RATE_LIMIT_S
         );
-        assert_eq!(l.rate_limit_s("rescan", false), 5);
-        assert_eq!(l.rate_limit_s("rescan", true), 0);
+        assert_eq!(l.rate_limit_s(ActionKind::Rescan, false), 5);
+        assert_eq!(l.rate_limit_s(ActionKind::Rescan, true), 0);
     }
 
     #[test]
     fn overrides_replace_the_built_in_window() {
         let mut l = Limits::default();
-        l.rate_limit_overrides_s.insert("set_cma".into(), 0);
-        assert_eq!(l.rate_limit_s("set_cma", true), 0);
-        assert_eq!(l.rate_limit_s("compact", true), 30);
+        l.rate_limit_overrides_s.insert(ActionKind::SetCma, 0);
+        assert_eq!(l.rate_limit_s(ActionKind::SetCma, true), 0);
+        assert_eq!(l.rate_limit_s(ActionKind::Compact, true), 30);
     }
 
     #[test]

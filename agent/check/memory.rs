@@ -2,6 +2,7 @@
 //! out-of-memory.
 
 use super::{mib, Ctx, Finding, LogHit, Status};
+use crate::model::action::ActionKind;
 use crate::model::LogClass;
 use crate::parse::logline::LogEvent;
 
@@ -172,7 +173,7 @@ fn compaction(ctx: &Ctx<'_>, real_oom: bool) -> Finding {
         );
         return f
             .with_hits(ebusy)
-            .observed("action", "compact")
+            .observed("action", ActionKind::Compact.as_str())
             .remedy(remedy);
     }
     if !high_order.is_empty() {
@@ -180,7 +181,7 @@ fn compaction(ctx: &Ctx<'_>, real_oom: bool) -> Finding {
         f.summary = format!("{} higher-order page allocation failure(s) in the kernel log: free memory is fragmented", high_order.len());
         return f
             .with_hits(high_order)
-            .observed("action", "compact")
+            .observed("action", ActionKind::Compact.as_str())
             .remedy(remedy);
     }
     let frag = ctx.snap.buddyinfo.as_ref().ok().map(|z| {
@@ -206,7 +207,7 @@ fn compaction(ctx: &Ctx<'_>, real_oom: bool) -> Finding {
                 None,
                 &format!("compact_fail {fail} compact_success {success}"),
             )
-            .observed("action", "compact")
+            .observed("action", ActionKind::Compact.as_str())
             .remedy(remedy);
     }
     if vm.is_none() && ctx.logs.hits.is_empty() {

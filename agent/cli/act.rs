@@ -111,7 +111,7 @@ pub(super) fn compact(a: CompactArgs, out: &mut dyn Write, err: &mut dyn Write) 
 pub(super) fn admit_cli(
     root: &SysRoot,
     action: &crate::mqtt::command::Action,
-    board_refused: BTreeMap<String, String>,
+    board_refused: BTreeMap<crate::model::action::ActionKind, String>,
     now: i64,
     err: &mut dyn Write,
 ) -> Result<(crate::action::gate::Gate, crate::action::state::StateDir), i32> {
@@ -232,8 +232,8 @@ pub(super) fn cma(action: CmaAction, out: &mut dyn Write, err: &mut dyn Write) -
             let gate_action = crate::mqtt::command::Action::SetCma { size: size.clone() };
             let board_refused = d
                 .profile
-                .refuses_action(gate_action.name())
-                .map(|why| (gate_action.name().to_string(), why))
+                .refuses_action(gate_action.kind())
+                .map(|why| (gate_action.kind(), why))
                 .into_iter()
                 .collect();
             let now = crate::action::now_unix_s();

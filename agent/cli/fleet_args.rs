@@ -192,7 +192,9 @@ impl FleetCommand {
                 json: a.json,
             },
             FleetCommand::Capture(a) => FleetAction::Send {
-                action: "capture".to_string(),
+                action: crate::model::action::ActionKind::Capture
+                    .as_str()
+                    .to_string(),
                 args: vec![format!("max_bytes={}", a.max_bytes)],
                 board: Some(a.board),
                 all: false,

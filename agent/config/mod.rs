@@ -109,9 +109,6 @@ pub struct MqttConfig {
     pub reconnect_max_s: u64,
 }
 
-/// The values `[mqtt] protocol` accepts.
-pub const MQTT_PROTOCOLS: &[&str] = &["auto", "5", "3.1.1"];
-
 /// `[report]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReportConfig {
@@ -135,7 +132,7 @@ pub struct ActionsConfig {
     /// Actions this board refuses whatever asks (an MQTT command, signed or not, a Home
     /// Assistant button, the planner, or `npu-agent compact` / `cma set` run by an admin), e.g.
     /// `["set_cma"]` on a board whose boot files another tool owns. Each one of
-    /// [`crate::model::action::ACTIONS`].
+    /// [`crate::model::action::ActionKind`].
     pub disabled: Vec<String>,
     /// Hidden, for tests: per-action rate limits in seconds replacing the built-in ones
     /// ([`crate::action::limits::Limits`]), so a test need not sleep through a window. Not
@@ -241,7 +238,11 @@ impl Default for Config {
             },
             security: SecurityConfig {
                 trusted_keys: Vec::new(),
-                allow_unsigned: vec!["compact".into(), "rescan".into()],
+                allow_unsigned: crate::model::action::ActionKind::ALL
+                    .into_iter()
+                    .filter(|k| k.unsigned_by_default())
+                    .map(|k| k.as_str().to_string())
+                    .collect(),
                 max_command_age_s: 300,
                 accept_v1_signatures: false,
             },

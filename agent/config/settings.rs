@@ -6,7 +6,10 @@ use super::Config;
 use crate::action::limits::Limits;
 use crate::action::state::StateDir;
 use crate::action::ActionConfig;
+use crate::model::action::ActionKind;
 use crate::mqtt::command::Policy;
+use crate::mqtt::link::ProtocolSetting;
+use crate::mqtt::BrokerList;
 use crate::root::SysRoot;
 
 /// The assembled settings (what the config means for actions, the gate and the state files).
@@ -25,6 +28,15 @@ pub struct Settings {
     /// The command policy of the gate: `board` is empty and no trusted key is read until
     /// [`Settings::for_board`] (the command line needs neither).
     pub policy: Policy,
+    /// `[mqtt] protocol`, parsed (validated with the config; `auto` for one never validated).
+    pub protocol: ProtocolSetting,
+    /// `[mqtt] url`'s broker list, parsed, or why it does not parse (an empty `url` too).
+    pub brokers: Result<BrokerList, String>,
+}
+
+/// The action kinds `names` list (validated with the config: every name is one).
+fn kinds(names: &[String]) -> Vec<ActionKind> {
+    names.iter().filter_map(|a| a.parse().ok()).collect()
 }
 
 impl Settings {
@@ -42,18 +54,25 @@ impl Settings {
         };
         let limits = Limits {
             compact_cooldown_s: cfg.actions.compact_cooldown_s,
-            rate_limit_overrides_s: cfg.actions.rate_limit_overrides_s.clone(),
+            rate_limit_overrides_s: cfg
+                .actions
+                .rate_limit_overrides_s
+                .iter()
+                .filter_map(|(a, s)| Some((a.parse().ok()?, *s)))
+                .collect(),
         };
         let policy = Policy {
             board: String::new(),
             trusted_keys: Vec::new(),
-            allow_unsigned: cfg.security.allow_unsigned.clone(),
+            allow_unsigned: kinds(&cfg.security.allow_unsigned),
             max_command_age_s: cfg.security.max_command_age_s,
             topic_root: cfg.mqtt.topic_root.clone(),
             accept_v1: cfg.security.accept_v1_signatures,
-            refused: crate::action::gate::config_refusals(&cfg.actions.disabled),
+            refused: crate::action::gate::config_refusals(&kinds(&cfg.actions.disabled)),
         };
         Settings {
+            protocol: cfg.mqtt.protocol.parse().unwrap_or(ProtocolSetting::Auto),
+            brokers: BrokerList::parse(&cfg.mqtt.url),
             cfg,
             root,
             state,
@@ -107,7 +126,7 @@ mod tests {
         let s = Settings::assemble(cfg);
         assert_eq!(s.actions.compact_cooldown_s, 42);
         assert_eq!(s.policy.max_command_age_s, 77);
-        assert!(s.policy.refused.contains_key("set_cma"));
+        assert!(s.policy.refused.contains_key(&ActionKind::SetCma));
         assert_eq!(s.limits.compact_cooldown_s, 42);
         assert!(s.policy.board.is_empty() && s.policy.trusted_keys.is_empty());
     }

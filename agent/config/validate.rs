@@ -1,6 +1,6 @@
 //! Checks of the effective configuration, and its printable (redacted) form.
 
-use super::{Config, ConfigError, MAX_NAME_BYTES, MQTT_PROTOCOLS};
+use super::{Config, ConfigError, MAX_NAME_BYTES};
 
 impl Config {
     /// The configuration without secrets' contents (paths to secret files are shown; there are
@@ -20,12 +20,8 @@ impl Config {
                 m.keep_alive_s
             ));
         }
-        if !MQTT_PROTOCOLS.contains(&m.protocol.as_str()) {
-            return Some(format!(
-                "mqtt.protocol = {:?}: expected one of {}",
-                m.protocol,
-                MQTT_PROTOCOLS.join(", ")
-            ));
+        if let Err(e) = m.protocol.parse::<crate::mqtt::link::ProtocolSetting>() {
+            return Some(format!("mqtt.protocol = {e}"));
         }
         if m.command_qos > 1 {
             return Some(format!(
@@ -141,7 +137,7 @@ impl Config {
                     .map(|a| ("actions.rate_limit_overrides_s", a)),
             )
         {
-            if !crate::model::action::ACTIONS.contains(&a.as_str()) {
+            if a.parse::<crate::model::action::ActionKind>().is_err() {
                 // Named only when it looks like a mistyped action (a value is never echoed
                 // whole: it could be anything pasted there).
                 let shown =
@@ -152,7 +148,7 @@ impl Config {
                     };
                 return err(format!(
                     "{key}: {shown} is not an action ({})",
-                    crate::model::action::ACTIONS.join(", ")
+                    crate::model::action::ActionKind::names()
                 ));
             }
         }

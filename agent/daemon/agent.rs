@@ -4,7 +4,7 @@
 use super::clock::Clock;
 use super::setup::Setup;
 use super::work::Dispatch;
-use super::{CLOCK_REPROBE, REJECTIONS_LOGGED_PER_S};
+use super::REJECTIONS_LOGGED_PER_S;
 use crate::action::gate::{CmdRef, Gate};
 use crate::check::Status;
 use crate::diagnose::Diagnosis;
@@ -148,6 +148,8 @@ pub(super) struct Agent {
     /// The clock state the command path judges by, and when it was read (from the last
     /// diagnosis, or probed again at most every [`CLOCK_REPROBE`]): no file I/O per message.
     pub clock: Option<(crate::model::ClockSync, Instant)>,
+    /// A fresh read of the clock state runs on the blocking pool.
+    pub clock_reading: bool,
     /// When the running diagnosis started (the watchdog is fed only while diagnoses finish).
     pub diagnosis_started: Instant,
 }
@@ -212,6 +214,7 @@ impl Agent {
             last_discovery: None,
             reassert: Default::default(),
             clock: None,
+            clock_reading: false,
             rejections: RejectionLog::default(),
             diagnosis_started: Instant::now(),
             s,
@@ -255,17 +258,12 @@ impl Agent {
         self.send_retained(t, p);
     }
 
-    /// The clock state for the command path: the last one read if it is younger than
-    /// [`CLOCK_REPROBE`], else probed again (a command flood costs no file I/O per message).
-    pub fn clock_state(&mut self) -> crate::model::ClockSync {
-        match &self.clock {
-            Some((c, at)) if at.elapsed() < CLOCK_REPROBE => c.clone(),
-            _ => {
-                let c = crate::probe::clock::probe(&self.s.root);
-                self.clock = Some((c.clone(), Instant::now()));
-                c
-            }
-        }
+    /// Reads the board's clock state now (the time-sync files): at start, before the loop
+    /// serves the link, and on the blocking pool after ([`super::jobs::clock_state`]).
+    pub fn read_clock(&mut self) -> crate::model::ClockSync {
+        let c = crate::probe::clock::probe(&self.s.root);
+        self.clock = Some((c.clone(), Instant::now()));
+        c
     }
 
     pub fn reply_topic(&self, c: &CmdRef) -> String {
@@ -301,16 +299,6 @@ impl Agent {
         }
     }
 
-    /// Whether `payload` on `topic` is this board's own: sealed with its key (broker access
-    /// alone cannot make one); never without a key.
-    pub fn sealed_by_me(&self, topic: &str, payload: &[u8]) -> bool {
-        use crate::mqtt::board_sig::{key_text, open, Seal};
-        self.s
-            .identity
-            .as_ref()
-            .is_some_and(|k| open(topic, payload) == Seal::By(key_text(&k.verifying_key())))
-    }
-
     /// Queues a retained QoS 1 message; sent now if connected and nothing waits before it,
     /// else in order on a later flush (the next connect at the latest).
     pub fn send_retained(&mut self, topic: String, payload: Vec<u8>) {
@@ -320,7 +308,8 @@ impl Agent {
     /// Queues a QoS 1 message, retained or not, as [`Agent::send_retained`] does.
     pub fn send(&mut self, topic: String, payload: Vec<u8>, retain: bool) {
         if retain {
-            super::sweep::published(self, &topic, &payload);
+            let b = self.s.sweep_board(self.now());
+            self.sweep.published(b, &topic, &payload);
         }
         self.outbox
             .push_back(Outbound::Publish(topic, payload, retain));

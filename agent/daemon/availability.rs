@@ -3,9 +3,7 @@
 //! one `online` a second; one spoofed in between is answered when the second is over, so the
 //! last retained value is still the board's.
 
-use super::agent::Agent;
-use crate::mqtt::topics;
-use rumqttc::v5::mqttbytes::QoS;
+use super::effect::Effect;
 use std::time::{Duration, Instant};
 
 /// The shortest time between two `online` messages put back after a spoofed availability.
@@ -45,38 +43,37 @@ impl Reassert {
     }
 }
 
-/// Another value than `online` on this board's availability while it is connected (a spoofed
-/// retained `offline`): `online` is published again, at most once a second.
-pub(super) fn on_spoofed(agent: &mut Agent, payload: &[u8]) {
-    if payload == b"online" || !agent.connected {
-        return;
+impl Reassert {
+    /// A value `payload` on this board's availability at `now`, `connected` or not: another
+    /// value than `online` while connected (a spoofed retained `offline`) puts `online` back,
+    /// at most once a second.
+    pub fn on_value(&mut self, payload: &[u8], connected: bool, now: Instant) -> Vec<Effect> {
+        if payload == b"online" || !connected {
+            return Vec::new();
+        }
+        if !self.owed() {
+            tracing::warn!(
+                // The log escapes control characters (sys::log); 16 are enough to tell what it was.
+                seen = %String::from_utf8_lossy(&payload[..payload.len().min(16)]),
+                "another client set this board's availability: publishing online again"
+            );
+        }
+        let now_due = self.spoofed(now);
+        online_if(now_due)
     }
-    let first = !agent.reassert.owed();
-    if first {
-        tracing::warn!(
-            // The log escapes control characters (sys::log); 16 are enough to tell what it was.
-            seen = %String::from_utf8_lossy(&payload[..payload.len().min(16)]),
-            "another client set this board's availability: publishing online again"
-        );
-    }
-    if agent.reassert.spoofed(Instant::now()) {
-        publish_online(agent);
+
+    /// Housekeeping at `now`: the `online` owed to a spoofed value that came within the last
+    /// second.
+    pub fn due_effects(&mut self, connected: bool, now: Instant) -> Vec<Effect> {
+        let due = connected && self.due(now);
+        online_if(due)
     }
 }
 
-/// Housekeeping: the `online` owed to a spoofed value that came within the last second.
-pub(super) fn reassert_due(agent: &mut Agent) {
-    if agent.connected && agent.reassert.due(Instant::now()) {
-        publish_online(agent);
-    }
-}
-
-fn publish_online(agent: &Agent) {
-    let avail = topics::availability(&agent.s.topic_root, &agent.s.board);
-    if let Some(l) = &agent.link {
-        let _ = l
-            .client
-            .try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
+fn online_if(publish: bool) -> Vec<Effect> {
+    match publish {
+        true => vec![Effect::PublishOnline],
+        false => Vec::new(),
     }
 }
 

@@ -25,7 +25,9 @@ pub(super) fn publish(agent: &mut Agent, c: &CmdRef, o: &mut ActionOutcome) {
         return;
     }
     let sha = o.details["sha256"].as_str().unwrap_or_default();
-    let at = agent.now().saturating_add(super::sweep::keep_s(agent));
+    let at = agent
+        .now()
+        .saturating_add(super::sweep::keep_s(agent.s.cfg.security.max_command_age_s));
     let parts = chunks::split(&bundle, sha);
     // One entry for the whole bundle: a flood of other answers never lets it go.
     agent.sweep.schedule_chunks(&prefix, parts.len(), at);

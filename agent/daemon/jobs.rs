@@ -8,7 +8,7 @@ pub(super) use super::work::{Dispatch, Done, StateFiles};
 use crate::action::executor::ExecJob;
 use crate::action::gate::{CmdRef, Job, Origin, Outcome};
 use crate::diagnose::{self, Diagnosis};
-use crate::model::action::{Action, ActionOutcome};
+use crate::model::action::{Action, ActionKind, ActionOutcome};
 use crate::mqtt::command::CmdStatus;
 use serde_json::json;
 use std::sync::Arc;
@@ -114,47 +114,106 @@ fn spawn_action(
 
 /// Starts the next admitted action, if none runs (one at a time, signed commands first, off
 /// the main loop). Every policy refusal ([`crate::action::executor::Executor::preflight`]) is
-/// decided here, before `executing` is published: a refused command is answered `rejected` with
-/// the reason and never `executing`.
+/// decided first, on a blocking thread (it reads state and boot files, and may diagnose),
+/// before `executing` is published: a refused command is answered `rejected` with the reason
+/// and never `executing` ([`after_preflight`]).
 pub(super) fn start_next(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
-    while let Some(job) = agent.gate.next_job() {
-        let now = agent.now();
-        let refused = &agent.gate.policy().refused;
-        let last = agent.last_diagnosis.clone();
-        let d = match agent.s.executor.preflight(refused, &job.action, last, now) {
-            Ok(d) => d,
-            Err(reason) => {
-                agent.gate.refuse(&job, &reason);
-                match &job.cmd {
-                    Some(c) => {
-                        agent.rejections.log(c, &reason, "command rejected");
-                        agent.answer(c, CmdStatus::Rejected, json!({"reason": reason}));
-                    }
-                    None => tracing::warn!(
-                        action = job.action.name(),
-                        origin = job.origin.as_str(),
-                        %reason,
-                        "action refused"
-                    ),
-                }
-                continue;
-            }
-        };
-        if let Some(c) = &job.cmd {
-            agent.answer(c, CmdStatus::Executing, json!({}));
-        }
-        tracing::info!(
-            action = job.action.name(),
-            origin = job.origin.as_str(),
-            cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-"),
-            "executing"
-        );
-        if matches!(job.action, Action::Reboot { .. }) {
-            // The executing state must reach the broker before the board goes down.
-            agent.flush();
-        }
-        spawn_action(agent, job, d, tx);
+    let Some(job) = agent.gate.next_job() else {
         return;
+    };
+    let refused = agent.gate.policy().refused.clone();
+    let last = agent.last_diagnosis.clone();
+    let now = agent.now();
+    let executor = agent.s.executor.clone();
+    match &mut agent.dispatch {
+        Dispatch::Blocking => {
+            let tx = tx.clone();
+            spawn_blocking_job(Box::new(move || {
+                let checked = executor.preflight(&refused, &job.action, last, now);
+                let job = Box::new(job);
+                let _ = tx.send(Done::Preflight { job, checked });
+            }));
+        }
+        // The unit tests hold actions, not the checks before them.
+        #[cfg(test)]
+        Dispatch::Held { .. } => {
+            let checked = executor.preflight(&refused, &job.action, last, now);
+            after_preflight(agent, job, checked, tx);
+        }
+    }
+}
+
+/// The next job's policy checks are in: a refusal is answered (and the next job tried), else
+/// `executing` is published and the action starts.
+fn after_preflight(
+    agent: &mut Agent,
+    job: Job,
+    checked: Result<Option<Arc<Diagnosis>>, String>,
+    tx: &mpsc::UnboundedSender<Done>,
+) {
+    let d = match checked {
+        Ok(d) => d,
+        Err(reason) => {
+            agent.gate.refuse(&job, &reason);
+            match &job.cmd {
+                Some(c) => {
+                    agent.rejections.log(c, &reason, "command rejected");
+                    agent.answer(c, CmdStatus::Rejected, json!({"reason": reason}));
+                }
+                None => tracing::warn!(
+                    action = job.action.name(),
+                    origin = job.origin.as_str(),
+                    %reason,
+                    "action refused"
+                ),
+            }
+            return start_next(agent, tx);
+        }
+    };
+    if let Some(c) = &job.cmd {
+        agent.answer(c, CmdStatus::Executing, json!({}));
+    }
+    tracing::info!(
+        action = job.action.name(),
+        origin = job.origin.as_str(),
+        cmd_id = job.cmd.as_ref().map(|c| c.cmd_id.as_str()).unwrap_or("-"),
+        "executing"
+    );
+    if matches!(job.action, Action::Reboot { .. }) {
+        // The executing state must reach the broker before the board goes down.
+        agent.flush();
+    }
+    spawn_action(agent, job, d, tx);
+}
+
+/// The clock state for the command path: the last one read (by a diagnosis or a probe) while
+/// it is younger than [`super::CLOCK_REPROBE`]; an older one still serves while a fresh read
+/// runs on the blocking pool (a command flood costs no file I/O, and none runs on the loop).
+/// Without any reading yet (the start reads one before the loop) the files are read here.
+pub(super) fn clock_state(
+    agent: &mut Agent,
+    tx: &mpsc::UnboundedSender<Done>,
+) -> crate::model::ClockSync {
+    let c = match &agent.clock {
+        Some((c, at)) if at.elapsed() < super::CLOCK_REPROBE => return c.clone(),
+        Some((c, _)) => c.clone(),
+        None => return agent.read_clock(),
+    };
+    if agent.clock_reading {
+        return c;
+    }
+    match &mut agent.dispatch {
+        Dispatch::Blocking => {
+            agent.clock_reading = true;
+            let (root, tx) = (agent.s.root.clone(), tx.clone());
+            spawn_blocking_job(Box::new(move || {
+                let read = crate::probe::clock::probe(&root);
+                let _ = tx.send(Done::Clock(read, Instant::now()));
+            }));
+            c
+        }
+        #[cfg(test)]
+        Dispatch::Held { .. } => agent.read_clock(),
     }
 }
 
@@ -180,6 +239,15 @@ pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSen
             agent.state_files = state.clone();
             on_action_done(agent, &job, outcome, diagnosis.map(|d| (d, state)), tx)
         }
+        Done::Preflight { job, checked } => after_preflight(agent, *job, checked, tx),
+        Done::Reboot(r) => settle_reboot(agent, r),
+        Done::Clock(c, at) => {
+            agent.clock_reading = false;
+            // A diagnosis may have read it later meanwhile.
+            if agent.clock.as_ref().is_none_or(|(_, seen)| *seen <= at) {
+                agent.clock = Some((c, at));
+            }
+        }
         // Sent from the action's thread before its end, so read before it: never after the
         // final state.
         Done::Step { cmd, step } => {
@@ -197,9 +265,9 @@ fn on_diagnosed(agent: &mut Agent, d: Arc<Diagnosis>, tx: &mpsc::UnboundedSender
     agent
         .gate
         .set_refused(std::collections::BTreeMap::from_iter(
-            crate::model::action::ACTIONS
-                .iter()
-                .filter_map(|a| d.profile.refuses_action(a).map(|r| (a.to_string(), r))),
+            ActionKind::ALL
+                .into_iter()
+                .filter_map(|a| d.profile.refuses_action(a).map(|r| (a, r))),
         ));
     plan_automatic(agent, &d, tx);
     let first = agent.last_diagnosis.is_none();
@@ -334,12 +402,44 @@ fn on_action_done(
 /// command fail to take it down (periodically)? Settles the command in the ledger and
 /// publishes its final state.
 pub(super) fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::ReconcileWhen) {
-    use crate::action::reboot::{reconcile_state, RebootResult};
+    use crate::action::reboot::reconcile_state;
     let now = agent.now();
-    match reconcile_state(&agent.s.state, agent.s.executor.actions(), now, when) {
+    let r = reconcile_state(&agent.s.state, agent.s.executor.actions(), now, when);
+    settle_reboot(agent, r.map_err(|e| e.to_string()));
+}
+
+/// The periodic [`reconcile_reboot`], on the blocking pool (it reads and may write the state
+/// files); its record is settled when it reports back.
+pub(super) fn spawn_reconcile_reboot(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
+    use crate::action::reboot::{reconcile_state, ReconcileWhen};
+    match &mut agent.dispatch {
+        Dispatch::Blocking => {}
+        #[cfg(test)]
+        Dispatch::Held { .. } => return reconcile_reboot(agent, ReconcileWhen::Periodic),
+    }
+    let (state, actions, now) = (
+        agent.s.state.clone(),
+        agent.s.executor.actions().clone(),
+        agent.now(),
+    );
+    let tx = tx.clone();
+    spawn_blocking_job(Box::new(move || {
+        let r = reconcile_state(&state, &actions, now, ReconcileWhen::Periodic);
+        let _ = tx.send(Done::Reboot(r.map_err(|e| e.to_string())));
+    }));
+}
+
+/// Settles what reconciling the reboot state found: the command in the ledger, its final
+/// state published, the status's last action.
+pub(super) fn settle_reboot(
+    agent: &mut Agent,
+    r: Result<Option<crate::action::reboot::RebootRecord>, String>,
+) {
+    use crate::action::reboot::RebootResult;
+    match r {
         Ok(Some(rec)) => {
             let c = CmdRef {
-                action: "reboot".into(),
+                action: ActionKind::Reboot.as_str().into(),
                 cmd_id: rec.cmd_id.clone(),
             };
             let status = match rec.result {
@@ -351,7 +451,7 @@ pub(super) fn reconcile_reboot(agent: &mut Agent, when: crate::action::reboot::R
                 .gate
                 .settle_reboot(&rec.cmd_id, status == CmdStatus::Successful, &rec.detail);
             agent.last_action = Some(json!({
-                "action": "reboot", "cmd_id": rec.cmd_id, "status": status,
+                "action": ActionKind::Reboot, "cmd_id": rec.cmd_id, "status": status,
                 "time": crate::sys::time::rfc3339_now(),
             }));
             if !rec.cmd_id.starts_with("local-") {

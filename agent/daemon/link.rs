@@ -5,8 +5,10 @@
 use super::agent::Agent;
 use super::jobs::{start_next, Done};
 use super::{HA_DISCOVERY_MIN_INTERVAL, SESSION_FILE};
-use crate::action::gate::{Admission, CmdRef, Origin};
+use crate::action::gate::{Admission, CmdRef, MessageContext, Origin};
+use crate::model::action::ActionKind;
 use crate::mqtt::command::{self, CmdStatus};
+use crate::mqtt::incoming::Incoming;
 use crate::mqtt::link::{Link, LinkEvent};
 use crate::mqtt::topics;
 use rumqttc::v5::mqttbytes::QoS;
@@ -33,7 +35,7 @@ pub(super) fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::Unbounded
             after_connack,
             retry_in_ms,
         } => on_disconnected(agent, &reason, cause, after_connack, retry_in_ms),
-        LinkEvent::SubAck { codes } => super::subscribe::on_suback(agent, &codes),
+        LinkEvent::SubAck { codes } => super::apply::on_suback(agent, &codes),
         LinkEvent::Message {
             topic,
             payload,
@@ -59,8 +61,7 @@ fn on_connected(
         undo_compact(agent, "the broker announces its packet limit");
     }
     // The node that answered, of the configured list.
-    let url = crate::mqtt::split_urls(&agent.s.cfg.mqtt.url).nth(broker);
-    agent.broker = crate::mqtt::redact_url(url.unwrap_or_default());
+    agent.broker = agent.s.brokers.shown(broker).to_string();
     tracing::info!(
         broker = agent.broker.as_str(),
         board = %agent.s.board,
@@ -81,11 +82,7 @@ fn on_connected(
         .try_publish(avail, QoS::AtLeastOnce, true, b"online".to_vec());
     // rumqttc keeps no subscriptions across a clean session (#250): subscribe again, and read
     // the SUBACK (a broker that kept the session has them already).
-    if session_present {
-        agent.subscription = super::subscribe::Subscription::Granted;
-    } else {
-        super::subscribe::subscribe(agent, 1);
-    }
+    super::apply::on_connected(agent, session_present);
     let Some(l) = &agent.link else { return };
     // Re-publish the status with the new session counter.
     if let Some(r) = &mut agent.status_report {
@@ -103,7 +100,7 @@ fn on_connected(
 
 fn on_protocol_refused(agent: &mut Agent, reason: &str) {
     tracing::warn!(
-        broker = %crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+        broker = agent.s.brokers.shown_list(),
         %reason,
         "broker refuses MQTT 5 (closed, silent or a 3.1.1 CONNACK after CONNECT); speaking MQTT 3.1.1 from now on"
     );
@@ -116,7 +113,7 @@ fn on_protocol_refused(agent: &mut Agent, reason: &str) {
 /// A takeover streak: named as one only when the broker said so (MQTT 5 reason 0x8E); kicks
 /// without a reason may as well be an overloaded broker, and are reported as either.
 fn on_taken_over(agent: &mut Agent, reason: &str, said_by_broker: bool) {
-    let broker = crate::mqtt::redact_url(&agent.s.cfg.mqtt.url);
+    let broker = agent.s.brokers.shown_list().to_string();
     tracing::warn!(%broker, board = %agent.s.board, %reason, "{}", match said_by_broker {
         true => "another client uses this board id: the broker ends this session when it connects; backing off instead of fighting for it (give each board a unique board_id)",
         false => "the broker keeps closing this connection soon after accepting it, without a reason: another client may use this board id, or the broker is overloaded; backing off",
@@ -203,7 +200,7 @@ fn on_disconnected(
         // A lost connection names its broker; a failed attempt the configured list.
         let broker = match agent.connected {
             true => agent.broker.clone(),
-            false => crate::mqtt::redact_url(&agent.s.cfg.mqtt.url),
+            false => agent.s.brokers.shown_list().to_string(),
         };
         tracing::warn!(
             %broker,
@@ -234,7 +231,7 @@ fn on_message(
     tx: &mpsc::UnboundedSender<Done>,
 ) {
     if topic == topics::availability(&agent.s.topic_root, &agent.s.board) {
-        super::availability::on_spoofed(agent, payload);
+        super::apply::on_availability(agent, payload);
         return;
     }
     if agent.s.cfg.home_assistant.enabled {
@@ -270,21 +267,26 @@ fn on_message(
     let Some(t) = topics::parse_command(&agent.s.topic_root, topic) else {
         return;
     };
-    if payload.is_empty() && t.action == "capture" && t.board == agent.s.board {
+    // Decoded once, for every reader below.
+    let m = Incoming::new(t, payload, retain);
+    let t = &m.topic;
+    if payload.is_empty() && t.kind == Some(ActionKind::Capture) && t.board == agent.s.board {
         super::capture::acknowledged(agent, &t.cmd_id);
     }
     if retain {
-        super::interrupted::on_retained(agent, &t, payload);
+        super::apply::on_retained(agent, &m);
     }
-    if retain && super::sweep::stale_answer(agent, &t, payload) {
+    if retain && super::apply::stale_answer(agent, &m) {
         return;
     }
     // The board's clock state (cached, no file I/O per message): the gate's one clock check.
-    let clock = agent.clock_state();
-    agent.gate.set_clock_sync(clock.clone());
-    agent.gate.set_monotonic(agent.time.mono_s());
-    agent.gate.set_retained(retain);
-    let admission = agent.gate.admit_command(&t, payload, agent.now());
+    let clock = super::jobs::clock_state(agent, tx);
+    let ctx = MessageContext {
+        now: agent.now(),
+        mono_s: Some(agent.time.mono_s()),
+        clock: Some(clock.clone()),
+    };
+    let admission = agent.gate.admit_command(&m, &ctx);
     // A refusal of a command nobody asked the broker to keep is not kept either: a flood of
     // live junk leaves nothing stored. Only MQTT 5 (Retain As Published) can tell.
     let told = agent
@@ -292,7 +294,7 @@ fn on_message(
         .as_ref()
         .is_some_and(|l| l.client.retain_as_published());
     let keep = retain || !told;
-    route_admission(agent, &t, admission, &clock, keep, tx);
+    route_admission(agent, t, admission, &clock, keep, tx);
 }
 
 /// Publishes what the gate decided about an MQTT command, and logs it.
@@ -325,9 +327,7 @@ pub(super) fn route_admission(
             };
             let reason = crate::action::clock_hold::explain_skew(clock, reason);
             agent.rejections.log(&c, &reason, "command rejected");
-            if crate::model::action::ACTIONS.contains(&c.action.as_str())
-                || t.board == agent.s.board
-            {
+            if c.action.parse::<ActionKind>().is_ok() || t.board == agent.s.board {
                 let (tp, p) = agent.lifecycle(&c, CmdStatus::Rejected, json!({"reason": reason}));
                 agent.send(tp, p, keep);
             }

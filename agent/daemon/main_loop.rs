@@ -18,14 +18,8 @@ use tokio::sync::mpsc;
 /// What a start settles before the loop: commands a crash left `executing`, a reboot asked for
 /// before this start, a boot-file edit now in effect.
 pub(super) fn settle_on_start(agent: &mut Agent) {
-    if agent
-        .s
-        .cfg
-        .security
-        .allow_unsigned
-        .iter()
-        .any(|a| a == "fix")
-    {
+    let fix = crate::model::action::ActionKind::Fix;
+    if agent.gate.policy().allow_unsigned.contains(&fix) {
         // The operator's choice (off by default), said once per start where the journal keeps it.
         tracing::warn!("security.allow_unsigned lists fix: whoever may publish on this board's command or Home Assistant topics can run the fixes its findings plan (package swaps, unit limits, boot keys)");
     }
@@ -36,6 +30,9 @@ pub(super) fn settle_on_start(agent: &mut Agent) {
         tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, "command interrupted by an agent restart: failed, unless the broker holds its answer");
     }
     agent.interrupted = super::interrupted::Interrupted::new(interrupted);
+    // The command path's first clock state, read before the loop serves the link (later ones
+    // on the blocking pool).
+    agent.read_clock();
     // A reboot asked for before this start: did the board really reboot? And is a boot-file
     // edit now in effect?
     reconcile_reboot(agent, crate::action::reboot::ReconcileWhen::Start);
@@ -87,7 +84,7 @@ pub(super) async fn main_loop(s: Setup, reload: super::reload::Reloader) -> i32 
                 if !agent.diagnosing {
                     super::jobs::start_diagnosis(&mut agent, &tx);
                 }
-                reconcile_reboot(&mut agent, crate::action::reboot::ReconcileWhen::Periodic);
+                super::jobs::spawn_reconcile_reboot(&mut agent, &tx);
             }
             Some(done) = rx.recv() => handle_done(&mut agent, done, &tx),
             ev = next_event(&mut agent.link) => {
@@ -131,10 +128,10 @@ fn housekeeping(agent: &mut Agent, watchdog: Option<Duration>, last_watchdog: &m
         }
     }
     restart_stalled_link(agent);
-    super::subscribe::retry_due(agent);
-    super::interrupted::answer_due(agent);
-    super::sweep::clear_due(agent);
-    super::availability::reassert_due(agent);
+    super::apply::retry_due(agent);
+    super::apply::answer_due(agent);
+    super::apply::clear_due(agent);
+    super::apply::reassert_due(agent);
     if agent.taken_over.is_some()
         && agent
             .connected_since

@@ -7,9 +7,11 @@
 //! with a test clock instead of sleeps.
 
 mod agent;
+mod apply;
 mod availability;
 mod capture;
 pub mod clock;
+pub mod effect;
 mod identity;
 mod interrupted;
 mod jobs;

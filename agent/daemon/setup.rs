@@ -26,6 +26,8 @@ pub(super) struct Setup {
     pub settings: Settings,
     pub executor: Executor,
     pub link: LinkOptions,
+    /// `[mqtt] url`'s nodes as parsed at start (what the link connects to until a restart).
+    pub brokers: mqtt::BrokerList,
     pub profile: ProfileChoice,
     /// Log read positions and the evidence kept this boot (persisted as [`LOG_CURSORS_FILE`]).
     pub log_cursors: Arc<Mutex<crate::probe::evidence::LogCursors>>,
@@ -34,6 +36,27 @@ pub(super) struct Setup {
     pub identity: Option<crate::mqtt::ed25519::SigningKey>,
     /// The first-boot provisioning's finding for every status, when it has something to say.
     pub provisioning: Option<crate::model::Finding>,
+}
+
+impl Setup {
+    /// Whether `payload` on `topic` is this board's own: sealed with its key (broker access
+    /// alone cannot make one); never without a key.
+    pub fn sealed_by_me(&self, topic: &str, payload: &[u8]) -> bool {
+        use crate::mqtt::board_sig::{key_text, open, Seal};
+        self.identity
+            .as_ref()
+            .is_some_and(|k| open(topic, payload) == Seal::By(key_text(&k.verifying_key())))
+    }
+
+    /// This board at `now_s` (Unix seconds) and its answers' lifetime, for the sweep.
+    pub fn sweep_board(&self, now_s: i64) -> super::sweep::Board<'_> {
+        super::sweep::Board {
+            topic_root: &self.topic_root,
+            board: &self.board,
+            now_s,
+            keep_s: super::sweep::keep_s(self.cfg.security.max_command_age_s),
+        }
+    }
 }
 
 /// Reads a secret or key file the config names (`password_file`, `ca_file`, `cert_file`,
@@ -70,13 +93,13 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         ));
     }
     // One URL, or a cluster's nodes separated by commas: the first, then the others in turn.
-    let mut fallbacks = mqtt::parse_urls(&cfg.mqtt.url).map_err(cerr)?;
+    let assembled = Settings::assemble(cfg.clone());
+    let brokers = assembled.brokers.clone().map_err(cerr)?;
+    let mut fallbacks = brokers.urls().to_vec();
     let url = fallbacks.remove(0);
     let root = SysRoot::new(&cfg.root);
     let board = board_id(&root, &cfg.board_id);
-    let settings = Settings::assemble(cfg.clone())
-        .for_board(board.clone())
-        .map_err(cerr)?;
+    let settings = assembled.for_board(board.clone()).map_err(cerr)?;
     let tls = if url.tls || fallbacks.iter().any(|u| u.tls) {
         let ca_pem = if cfg.mqtt.ca_file.is_empty() {
             Vec::new()
@@ -128,8 +151,8 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         connect_timeout_s: 5,
         lossless: true,
         ack_when_handled: true,
-        protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).0,
-        auto_protocol: crate::mqtt::link::Protocol::from_setting(&cfg.mqtt.protocol).1,
+        protocol: settings.protocol.first(),
+        auto_protocol: settings.protocol.falls_back(),
         reconnect_max: Duration::from_secs(cfg.mqtt.reconnect_max_s),
         fallbacks,
     };
@@ -163,6 +186,7 @@ pub(super) fn setup(cfg: Config) -> Result<Setup, RunError> {
         }
     };
     Ok(Setup {
+        brokers,
         identity,
         cfg,
         root,

@@ -4,9 +4,7 @@
 //! cluster that times out its consumers) leaves a board that publishes but hears nothing, so it
 //! is retried with back-off, logged, and shown in the status (`commands`).
 
-use super::agent::Agent;
-use crate::mqtt::topics;
-use rumqttc::v5::mqttbytes::QoS;
+use super::effect::Effect;
 use std::time::{Duration, Instant};
 
 /// How long a SUBACK may take before the SUBSCRIBE is sent again (a clustered broker's
@@ -75,59 +73,88 @@ impl Subscription {
     }
 }
 
-/// The filters of the agent's SUBSCRIBE: the command filters first, then its own
-/// availability (to put `online` back when someone else sets it), then Home Assistant's.
-fn filters(agent: &Agent) -> Vec<String> {
-    let mut f = topics::command_filters(&agent.s.topic_root, &agent.s.board).to_vec();
-    f.push(topics::availability(&agent.s.topic_root, &agent.s.board));
-    if agent.s.cfg.home_assistant.enabled {
-        f.extend(crate::mqtt::ha::filters(super::agent::agent_ha(agent)));
+impl Subscription {
+    /// A connection came up: a broker that kept the session (`session_present`) has the
+    /// subscription already; else the SUBSCRIBE goes (rumqttc keeps no subscriptions across a
+    /// clean session, #250).
+    pub fn on_connected(&mut self, session_present: bool) -> Vec<Effect> {
+        if session_present {
+            *self = Subscription::Granted;
+            return Vec::new();
+        }
+        vec![Effect::Subscribe(1)]
     }
-    f
+
+    /// The SUBSCRIBE of attempt `attempt` was handed to the client at `now` (`sent`), or the
+    /// client's request queue was full (housekeeping tries again).
+    pub fn sent(&mut self, attempt: u32, sent: bool, now: Instant) {
+        *self = match sent {
+            true => Subscription::Waiting {
+                since: now,
+                attempt,
+            },
+            false => refused_at(0, attempt, now),
+        };
+    }
+
+    /// A SUBACK at `now`: the first two codes are the command filters', the third the
+    /// availability's (a refusal there only costs the re-asserted `online`), the rest Home
+    /// Assistant's.
+    pub fn on_suback(&mut self, codes: &[u8], now: Instant) -> Vec<Effect> {
+        let attempt = match self {
+            Subscription::Waiting { attempt, .. } => *attempt,
+            _ => return Vec::new(), // an answer to an attempt already given up on
+        };
+        let mut out = Vec::new();
+        let refused = |c: &&u8| **c >= 0x80;
+        let cmd = codes.iter().take(2).find(refused).copied();
+        if let Some(code) = cmd.or((codes.len() < 2).then_some(0x80)) {
+            let wait = backoff(attempt);
+            let why = format!(
+                "the broker refused the command subscription ({})",
+                crate::mqtt::link::suback_refusal_name(code)
+            );
+            log_not_subscribed(&why, attempt, wait.as_secs());
+            *self = refused_at(code, attempt, now + wait);
+        } else {
+            *self = Subscription::Granted;
+            out.push(Effect::Granted(now));
+        }
+        if let Some(code) = codes.iter().skip(3).find(refused) {
+            let why = format!(
+                "the broker refused the Home Assistant subscription ({}); its buttons do nothing",
+                crate::mqtt::link::suback_refusal_name(*code)
+            );
+            log_not_subscribed(&why, 0, 0);
+        }
+        out.push(Effect::RefreshNotices);
+        out
+    }
+
+    /// Housekeeping at `now`, while connected: a SUBACK overdue, or a refusal's wait over,
+    /// sends the SUBSCRIBE again.
+    pub fn retry_due(&self, now: Instant) -> Vec<Effect> {
+        match self {
+            Subscription::Waiting { since, attempt }
+                if now.saturating_duration_since(*since) >= SUBACK_TIMEOUT =>
+            {
+                log_not_subscribed("no SUBACK for the command subscription", *attempt, 0);
+                vec![Effect::Subscribe(attempt + 1), Effect::RefreshNotices]
+            }
+            Subscription::Refused {
+                attempt, retry_at, ..
+            } if now >= *retry_at => vec![Effect::Subscribe(attempt + 1), Effect::RefreshNotices],
+            _ => Vec::new(),
+        }
+    }
 }
 
-/// Sends the SUBSCRIBE (attempt `attempt` on this connection).
-pub(super) fn subscribe(agent: &mut Agent, attempt: u32) {
-    let f = filters(agent);
-    let Some(l) = &agent.link else { return };
-    let qos = match agent.s.cfg.mqtt.command_qos {
-        0 => QoS::AtMostOnce,
-        _ => QoS::AtLeastOnce,
-    };
-    // No Local: the agent's own answers on its command topics do not come back to it.
-    let sent = l.client.try_subscribe_no_local(&f, qos).is_ok();
-    agent.subscription = match sent {
-        true => Subscription::Waiting {
-            since: Instant::now(),
-            attempt,
-        },
-        // The request queue is full: housekeeping tries again.
-        false => refused_at(0, attempt, Duration::ZERO),
-    };
-}
-
-/// Subscribes again to this board's own command topics, for the broker to send what it
-/// retains there: answers of the board's own older than their window are then cleared
-/// ([`super::sweep::stale_answer`]). The SUBACK changes nothing (the subscription stands).
-pub(super) fn rescan(agent: &mut Agent) {
-    let [own, _] = topics::command_filters(&agent.s.topic_root, &agent.s.board);
-    let Some(l) = &agent.link else { return };
-    let qos = match agent.s.cfg.mqtt.command_qos {
-        0 => QoS::AtMostOnce,
-        _ => QoS::AtLeastOnce,
-    };
-    tracing::info!(
-        "more answers waited to be cleared than the list holds: scanning this board's command \
-         topics for its old answers"
-    );
-    let _ = l.client.try_subscribe_no_local(&[own], qos);
-}
-
-fn refused_at(code: u8, attempt: u32, wait: Duration) -> Subscription {
+/// A refusal (`code`; 0: nothing was sent) of attempt `attempt`, sent again at `retry_at`.
+fn refused_at(code: u8, attempt: u32, retry_at: Instant) -> Subscription {
     Subscription::Refused {
         code,
         attempt,
-        retry_at: Instant::now() + wait,
+        retry_at,
     }
 }
 
@@ -145,54 +172,36 @@ fn log_not_subscribed(why: &str, attempt: u32, retry_in_s: u64) {
     );
 }
 
-/// A SUBACK: the first two codes are the command filters', the third the availability's (a
-/// refusal there only costs the re-asserted `online`), the rest Home Assistant's.
-pub(super) fn on_suback(agent: &mut Agent, codes: &[u8]) {
-    let attempt = match agent.subscription {
-        Subscription::Waiting { attempt, .. } => attempt,
-        _ => return, // an answer to an attempt already given up on
-    };
-    let refused = |c: &&u8| **c >= 0x80;
-    let cmd = codes.iter().take(2).find(refused).copied();
-    if let Some(code) = cmd.or((codes.len() < 2).then_some(0x80)) {
-        let wait = backoff(attempt);
-        let why = format!(
-            "the broker refused the command subscription ({})",
-            crate::mqtt::link::suback_refusal_name(code)
-        );
-        log_not_subscribed(&why, attempt, wait.as_secs());
-        agent.subscription = refused_at(code, attempt, wait);
-    } else {
-        agent.subscription = Subscription::Granted;
-        agent.interrupted.granted(Instant::now());
-    }
-    if let Some(code) = codes.iter().skip(3).find(refused) {
-        let why = format!(
-            "the broker refused the Home Assistant subscription ({}); its buttons do nothing",
-            crate::mqtt::link::suback_refusal_name(*code)
-        );
-        log_not_subscribed(&why, 0, 0);
-    }
-    agent.refresh_notices();
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Housekeeping: a SUBACK overdue, or a refusal's wait over, sends the SUBSCRIBE again.
-pub(super) fn retry_due(agent: &mut Agent) {
-    if !agent.connected {
-        return;
-    }
-    match agent.subscription.clone() {
-        Subscription::Waiting { since, attempt } if since.elapsed() >= SUBACK_TIMEOUT => {
-            log_not_subscribed("no SUBACK for the command subscription", attempt, 0);
-            subscribe(agent, attempt + 1);
-            agent.refresh_notices();
-        }
-        Subscription::Refused {
-            attempt, retry_at, ..
-        } if Instant::now() >= retry_at => {
-            subscribe(agent, attempt + 1);
-            agent.refresh_notices();
-        }
-        _ => {}
+    /// The subscription as a state machine: a refusal backs off and is retried, a grant says
+    /// so, and every change asks for the status notices.
+    #[test]
+    fn the_subscription_returns_what_the_loop_is_to_do() {
+        let t0 = Instant::now();
+        let mut s = Subscription::default();
+        assert_eq!(s.on_connected(false), [Effect::Subscribe(1)]);
+        s.sent(1, true, t0);
+        assert_eq!(s.status_word(), "subscribing");
+        // The command filter refused (0x87: not authorized): attempt 2 after 1 s.
+        assert_eq!(s.on_suback(&[0x87, 1, 1], t0), [Effect::RefreshNotices]);
+        assert!(s.notice().unwrap().contains(NOTICE_MARK));
+        assert!(s.retry_due(t0).is_empty());
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(
+            s.retry_due(later),
+            [Effect::Subscribe(2), Effect::RefreshNotices]
+        );
+        s.sent(2, true, later);
+        assert_eq!(
+            s.on_suback(&[1, 1, 1], later),
+            [Effect::Granted(later), Effect::RefreshNotices]
+        );
+        assert_eq!(s, Subscription::Granted);
+        // A SUBACK nobody waits for changes nothing.
+        assert!(s.on_suback(&[0x80], later).is_empty());
+        assert_eq!(s.on_connected(true), []);
     }
 }

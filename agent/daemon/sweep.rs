@@ -4,9 +4,11 @@
 //! can still be live (the longest command age plus the clock skew allowed), and on every
 //! connect clears older answers of its own that the broker still holds from earlier runs.
 
-use super::agent::Agent;
-use crate::mqtt::command::CLOCK_SKEW_S;
-use crate::mqtt::topics::{self, CommandTopic};
+use super::effect::Effect;
+use crate::model::action::ActionKind;
+use crate::mqtt::command::{CmdStatus, CLOCK_SKEW_S};
+use crate::mqtt::incoming::Incoming;
+use crate::mqtt::topics;
 
 /// Most answers whose topics wait to be cleared one by one. Past it the oldest is let go and
 /// the agent instead scans its own command topics once that answer is due ([`Sweep::rescan`]):
@@ -115,94 +117,109 @@ fn expand(entries: Vec<(i64, String, usize)>) -> Vec<String> {
 }
 
 /// How long an answer stays retained, seconds: no command lives longer than
-/// `security.max_command_age_s`, and clocks may differ by [`CLOCK_SKEW_S`].
-pub(super) fn keep_s(agent: &Agent) -> i64 {
-    let age = agent.s.cfg.security.max_command_age_s;
-    i64::try_from(age)
+/// `max_command_age_s` (`security.max_command_age_s`), and clocks may differ by
+/// [`CLOCK_SKEW_S`].
+pub fn keep_s(max_command_age_s: u64) -> i64 {
+    i64::try_from(max_command_age_s)
         .unwrap_or(i64::MAX)
         .saturating_add(CLOCK_SKEW_S)
 }
 
-/// Called for every retained publish the agent makes: a final answer on its own command topic
-/// is scheduled to be cleared. The agent made the payload (`Agent::lifecycle`, serde_json), so
-/// its status is the one unescaped `"status":"<state>"` that is not nested in a `result`.
-pub(super) fn published(agent: &mut Agent, topic: &str, payload: &[u8]) {
-    let has = |s: &str| payload.windows(s.len()).any(|w| w == s.as_bytes());
-    const FINAL: [&str; 3] = [
-        r#""status":"successful""#,
-        r#""status":"failed""#,
-        r#""status":"rejected""#,
-    ];
-    let is_final = !has(r#""status":"executing""#) && FINAL.iter().any(|s| has(s));
-    if !is_final || !topic.starts_with(&topics::answers_prefix(&agent.s.topic_root, &agent.s.board))
-    {
-        return;
-    }
-    let at = agent.now().saturating_add(keep_s(agent));
-    agent.sweep.schedule(topic, at);
+/// The board whose answers a [`Sweep`] clears, and when: its topic root, its id, the time now
+/// and how long an answer stays ([`keep_s`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Board<'a> {
+    /// The topic root (`npu-fleet`).
+    pub topic_root: &'a str,
+    /// The board id.
+    pub board: &'a str,
+    /// Unix seconds now, by the agent's clock.
+    pub now_s: i64,
+    /// How long an answer stays retained, seconds ([`keep_s`]).
+    pub keep_s: i64,
 }
 
-/// Publishes the empty retained message that clears `topic`.
-fn clear(agent: &mut Agent, topic: String) {
-    agent.send(topic, Vec::new(), true);
-}
-
-/// Housekeeping: clears the answers now due, except a command's still `executing` (its final
-/// state is scheduled when it comes).
-pub(super) fn clear_due(agent: &mut Agent) {
-    if !agent.connected {
-        return;
-    }
-    // Only with the subscription in place (a SUBACK of one code while another SUBSCRIBE waits
-    // would read as a refusal).
-    let granted = matches!(agent.subscription, super::subscribe::Subscription::Granted);
-    if granted && agent.sweep.take_rescan(agent.now()) {
-        super::subscribe::rescan(agent);
-    }
-    for topic in agent.sweep.take_due(agent.now()) {
-        let running = topics::parse_command(&agent.s.topic_root, &topic)
-            .is_some_and(|t| agent.gate.is_executing(&t.cmd_id));
-        if !running {
-            clear(agent, topic);
+impl Sweep {
+    /// Called for every retained publish the agent makes: a final answer on `b`'s own command
+    /// topics is scheduled to be cleared. The agent made the payload (`Agent::lifecycle`,
+    /// serde_json), so its status is the one unescaped `"status":"<state>"` that is not nested
+    /// in a `result`.
+    pub fn published(&mut self, b: Board, topic: &str, payload: &[u8]) {
+        let has = |s: &str| payload.windows(s.len()).any(|w| w == s.as_bytes());
+        const FINAL: [&str; 3] = [
+            r#""status":"successful""#,
+            r#""status":"failed""#,
+            r#""status":"rejected""#,
+        ];
+        let is_final = !has(r#""status":"executing""#) && FINAL.iter().any(|s| has(s));
+        if !is_final || !topic.starts_with(&topics::answers_prefix(b.topic_root, b.board)) {
+            return;
         }
+        self.schedule(topic, b.now_s.saturating_add(b.keep_s));
     }
-}
 
-/// A retained message on one of this board's command topics that is an answer of its own
-/// (a final state) older than any live command: cleared, and `true` (nothing else to do).
-pub(super) fn stale_answer(agent: &mut Agent, t: &CommandTopic, payload: &[u8]) -> bool {
-    if t.board != agent.s.board || payload.is_empty() {
-        return false;
-    }
-    let Ok(v) = serde_json::from_slice::<serde_json::Value>(payload) else {
-        return false;
-    };
-    let is_final = matches!(
-        v["status"].as_str(),
-        Some("successful" | "failed" | "rejected")
-    );
-    let answered = v["time"]
-        .as_str()
-        .and_then(|t| t.split_once('T'))
-        .and_then(|(date, clock)| crate::sys::time::unix_from_date_time(date, clock.get(..8)?));
-    let old = answered.is_some_and(|s| agent.now().saturating_sub(s) > keep_s(agent));
-    if !is_final || !old {
-        return false;
-    }
-    let topic = topics::command(&agent.s.topic_root, &t.board, &t.action, &t.cmd_id);
-    // A bundle the requester never fetched goes with its answer, when the answer is this
-    // board's own (sealed by its key): a forged one must not make it publish a thousand clears.
-    let own = agent.sealed_by_me(&topic, payload);
-    clear(agent, topic);
-    // Once per command: an answer replayed again and again costs one clear each, not a thousand.
-    if t.action == "capture" && own && agent.sweep.first_chunk_clear(&t.cmd_id) {
-        let n = v["result"]["chunks"].as_u64().unwrap_or(0);
-        let prefix = crate::mqtt::chunks::prefix(&agent.s.topic_root, &t.board, &t.cmd_id);
-        for i in 0..n.min(crate::mqtt::chunks::MAX_CHUNKS as u64) {
-            clear(agent, format!("{prefix}{i}"));
+    /// Housekeeping while connected: clears the answers now due, except a command's still
+    /// executing (`running(cmd_id)`; its final state is scheduled when it comes), and scans
+    /// the command topics when that is due and the subscription is `granted` (a SUBACK of one
+    /// code while another SUBSCRIBE waits would read as a refusal).
+    pub fn due(&mut self, b: Board, granted: bool, running: &dyn Fn(&str) -> bool) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if granted && self.take_rescan(b.now_s) {
+            out.push(Effect::Rescan);
         }
+        for topic in self.take_due(b.now_s) {
+            let busy =
+                topics::parse_command(b.topic_root, &topic).is_some_and(|t| running(&t.cmd_id));
+            if !busy {
+                out.push(Effect::Clear(topic));
+            }
+        }
+        out
     }
-    true
+
+    /// A retained message on one of `b`'s command topics that is an answer of its own (a final
+    /// state) older than any live command: `Some` with the clears to publish (nothing else is
+    /// to be done with it), else `None`. `sealed_by_me(topic)` tells whether the payload
+    /// carries the board's seal for `topic`.
+    pub fn stale_answer(
+        &mut self,
+        b: Board,
+        m: &Incoming,
+        sealed_by_me: &dyn Fn(&str) -> bool,
+    ) -> Option<Vec<Effect>> {
+        let t = &m.topic;
+        if t.board != b.board || m.payload.is_empty() {
+            return None;
+        }
+        let v = m.json().ok()?;
+        let is_final = m
+            .status_word()
+            .and_then(CmdStatus::from_wire)
+            .is_some_and(CmdStatus::is_final);
+        let answered = m
+            .str_field("time")
+            .and_then(|t| t.split_once('T'))
+            .and_then(|(date, clock)| crate::sys::time::unix_from_date_time(date, clock.get(..8)?));
+        let old = answered.is_some_and(|s| b.now_s.saturating_sub(s) > b.keep_s);
+        if !is_final || !old {
+            return None;
+        }
+        let topic = topics::command(b.topic_root, &t.board, &t.action, &t.cmd_id);
+        // A bundle the requester never fetched goes with its answer, when the answer is this
+        // board's own (sealed by its key): a forged one must not make it publish a thousand
+        // clears.
+        let own = sealed_by_me(&topic);
+        let mut out = vec![Effect::Clear(topic)];
+        // Once per command: an answer replayed again and again costs one clear each, not a
+        // thousand.
+        if t.kind == Some(ActionKind::Capture) && own && self.first_chunk_clear(&t.cmd_id) {
+            let n = v["result"]["chunks"].as_u64().unwrap_or(0);
+            let prefix = crate::mqtt::chunks::prefix(b.topic_root, &t.board, &t.cmd_id);
+            let n = n.min(crate::mqtt::chunks::MAX_CHUNKS as u64);
+            out.extend((0..n).map(|i| Effect::Clear(format!("{prefix}{i}"))));
+        }
+        Some(out)
+    }
 }
 
 #[cfg(test)]

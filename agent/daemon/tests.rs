@@ -260,7 +260,7 @@ fn a_final_answer_the_broker_holds_survives_a_restart_the_ledger_missed() {
     r.agent.subscription = super::subscribe::Subscription::Granted;
     let past = std::time::Instant::now() - super::interrupted::RETAINED_GRACE;
     r.agent.interrupted.granted(past);
-    super::interrupted::answer_due(&mut r.agent);
+    super::apply::answer_due(&mut r.agent);
     let a = r.answers();
     assert_eq!(a.len(), 1, "{a:?}");
     assert_eq!(a[0].0, "npu-fleet/b1/cmd/rescan/c2");
@@ -300,7 +300,7 @@ fn without_a_board_key_no_answer_from_the_broker_is_taken() {
     r.agent
         .interrupted
         .granted(std::time::Instant::now() - super::interrupted::RETAINED_GRACE);
-    super::interrupted::answer_due(&mut r.agent);
+    super::apply::answer_due(&mut r.agent);
     let a = r.answers();
     assert_eq!(a.len(), 1, "{a:?}");
     assert_eq!(a[0].1["status"], "failed", "{a:?}");
@@ -386,7 +386,7 @@ fn answers_are_cleared_once_no_command_can_be_live() {
     assert!(answered.contains(&("npu-fleet/b1/cmd/rescan/r2".into(), json!("rejected"))));
     r.agent.connected = true;
     let clears = |r: &mut Rig| -> Vec<String> {
-        super::sweep::clear_due(&mut r.agent);
+        super::apply::clear_due(&mut r.agent);
         r.agent
             .outbox
             .drain(..)

@@ -43,6 +43,19 @@ pub(super) enum Done {
         /// The state files after the action (it may have changed them).
         state: StateFiles,
     },
+    /// The executor's policy checks of the next job ([`crate::action::executor::Executor::preflight`]):
+    /// the diagnosis the action is to use, or the reason it is refused.
+    Preflight {
+        /// The gate's job.
+        job: Box<Job>,
+        /// What the checks said.
+        checked: Result<Option<Arc<Diagnosis>>, String>,
+    },
+    /// The periodic reconciliation of the reboot state: a finished reboot's record, or why the
+    /// state could not be read or written.
+    Reboot(Result<Option<crate::action::reboot::RebootRecord>, String>),
+    /// The board's clock state, read at this instant.
+    Clock(crate::model::ClockSync, std::time::Instant),
     /// A running command's current step (`fix`), published with its `executing` state.
     Step {
         /// The command.

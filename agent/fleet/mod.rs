@@ -97,7 +97,7 @@ pub fn operator_link(op: &operator::Operator, id_prefix: &str) -> Result<LinkOpt
         }
         None => None,
     };
-    let protocol = crate::mqtt::link::Protocol::from_setting(&op.protocol);
+    let protocol = op.protocol;
     let mut rnd = [0u8; 4];
     let _ = getrandom::fill(&mut rnd);
     Ok(LinkOptions {
@@ -111,8 +111,8 @@ pub fn operator_link(op: &operator::Operator, id_prefix: &str) -> Result<LinkOpt
         connect_timeout_s: 5,
         lossless: true,
         ack_when_handled: false,
-        protocol: protocol.0,
-        auto_protocol: protocol.1,
+        protocol: protocol.first(),
+        auto_protocol: protocol.falls_back(),
         // A person waits on these tools: reconnect within seconds of the broker coming back.
         reconnect_max: Duration::from_secs(8),
         fallbacks,

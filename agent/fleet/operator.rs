@@ -92,8 +92,8 @@ pub struct Operator {
     pub username: Option<String>,
     /// The file holding the broker password.
     pub password_file: Option<PathBuf>,
-    /// `auto`, `5` or `3.1.1`.
-    pub protocol: String,
+    /// `auto`, `5` or `3.1.1`, parsed.
+    pub protocol: crate::mqtt::link::ProtocolSetting,
     /// Where the known board keys are read and recorded (`None`: no home directory).
     pub known_boards: Option<PathBuf>,
     /// The operator config file that was read, if one was.
@@ -155,13 +155,9 @@ impl Operator {
             .ok_or_else(|| no_broker(path.as_deref()))?;
         let protocol = env("NPU_AGENT_MQTT_PROTOCOL")
             .or(f.protocol.map(crate::config::TextOrNumber::into_text))
-            .unwrap_or_else(|| "auto".into());
-        if !crate::config::MQTT_PROTOCOLS.contains(&protocol.as_str()) {
-            return Err(format!(
-                "MQTT protocol {protocol:?}: expected one of {}",
-                crate::config::MQTT_PROTOCOLS.join(", ")
-            ));
-        }
+            .unwrap_or_else(|| "auto".into())
+            .parse()
+            .map_err(|e| format!("MQTT protocol {e}"))?;
         let known_boards = env_path("NPU_AGENT_KNOWN_BOARDS")
             .or_else(|| rel(f.known_boards))
             .or_else(|| dir.as_deref().map(|d| d.join("known_boards")));

@@ -49,7 +49,7 @@ fn a_full_file_gives_every_setting_with_paths_beside_it() {
     assert_eq!(op.key_file, Some(dir.join("ops.key")));
     assert_eq!(op.username.as_deref(), Some("ops"));
     assert_eq!(op.password_file, Some(dir.join("broker.pass")));
-    assert_eq!(op.protocol, "5");
+    assert_eq!(op.protocol.as_str(), "5");
     assert_eq!(op.known_boards, Some(dir.join("known_boards")));
     assert_eq!(op.config_file, Some(dir.join("fleet.toml")));
     assert_eq!(
@@ -77,7 +77,7 @@ fn flags_beat_variables_and_variables_beat_the_file() {
     assert_eq!(op.topic_root, "lab");
     assert_eq!(op.signing_key, Some(PathBuf::from("/k/other.key")));
     assert_eq!(op.username.as_deref(), Some("env-user"));
-    assert_eq!(op.protocol, "3.1.1");
+    assert_eq!(op.protocol.as_str(), "3.1.1");
     assert_eq!(op.ca_file, Some(PathBuf::from("/env/ca.pem")));
     assert_eq!(op.known_boards, Some(PathBuf::from("/env/known")));
 }

@@ -78,13 +78,8 @@ pub(super) struct Lifecycle {
 /// Sends one command and follows its lifecycle. Returns the exit code (0 only on `successful`
 /// from every board that answered).
 pub fn send(a: &SendArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    if !command::ACTIONS.contains(&a.action.as_str()) {
-        let _ = writeln!(
-            err,
-            "npu-agent: unknown action {:?} (known: {})",
-            a.action,
-            command::ACTIONS.join(", ")
-        );
+    if let Err(e) = a.action.parse::<command::ActionKind>() {
+        let _ = writeln!(err, "npu-agent: {e}");
         return EXIT_USAGE;
     }
     let args = match parse_args(&a.args) {

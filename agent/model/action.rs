@@ -5,16 +5,159 @@
 use serde::Serialize;
 use serde_json::Value;
 
-/// Actions the agent executes.
-pub const ACTIONS: &[&str] = &[
-    "compact",
-    "set_cma",
-    "reboot",
-    "rescan",
-    "release_npu",
-    "fix",
-    "capture",
-];
+/// The kinds of action the agent executes: the one place their wire names are written
+/// ([`ActionKind::as_str`]). Every per-action property is an exhaustive `match` here, so a new
+/// kind is a compile error wherever it must be handled.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "&'static str")]
+pub enum ActionKind {
+    /// Memory compaction (`compact`).
+    Compact,
+    /// The CMA size in the boot files (`set_cma`).
+    SetCma,
+    /// A reboot (`reboot`).
+    Reboot,
+    /// A fresh diagnosis (`rescan`).
+    Rescan,
+    /// Unload models from a local hailo-ollama (`release_npu`).
+    ReleaseNpu,
+    /// The planned fixes of the fired findings (`fix`).
+    Fix,
+    /// The support bundle, published in chunks (`capture`).
+    Capture,
+}
+
+impl ActionKind {
+    /// Every kind, in the order the status and the docs list them.
+    pub const ALL: [ActionKind; 7] = [
+        ActionKind::Compact,
+        ActionKind::SetCma,
+        ActionKind::Reboot,
+        ActionKind::Rescan,
+        ActionKind::ReleaseNpu,
+        ActionKind::Fix,
+        ActionKind::Capture,
+    ];
+
+    /// The name on the wire (topics, config, ledger, answers).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::Compact => "compact",
+            ActionKind::SetCma => "set_cma",
+            ActionKind::Reboot => "reboot",
+            ActionKind::Rescan => "rescan",
+            ActionKind::ReleaseNpu => "release_npu",
+            ActionKind::Fix => "fix",
+            ActionKind::Capture => "capture",
+        }
+    }
+
+    /// The arguments a command of this kind may carry.
+    pub fn arguments(self) -> &'static [&'static str] {
+        match self {
+            ActionKind::Compact => &["drop_caches"],
+            ActionKind::SetCma => &["size"],
+            ActionKind::Reboot => &["reason"],
+            ActionKind::Rescan => &[],
+            ActionKind::ReleaseNpu => &["model"],
+            ActionKind::Fix => &["check", "dry_run"],
+            ActionKind::Capture => &["max_bytes"],
+        }
+    }
+
+    /// Held while the board's clock is not synchronised: a destructive action an expiring
+    /// command asks for (docs/reference.md, the clock hold).
+    pub fn clock_gated(self) -> bool {
+        match self {
+            ActionKind::Reboot | ActionKind::SetCma => true,
+            ActionKind::Compact
+            | ActionKind::Rescan
+            | ActionKind::ReleaseNpu
+            | ActionKind::Fix
+            | ActionKind::Capture => false,
+        }
+    }
+
+    /// Accepted unsigned by default (`security.allow_unsigned`'s default).
+    pub fn unsigned_by_default(self) -> bool {
+        match self {
+            ActionKind::Compact | ActionKind::Rescan => true,
+            ActionKind::SetCma
+            | ActionKind::Reboot
+            | ActionKind::ReleaseNpu
+            | ActionKind::Fix
+            | ActionKind::Capture => false,
+        }
+    }
+
+    /// Needs a local hailo-ollama, which only some boards have (the profile decides).
+    pub fn needs_hailo_ollama(self) -> bool {
+        match self {
+            ActionKind::ReleaseNpu => true,
+            ActionKind::Compact
+            | ActionKind::SetCma
+            | ActionKind::Reboot
+            | ActionKind::Rescan
+            | ActionKind::Fix
+            | ActionKind::Capture => false,
+        }
+    }
+
+    /// What a Home Assistant button of this kind runs, for the kinds that have a button.
+    pub fn button_press(self) -> Option<Action> {
+        match self {
+            ActionKind::Compact => Some(Action::Compact { drop_caches: false }),
+            ActionKind::Rescan => Some(Action::Rescan),
+            ActionKind::Fix => Some(Action::Fix {
+                checks: Vec::new(),
+                dry_run: false,
+            }),
+            ActionKind::SetCma
+            | ActionKind::Reboot
+            | ActionKind::ReleaseNpu
+            | ActionKind::Capture => None,
+        }
+    }
+
+    /// The wire names of every kind, comma separated (for messages).
+    pub fn names() -> String {
+        ActionKind::ALL.map(ActionKind::as_str).join(", ")
+    }
+}
+
+impl std::fmt::Display for ActionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ActionKind {
+    type Err = String;
+
+    /// Errors: the name is no action (the message lists the known ones).
+    fn from_str(name: &str) -> Result<ActionKind, String> {
+        ActionKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == name)
+            .ok_or_else(|| format!("unknown action {name:?} (known: {})", ActionKind::names()))
+    }
+}
+
+impl TryFrom<String> for ActionKind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<ActionKind, String> {
+        name.parse()
+    }
+}
+
+impl From<ActionKind> for &'static str {
+    fn from(k: ActionKind) -> &'static str {
+        k.as_str()
+    }
+}
 
 /// Arguments after validation, per action.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,17 +201,22 @@ pub enum Action {
 }
 
 impl Action {
+    /// The action's kind.
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Action::Compact { .. } => ActionKind::Compact,
+            Action::SetCma { .. } => ActionKind::SetCma,
+            Action::Reboot { .. } => ActionKind::Reboot,
+            Action::Rescan => ActionKind::Rescan,
+            Action::ReleaseNpu { .. } => ActionKind::ReleaseNpu,
+            Action::Fix { .. } => ActionKind::Fix,
+            Action::Capture { .. } => ActionKind::Capture,
+        }
+    }
+
     /// The action's name on the wire.
     pub fn name(&self) -> &'static str {
-        match self {
-            Action::Compact { .. } => "compact",
-            Action::SetCma { .. } => "set_cma",
-            Action::Reboot { .. } => "reboot",
-            Action::Rescan => "rescan",
-            Action::ReleaseNpu { .. } => "release_npu",
-            Action::Fix { .. } => "fix",
-            Action::Capture { .. } => "capture",
-        }
+        self.kind().as_str()
     }
 }
 
@@ -143,8 +291,26 @@ mod tests {
             },
             Action::Capture { max_bytes: 1 },
         ];
-        let names: Vec<&str> = all.iter().map(Action::name).collect();
-        assert_eq!(names, ACTIONS);
+        let kinds: Vec<ActionKind> = all.iter().map(Action::kind).collect();
+        assert_eq!(kinds, ActionKind::ALL);
+        for k in ActionKind::ALL {
+            assert_eq!(k.as_str().parse::<ActionKind>(), Ok(k));
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("{:?}", k.as_str()));
+            assert_eq!(serde_json::from_str::<ActionKind>(&json).ok(), Some(k));
+        }
+        assert!("format_disk"
+            .parse::<ActionKind>()
+            .unwrap_err()
+            .contains("known: compact"));
+        let buttons: Vec<_> = ActionKind::ALL
+            .into_iter()
+            .filter(|k| k.button_press().is_some_and(|a| a.kind() == *k))
+            .collect();
+        assert_eq!(
+            buttons,
+            [ActionKind::Compact, ActionKind::Rescan, ActionKind::Fix]
+        );
     }
 
     #[test]

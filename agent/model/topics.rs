@@ -2,6 +2,8 @@
 //! `<root>/<board>/availability`, `<root>/<board>/status`, `<root>/<board>/cmd/<action>/<cmd_id>`
 //! and the fleet-wide `<root>/all/cmd/<action>/<cmd_id>`.
 
+use super::action::ActionKind;
+
 /// The board id that addresses every board.
 pub const ALL: &str = "all";
 
@@ -38,10 +40,24 @@ pub fn command_filters(root: &str, board: &str) -> [String; 2] {
 pub struct CommandTopic {
     /// Board segment (a board id or `all`).
     pub board: String,
-    /// Action segment.
+    /// Action segment, as it came.
     pub action: String,
+    /// The action segment parsed (`None`: no action the agent knows).
+    pub kind: Option<ActionKind>,
     /// Command id segment.
     pub cmd_id: String,
+}
+
+impl CommandTopic {
+    /// The command topic of `board`, `action` and `cmd_id`, its action parsed once.
+    pub fn new(board: &str, action: &str, cmd_id: &str) -> CommandTopic {
+        CommandTopic {
+            board: board.to_string(),
+            action: action.to_string(),
+            kind: action.parse().ok(),
+            cmd_id: cmd_id.to_string(),
+        }
+    }
 }
 
 /// Parses `<root>/<board>/cmd/<action>/<cmd_id>`; `None` for any other shape.
@@ -52,11 +68,7 @@ pub fn parse_command(root: &str, topic: &str) -> Option<CommandTopic> {
         [board, "cmd", action, cmd_id]
             if !board.is_empty() && !action.is_empty() && !cmd_id.is_empty() =>
         {
-            Some(CommandTopic {
-                board: board.to_string(),
-                action: action.to_string(),
-                cmd_id: cmd_id.to_string(),
-            })
+            Some(CommandTopic::new(board, action, cmd_id))
         }
         _ => None,
     }

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 // The vocabulary lives in the model; named here too because most callers reach it with the
 // command parser.
-pub use crate::model::action::{Action, ACTIONS};
+pub use crate::model::action::{Action, ActionKind};
 
 /// Largest accepted command payload (bytes). Larger ones are rejected without parsing.
 pub const MAX_COMMAND_BYTES: usize = 4096;
@@ -49,6 +49,19 @@ pub enum CmdStatus {
 }
 
 impl CmdStatus {
+    /// The state named `word` on the wire (`init`, `executing`, `successful`, `failed`,
+    /// `rejected`); `None` for any other word.
+    pub fn from_wire(word: &str) -> Option<CmdStatus> {
+        Some(match word {
+            "init" => CmdStatus::Init,
+            "executing" => CmdStatus::Executing,
+            "successful" => CmdStatus::Successful,
+            "failed" => CmdStatus::Failed,
+            "rejected" => CmdStatus::Rejected,
+            _ => return None,
+        })
+    }
+
     /// True for `successful`, `failed` and `rejected`.
     pub fn is_final(self) -> bool {
         matches!(
@@ -213,22 +226,8 @@ pub fn parse_verifying_key(text: &str) -> Result<VerifyingKey, String> {
         .map_err(|e| format!("not an Ed25519 public key PEM: {e}"))
 }
 
-fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String> {
-    let allowed: &[&str] = match action {
-        "compact" => &["drop_caches"],
-        "set_cma" => &["size"],
-        "reboot" => &["reason"],
-        "rescan" => &[],
-        "release_npu" => &["model"],
-        "fix" => &["check", "dry_run"],
-        "capture" => &["max_bytes"],
-        other => {
-            return Err(format!(
-                "unknown action {other:?} (known: {})",
-                ACTIONS.join(", ")
-            ))
-        }
-    };
+fn parse_args(action: ActionKind, args: &Map<String, Value>) -> Result<Action, String> {
+    let allowed = action.arguments();
     if let Some(k) = args.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(format!(
             "unknown argument {k:?} for {action} (allowed: {})",
@@ -251,14 +250,14 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
         }
     };
     Ok(match action {
-        "compact" => Action::Compact {
+        ActionKind::Compact => Action::Compact {
             drop_caches: match args.get("drop_caches") {
                 None => false,
                 Some(Value::Bool(b)) => *b,
                 Some(_) => return Err("argument \"drop_caches\" must be true or false".into()),
             },
         },
-        "set_cma" => {
+        ActionKind::SetCma => {
             let size =
                 string("size", 16)?.ok_or("set_cma needs the argument \"size\" (e.g. \"256M\")")?;
             // The syntax is checked here (before rate limits); the profile minimum and the RAM
@@ -268,11 +267,11 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
             }
             Action::SetCma { size }
         }
-        "reboot" => Action::Reboot {
+        ActionKind::Reboot => Action::Reboot {
             reason: string("reason", 200)?.unwrap_or_else(|| "requested over MQTT".into()),
         },
-        "rescan" => Action::Rescan,
-        "fix" => Action::Fix {
+        ActionKind::Rescan => Action::Rescan,
+        ActionKind::Fix => Action::Fix {
             checks: fix_checks(string("check", 400)?)?,
             dry_run: match args.get("dry_run") {
                 None => false,
@@ -280,7 +279,7 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
                 Some(_) => return Err("argument \"dry_run\" must be true or false".into()),
             },
         },
-        "capture" => {
+        ActionKind::Capture => {
             use super::chunks::{DEFAULT_MAX_BYTES, MAX_BUNDLE_BYTES};
             let n = match args.get("max_bytes") {
                 None => Some(DEFAULT_MAX_BYTES),
@@ -298,7 +297,7 @@ fn parse_args(action: &str, args: &Map<String, Value>) -> Result<Action, String>
                     })?,
             }
         }
-        _ => Action::ReleaseNpu {
+        ActionKind::ReleaseNpu => Action::ReleaseNpu {
             model: string("model", 200)?,
         },
     })
@@ -349,7 +348,7 @@ pub struct Policy {
     /// Trusted public keys.
     pub trusted_keys: Vec<VerifyingKey>,
     /// Actions accepted unsigned (also: the Home Assistant buttons offered).
-    pub allow_unsigned: Vec<String>,
+    pub allow_unsigned: Vec<ActionKind>,
     /// Longest accepted command lifetime and age, seconds (bounded by
     /// [`MAX_COMMAND_AGE_LIMIT_S`] at config load).
     pub max_command_age_s: u64,
@@ -360,7 +359,7 @@ pub struct Policy {
     /// Actions this board refuses whatever the signature, with the reason published as is (the
     /// profile's refusals, [`crate::profile::Profile::refuses_action`], set after each
     /// diagnosis). Empty by default.
-    pub refused: BTreeMap<String, String>,
+    pub refused: BTreeMap<ActionKind, String>,
 }
 
 /// Largest accepted `security.max_command_age_s`: 7 days.
@@ -398,11 +397,8 @@ pub fn valid_cmd_id(id: &str) -> bool {
 /// Errors: [`Verdict::Ignore`] for an empty clear or a non-`init` state (the agent's own echo),
 /// [`Verdict::Reject`] with the reason for everything malformed. A reason never quotes the
 /// payload beyond the JSON decoder's position message.
-pub fn parse(
-    policy: &Policy,
-    topic: &super::topics::CommandTopic,
-    payload: &[u8],
-) -> Result<Parsed, Verdict> {
+pub fn parse(policy: &Policy, m: &super::incoming::Incoming) -> Result<Parsed, Verdict> {
+    let (topic, payload) = (&m.topic, m.payload);
     if payload.is_empty() {
         return Err(Verdict::Ignore("cleared"));
     }
@@ -415,7 +411,10 @@ pub fn parse(
     let Ok(text) = std::str::from_utf8(payload) else {
         return Err(Verdict::Reject("payload is not UTF-8 JSON".into()));
     };
-    match serde_json::from_str::<AnyStatus>(text) {
+    // The state from the message's one JSON decode (shared with the other readers); an `init`
+    // is then held to its strict schema (unknown or repeated fields refused).
+    let json = m.json().map_err(|e| Verdict::Reject(json_error(e)))?;
+    match AnyStatus::deserialize(json) {
         Ok(s) if s.status == CmdStatus::Executing => return Err(Verdict::Ignore(IN_PROGRESS)),
         Ok(s) if s.status != CmdStatus::Init => return Err(Verdict::Ignore("not an init message")),
         Ok(_) => {}
@@ -441,7 +440,14 @@ pub fn parse(
             topic.board, policy.board
         )));
     }
-    let action = parse_args(&topic.action, &msg.args).map_err(Verdict::Reject)?;
+    let kind = topic.kind.ok_or_else(|| {
+        Verdict::Reject(format!(
+            "unknown action {:?} (known: {})",
+            topic.action,
+            ActionKind::names()
+        ))
+    })?;
+    let action = parse_args(kind, &msg.args).map_err(Verdict::Reject)?;
     Ok(Parsed {
         msg,
         action,
@@ -474,11 +480,14 @@ fn json_error(e: &serde_json::Error) -> String {
             "a field has the wrong type or value"
         }
     };
-    format!(
-        "malformed command: {what} at line {} column {}",
-        e.line(),
-        e.column()
-    )
+    match e.line() {
+        // Read from the decoded value: no position to name.
+        0 => format!("malformed command: {what}"),
+        line => format!(
+            "malformed command: {what} at line {line} column {}",
+            e.column()
+        ),
+    }
 }
 
 /// Second half of the gate, given the time: lifetime (checked arithmetic, expiry mandatory and
@@ -528,10 +537,11 @@ pub fn authorize(
             now_w - issued
         ));
     }
-    if let Some(why) = policy.refused.get(&topic.action) {
+    let kind = parsed.action.kind();
+    if let Some(why) = policy.refused.get(&kind) {
         return Err(why.clone());
     }
-    let unsigned_ok = policy.allow_unsigned.iter().any(|a| a == &topic.action);
+    let unsigned_ok = policy.allow_unsigned.contains(&kind);
     match &msg.signature {
         Some(sig) if !policy.trusted_keys.is_empty() => {
             let bytes = base64::engine::general_purpose::STANDARD
@@ -578,7 +588,7 @@ mod tests {
     #[test]
     fn fix_takes_check_ids_and_dry_run_and_refuses_the_rest() {
         let a = parse_args(
-            "fix",
+            ActionKind::Fix,
             &args(
                 serde_json::json!({"check": "limits.memlock, hailo.driver_binding,limits.memlock", "dry_run": true}),
             ),
@@ -591,19 +601,30 @@ mod tests {
             })
         );
         assert_eq!(
-            parse_args("fix", &Map::new()),
+            parse_args(ActionKind::Fix, &Map::new()),
             Ok(Action::Fix {
                 checks: Vec::new(),
                 dry_run: false
             })
         );
-        let e =
-            parse_args("fix", &args(serde_json::json!({"check": "limits.memlok"}))).unwrap_err();
+        let e = parse_args(
+            ActionKind::Fix,
+            &args(serde_json::json!({"check": "limits.memlok"})),
+        )
+        .unwrap_err();
         assert_eq!(e, "fix: no such check id \"limits.memlok\"");
-        let e = parse_args("fix", &args(serde_json::json!({"check": "$(reboot)"}))).unwrap_err();
+        let e = parse_args(
+            ActionKind::Fix,
+            &args(serde_json::json!({"check": "$(reboot)"})),
+        )
+        .unwrap_err();
         assert!(!e.contains("reboot"), "{e}");
-        assert!(parse_args("fix", &args(serde_json::json!({"dry_run": "yes"}))).is_err());
-        assert!(parse_args("fix", &args(serde_json::json!({"unit": "x"}))).is_err());
+        assert!(parse_args(
+            ActionKind::Fix,
+            &args(serde_json::json!({"dry_run": "yes"}))
+        )
+        .is_err());
+        assert!(parse_args(ActionKind::Fix, &args(serde_json::json!({"unit": "x"}))).is_err());
     }
 
     #[test]

@@ -56,24 +56,12 @@ pub fn on_message(ctx: HaContext<'_>, topic: &str, payload: &[u8]) -> HaMessage 
     // Only the payload discovery announced (`payload_press`) is a press; anything else
     // published on a button topic is consumed and ignored.
     let press = payload == PRESS.as_bytes();
-    if topic == button_topic(&ctx, "compact") {
+    let pressed = crate::model::action::ActionKind::ALL
+        .into_iter()
+        .find(|k| topic == button_topic(&ctx, *k));
+    if let Some(action) = pressed.and_then(|k| k.button_press()) {
         return match press {
-            true => HaMessage::Press(Action::Compact { drop_caches: false }),
-            false => HaMessage::Handled,
-        };
-    }
-    if topic == button_topic(&ctx, "rescan") {
-        return match press {
-            true => HaMessage::Press(Action::Rescan),
-            false => HaMessage::Handled,
-        };
-    }
-    if topic == button_topic(&ctx, "fix") {
-        return match press {
-            true => HaMessage::Press(Action::Fix {
-                checks: Vec::new(),
-                dry_run: false,
-            }),
+            true => HaMessage::Press(action),
             false => HaMessage::Handled,
         };
     }

@@ -6,6 +6,7 @@ pub mod chunks;
 pub mod command;
 pub mod ed25519;
 pub mod ha;
+pub mod incoming;
 pub mod link;
 pub use crate::model::topics;
 
@@ -54,6 +55,43 @@ pub fn parse_urls(list: &str) -> Result<Vec<BrokerUrl>, String> {
 /// [`parse_urls`] with errors that do not quote the URLs (config validation).
 pub fn parse_urls_quiet(list: &str) -> Result<Vec<BrokerUrl>, String> {
     split_urls(list).map(parse_url_quiet).collect()
+}
+
+/// `[mqtt] url`'s broker list, parsed once: the nodes in order, and how each is shown in logs
+/// (user info redacted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerList {
+    urls: Vec<BrokerUrl>,
+    shown: Vec<String>,
+    shown_list: String,
+}
+
+impl BrokerList {
+    /// Parses `list` ([`parse_urls`]).
+    ///
+    /// Errors: the first URL that does not parse, quoted redacted.
+    pub fn parse(list: &str) -> Result<BrokerList, String> {
+        Ok(BrokerList {
+            urls: parse_urls(list)?,
+            shown: split_urls(list).map(redact_url).collect(),
+            shown_list: redact_url(list),
+        })
+    }
+
+    /// The nodes, in the order they are tried (never empty).
+    pub fn urls(&self) -> &[BrokerUrl] {
+        &self.urls
+    }
+
+    /// Node `i` as logs show it (user info redacted); empty past the end.
+    pub fn shown(&self, i: usize) -> &str {
+        self.shown.get(i).map_or("", String::as_str)
+    }
+
+    /// The whole list as logs show it.
+    pub fn shown_list(&self) -> &str {
+        &self.shown_list
+    }
 }
 
 /// The URLs of a broker list, trimmed, in order (the list's one splitting rule).
@@ -493,5 +531,30 @@ mod tests {
             let e = parse_urls(bad).unwrap_err();
             assert!(!e.contains("u:p"), "{e}");
         }
+    }
+
+    /// The broker list and the protocol are parsed once into types: the nodes in order, each
+    /// shown redacted, and the protocol's first version and fallback.
+    #[test]
+    fn the_broker_list_and_the_protocol_are_types() {
+        let l = BrokerList::parse("mqtt://a:1883, mqtts://b").unwrap();
+        assert_eq!(l.urls().len(), 2);
+        assert!(l.urls()[1].tls && l.urls()[1].port == 8883);
+        assert_eq!(l.shown(0), "mqtt://a:1883");
+        assert_eq!(l.shown(1), "mqtts://b");
+        assert_eq!(l.shown(2), "");
+        assert_eq!(l.shown_list(), "mqtt://a:1883, mqtts://b");
+        let e = BrokerList::parse("mqtt://a, mqtt://u:pw@b").unwrap_err();
+        assert!(e.contains("<redacted>@b") && !e.contains("pw"), "{e}");
+        assert!(BrokerList::parse("").is_err());
+        use link::{Protocol, ProtocolSetting};
+        let auto: ProtocolSetting = "auto".parse().unwrap();
+        assert!(auto.falls_back() && auto.first() == Protocol::V5);
+        let v3: ProtocolSetting = "3.1.1".parse().unwrap();
+        assert!(!v3.falls_back() && v3.first() == Protocol::V311);
+        assert_eq!(
+            "4".parse::<ProtocolSetting>().unwrap_err(),
+            "\"4\": expected one of auto, 5, 3.1.1"
+        );
     }
 }

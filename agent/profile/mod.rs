@@ -12,6 +12,7 @@ pub mod apps;
 pub mod raw;
 pub mod signature;
 
+use crate::model::action::ActionKind;
 use crate::parse::bootfile::BootFileKind;
 use crate::parse::version::Version;
 use crate::root::SysRoot;
@@ -423,8 +424,8 @@ impl Profile {
     /// Why a board with this profile refuses the remote `action`, or `None` when it takes it.
     /// `release_npu` unloads models from a local hailo-ollama: only profiles of a Hailo NPU, or
     /// ones that list `hailo-ollama` among their workloads or runtime binaries, have one.
-    pub fn refuses_action(&self, action: &str) -> Option<String> {
-        if action != "release_npu" {
+    pub fn refuses_action(&self, action: ActionKind) -> Option<String> {
+        if !action.needs_hailo_ollama() {
             return None;
         }
         let hailo = self.npu.kind == NpuKind::Hailo
@@ -444,12 +445,12 @@ impl Profile {
     }
 
     /// The remote actions a board with this profile takes (the status's `actions`), in the
-    /// order of [`crate::model::action::ACTIONS`].
+    /// order of [`ActionKind::ALL`].
     pub fn actions(&self) -> Vec<String> {
-        crate::model::action::ACTIONS
-            .iter()
-            .filter(|a| self.refuses_action(a).is_none())
-            .map(|a| a.to_string())
+        ActionKind::ALL
+            .into_iter()
+            .filter(|a| self.refuses_action(*a).is_none())
+            .map(|a| a.as_str().to_string())
             .collect()
     }
 }
@@ -539,22 +540,26 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         let by_id = |id: &str| profiles.iter().find(|p| p.id == id).unwrap();
         let rk = by_id("rk3588-rknpu");
-        let reason = rk.refuses_action("release_npu").unwrap();
+        let reason = rk.refuses_action(ActionKind::ReleaseNpu).unwrap();
         assert!(reason.contains("\"rk3588-rknpu\"") && reason.contains("nothing to release"));
         assert_eq!(
             rk.actions(),
             ["compact", "set_cma", "reboot", "rescan", "fix", "capture"]
         );
-        assert_eq!(rk.refuses_action("compact"), None);
+        assert_eq!(rk.refuses_action(ActionKind::Compact), None);
         for id in ["rpi5-hailo10h", "rpi5-hailo8", "generic"] {
-            assert_eq!(by_id(id).refuses_action("release_npu"), None, "{id}");
+            assert_eq!(
+                by_id(id).refuses_action(ActionKind::ReleaseNpu),
+                None,
+                "{id}"
+            );
             assert!(
                 by_id(id).actions().contains(&"release_npu".to_string()),
                 "{id}"
             );
         }
         assert!(by_id("x86-hybrid-moe")
-            .refuses_action("release_npu")
+            .refuses_action(ActionKind::ReleaseNpu)
             .is_some());
     }
 

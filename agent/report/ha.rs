@@ -36,7 +36,7 @@ pub struct HaContext<'a> {
     pub profile: &'a str,
     /// Buttons to offer: only actions the gate would run for a press
     /// ([`crate::action::gate::Gate::button_actions`]).
-    pub buttons: Vec<&'static str>,
+    pub buttons: Vec<crate::model::action::ActionKind>,
 }
 
 /// `<prefix>/device/<board>/config`.
@@ -45,7 +45,7 @@ pub fn discovery_topic(ctx: &HaContext<'_>) -> String {
 }
 
 /// `<root>/<board>/ha/<action>`: where the buttons publish.
-pub fn button_topic(ctx: &HaContext<'_>, action: &str) -> String {
+pub fn button_topic(ctx: &HaContext<'_>, action: crate::model::action::ActionKind) -> String {
     format!("{}/{}/ha/{action}", ctx.topic_root, ctx.board)
 }
 
@@ -126,7 +126,7 @@ pub fn discovery_payload(ctx: &HaContext<'_>) -> Value {
             obj(vec![
                 ("p", "button".into()),
                 ("unique_id", format!("{b}_{action}").into()),
-                ("name", action.into()),
+                ("name", action.as_str().into()),
                 ("command_topic", button_topic(ctx, action).into()),
                 ("payload_press", PRESS.into()),
                 ("entity_category", "config".into()),
@@ -228,7 +228,10 @@ pub(crate) mod tests {
             board: "b1",
             model: "Radxa ROCK 5B",
             profile: "rk3588-rknpu",
-            buttons: vec!["compact", "rescan"],
+            buttons: vec![
+                crate::model::action::ActionKind::Compact,
+                crate::model::action::ActionKind::Rescan,
+            ],
         }
     }
 
@@ -255,7 +258,7 @@ pub(crate) mod tests {
         assert_eq!(p["cmps"]["b1_undervoltage"]["device_class"], "problem");
         // No button for an action the gate would refuse.
         let mut c = ctx();
-        c.buttons = vec!["rescan"];
+        c.buttons = vec![crate::model::action::ActionKind::Rescan];
         let p = discovery_payload(&c);
         assert!(p["cmps"].get("b1_compact").is_none());
         assert_eq!(p["cmps"]["b1_rescan"]["p"], "button");

@@ -14,12 +14,14 @@
 //! FUZZ_EXECUTIONS=1000000 cargo test --release --test fast fuzz_gate:: -- --ignored --nocapture
 //! ```
 
+use npu_agent::action::gate::MessageContext;
 use npu_agent::action::gate::{
     Admission, Gate, Origin, Outcome, MAX_QUEUED_OTHER, MAX_QUEUED_SIGNED,
 };
 use npu_agent::model::action::Action;
 use npu_agent::mqtt::command::SigningKey;
 use npu_agent::mqtt::command::{sign, CmdStatus, InitMessage, Policy};
+use npu_agent::mqtt::incoming::Incoming;
 use npu_agent::mqtt::topics::CommandTopic;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -38,7 +40,10 @@ fn policy() -> Policy {
     Policy {
         board: "b1".into(),
         trusted_keys: vec![key().verifying_key()],
-        allow_unsigned: vec!["compact".into(), "rescan".into()],
+        allow_unsigned: vec![
+            npu_agent::model::action::ActionKind::Compact,
+            npu_agent::model::action::ActionKind::Rescan,
+        ],
         max_command_age_s: MAX_AGE,
         topic_root: "npu-fleet".into(),
         accept_v1: false,
@@ -189,12 +194,8 @@ fn run_sequence(steps: &[Step]) -> Result<u64, TestCaseError> {
                 dt,
             } => {
                 now = now.saturating_add(*dt);
-                let t = CommandTopic {
-                    board: board.clone(),
-                    action: action.clone(),
-                    cmd_id: cmd_id.clone(),
-                };
-                match g.admit_command(&t, payload, now) {
+                let m = Incoming::new(CommandTopic::new(board, action, cmd_id), payload, false);
+                match g.admit_command(&m, &MessageContext::at(now)) {
                     Admission::Queued(_) => {
                         prop_assert!(
                             queued_ids.insert(cmd_id.clone()),

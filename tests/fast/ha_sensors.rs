@@ -90,7 +90,10 @@ fn power_heat_and_load_sensors_show_figures_or_unknown() {
         board: "b1",
         model: "Raspberry Pi 5",
         profile: "rpi5-hailo10h",
-        buttons: vec!["compact", "rescan"],
+        buttons: vec![
+            npu_agent::model::action::ActionKind::Compact,
+            npu_agent::model::action::ActionKind::Rescan,
+        ],
     };
     let payload = npu_agent::report::ha::discovery_payload(&ctx);
     let template = |key: &str| {

@@ -456,7 +456,10 @@ fn home_assistant_validates_the_discovery_payload_and_its_meaning() {
         board: "b1",
         model: "Orange Pi 5 Plus",
         profile: "rk3588-rknpu",
-        buttons: vec!["compact", "rescan"],
+        buttons: vec![
+            npu_agent::model::action::ActionKind::Compact,
+            npu_agent::model::action::ActionKind::Rescan,
+        ],
     };
     let payload = npu_agent::report::ha::discovery_payload(&ctx);
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

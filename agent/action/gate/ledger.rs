@@ -26,6 +26,13 @@ pub struct LedgerEntry {
     pub reason: Option<String>,
 }
 
+impl LedgerEntry {
+    /// The recorded action parsed (`None`: a name no action has, as an older ledger may hold).
+    pub fn kind(&self) -> Option<crate::model::action::ActionKind> {
+        self.action.parse().ok()
+    }
+}
+
 fn schema_2() -> u32 {
     2
 }

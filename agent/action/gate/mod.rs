@@ -20,10 +20,11 @@
 
 use crate::action::limits::Limits;
 use crate::action::state::StateDir;
-use crate::model::action::Action;
+use crate::model::action::{Action, ActionKind};
 use crate::model::ClockSync;
 use crate::mqtt::command::{self, CmdStatus, Policy, Verdict, CLOCK_SKEW_S};
-use crate::mqtt::topics::{CommandTopic, ALL};
+use crate::mqtt::incoming::Incoming;
+use crate::mqtt::topics::ALL;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -81,24 +82,24 @@ pub struct CmdRef {
 /// The ledger slot recording when `action` last ran from the command line (`compact/cli`).
 /// Written by the `npu-agent` process the admin ran, kept by the daemon's gate when it saves
 /// the ledger, and read by the planner's cooldown.
-pub fn cli_slot(action: &str) -> String {
+pub fn cli_slot(action: ActionKind) -> String {
     format!("{action}/cli")
 }
 
 /// The refusals `[actions] disabled` asks for: action → the reason every origin is given.
-pub fn config_refusals(disabled: &[String]) -> BTreeMap<String, String> {
+pub fn config_refusals(disabled: &[ActionKind]) -> BTreeMap<ActionKind, String> {
     std::collections::BTreeMap::from_iter(disabled.iter().map(|a| {
         (
-            a.clone(),
+            *a,
             format!("{a} is disabled on this board ([actions] disabled in the agent's config)"),
         )
     }))
 }
 
 /// Rate-limit slot of an action: signed and unsigned traffic never share one.
-pub fn rate_slot(action: &str, signed: bool) -> String {
+pub fn rate_slot(action: ActionKind, signed: bool) -> String {
     if signed {
-        action.to_string()
+        action.as_str().to_string()
     } else {
         format!("{action}/unsigned")
     }
@@ -187,16 +188,16 @@ pub struct Gate {
     policy: Policy,
     /// The refusals the gate was made with (the config's `[actions] disabled`); kept whatever
     /// [`Gate::set_refused`] adds.
-    base_refused: BTreeMap<String, String>,
+    base_refused: BTreeMap<ActionKind, String>,
     /// The board's own refusals ([`Gate::set_refused`]), kept across a config reload.
-    board_refused: BTreeMap<String, String>,
+    board_refused: BTreeMap<ActionKind, String>,
     ledger: Ledger,
     /// Why the ledger could not be read (signed commands are refused while set).
     ledger_error: Option<String>,
     /// No ledger file existed: its creation time is the first message's (on a synchronised
     /// clock).
     fresh_ledger: bool,
-    /// The caller's monotonic seconds ([`Gate::set_monotonic`]) and the wall time first seen
+    /// The caller's monotonic seconds ([`MessageContext::mono_s`]) and the wall time first seen
     /// with them: ids are pruned by a wall time that never runs ahead of the monotonic one.
     mono: Option<(u64, Option<(u64, i64)>)>,
     state: Option<StateDir>,
@@ -204,12 +205,33 @@ pub struct Gate {
     other_queue: VecDeque<Job>,
     running: bool,
     clock: ClockState,
-    /// What the board's files last said about its clock ([`Gate::set_clock_sync`]).
+    /// What the board's files last said about its clock ([`MessageContext::clock`]).
     clock_sync: Option<ClockSync>,
     limits: Limits,
     last_planner_compact: Option<i64>,
-    /// The message being admitted is a retained one ([`Gate::set_retained`]).
-    retained: bool,
+}
+
+/// What the gate judges one MQTT message by, besides the message: passed with each message.
+#[derive(Debug, Clone, Default)]
+pub struct MessageContext {
+    /// Unix seconds now, by the board's clock.
+    pub now: i64,
+    /// The caller's monotonic clock, seconds (`None`: the last reading stands; without any,
+    /// the wall clock is trusted as it is).
+    pub mono_s: Option<u64>,
+    /// What the board's files say about its clock (`None`: the last reading stands; without
+    /// any, the clock counts as synchronised).
+    pub clock: Option<ClockSync>,
+}
+
+impl MessageContext {
+    /// The context of a message at `now` (Unix seconds) with no new clock reading.
+    pub fn at(now: i64) -> MessageContext {
+        MessageContext {
+            now,
+            ..MessageContext::default()
+        }
+    }
 }
 
 impl Gate {
@@ -245,7 +267,6 @@ impl Gate {
                 ..Limits::default()
             },
             last_planner_compact: None,
-            retained: false,
         }
     }
 
@@ -280,7 +301,7 @@ impl Gate {
     /// Sets the actions this board refuses (action → reason published as is), e.g. the
     /// profile's [`crate::profile::Profile::refuses_action`] after a diagnosis. The refusals the
     /// gate was made with (the config's) stay, with their own reason.
-    pub fn set_refused(&mut self, refused: BTreeMap<String, String>) {
+    pub fn set_refused(&mut self, refused: BTreeMap<ActionKind, String>) {
         self.board_refused = refused.clone();
         let mut all = self.base_refused.clone();
         for (a, why) in refused {
@@ -289,11 +310,11 @@ impl Gate {
         self.policy.refused = all;
     }
 
-    /// Sets what the board's files say about its clock: the one clock check of the command
+    /// Takes what the board's files say about its clock: the one clock check of the command
     /// path. While it is not synchronised, signed commands are refused, no id is pruned, and an
     /// expiring destructive command ([`crate::action::clock_hold::command_hold`]) is rejected with the
     /// reason before anything else is judged against a clock that may be days off.
-    pub fn set_clock_sync(&mut self, clock: ClockSync) {
+    fn read_clock_sync(&mut self, clock: ClockSync) {
         self.clock = if clock.is_unsynchronised() {
             ClockState::Unsynchronised
         } else {
@@ -303,16 +324,17 @@ impl Gate {
     }
 
     /// The clock hold of a command for this board (or `all`) on a fresh, well-formed id: the
-    /// reason to reject it, when the clock is not synchronised (see [`Gate::set_clock_sync`]).
-    fn clock_hold(&self, topic: &CommandTopic, payload: &[u8], now: i64) -> Option<String> {
+    /// reason to reject it, when the clock is not synchronised (see [`MessageContext::clock`]).
+    fn clock_hold(&self, m: &Incoming, now: i64) -> Option<String> {
         let clock = self.clock_sync.as_ref()?;
+        let topic = &m.topic;
         let fresh = (topic.board == self.policy.board || topic.board == ALL)
             && command::valid_cmd_id(&topic.cmd_id)
             && !self.has_record(&topic.cmd_id);
         if !fresh {
             return None;
         }
-        crate::action::clock_hold::command_hold(clock, &topic.action, payload, now)
+        crate::action::clock_hold::command_hold(clock, topic.kind?, m, now)
     }
 
     /// Sets whether the clock is trusted (the `clock.sync` hook).
@@ -333,11 +355,12 @@ impl Gate {
     /// Actions a Home Assistant button may offer: the unsigned allow-list, less what this board
     /// refuses, among `compact`, `rescan` and `fix` (every firing finding's planned fix; only
     /// where the config lists `fix`, which it does not by default).
-    pub fn button_actions(&self) -> Vec<&'static str> {
-        ["compact", "rescan", "fix"]
+    pub fn button_actions(&self) -> Vec<ActionKind> {
+        ActionKind::ALL
             .into_iter()
-            .filter(|a| self.policy.allow_unsigned.iter().any(|u| u == a))
-            .filter(|a| !self.policy.refused.contains_key(*a))
+            .filter(|a| a.button_press().is_some())
+            .filter(|a| self.policy.allow_unsigned.contains(a))
+            .filter(|a| !self.policy.refused.contains_key(a))
             .collect()
     }
 
@@ -380,7 +403,7 @@ impl Gate {
             fresh.upgrade(self.policy.max_command_age_s);
             self.ledger = fresh;
         }
-        self.ledger.last_run.insert(cli_slot(action.name()), now);
+        self.ledger.last_run.insert(cli_slot(action.kind()), now);
         self.persist()
     }
 
@@ -393,7 +416,7 @@ impl Gate {
         (len >= max).then(|| format!("busy: {len} actions are queued; retry later"))
     }
 
-    fn rate_check(&self, action: &str, signed: bool, now: i64) -> Result<String, String> {
+    fn rate_check(&self, action: ActionKind, signed: bool, now: i64) -> Result<String, String> {
         let slot = rate_slot(action, signed);
         if let Some(last) = self.ledger.last_run.get(&slot) {
             // A run recorded in the future (the clock was ahead, then set right) counts as now:
@@ -409,9 +432,16 @@ impl Gate {
         Ok(slot)
     }
 
-    /// Admits an MQTT command on `topic` (already known to be a command topic of this board or
-    /// of `all`).
-    pub fn admit_command(&mut self, topic: &CommandTopic, payload: &[u8], now: i64) -> Admission {
+    /// Admits the MQTT command `m` (on a command topic of this board or of `all`), judged by
+    /// `ctx`: the time, and what the board's clocks read for this message.
+    pub fn admit_command(&mut self, m: &Incoming, ctx: &MessageContext) -> Admission {
+        let (topic, now) = (&m.topic, ctx.now);
+        if let Some(mono) = ctx.mono_s {
+            self.read_monotonic(mono);
+        }
+        if let Some(clock) = &ctx.clock {
+            self.read_clock_sync(clock.clone());
+        }
         let cmd = CmdRef {
             action: topic.action.clone(),
             cmd_id: topic.cmd_id.clone(),
@@ -429,12 +459,12 @@ impl Gate {
         if synced {
             self.ledger.clamp_runs(now);
         }
-        if let Some(reason) = self.clock_hold(topic, payload, now) {
+        if let Some(reason) = self.clock_hold(m, now) {
             return Admission::ClockHeld { cmd, reason };
         }
-        let parsed = match command::parse(&self.policy, topic, payload) {
+        let parsed = match command::parse(&self.policy, m) {
             Ok(p) => p,
-            Err(Verdict::Ignore(command::IN_PROGRESS)) if self.retained => {
+            Err(Verdict::Ignore(command::IN_PROGRESS)) if m.retain => {
                 return self.in_progress_on_the_broker(&cmd);
             }
             Err(Verdict::Ignore(why)) => return Admission::Ignored(why),
@@ -480,7 +510,7 @@ impl Gate {
         if let Some(r) = self.lane_full(signed) {
             return reject(r);
         }
-        let slot = match self.rate_check(&topic.action, signed, now) {
+        let slot = match self.rate_check(parsed.action.kind(), signed, now) {
             Ok(s) => s,
             Err(r) => return reject(r),
         };
@@ -532,8 +562,8 @@ impl Gate {
     ///
     /// Errors: the reason it is refused.
     pub fn admit_local(&mut self, origin: Origin, action: Action, now: i64) -> Result<(), String> {
-        let name = action.name();
-        if let Some(why) = self.policy.refused.get(name) {
+        let name = action.kind();
+        if let Some(why) = self.policy.refused.get(&name) {
             return Err(why.clone());
         }
         let mut slot = None;
@@ -551,7 +581,7 @@ impl Gate {
             }
             Origin::Mqtt => return Err("MQTT commands go through admit_command".into()),
             Origin::HomeAssistant => {
-                if !self.policy.allow_unsigned.iter().any(|a| a == name) {
+                if !self.policy.allow_unsigned.contains(&name) {
                     return Err(format!(
                         "{name} is not in security.allow_unsigned; a button cannot run it"
                     ));
@@ -623,7 +653,7 @@ impl Gate {
             }
         }
         if let Some(c) = &job.cmd {
-            let reboot_pending = c.action == "reboot" && outcome.ok;
+            let reboot_pending = job.action.kind() == ActionKind::Reboot && outcome.ok;
             let key = ledger_key(&c.cmd_id, job.signed);
             if let Some(e) = self.ledger.commands.get_mut(&key) {
                 if !reboot_pending {
@@ -678,5 +708,7 @@ impl Gate {
     }
 }
 
+#[cfg(test)]
+mod clock_tests;
 #[cfg(test)]
 mod tests;

@@ -4,20 +4,15 @@
 
 use super::ledger::{key_id, ledger_key};
 use super::{Admission, CmdRef, Gate, LedgerEntry, ALL};
+use crate::model::action::ActionKind;
 use crate::mqtt::command::{self, CmdStatus, CLOCK_SKEW_S};
 use crate::mqtt::topics::CommandTopic;
 
 impl Gate {
-    /// Whether the next message admitted is one the broker kept (a retained message delivered
-    /// on subscribing): a retained `executing` of a finished command is answered again.
-    pub fn set_retained(&mut self, retained: bool) {
-        self.retained = retained;
-    }
-
     /// The caller's monotonic clock now, in seconds (`CLOCK_MONOTONIC`, a test clock): a
     /// forward step of the wall clock then prunes no id before its time (see
     /// [`Gate::prune_time`]). Without it the wall clock is trusted as it is.
-    pub fn set_monotonic(&mut self, mono_s: u64) {
+    pub(super) fn read_monotonic(&mut self, mono_s: u64) {
         let origin = self.mono.and_then(|(_, o)| o);
         self.mono = Some((mono_s, origin));
     }
@@ -57,7 +52,7 @@ impl Gate {
     pub fn finish_interrupted(&mut self) -> Vec<(CmdRef, LedgerEntry)> {
         let mut out = Vec::new();
         for (id, e) in self.ledger.commands.iter_mut() {
-            if e.status == CmdStatus::Executing && e.action != "reboot" {
+            if e.status == CmdStatus::Executing && e.kind() != Some(ActionKind::Reboot) {
                 e.status = CmdStatus::Failed;
                 e.reason = Some("agent restarted".into());
                 out.push((
@@ -173,10 +168,9 @@ impl Gate {
             .map(|signed| ledger_key(cmd_id, signed))
             .into_iter()
             .find(|k| {
-                self.ledger
-                    .commands
-                    .get(k)
-                    .is_some_and(|e| e.action == "reboot" && e.status == CmdStatus::Executing)
+                self.ledger.commands.get(k).is_some_and(|e| {
+                    e.kind() == Some(ActionKind::Reboot) && e.status == CmdStatus::Executing
+                })
             });
         if let Some(e) = key.and_then(|k| self.ledger.commands.get_mut(&k)) {
             e.status = if ok {

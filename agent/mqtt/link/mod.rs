@@ -34,6 +34,8 @@ mod poll;
 mod reconnect;
 pub use failure::*;
 use poll::*;
+mod protocol;
+pub use protocol::{Protocol, ProtocolSetting};
 pub use reconnect::*;
 
 use rumqttc::v5::mqttbytes::v5::{LastWill, Packet};
@@ -49,35 +51,6 @@ pub const MAX_INCOMING_PACKET_BYTES: u32 = 16 * 1024;
 
 /// Largest incoming packet over MQTT 3.1.1, where the broker cannot be told a limit.
 pub const MAX_INCOMING_PACKET_BYTES_V311: usize = 1 << 20;
-
-/// The MQTT protocol version spoken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// MQTT 5 (the default; Maximum Packet Size protects the connection).
-    V5,
-    /// MQTT 3.1.1, for brokers that refuse 5.
-    V311,
-}
-
-impl Protocol {
-    /// Reads `[mqtt] protocol` (`auto`, `5`, `3.1.1`): the version to try first and whether a
-    /// fallback to 3.1.1 is allowed. Unknown text reads as `auto` (config validation rejects it).
-    pub fn from_setting(s: &str) -> (Protocol, bool) {
-        match s.trim() {
-            "5" | "5.0" => (Protocol::V5, false),
-            "3.1.1" | "3" | "4" => (Protocol::V311, false),
-            _ => (Protocol::V5, true),
-        }
-    }
-
-    /// The version as people write it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::V5 => "5",
-            Protocol::V311 => "3.1.1",
-        }
-    }
-}
 
 /// A publish/subscribe handle for either protocol (the `try_*` calls never wait).
 #[derive(Clone)]

@@ -211,7 +211,7 @@ fn cli_runs_are_recorded_in_the_gate_ledger_under_the_configured_state_dir() {
         npu_agent::mqtt::command::Policy {
             board: "b".into(),
             trusted_keys: Vec::new(),
-            allow_unsigned: vec!["compact".into()],
+            allow_unsigned: vec![npu_agent::model::action::ActionKind::Compact],
             max_command_age_s: 300,
             topic_root: "npu-fleet".into(),
             accept_v1: false,
