@@ -18,6 +18,9 @@ pub enum WatchFormat {
 /// `fleet` actions.
 #[derive(Debug)]
 pub enum FleetAction {
+    /// The operator's fleet service (`fleet serve`).
+    #[cfg(feature = "serve")]
+    Serve(crate::fleet::serve::ServeArgs),
     /// A live table of every board (health, worst findings, CMA free, last seen, online).
     Watch {
         /// `--broker`, `--topic-root` and `--key` as given (resolved with fleet.toml).
@@ -64,6 +67,11 @@ pub enum FleetAction {
 /// `npu-agent fleet …`: the operator's tools, in every build (a board answers them too).
 pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     match a {
+        #[cfg(feature = "serve")]
+        FleetAction::Serve(a) => {
+            let _ = out;
+            crate::fleet::serve::serve(&a, err)
+        }
         FleetAction::Watch {
             flags,
             once,
