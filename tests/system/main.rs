@@ -36,4 +36,5 @@ mod operator;
 mod operator_config;
 mod package;
 mod package_docs;
+mod serve;
 mod vboard;

@@ -173,7 +173,9 @@ impl Fleet {
             return;
         };
         let link = self.link_of(row, now_s);
-        if d.link != link {
+        // `unknown` (no availability seen yet, as after a restart) is this service's knowledge,
+        // not the board's link: no transition.
+        if d.link != link && link != "unknown" {
             let mut next = d.clone();
             next.link = link;
             self.commit(board, d.clone(), next, now_s);
