@@ -74,7 +74,7 @@ fn layout(title: &str, body: Markup) -> String {
                 meta charset="utf-8";
                 title { (title) }
                 style { "body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}\
-                    td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}\
+                    td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}pre{white-space:pre-wrap}\
                     .fail{background:#fdd}.warn{background:#ffd}.offline,.stale{color:#888}" }
             }
             body { (body) }
@@ -116,7 +116,7 @@ pub fn fleet_page(boards: &[BoardView], filter: &Filter, notes: &[String]) -> St
             tr { th{"Board"} th{"Health"} th{"Link"} th{"Identity"} th{"Profile"} th{"Agent"}
                  th{"CMA free"} th{"SoC °C"} th{"Last seen"} th{"Worst"} }
             @for v in &kept {
-                tr.board class=(v.row.health.as_str()) data-board=(t(&v.row.board, 128)) {
+                tr class={ "board " (t(&v.row.health, 12)) } data-board=(t(&v.row.board, 128)) {
                     td { a href={ "/boards/" (path_id(&v.row.board)) } { (show::id(&v.row.board, 64)) } }
                     td.health { (t(&v.row.health, 12)) }
                     td class=(v.link) { (v.link) }
