@@ -84,7 +84,7 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
     let fleet = state::Fleet::new(
         &a.topic_root,
         a.max_boards,
-        a.accept_new_boards,
+        crate::fleet::known::KnownBoards::load_accepting(a.accept_new_boards),
         Box::new(store),
         staleness,
     );

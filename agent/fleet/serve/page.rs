@@ -151,7 +151,7 @@ pub fn board_page(v: &BoardView, history: &[Event]) -> String {
         h2 { "Findings" }
         @if v.detail.is_none() { p { "No status sealed by this board's key yet." } }
         @for f in &d.findings {
-            div.finding class=(f.status.as_str()) id={ "finding-" (t(&f.id, 128)) } {
+            div class={ "finding " (t(&f.status, 8)) } id={ "finding-" (t(&f.id, 128)) } {
                 h3 { (t(&f.id, 128)) " " (t(&f.status, 8)) @if f.fixable { " · fixable (fleet send fix)" } }
                 p.summary { (t(&f.summary, 600)) }
                 @if !f.remedy.is_empty() { pre.remedy { (t(&f.remedy, 600)) } }

@@ -54,13 +54,12 @@ pub fn time_s(t: &str) -> Option<i64> {
 }
 
 impl Fleet {
-    /// A fleet under topic `root`, holding at most `max_boards` rows, recording at most
-    /// `accept_new` new board keys per run, with its history in `store` (whose baselines are
-    /// loaded now).
+    /// A fleet under topic `root`, holding at most `max_boards` rows, judging seals against
+    /// `keys`, with its history in `store` (whose baselines are loaded now).
     pub fn new(
         root: &str,
         max_boards: usize,
-        accept_new: usize,
+        keys: KnownBoards,
         store: Box<dyn History>,
         staleness: Staleness,
     ) -> Fleet {
@@ -74,7 +73,7 @@ impl Fleet {
         Fleet {
             root: root.to_string(),
             table: Table::new(max_boards),
-            keys: KnownBoards::load_accepting(accept_new),
+            keys,
             details,
             store,
             staleness,
@@ -118,9 +117,13 @@ impl Fleet {
             true => fleet::replay_reason(row, payload),
             false => None,
         };
+        // Unlike `fleet watch`, a row that shows a status sealed by the board's key keeps it
+        // against anything else: an unsealed status cannot make a failing board look healthy
+        // or a silent one fresh here (the identity cell still says what came).
         match (&replay, trust.is_trusted()) {
             (Some(_), _) => {}
             (None, true) => fleet::apply_sealed_status(row, payload),
+            (None, false) if row.sealed_s.is_some() => {}
             (None, false) => fleet::apply_status(row, payload),
         }
         row.identity = match replay {
@@ -158,6 +161,7 @@ impl Fleet {
     /// staleness).
     fn link_of(&self, row: &BoardRow, now_s: i64) -> String {
         let mut r = row.clone();
+        r.last_seen = last_status_time(row);
         r.stale = match self.staleness {
             Staleness::Intervals => fleet::stale_reason(&r.last_seen, r.interval_s, now_s),
             Staleness::AfterS(s) => time_s(&r.last_seen)
@@ -223,7 +227,7 @@ impl Fleet {
         BoardView {
             row: r.clone(),
             link: self.link_of(r, now_s),
-            status_age_s: time_s(&r.last_seen).map(|t| now_s.saturating_sub(t)),
+            status_age_s: time_s(&last_status_time(r)).map(|t| now_s.saturating_sub(t)),
             detail: self.details.get(&r.board).cloned(),
         }
     }
@@ -245,6 +249,18 @@ impl Fleet {
         .into_iter()
         .flatten()
         .collect()
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
+
+/// The time of the row's last status: the newest sealed by the board's key when it has one.
+fn last_status_time(r: &BoardRow) -> String {
+    match r.sealed_s.and_then(|s| u64::try_from(s).ok()) {
+        Some(s) => crate::sys::time::rfc3339_utc(s, 0),
+        None => r.last_seen.clone(),
     }
 }
 
