@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub(crate) const CASE: &str = "own-rk3588-opi5plus-rknpu-0.9.8-healthy";
-const T: Duration = Duration::from_secs(30);
+const T: Duration = Duration::from_secs(60);
 
 /// A running `npu-agent fleet serve`, killed on drop.
 pub(crate) struct Serve {
@@ -317,4 +317,37 @@ fn a_hung_agent_turns_stale_then_offline_in_history_and_metrics() {
         .unwrap();
     assert!(age >= 3.0, "{age}");
     agent.kill();
+}
+
+#[test]
+fn serve_on_one_nats_node_lists_boards_on_the_others() {
+    if !crate::support::brokers::have_nats() {
+        return;
+    }
+    let cluster = crate::support::brokers::NatsCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (state, known) = (dir.path().join("state"), dir.path().join("known_boards"));
+    // NATS speaks MQTT 3.1.1 only: the boards say so, the service falls back by itself.
+    let boards: Vec<Board> = ["n0", "n1"]
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let config = agent_config(&cluster.url(i), id, "").replace(
+                "keep_alive_s = 5\n",
+                "keep_alive_s = 5\nprotocol = \"3.1.1\"\n",
+            );
+            Board::from_fixture(CASE, id, &config)
+        })
+        .collect();
+    let _agents: Vec<Agent> = boards.iter().map(Agent::start).collect();
+    let s = Serve::start(&cluster.url(2), &state, &known, &[]);
+    let v = s.wait_json("/api/boards", "both boards through node 2", |v| {
+        all_signed(v, &["n0", "n1"])
+    });
+    assert_eq!(ids(&v), ["n0", "n1"]);
+    let (_, m) = s.get("/metrics");
+    assert!(
+        m.contains("npu_fleet_boards_by_link{link=\"online\"} 2"),
+        "{m}"
+    );
 }
