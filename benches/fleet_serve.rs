@@ -72,7 +72,6 @@ fn main() {
     let n = env_n("NPU_BENCH_BOARDS", 100_000);
     let rounds = env_n("NPU_BENCH_ROUNDS", 10);
     let dir = tempfile::tempdir().unwrap();
-    std::env::set_var("NPU_AGENT_KNOWN_BOARDS", dir.path().join("known_boards"));
     let base = compact_status();
     let keys: Vec<SigningKey> = (0..n)
         .map(|i| {
@@ -90,7 +89,7 @@ fn main() {
         first[0].len()
     );
     let store = Box::new(Sqlite::open(dir.path()).unwrap());
-    let keys_file = KnownBoards::load_accepting(n);
+    let keys_file = KnownBoards::load_accepting(Some(&dir.path().join("known_boards")), n);
     let rss0 = rss_bytes();
     let mut fleet = Fleet::new("npu-fleet", n, keys_file, store, Staleness::Intervals);
     let t0 = Instant::now();

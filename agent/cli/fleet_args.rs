@@ -34,25 +34,17 @@ pub enum FleetCommand {
     Serve(ServeArgs),
 }
 
-/// The broker and topic root of `fleet serve`: one place, so that a default from an operator
-/// config can fill them later.
-#[derive(Debug, clap::Args)]
-pub struct BrokerArgs {
-    /// Broker URL (mqtt://host[:port] or mqtts://host[:port]; a comma-separated list of fallbacks).
-    #[arg(long)]
-    pub broker: String,
-    /// Topic root.
-    #[arg(long, default_value = "npu-fleet", value_parser = topic_root)]
-    pub topic_root: String,
-}
-
 /// `fleet serve` options.
 #[cfg(feature = "serve")]
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// The broker and topic root.
-    #[command(flatten)]
-    pub link: BrokerArgs,
+    /// Broker URL (mqtt://host[:port] or mqtts://host[:port]; a comma list tries them in
+    /// turn). Default: `broker` in fleet.toml.
+    #[arg(long)]
+    pub broker: Option<String>,
+    /// Topic root. Default: `topic_root` in fleet.toml, else npu-fleet.
+    #[arg(long, value_parser = topic_root)]
+    pub topic_root: Option<String>,
     /// Where the web page, API and /metrics listen (ADDR:PORT; port 0 picks a free one).
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9465")]
     pub listen: std::net::SocketAddr,
@@ -219,9 +211,12 @@ impl FleetCommand {
         }
         Ok(match self {
             #[cfg(feature = "serve")]
-            FleetCommand::Serve(a) => FleetAction::Serve(crate::fleet::serve::ServeArgs {
-                broker: a.link.broker,
-                topic_root: a.link.topic_root,
+            FleetCommand::Serve(a) => FleetAction::Serve {
+                flags: OperatorFlags {
+                    broker: a.broker,
+                    topic_root: a.topic_root,
+                    key: None,
+                },
                 listen: a.listen,
                 state_dir: a.state_dir,
                 retention_days: a.retention_days,
@@ -229,7 +224,7 @@ impl FleetCommand {
                 max_boards: a.max_boards.max(1),
                 accept_new_boards: a.accept_new_boards,
                 stale_after_s: a.stale_after,
-            }),
+            },
             FleetCommand::Watch(a) => FleetAction::Watch {
                 flags: OperatorFlags {
                     broker: a.broker,

@@ -37,10 +37,8 @@ pub const PRUNE_EVERY_S: u64 = 3600;
 /// `fleet serve` options.
 #[derive(Debug, Clone)]
 pub struct ServeArgs {
-    /// Broker URL (list).
-    pub broker: String,
-    /// Topic root.
-    pub topic_root: String,
+    /// The broker, topic root, TLS and credentials (flags, variables and fleet.toml resolved).
+    pub op: crate::fleet::operator::Operator,
     /// Where the HTTP server listens.
     pub listen: SocketAddr,
     /// Where the history database lives (made if missing).
@@ -60,7 +58,7 @@ pub struct ServeArgs {
 /// Runs `fleet serve` until SIGTERM or SIGINT. Returns the exit code (2 usage or setup
 /// error: the broker options, the state directory, the database, the listen address).
 pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
-    let opts = match operator_link(&a.broker, "npu-agent-serve") {
+    let opts = match operator_link(&a.op, "npu-agent-serve") {
         Ok(o) => o,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
@@ -82,9 +80,12 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
         None => state::Staleness::Intervals,
     };
     let fleet = state::Fleet::new(
-        &a.topic_root,
+        &a.op.topic_root,
         a.max_boards,
-        crate::fleet::known::KnownBoards::load_accepting(a.accept_new_boards),
+        crate::fleet::known::KnownBoards::load_accepting(
+            a.op.known_boards.as_deref(),
+            a.accept_new_boards,
+        ),
         Box::new(store),
         staleness,
     );
@@ -153,7 +154,7 @@ async fn stop_signal() {
 /// The subscription: every message into the fleet, link states looked at every [`TICK_S`],
 /// the history pruned every [`PRUNE_EVERY_S`]. Returns only when the link ends.
 async fn follow(a: &ServeArgs, mut opts: LinkOptions, shared: &http::Shared) {
-    let root = &a.topic_root;
+    let root = &a.op.topic_root;
     let mut link = Link::start(&opts);
     let mut tick = tokio::time::interval(Duration::from_secs(TICK_S));
     let mut last_prune: Option<Instant> = None;
