@@ -10,6 +10,10 @@ use maud::{html, Markup, DOCTYPE};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+/// The most rows the fleet page lists (worst first); the counts cover every board, and the
+/// filters narrow the list.
+pub const MAX_PAGE_ROWS: usize = 2000;
+
 /// The fleet table's filters, as a GET query.
 #[derive(Debug, Default, Deserialize)]
 pub struct Filter {
@@ -100,6 +104,9 @@ pub fn fleet_page(boards: &[BoardView], filter: &Filter, notes: &[String]) -> St
             }
             " · shown " span id="count-shown" { (kept.len()) }
         }
+        @if kept.len() > MAX_PAGE_ROWS {
+            p.note { "The first " (MAX_PAGE_ROWS) " (worst first) are listed: filter to narrow the list." }
+        }
         @for n in notes { p.note { (t(n, 400)) } }
         form method="get" action="/" {
             select name="health" {
@@ -115,7 +122,7 @@ pub fn fleet_page(boards: &[BoardView], filter: &Filter, notes: &[String]) -> St
         table id="boards" {
             tr { th{"Board"} th{"Health"} th{"Link"} th{"Identity"} th{"Profile"} th{"Agent"}
                  th{"CMA free"} th{"SoC °C"} th{"Last seen"} th{"Worst"} }
-            @for v in &kept {
+            @for v in kept.iter().take(MAX_PAGE_ROWS) {
                 tr class={ "board " (t(&v.row.health, 12)) } data-board=(t(&v.row.board, 128)) {
                     td { a href={ "/boards/" (path_id(&v.row.board)) } { (show::id(&v.row.board, 64)) } }
                     td.health { (t(&v.row.health, 12)) }
