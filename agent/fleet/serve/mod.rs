@@ -12,6 +12,8 @@ pub mod metrics;
 pub mod page;
 pub mod state;
 pub mod store;
+#[cfg(test)]
+mod tests;
 
 use super::{operator_link, runtime, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions};

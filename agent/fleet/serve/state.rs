@@ -252,10 +252,6 @@ impl Fleet {
     }
 }
 
-#[cfg(test)]
-#[path = "tests.rs"]
-mod tests;
-
 /// The time of the row's last status: the newest sealed by the board's key when it has one.
 fn last_status_time(r: &BoardRow) -> String {
     match r.sealed_s.and_then(|s| u64::try_from(s).ok()) {

@@ -1,6 +1,7 @@
 //! The fleet's state, `/metrics` and the page, on sealed and hostile statuses.
 
-use super::*;
+use super::state::{Fleet, Staleness};
+use crate::fleet::known::KnownBoards;
 use crate::fleet::serve::metrics::{render, Cardinality};
 use crate::fleet::serve::page::{board_page, fleet_page, Filter};
 use crate::fleet::serve::store::Sqlite;
