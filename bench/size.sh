@@ -24,7 +24,7 @@ echo "size: $size bytes stripped ($(( (size + 1023) / 1024 )) KiB); limit $limit
 # the same build with them, in a target directory of its own.
 flags="-C target-feature=+crt-static -C link-arg=--icf=all -C link-arg=--no-eh-frame-hdr"
 CARGO_TARGET_DIR="$tdir/size-link-flags" CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="$flags" \
-  cargo build --release --locked --target "$target" >&2
+  cargo build --release --locked --no-default-features --target "$target" >&2
 with=$(stat -c %s "$tdir/size-link-flags/$target/release/npu-agent")
 echo "with lld's --icf=all and --no-eh-frame-hdr: $with bytes ($(( with - size )))"
 
@@ -36,7 +36,7 @@ readelf -SW "$bin" | sed -n 's/^ *\[ *[0-9]*\] //p' | while read -r name type _a
   esac
 done | sort -k2 -nr
 
-cargo build --locked --target "$target" --profile release-symbols >&2
+cargo build --locked --no-default-features --target "$target" --profile release-symbols >&2
 sym="$tdir/$target/release-symbols/npu-agent"
 # The same symbols grouped by what they belong to (first matching pattern of the demangled name;
 # generic code instantiated for another crate's types goes to the first group it names), code
@@ -74,9 +74,9 @@ echo "grouped by name ($nm -C -S, code and read-only data symbols, bytes):"
 
 if cargo bloat --version >/dev/null 2>&1; then
   echo "largest crates (cargo bloat, .text only):"
-  cargo bloat --locked --target "$target" --profile release-symbols --crates -n "$n" 2>/dev/null
+  cargo bloat --locked --no-default-features --target "$target" --profile release-symbols --crates -n "$n" 2>/dev/null
   echo "largest functions:"
-  cargo bloat --locked --target "$target" --profile release-symbols -n "$n" 2>/dev/null
+  cargo bloat --locked --no-default-features --target "$target" --profile release-symbols -n "$n" 2>/dev/null
 else
   echo "largest functions ($nm --size-sort; cargo install cargo-bloat for per-crate figures):"
   "$nm" --size-sort -C -S "$sym" | grep -i ' t ' | tail -n "$n" | while read -r _addr hexsize _type name; do

@@ -562,6 +562,11 @@ fn the_circle_reader_reads_paths_and_finds_circles() {
 const NOT_ACTION_NAMES: &[(&str, &str, &str)] = &[
     ("report/mod.rs", "compact", "the status's compact form"),
     (
+        "fleet/serve/detail.rs",
+        "fix",
+        "a finding's `fix` key in a board's status",
+    ),
+    (
         "action/fix/delegate.rs",
         "fix",
         "the `npu-agent fix` subcommand",

@@ -18,6 +18,26 @@ pub enum WatchFormat {
 /// `fleet` actions.
 #[derive(Debug)]
 pub enum FleetAction {
+    /// The operator's fleet service (`fleet serve`).
+    #[cfg(feature = "serve")]
+    Serve {
+        /// `--broker` and `--topic-root` as given (resolved with fleet.toml).
+        flags: OperatorFlags,
+        /// Where the HTTP server listens.
+        listen: std::net::SocketAddr,
+        /// Where the history database lives.
+        state_dir: PathBuf,
+        /// Days of history kept; 0 keeps everything.
+        retention_days: u64,
+        /// Which boards get per-board series in `/metrics`.
+        cardinality: crate::fleet::serve::metrics::Cardinality,
+        /// The most boards held.
+        max_boards: usize,
+        /// New board keys recorded in known_boards in this run.
+        accept_new_boards: usize,
+        /// A status older than this is stale; `None`: three intervals and a minute.
+        stale_after_s: Option<u64>,
+    },
     /// A live table of every board (health, worst findings, CMA free, last seen, online).
     Watch {
         /// `--broker`, `--topic-root` and `--key` as given (resolved with fleet.toml).
@@ -64,6 +84,33 @@ pub enum FleetAction {
 /// `npu-agent fleet …`: the operator's tools, in every build (a board answers them too).
 pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     match a {
+        #[cfg(feature = "serve")]
+        FleetAction::Serve {
+            flags,
+            listen,
+            state_dir,
+            retention_days,
+            cardinality,
+            max_boards,
+            accept_new_boards,
+            stale_after_s,
+        } => {
+            let Some(op) = resolve(flags, err) else {
+                return EXIT_USAGE;
+            };
+            let a = crate::fleet::serve::ServeArgs {
+                op,
+                listen,
+                state_dir,
+                retention_days,
+                cardinality,
+                max_boards,
+                accept_new_boards,
+                stale_after_s,
+            };
+            let _ = out;
+            crate::fleet::serve::serve(&a, err)
+        }
         FleetAction::Watch {
             flags,
             once,

@@ -24,6 +24,52 @@ pub enum FleetCommand {
     /// existing one unless --force). Exit 0 written; 1 refused, failed, not the board's answer,
     /// chunks missing or altered; 2 usage error.
     Capture(CaptureFromArgs),
+    /// The operator's fleet service: keeps every board's latest status and its history, and
+    /// serves a web page, a JSON API, an inventory CSV and Prometheus /metrics.
+    ///
+    /// Listens on 127.0.0.1:9465 unless told (put TLS and authentication in front with a
+    /// reverse proxy: docs/operator-guide.md "Fleet service"). Runs until SIGTERM or SIGINT:
+    /// exit 0; 1 the broker link ended; 2 usage or setup error.
+    #[cfg(feature = "serve")]
+    Serve(ServeArgs),
+}
+
+/// `fleet serve` options.
+#[cfg(feature = "serve")]
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Broker URL (mqtt://host[:port] or mqtts://host[:port]; a comma list tries them in
+    /// turn). Default: `broker` in fleet.toml.
+    #[arg(long)]
+    pub broker: Option<String>,
+    /// Topic root. Default: `topic_root` in fleet.toml, else npu-fleet.
+    #[arg(long, value_parser = topic_root)]
+    pub topic_root: Option<String>,
+    /// Where the web page, API and /metrics listen (ADDR:PORT; port 0 picks a free one).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9465")]
+    pub listen: std::net::SocketAddr,
+    /// Where the history database (history.sqlite3) is kept; made if missing.
+    #[arg(long, value_name = "DIR", default_value = "/var/lib/npu-agent-fleet")]
+    pub state_dir: PathBuf,
+    /// Days of history kept (older rows are pruned hourly); 0 keeps everything.
+    #[arg(long, value_name = "DAYS", default_value = "90")]
+    pub retention_days: u64,
+    /// Which boards get per-board series in /metrics: all, or only boards that fail, warn or
+    /// are not online (the fleet-wide counts always cover every board).
+    #[arg(long, value_enum, default_value = "all")]
+    pub metrics_boards: crate::fleet::serve::metrics::Cardinality,
+    /// The most boards held (past that the least recently seen go, boards without a status
+    /// sealed by their key first).
+    #[arg(long, value_name = "N", default_value = "200000")]
+    pub max_boards: usize,
+    /// Boards seen for the first time that this run records in known_boards (trust on first
+    /// use); past N they are shown as `new unsaved` and get no history.
+    #[arg(long, value_name = "N", default_value = "20")]
+    pub accept_new_boards: usize,
+    /// A board whose last status is older than this is stale (default: three of its report
+    /// intervals and a minute, as fleet watch).
+    #[arg(long, value_name = "SECS")]
+    pub stale_after: Option<u64>,
 }
 
 /// `fleet watch` options.
@@ -153,6 +199,8 @@ impl FleetCommand {
     pub fn into_action(self) -> Result<FleetAction, String> {
         let (wait, board_wait) = match &self {
             FleetCommand::Watch(_) => (0, 0),
+            #[cfg(feature = "serve")]
+            FleetCommand::Serve(_) => (0, 0),
             FleetCommand::Send(a) => (a.wait, a.board_wait),
             FleetCommand::Capture(a) => (a.wait, a.board_wait),
         };
@@ -162,6 +210,21 @@ impl FleetCommand {
             ));
         }
         Ok(match self {
+            #[cfg(feature = "serve")]
+            FleetCommand::Serve(a) => FleetAction::Serve {
+                flags: OperatorFlags {
+                    broker: a.broker,
+                    topic_root: a.topic_root,
+                    key: None,
+                },
+                listen: a.listen,
+                state_dir: a.state_dir,
+                retention_days: a.retention_days,
+                cardinality: a.metrics_boards,
+                max_boards: a.max_boards.max(1),
+                accept_new_boards: a.accept_new_boards,
+                stale_after_s: a.stale_after,
+            },
             FleetCommand::Watch(a) => FleetAction::Watch {
                 flags: OperatorFlags {
                     broker: a.broker,

@@ -1,5 +1,5 @@
 //! The operator side, in the same binary: `keygen`, `fleet send`, `fleet watch` and
-//! `fleet capture`.
+//! `fleet capture`; with the `serve` feature (in the default build) also `fleet serve`.
 //!
 //! The broker list, topic root, signing key, TLS files, credentials and protocol of the
 //! operator's own connection come from the command line, the `NPU_AGENT_MQTT_*` variables and
@@ -14,6 +14,8 @@ pub mod known;
 pub mod operator;
 mod rows;
 mod send;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod show;
 pub use rows::*;
 mod watch;

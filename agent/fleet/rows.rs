@@ -308,6 +308,11 @@ impl Table {
         })
     }
 
+    /// `board`'s row, if held.
+    pub fn get(&self, board: &str) -> Option<&BoardRow> {
+        self.rows.get(board)
+    }
+
     /// The rows, by board id.
     pub fn rows(&self) -> impl Iterator<Item = &BoardRow> {
         self.rows.values()
@@ -360,7 +365,7 @@ pub fn whole_seconds(rfc3339: &str) -> String {
 
 /// The LINK cell: the availability, or `deaf` for a board online whose command subscription
 /// the broker refused (it publishes, but hears no command).
-fn link_cell(r: &BoardRow) -> &str {
+pub(super) fn link_cell(r: &BoardRow) -> &str {
     match (r.availability.as_str(), r.commands.as_str()) {
         (a, _) if a != "offline" && r.stale.is_some() => "stale",
         ("online", "not subscribed") => "deaf",

@@ -31,6 +31,8 @@ mod llm;
 mod procfs_parsers;
 mod prometheus;
 mod provision;
+#[cfg(feature = "serve")]
+mod serve_files;
 mod signatures;
 mod sleeps;
 mod variants;

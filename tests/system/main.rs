@@ -36,4 +36,9 @@ mod operator;
 mod operator_config;
 mod package;
 mod package_docs;
+// `fleet serve` is the default feature `serve` (the board build leaves it out).
+#[cfg(feature = "serve")]
+mod serve;
+#[cfg(feature = "serve")]
+mod serve_tools;
 mod vboard;

@@ -9,8 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 target=aarch64-unknown-linux-musl
 start=$(date +%s)
-# Every feature, the plain release profile: the same program as the host build.
-cargo build --release --locked --target "$target" >&2
+# The board build: the plain release profile without the default features (`serve`, the
+# operator's fleet service, is not for boards: docs/development.md "Deviations").
+cargo build --release --locked --no-default-features --target "$target" >&2
 bin="${CARGO_TARGET_DIR:-target}/$target/release/npu-agent"
 [ -x "$bin" ] || { echo "build-aarch64: $bin missing after the build" >&2; exit 1; }
 

@@ -92,7 +92,7 @@ pub fn tools<const N: usize>(names: [&str; N], why: &str) -> Option<[PathBuf; N]
 ///
 /// `NPU_AGENT_AARCH64_BIN` names a prebuilt file (used as is). Otherwise the binary is
 /// `<target>/aarch64-unknown-linux-musl/release/npu-agent` in this test's own target directory, and
-/// this runs `cargo build --release --locked --target aarch64-unknown-linux-musl` there first: a
+/// this runs `cargo build --release --locked --no-default-features --target aarch64-unknown-linux-musl` there first: a
 /// no-op of about a second when it is up to date (`.ci/run` builds it before `cargo test`, through
 /// tests/vboard/build-aarch64.sh), a full build (~1 min on 2 cores) after a source change, so the
 /// binary under test is never older than the sources. Cargo's locks are per profile directory, so
@@ -143,7 +143,7 @@ pub fn aarch64_panic_probe() -> Option<PathBuf> {
     }
 }
 
-/// Runs `cargo build --release --locked --target aarch64-unknown-linux-musl EXTRA...` in this
+/// Runs `cargo build --release --locked --no-default-features --target aarch64-unknown-linux-musl EXTRA...` in this
 /// test's own target directory and returns `<target>/aarch64-unknown-linux-musl/ARTIFACT`, or why
 /// not (the build's last lines of output; 15 minutes at most).
 fn build_aarch64(extra: &[&str], artifact: &str) -> Result<PathBuf, String> {
@@ -174,7 +174,7 @@ fn build_aarch64(extra: &[&str], artifact: &str) -> Result<PathBuf, String> {
         }
     }
     let mut child = cmd
-        .args(["build", "--release", "--locked"])
+        .args(["build", "--release", "--locked", "--no-default-features"])
         .args(["--target", AARCH64_TARGET])
         .args(extra)
         .env("CARGO_TARGET_DIR", &target)

@@ -1,0 +1,198 @@
+//! `npu-agent fleet serve`: the operator's long-lived fleet service (feature `serve`). One
+//! subscription to the fleet (`<root>/+/availability`, `<root>/+/status`) over the same
+//! connection options as the other fleet tools ([`super::operator_link`]); every status's seal
+//! judged against known_boards as `fleet watch` judges it; every board's latest status in
+//! memory; each change in the history ([`store`]); and an HTTP server on `--listen`
+//! (127.0.0.1:[`DEFAULT_PORT`] by default) with the page, the JSON API, the inventory CSV and
+//! `/metrics` ([`http`]).
+
+pub mod detail;
+pub mod http;
+pub mod metrics;
+pub mod page;
+pub mod state;
+pub mod store;
+#[cfg(test)]
+mod tests;
+
+use super::{operator_link, runtime, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use crate::mqtt::link::{Link, LinkEvent, LinkOptions};
+use rumqttc::v5::mqttbytes::QoS;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The port `fleet serve` listens on unless told (`--listen`).
+pub const DEFAULT_PORT: u16 = 9465;
+
+/// History kept unless told (`--retention-days`), days.
+pub const DEFAULT_RETENTION_DAYS: u64 = 90;
+
+/// How often link states are looked at again (boards turn stale by time alone), seconds.
+pub const TICK_S: u64 = 2;
+
+/// How often the history is pruned, seconds.
+pub const PRUNE_EVERY_S: u64 = 3600;
+
+/// `fleet serve` options.
+#[derive(Debug, Clone)]
+pub struct ServeArgs {
+    /// The broker, topic root, TLS and credentials (flags, variables and fleet.toml resolved).
+    pub op: crate::fleet::operator::Operator,
+    /// Where the HTTP server listens.
+    pub listen: SocketAddr,
+    /// Where the history database lives (made if missing).
+    pub state_dir: PathBuf,
+    /// Days of history kept; 0 keeps everything.
+    pub retention_days: u64,
+    /// Which boards get per-board series in `/metrics`.
+    pub cardinality: metrics::Cardinality,
+    /// The most boards held.
+    pub max_boards: usize,
+    /// New board keys recorded in known_boards in this run.
+    pub accept_new_boards: usize,
+    /// A status older than this is stale; `None`: three intervals and a minute.
+    pub stale_after_s: Option<u64>,
+}
+
+/// Runs `fleet serve` until SIGTERM or SIGINT. Returns the exit code (2 usage or setup
+/// error: the broker options, the state directory, the database, the listen address).
+pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
+    let opts = match operator_link(&a.op, "npu-agent-serve") {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let store = std::fs::create_dir_all(&a.state_dir)
+        .map_err(|e| format!("{}: {e}", a.state_dir.display()))
+        .and_then(|()| store::Sqlite::open(&a.state_dir));
+    let store = match store {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let staleness = match a.stale_after_s {
+        Some(s) => state::Staleness::AfterS(s),
+        None => state::Staleness::Intervals,
+    };
+    let fleet = state::Fleet::new(
+        &a.op.topic_root,
+        a.max_boards,
+        crate::fleet::known::KnownBoards::load_accepting(
+            a.op.known_boards.as_deref(),
+            a.accept_new_boards,
+        ),
+        Box::new(store),
+        staleness,
+    );
+    let shared = Arc::new(http::Shared {
+        fleet: std::sync::Mutex::new(fleet),
+        cardinality: a.cardinality,
+    });
+    let Some(rt) = runtime(err) else {
+        return EXIT_USAGE;
+    };
+    rt.block_on(run(a, opts, shared, err))
+}
+
+async fn run(
+    a: &ServeArgs,
+    opts: LinkOptions,
+    shared: Arc<http::Shared>,
+    err: &mut dyn Write,
+) -> i32 {
+    let listener = match tokio::net::TcpListener::bind(a.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: cannot listen on {}: {e}", a.listen);
+            return EXIT_USAGE;
+        }
+    };
+    let addr = listener.local_addr().map_or(a.listen, |x| x);
+    let _ = writeln!(
+        err,
+        "npu-agent: fleet serve on http://{addr}/ (history in {})",
+        a.state_dir.join(store::FILE_NAME).display()
+    );
+    let server = axum::serve(listener, http::router(shared.clone()));
+    let code = tokio::select! {
+        r = server => match r {
+            Ok(()) => EXIT_OK,
+            Err(e) => { let _ = writeln!(err, "npu-agent: HTTP server: {e}"); EXIT_FAILED }
+        },
+        () = follow(a, opts, &shared) => EXIT_FAILED,
+        () = stop_signal() => EXIT_OK,
+    };
+    lock(&shared).tick(crate::action::now_unix_s(), None);
+    code
+}
+
+fn lock(s: &http::Shared) -> std::sync::MutexGuard<'_, state::Fleet> {
+    s.fleet
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Resolves on SIGTERM or SIGINT (never, when they cannot be watched).
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut t), Ok(mut i)) => {
+            tokio::select! { _ = t.recv() => {}, _ = i.recv() => {} }
+        }
+        _ => std::future::pending().await,
+    }
+}
+
+/// The subscription: every message into the fleet, link states looked at every [`TICK_S`],
+/// the history pruned every [`PRUNE_EVERY_S`]. Returns only when the link ends.
+async fn follow(a: &ServeArgs, mut opts: LinkOptions, shared: &http::Shared) {
+    let root = &a.op.topic_root;
+    let mut link = Link::start(&opts);
+    let mut tick = tokio::time::interval(Duration::from_secs(TICK_S));
+    let mut last_prune: Option<Instant> = None;
+    let retention_s = i64::try_from(a.retention_days.saturating_mul(86_400)).unwrap_or(i64::MAX);
+    loop {
+        tokio::select! {
+            ev = link.events.recv() => match ev {
+                None => return,
+                Some(LinkEvent::Connected { .. }) => {
+                    tracing::info!("connected to the broker; subscribing to {root}/+/status");
+                    let filters = [format!("{root}/+/availability"), format!("{root}/+/status")];
+                    let _ = link.client.try_subscribe_many(&filters, QoS::AtMostOnce);
+                }
+                Some(LinkEvent::ProtocolRefused { reason }) => {
+                    tracing::warn!("the broker refuses MQTT 5 ({reason}); using MQTT 3.1.1");
+                    opts.protocol = crate::mqtt::link::Protocol::V311;
+                    link = Link::start(&opts);
+                }
+                Some(LinkEvent::Disconnected { reason, .. }) => {
+                    tracing::warn!("broker connection lost: {reason}");
+                }
+                Some(LinkEvent::Message { topic, payload, .. }) => {
+                    lock(shared).take(&topic, &payload, crate::action::now_unix_s());
+                }
+                Some(_) => {}
+            },
+            _ = tick.tick() => {
+                let now = crate::action::now_unix_s();
+                let prune = a.retention_days > 0
+                    && last_prune.is_none_or(|t| t.elapsed() >= Duration::from_secs(PRUNE_EVERY_S));
+                if prune {
+                    last_prune = Some(Instant::now());
+                }
+                let before = prune.then(|| now.saturating_sub(retention_s));
+                lock(shared).tick(now, before);
+            }
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! The fleet as `fleet serve` holds it: `fleet watch`'s rows ([`Table`], with its bounds and
+//! eviction order), each status's seal judged against known_boards as `fleet watch` judges it
+//! (a replayed status is not shown as current), and for each board whose status is sealed by
+//! its key a [`Detail`] whose changes go to the [`History`].
+
+use super::detail::{changes, read_status, severity, Detail};
+use super::store::{Event, History};
+use crate::fleet::known::KnownBoards;
+use crate::fleet::{self, BoardRow, Table};
+use crate::model::topics;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A board as the API and page show it: `fleet watch`'s row, its link state, the age of its
+/// status and (once a status sealed by its key came) its detail.
+#[derive(Debug, Clone, Serialize)]
+pub struct BoardView {
+    /// `fleet watch`'s row (`board`, `availability`, `health`, `identity`, ...).
+    #[serde(flatten)]
+    pub row: BoardRow,
+    /// `online`, `offline`, `stale`, `deaf` or `unknown`.
+    pub link: String,
+    /// Seconds since the time of its last status (board clock), when known.
+    pub status_age_s: Option<i64>,
+    /// What a status sealed by its key said.
+    pub detail: Option<Detail>,
+}
+
+/// How `fleet serve` tells a stale board.
+#[derive(Debug, Clone, Copy)]
+pub enum Staleness {
+    /// As `fleet watch`: three intervals and a minute ([`fleet::stale_reason`]).
+    Intervals,
+    /// A status older than this many seconds.
+    AfterS(u64),
+}
+
+/// The fleet's state and its history.
+pub struct Fleet {
+    root: String,
+    table: Table,
+    keys: KnownBoards,
+    details: BTreeMap<String, Detail>,
+    store: Box<dyn History>,
+    staleness: Staleness,
+    /// Errors of the storage since the last one was logged.
+    store_errors: u64,
+}
+
+/// A status's time (RFC 3339), Unix seconds.
+pub fn time_s(t: &str) -> Option<i64> {
+    let (date, clock) = t.split_once('T')?;
+    crate::sys::time::unix_from_date_time(date, clock.get(..8)?)
+}
+
+impl Fleet {
+    /// A fleet under topic `root`, holding at most `max_boards` rows, judging seals against
+    /// `keys`, with its history in `store` (whose baselines are loaded now).
+    pub fn new(
+        root: &str,
+        max_boards: usize,
+        keys: KnownBoards,
+        store: Box<dyn History>,
+        staleness: Staleness,
+    ) -> Fleet {
+        let details = match store.baselines() {
+            Ok(b) => b.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!("{e}: the history starts without baselines");
+                BTreeMap::new()
+            }
+        };
+        Fleet {
+            root: root.to_string(),
+            table: Table::new(max_boards),
+            keys,
+            details,
+            store,
+            staleness,
+            store_errors: 0,
+        }
+    }
+
+    /// Takes one message (a status or availability) received at `now_s`.
+    pub fn take(&mut self, topic: &str, payload: &[u8], now_s: i64) {
+        let leaf = topic.rsplit('/').next().unwrap_or("");
+        let Some(board) = topics::parse_board_leaf(&self.root, topic, leaf) else {
+            return;
+        };
+        if !fleet::board_id_fits(board) {
+            self.table.refuse();
+            return;
+        }
+        let board = board.to_string();
+        match leaf {
+            "status" if payload.is_empty() => self.table.remove(&board),
+            "status" => self.take_status(&board, topic, payload, now_s),
+            "availability" if !payload.is_empty() => {
+                if let Some(row) = self.table.touch(&board, false) {
+                    row.availability = String::from_utf8_lossy(&payload[..payload.len().min(64)])
+                        .chars()
+                        .take(16)
+                        .collect();
+                }
+                self.update_link(&board, now_s);
+            }
+            _ => {}
+        }
+    }
+
+    fn take_status(&mut self, board: &str, topic: &str, payload: &[u8], now_s: i64) {
+        let trust = self.keys.judge(board, topic, payload);
+        let Some(row) = self.table.touch(board, trust.is_trusted()) else {
+            return;
+        };
+        let replay = match trust.is_trusted() {
+            true => fleet::replay_reason(row, payload),
+            false => None,
+        };
+        // Unlike `fleet watch`, a row that shows a status sealed by the board's key keeps it
+        // against anything else: an unsealed status cannot make a failing board look healthy
+        // or a silent one fresh here (the identity cell still says what came).
+        match (&replay, trust.is_trusted()) {
+            (Some(_), _) => {}
+            (None, true) => fleet::apply_sealed_status(row, payload),
+            (None, false) if row.sealed_s.is_some() => {}
+            (None, false) => fleet::apply_status(row, payload),
+        }
+        row.identity = match replay {
+            Some(_) => "REPLAYED".into(),
+            None => trust.word().into(),
+        };
+        let fresh = replay.is_none() && trust.is_trusted();
+        row.replayed = replay;
+        if fresh && payload.len() <= fleet::MAX_STATUS_BYTES {
+            if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(payload) {
+                let prev = self.details.get(board).cloned().unwrap_or_default();
+                let next = read_status(&doc, &prev);
+                self.commit(board, prev, next, now_s);
+            }
+        }
+        self.update_link(board, now_s);
+        self.forget_evicted();
+    }
+
+    /// Records what changed of `board` from `prev` to `next` (nothing when nothing did).
+    fn commit(&mut self, board: &str, prev: Detail, next: Detail, now_s: i64) {
+        let list = changes(&prev, &next);
+        if !list.is_empty() || !self.details.contains_key(board) {
+            if let Err(e) = self.store.record(board, now_s, &list, &next) {
+                self.store_errors += 1;
+                if self.store_errors == 1 {
+                    tracing::warn!("{e}");
+                }
+            }
+        }
+        self.details.insert(board.to_string(), next);
+    }
+
+    /// The link state of `row` at `now_s` (`fleet watch`'s LINK cell, with this service's
+    /// staleness).
+    fn link_of(&self, row: &BoardRow, now_s: i64) -> String {
+        let mut r = row.clone();
+        r.last_seen = last_status_time(row);
+        r.stale = match self.staleness {
+            Staleness::Intervals => fleet::stale_reason(&r.last_seen, r.interval_s, now_s),
+            Staleness::AfterS(s) => time_s(&r.last_seen)
+                .filter(|t| now_s.saturating_sub(*t) > i64::try_from(s).unwrap_or(i64::MAX))
+                .map(|t| format!("its last status is {} s old", now_s - t)),
+        };
+        fleet::link_cell(&r).to_string()
+    }
+
+    /// Sets `board`'s link state in its detail, recording a transition.
+    fn update_link(&mut self, board: &str, now_s: i64) {
+        let (Some(row), Some(d)) = (self.table.get(board), self.details.get(board)) else {
+            return;
+        };
+        let link = self.link_of(row, now_s);
+        // `unknown` (no availability seen yet, as after a restart) is this service's knowledge,
+        // not the board's link: no transition.
+        if d.link != link && link != "unknown" {
+            let mut next = d.clone();
+            next.link = link;
+            self.commit(board, d.clone(), next, now_s);
+        }
+    }
+
+    /// Drops the detail of boards whose row the table let go.
+    fn forget_evicted(&mut self) {
+        if self.details.len() > self.table.len() + 1024 {
+            let table = &self.table;
+            self.details.retain(|b, _| table.get(b).is_some());
+        }
+    }
+
+    /// Every board's link state at `now_s` (boards turn stale by time alone), new board keys
+    /// written, and history older than `before_s` pruned.
+    pub fn tick(&mut self, now_s: i64, before_s: Option<i64>) {
+        let boards: Vec<String> = self.details.keys().cloned().collect();
+        for b in boards {
+            self.update_link(&b, now_s);
+        }
+        self.keys.save();
+        if let Some(t) = before_s {
+            match self.store.prune(t) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("history: {n} rows older than the retention pruned"),
+                Err(e) => tracing::warn!("{e}"),
+            }
+        }
+    }
+
+    /// Every board, worst first (failing, warning, then not online, then by id).
+    pub fn boards(&self, now_s: i64) -> Vec<BoardView> {
+        let mut out: Vec<BoardView> = self.table.rows().map(|r| self.view(r, now_s)).collect();
+        out.sort_by_key(|v| (std::cmp::Reverse(rank(v)), v.row.board.clone()));
+        out
+    }
+
+    /// One board, when held.
+    pub fn board(&self, board: &str, now_s: i64) -> Option<BoardView> {
+        self.table.get(board).map(|r| self.view(r, now_s))
+    }
+
+    fn view(&self, r: &BoardRow, now_s: i64) -> BoardView {
+        BoardView {
+            row: r.clone(),
+            link: self.link_of(r, now_s),
+            status_age_s: time_s(&last_status_time(r)).map(|t| now_s.saturating_sub(t)),
+            detail: self.details.get(&r.board).cloned(),
+        }
+    }
+
+    /// `board`'s history, newest first (at most `limit` rows).
+    ///
+    /// Errors: the storage's.
+    pub fn history(&self, board: &str, limit: usize) -> Result<Vec<Event>, String> {
+        self.store.history(board, limit)
+    }
+
+    /// Notes on what the table leaves out (rows dropped, ids refused, keys not recorded).
+    pub fn notes(&self) -> Vec<String> {
+        [
+            self.table.dropped_note(),
+            self.table.refused_note(),
+            self.keys.refused_note(crate::fleet::known::MORE_BOARDS),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
+/// The time of the row's last status: the newest sealed by the board's key when it has one.
+fn last_status_time(r: &BoardRow) -> String {
+    match r.sealed_s.and_then(|s| u64::try_from(s).ok()) {
+        Some(s) => crate::sys::time::rfc3339_utc(s, 0),
+        None => r.last_seen.clone(),
+    }
+}
+
+/// How bad a board looks: its health's severity, and whether it is off its link.
+pub fn rank(v: &BoardView) -> (u8, u8) {
+    let health = match v.row.health.as_str() {
+        "fail" => 4,
+        "warn" => 3,
+        "ok" => 0,
+        _ => 2,
+    };
+    let link = u8::from(v.link != "online");
+    (health.max(severity(&v.row.health)), link)
+}

@@ -1,0 +1,215 @@
+//! The history's one seam: [`History`] is everything `fleet serve` asks of its storage, and
+//! [`Sqlite`] the one implementation (one file, `history.sqlite3`, under the state directory).
+//! A fleet that outgrows one file moves by writing another implementation of the trait
+//! (PostgreSQL, a TSDB) and nothing else.
+//!
+//! Two tables: `events` (one row per change: board, Unix seconds, kind, subject, value, previous,
+//! summary) and `boards` (each board's last [`Detail`] as JSON: what the next status is compared
+//! with, so a restart does not record every board again).
+
+use super::detail::{Change, Detail};
+use serde::Serialize;
+use std::path::Path;
+
+/// One row of a board's history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    /// Board id.
+    pub board: String,
+    /// When the service saw the change, Unix seconds.
+    pub at_s: i64,
+    /// The change.
+    #[serde(flatten)]
+    pub change: Change,
+}
+
+/// The storage `fleet serve` keeps its history in.
+pub trait History: Send {
+    /// Records `changes` of `board` at `at_s` (Unix seconds) and its new baseline `detail`, in
+    /// one transaction.
+    ///
+    /// Errors: the storage's, as text.
+    fn record(
+        &mut self,
+        board: &str,
+        at_s: i64,
+        changes: &[Change],
+        detail: &Detail,
+    ) -> Result<(), String>;
+
+    /// The newest `limit` rows of `board`'s history, newest first.
+    ///
+    /// Errors: the storage's, as text.
+    fn history(&self, board: &str, limit: usize) -> Result<Vec<Event>, String>;
+
+    /// Every board's last recorded detail (to compare the next status with after a restart).
+    ///
+    /// Errors: the storage's, as text.
+    fn baselines(&self) -> Result<Vec<(String, Detail)>, String>;
+
+    /// Deletes history rows older than `before_s` (Unix seconds); returns how many went.
+    ///
+    /// Errors: the storage's, as text.
+    fn prune(&mut self, before_s: i64) -> Result<usize, String>;
+}
+
+/// The history in one SQLite file.
+pub struct Sqlite {
+    db: rusqlite::Connection,
+}
+
+/// The database file's name under the state directory.
+pub const FILE_NAME: &str = "history.sqlite3";
+
+fn err(e: rusqlite::Error) -> String {
+    format!("history database: {e}")
+}
+
+impl Sqlite {
+    /// Opens (or creates) `dir/history.sqlite3`, in WAL mode.
+    ///
+    /// Errors: the directory or file cannot be opened, or is not such a database.
+    pub fn open(dir: &Path) -> Result<Sqlite, String> {
+        let path = dir.join(FILE_NAME);
+        let db =
+            rusqlite::Connection::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        db.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             PRAGMA synchronous=NORMAL;
+             CREATE TABLE IF NOT EXISTS events (
+               id INTEGER PRIMARY KEY, board TEXT NOT NULL, at_s INTEGER NOT NULL,
+               kind TEXT NOT NULL, subject TEXT NOT NULL, value TEXT NOT NULL,
+               previous TEXT NOT NULL, summary TEXT NOT NULL);
+             CREATE INDEX IF NOT EXISTS events_board_at ON events(board, at_s);
+             CREATE INDEX IF NOT EXISTS events_at ON events(at_s);
+             CREATE TABLE IF NOT EXISTS boards (board TEXT PRIMARY KEY, detail TEXT NOT NULL);",
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Sqlite { db })
+    }
+}
+
+impl History for Sqlite {
+    fn record(
+        &mut self,
+        board: &str,
+        at_s: i64,
+        changes: &[Change],
+        detail: &Detail,
+    ) -> Result<(), String> {
+        let tx = self.db.transaction().map_err(err)?;
+        {
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT INTO events (board, at_s, kind, subject, value, previous, summary)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(err)?;
+            for c in changes {
+                ins.execute(rusqlite::params![
+                    board, at_s, c.kind, c.subject, c.value, c.previous, c.summary
+                ])
+                .map_err(err)?;
+            }
+            let json = serde_json::to_string(detail).map_err(|e| e.to_string())?;
+            tx.execute(
+                "INSERT INTO boards (board, detail) VALUES (?1, ?2)
+                 ON CONFLICT(board) DO UPDATE SET detail = excluded.detail",
+                rusqlite::params![board, json],
+            )
+            .map_err(err)?;
+        }
+        tx.commit().map_err(err)
+    }
+
+    fn history(&self, board: &str, limit: usize) -> Result<Vec<Event>, String> {
+        let mut q = self
+            .db
+            .prepare_cached(
+                "SELECT at_s, kind, subject, value, previous, summary FROM events
+                 WHERE board = ?1 ORDER BY at_s DESC, id DESC LIMIT ?2",
+            )
+            .map_err(err)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = q
+            .query_map(rusqlite::params![board, limit], |r| {
+                Ok(Event {
+                    board: board.to_string(),
+                    at_s: r.get(0)?,
+                    change: Change {
+                        kind: r.get(1)?,
+                        subject: r.get(2)?,
+                        value: r.get(3)?,
+                        previous: r.get(4)?,
+                        summary: r.get(5)?,
+                    },
+                })
+            })
+            .map_err(err)?;
+        rows.collect::<Result<_, _>>().map_err(err)
+    }
+
+    fn baselines(&self) -> Result<Vec<(String, Detail)>, String> {
+        let mut q = self
+            .db
+            .prepare("SELECT board, detail FROM boards")
+            .map_err(err)?;
+        let rows = q
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(err)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (board, json) = row.map_err(err)?;
+            // A row an older service wrote in another shape starts that board afresh.
+            out.push((board, serde_json::from_str(&json).unwrap_or_default()));
+        }
+        Ok(out)
+    }
+
+    fn prune(&mut self, before_s: i64) -> Result<usize, String> {
+        self.db
+            .execute("DELETE FROM events WHERE at_s < ?1", [before_s])
+            .map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn health(v: &str) -> Change {
+        Change {
+            kind: "health".into(),
+            subject: String::new(),
+            value: v.into(),
+            previous: String::new(),
+            summary: String::new(),
+        }
+    }
+
+    #[test]
+    fn history_survives_a_reopen_and_pruning_removes_only_old_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = Sqlite::open(dir.path()).unwrap();
+        let d = Detail {
+            health: "fail".into(),
+            ..Detail::default()
+        };
+        db.record("b1", 1_000, &[health("ok")], &d).unwrap();
+        db.record("b1", 2_000, &[health("fail")], &d).unwrap();
+        db.record("b2", 1_500, &[health("warn")], &Detail::default())
+            .unwrap();
+        drop(db);
+        let mut db = Sqlite::open(dir.path()).unwrap();
+        let h = db.history("b1", 10).unwrap();
+        assert_eq!(h.len(), 2);
+        assert_eq!((h[0].at_s, h[0].change.value.as_str()), (2_000, "fail"));
+        let base = db.baselines().unwrap();
+        assert_eq!(base.len(), 2);
+        assert_eq!(base[0], ("b1".to_string(), d));
+        assert_eq!(db.prune(1_600).unwrap(), 2);
+        assert_eq!(db.history("b1", 10).unwrap().len(), 1);
+        assert!(db.history("b2", 10).unwrap().is_empty());
+        assert_eq!(db.history("b1", 10).unwrap()[0].at_s, 2_000);
+    }
+}
