@@ -6,8 +6,8 @@
 # completions generated into packaging/generated/ first:
 #   ${CARGO_TARGET_DIR:-target}/debian/npu-agent_<version>-1_arm64.deb  the static aarch64 musl
 #       build (tests/vboard/build-aarch64.sh, reused when up to date); no dependencies
-#   ${CARGO_TARGET_DIR:-target}/debian/npu-agent_<version>-1_amd64.deb  `cargo build --release`
-#       for the host (glibc; depends on libc6)
+#   ${CARGO_TARGET_DIR:-target}/debian/npu-agent_<version>-1_amd64.deb  the host build with
+#       profile `operator` (release at opt-level 3, for `fleet serve`; glibc; depends on libc6)
 # Needs: cargo-deb (cargo install cargo-deb --locked), dpkg-dev; for the lint and the review:
 # lintian, systemd (systemd-analyze). tests/system/package.rs asserts on these packages.
 set -euo pipefail
@@ -31,8 +31,8 @@ rm -f "$out"/npu-agent_*_arm64.deb "$out"/npu-agent_*_amd64.deb
 # cross binutils for aarch64 (installed with gcc-aarch64-linux-gnu).
 env "STRIP_aarch64-unknown-linux-musl=aarch64-linux-gnu-strip" \
   cargo deb --locked --no-build --strip --target aarch64-unknown-linux-musl --output "$out/npu-agent_${version}-1_arm64.deb" >&2
-# amd64: the host's release build.
-cargo deb --locked --strip --output "$out/npu-agent_${version}-1_amd64.deb" >&2
+# amd64: the operator's machine (`fleet serve` checks every board's seal): profile `operator`.
+cargo deb --locked --strip --profile operator --output "$out/npu-agent_${version}-1_amd64.deb" >&2
 
 for deb in "$out/npu-agent_${version}-1_arm64.deb" "$out/npu-agent_${version}-1_amd64.deb"; do
   echo "build-debs: $deb ($(stat -c %s "$deb") bytes)" >&2
