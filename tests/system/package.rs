@@ -175,11 +175,17 @@ fn both_packages_carry_the_agent_unit_and_config() {
             "/usr/share/doc/npu-agent/docs/user-guide.md",
             "/usr/share/lintian/overrides/npu-agent",
             "/usr/share/npu-agent/npu-agent.toml.example",
+            // The operator's fleet service (docs/operator-guide.md "Fleet service"): its unit,
+            // never enabled by the package, its alert rules and dashboard.
+            "/usr/lib/systemd/system/npu-agent-fleet.service",
+            "/usr/share/npu-agent/fleet/alertmanager-route.yml",
+            "/usr/share/npu-agent/fleet/npu-fleet-dashboard.json",
+            "/usr/share/npu-agent/fleet/npu-fleet-rules.yml",
         ]
         .map(String::from)
         .into();
         want.extend(
-            super::package_docs::MAN_PAGES
+            super::package_docs::man_pages()
                 .iter()
                 .map(|page| format!("/usr/share/man/man1/{page}.1.gz")),
         );

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every man page the packages install (without `.1.gz`): `npu-agent` and one per subcommand.
-pub(super) const MAN_PAGES: [&str; 17] = [
+const MAN_PAGES_ALWAYS: [&str; 17] = [
     "npu-agent",
     "npu-agent-capture",
     "npu-agent-check",
@@ -30,6 +30,18 @@ pub(super) const MAN_PAGES: [&str; 17] = [
     "npu-agent-profiles-show",
     "npu-agent-run",
 ];
+
+/// The man pages the packages carry, sorted: every command of this build's clap definitions
+/// (`fleet serve` with the default feature `serve`; both packages carry the pages generated
+/// once, from the default build).
+pub(super) fn man_pages() -> Vec<&'static str> {
+    let mut pages = MAN_PAGES_ALWAYS.to_vec();
+    if cfg!(feature = "serve") {
+        pages.push("npu-agent-fleet-serve");
+    }
+    pages.sort();
+    pages
+}
 
 /// Every command of the clap definitions: its page name and its definition.
 fn commands() -> Vec<(String, clap::Command)> {
@@ -60,7 +72,8 @@ fn every_command_has_its_man_page_naming_its_subcommands_and_options() {
     let mut pages: Vec<String> = commands().into_iter().map(|(p, _)| p).collect();
     pages.sort();
     assert_eq!(
-        pages, MAN_PAGES,
+        pages,
+        man_pages(),
         "a page per command of the clap definitions"
     );
     let Some((arm, amd)) = debs() else { return };
