@@ -260,4 +260,18 @@ pub struct Snapshot {
     pub stack: super::stack::StackFacts,
     /// The NPU workloads found where they run, and their logs.
     pub workloads: super::workload::Discovered,
+    /// Host directories of [`HOST_CONFIG_DIRS`] that are not directories in this view at all
+    /// (a container given only `/proc`, `/sys`, `/dev` and the logs): checks that need a file
+    /// under one of them say so instead of passing.
+    pub unseen_dirs: Vec<String>,
+}
+
+/// The host's configuration directories a container view may lack as a whole.
+pub const HOST_CONFIG_DIRS: [&str; 3] = ["/etc", "/boot", "/var/lib/dpkg"];
+
+impl Snapshot {
+    /// True when `dir` (one of [`HOST_CONFIG_DIRS`]) is not visible in this view at all.
+    pub fn unseen(&self, dir: &str) -> bool {
+        self.unseen_dirs.iter().any(|d| d == dir)
+    }
 }
