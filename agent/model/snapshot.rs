@@ -274,4 +274,10 @@ impl Snapshot {
     pub fn unseen(&self, dir: &str) -> bool {
         self.unseen_dirs.iter().any(|d| d == dir)
     }
+
+    /// True when none of [`HOST_CONFIG_DIRS`] is visible: a container view, not a captured
+    /// tree that merely left one out.
+    pub fn host_config_unseen(&self) -> bool {
+        HOST_CONFIG_DIRS.iter().all(|d| self.unseen(d))
+    }
 }

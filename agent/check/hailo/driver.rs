@@ -250,10 +250,10 @@ fn desc_page_size(ctx: &Ctx<'_>, f: Finding) -> Finding {
             return f;
         }
         let mut f = f;
-        if set.is_none() && !unset_known && ctx.snap.unseen("/etc") {
-            // No /etc at all (a container view): the hint cannot be ruled out, so say so.
+        if set.is_none() && !unset_known && ctx.snap.host_config_unseen() {
+            // No /etc, /boot or dpkg at all (a container view): the hint cannot be ruled out.
             f.status = Status::Info;
-            f.summary = format!("{}; the kernel uses {}-byte pages and /etc/modprobe.d cannot be read (no /etc in this view: a container without the host's /etc?): whether hailo_pci's force_desc_page_size is set, which HailoRT needs on these pages, is unknown", f.summary, page.bytes);
+            f.summary = format!("{}; the kernel uses {}-byte pages and /etc/modprobe.d cannot be read (no /etc, /boot or /var/lib/dpkg in this view: a container without the host's files?): whether hailo_pci's force_desc_page_size is set, which HailoRT needs on these pages, is unknown", f.summary, page.bytes);
             return f.observed("unseen", "/etc");
         }
         if !unset_known {
@@ -503,20 +503,22 @@ mod tests {
                 .page_size(16384)
                 .pci(0x1e60, 0x2864, Some("hailo"))
         };
-        let f = one(
-            "rpi5-hailo8",
-            &board().unseen("/etc").build(),
-            "hailo.driver_binding",
-        );
+        let blind = board()
+            .unseen("/etc")
+            .unseen("/boot")
+            .unseen("/var/lib/dpkg");
+        let f = one("rpi5-hailo8", &blind.build(), "hailo.driver_binding");
         assert_eq!(f.status, Status::Info, "{}", f.summary);
         assert!(
             f.summary.contains("/etc/modprobe.d cannot be read"),
             "{}",
             f.summary
         );
-        assert!(f.summary.contains("no /etc in this view"), "{}", f.summary);
-        // /etc there but no modprobe.d: a captured tree that left it out, no hint (as before).
-        let f = one("rpi5-hailo8", &board().build(), "hailo.driver_binding");
-        assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        assert!(f.summary.contains("no /etc, /boot"), "{}", f.summary);
+        // A captured tree that left /etc (or only modprobe.d) out: no hint, as before.
+        for b in [board(), board().unseen("/etc")] {
+            let f = one("rpi5-hailo8", &b.build(), "hailo.driver_binding");
+            assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        }
     }
 }
