@@ -44,9 +44,33 @@ pub(super) fn unless_boot_unseen(ctx: &Ctx<'_>, f: Finding, verdict: &str) -> Fi
         )
         .observed("unseen", "/boot");
     }
+    if no_pool_and_no_logs(ctx) {
+        return Finding::skip(
+            &f.id,
+            format!(
+                "CmaTotal is 0 B and neither {names} nor the kernel log can be read here (no /boot and no /var/log: a container without the host's files?): whether a pool was asked for and could not be placed is unknown"
+            ),
+        )
+        .observed("unseen", "/boot, /var/log");
+    }
     let mut f = f;
     f.summary = format!("{} (no /boot in this view: {names} not read)", f.summary);
     f
+}
+
+/// No CMA pool (or no `CmaTotal`), no kernel log read and no `/var/log` in the view: the
+/// reason a pool is missing (a boot file's `cma=`, a node the kernel could not place) is
+/// nowhere this view can see.
+fn no_pool_and_no_logs(ctx: &Ctx<'_>) -> bool {
+    let total = ctx
+        .snap
+        .meminfo
+        .as_ref()
+        .ok()
+        .and_then(|m| m.cma_total_bytes);
+    matches!(total, None | Some(0))
+        && ctx.snap.unseen("/var/log")
+        && crate::check::sources::kernel_log_unavailable(ctx).is_some()
 }
 
 #[cfg(test)]
@@ -88,6 +112,24 @@ mod tests {
             one("rk3588-rknpu", &pending, "reboot.pending").status,
             Status::Warn
         );
+    }
+
+    #[test]
+    fn no_pool_no_boot_dir_and_no_logs_is_not_a_pass() {
+        let snap = Board::new()
+            .meminfo(4096 * MIB, 2048 * MIB, Some((0, 0)))
+            .cmdline("root=/dev/mmcblk0p2")
+            .unseen("/boot")
+            .unseen("/var/log")
+            .build();
+        let f = one("rk3588-rknpu", &snap, "cma.boot_param");
+        assert_eq!(f.status, Status::Skip, "{}", f.summary);
+        assert!(
+            f.summary.contains("nor the kernel log can be read"),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("/boot/armbianEnv.txt"), "{}", f.summary);
     }
 
     #[test]
