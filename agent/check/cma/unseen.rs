@@ -48,7 +48,7 @@ pub(super) fn unless_boot_unseen(ctx: &Ctx<'_>, f: Finding, verdict: &str) -> Fi
         return Finding::skip(
             &f.id,
             format!(
-                "CmaTotal is 0 B and neither {names} nor the kernel log can be read here (no /boot and no /var/log: a container without the host's files?): whether a pool was asked for and could not be placed is unknown"
+                "CmaTotal is 0 B and neither {names} nor the kernel log can be read here (no /boot, /etc, /var/lib/dpkg or /var/log: a container without the host's files?): whether a pool was asked for and could not be placed is unknown"
             ),
         )
         .observed("unseen", "/boot, /var/log");
@@ -58,7 +58,8 @@ pub(super) fn unless_boot_unseen(ctx: &Ctx<'_>, f: Finding, verdict: &str) -> Fi
     f
 }
 
-/// No CMA pool (or no `CmaTotal`), no kernel log read and no `/var/log` in the view: the
+/// No CMA pool (or no `CmaTotal`), no kernel log read, and no `/var/log` and none of the
+/// host's configuration directories in the view (a container, not a host without /boot): the
 /// reason a pool is missing (a boot file's `cma=`, a node the kernel could not place) is
 /// nowhere this view can see.
 fn no_pool_and_no_logs(ctx: &Ctx<'_>) -> bool {
@@ -69,6 +70,7 @@ fn no_pool_and_no_logs(ctx: &Ctx<'_>) -> bool {
         .ok()
         .and_then(|m| m.cma_total_bytes);
     matches!(total, None | Some(0))
+        && ctx.snap.host_config_unseen()
         && ctx.snap.unseen("/var/log")
         && crate::check::sources::kernel_log_unavailable(ctx).is_some()
 }
@@ -120,6 +122,8 @@ mod tests {
             .meminfo(4096 * MIB, 2048 * MIB, Some((0, 0)))
             .cmdline("root=/dev/mmcblk0p2")
             .unseen("/boot")
+            .unseen("/etc")
+            .unseen("/var/lib/dpkg")
             .unseen("/var/log")
             .build();
         let f = one("rk3588-rknpu", &snap, "cma.boot_param");
