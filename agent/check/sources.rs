@@ -145,8 +145,18 @@ const LOG_ONLY_FAULTS: &[&str] = &[
     "hailo.device_degraded",
 ];
 
+/// The checks that still judge without logs, on less evidence (a `fail` the logs prove may
+/// read `warn`): in a view without logs their findings say so.
+const LESS_EVIDENCE: &[&str] = &[
+    "memory.oom",
+    "limits.nofile",
+    "rknpu.driver_version",
+    "rknpu.device_node",
+];
+
 /// Appends the reason to every passing kernel-log check when no kernel messages were read; in a
-/// view with no `/var/log` and none of the host's configuration, [`LOG_ONLY_FAULTS`] skip.
+/// view with no `/var/log` and none of the host's configuration, [`LOG_ONLY_FAULTS`] skip and
+/// the findings of [`LESS_EVIDENCE`] say they were judged without logs.
 pub(super) fn annotate_blind_checks(ctx: &Ctx<'_>, findings: &mut [Finding]) {
     let Some(why) = kernel_log_unavailable(ctx) else {
         return;
@@ -167,6 +177,14 @@ pub(super) fn annotate_blind_checks(ctx: &Ctx<'_>, findings: &mut [Finding]) {
     {
         f.summary
             .push_str(&format!(" (kernel log not read: {why})"));
+        f.observed.insert("kernel_log".into(), "unavailable".into());
+    }
+    for f in findings
+        .iter_mut()
+        .filter(|f| logless && LESS_EVIDENCE.contains(&f.id.as_str()))
+        .filter(|f| matches!(f.status, Status::Info | Status::Warn | Status::Fail))
+    {
+        f.summary = format!("{} (judged without logs: no kernel or workload log can be read here ({why}) and this view holds no /var/log, /etc, /boot or /var/lib/dpkg)", f.summary);
         f.observed.insert("kernel_log".into(), "unavailable".into());
     }
 }
@@ -236,5 +254,23 @@ mod tests {
         for id in LOG_ONLY_FAULTS {
             assert_eq!(one("rpi5-hailo8", &logs, id).status, Status::Pass, "{id}");
         }
+    }
+
+    #[test]
+    fn findings_judged_without_logs_say_so() {
+        use crate::check::testkit::{one, Board};
+        let low = || Board::new().process(11, "rkllm_server", Some(1024), None);
+        let blind = low()
+            .unseen("/etc")
+            .unseen("/boot")
+            .unseen("/var/lib/dpkg")
+            .unseen("/var/log")
+            .build();
+        let f = one("rk3588-rknpu", &blind, "limits.nofile");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("judged without logs"), "{}", f.summary);
+        // With /var/log in the view (logs that say nothing): no such note.
+        let f = one("rk3588-rknpu", &low().build(), "limits.nofile");
+        assert!(!f.summary.contains("judged without logs"), "{}", f.summary);
     }
 }
