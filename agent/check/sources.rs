@@ -138,7 +138,7 @@ pub(super) fn log_sources(ctx: &Ctx<'_>) -> Finding {
 
 /// The checks whose faults show only in the kernel and device logs: in a view without logs
 /// and without the host's configuration (a container given only `/proc`, `/sys`, `/dev`), their
-/// pass becomes a skip.
+/// pass becomes a skip (and `memory.oom`'s where a workload runs whose logs are out of view).
 const LOG_ONLY_FAULTS: &[&str] = &[
     "hailo.pci_device",
     "hailo.driver_binding",
@@ -162,10 +162,14 @@ pub(super) fn annotate_blind_checks(ctx: &Ctx<'_>, findings: &mut [Finding]) {
         return;
     };
     let logless = ctx.snap.host_config_unseen() && ctx.snap.unseen("/var/log");
+    // A running workload whose logs are out of view: its ENOMEM lines cannot be seen either.
+    let workload_running = ctx.snap.processes.as_ref().is_ok_and(|p| !p.is_empty());
     for f in findings
         .iter_mut()
-        .filter(|f| logless && LOG_ONLY_FAULTS.contains(&f.id.as_str()))
-        .filter(|f| f.status == Status::Pass)
+        .filter(|f| {
+            LOG_ONLY_FAULTS.contains(&f.id.as_str()) || (f.id == "memory.oom" && workload_running)
+        })
+        .filter(|f| logless && f.status == Status::Pass)
     {
         f.status = Status::Skip;
         f.summary = format!("{}; but no kernel or device log could be read ({why}) and this view holds no /var/log, /etc, /boot or /var/lib/dpkg (a container given only /proc, /sys and /dev?): the probe failures and device-side faults the verdict needs are in those logs", f.summary);
@@ -258,8 +262,15 @@ mod tests {
 
     #[test]
     fn findings_judged_without_logs_say_so() {
-        use crate::check::testkit::{one, Board};
-        let low = || Board::new().process(11, "rkllm_server", Some(1024), None);
+        use crate::check::testkit::{one, Board, MIB};
+        let low = || {
+            Board::new().meminfo(8192 * MIB, 6144 * MIB, None).process(
+                11,
+                "rkllm_server",
+                Some(1024),
+                None,
+            )
+        };
         let blind = low()
             .unseen("/etc")
             .unseen("/boot")
@@ -269,8 +280,19 @@ mod tests {
         let f = one("rk3588-rknpu", &blind, "limits.nofile");
         assert_eq!(f.status, Status::Warn, "{}", f.summary);
         assert!(f.summary.contains("judged without logs"), "{}", f.summary);
+        let f = one("rk3588-rknpu", &blind, "memory.oom");
+        assert_eq!(f.status, Status::Skip, "{}", f.summary);
+        assert!(
+            f.summary.contains("no kernel or device log could be read"),
+            "{}",
+            f.summary
+        );
         // With /var/log in the view (logs that say nothing): no such note.
         let f = one("rk3588-rknpu", &low().build(), "limits.nofile");
         assert!(!f.summary.contains("judged without logs"), "{}", f.summary);
+        assert_eq!(
+            one("rk3588-rknpu", &low().build(), "memory.oom").status,
+            Status::Pass
+        );
     }
 }
