@@ -454,7 +454,7 @@ fn memlock(ctx: &Ctx<'_>) -> Finding {
         "locked-memory limits (bytes; neither rknpu nor HailoRT needs more): {}",
         scan.seen.join(", ")
     );
-    f
+    super::unseen::unless_unseen(ctx, f, "/etc", "the systemd units, system.conf and limits.conf cannot be read, and the verdict needs them to tell whether a configured limit is not in effect")
 }
 
 /// Each workload's soft memlock (bytes) against the configured limits and `min`; observations

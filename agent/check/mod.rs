@@ -27,6 +27,7 @@ pub use sources::{kernel_log_unavailable, KERNEL_LOG_CHECKS};
 pub(crate) mod testkit;
 mod thermal;
 mod throughput;
+mod unseen;
 mod workload;
 
 pub use crate::model::finding::{Evidence, Finding, Status, CHECK_IDS};

@@ -136,17 +136,59 @@ pub(super) fn log_sources(ctx: &Ctx<'_>) -> Finding {
     f
 }
 
-/// Appends the reason to every passing kernel-log check when no kernel messages were read.
+/// The checks whose faults show only in the kernel and device logs: in a view without logs
+/// and without the host's configuration (a container given only `/proc`, `/sys`, `/dev`), their
+/// pass becomes a skip (and `memory.oom`'s where a workload runs whose logs are out of view).
+const LOG_ONLY_FAULTS: &[&str] = &[
+    "hailo.pci_device",
+    "hailo.driver_binding",
+    "hailo.device_degraded",
+];
+
+/// The checks that still judge without logs, on less evidence (a `fail` the logs prove may
+/// read `warn`): in a view without logs their findings say so.
+const LESS_EVIDENCE: &[&str] = &[
+    "memory.oom",
+    "limits.nofile",
+    "rknpu.driver_version",
+    "rknpu.device_node",
+];
+
+/// Appends the reason to every passing kernel-log check when no kernel messages were read; in a
+/// view with no `/var/log` and none of the host's configuration, [`LOG_ONLY_FAULTS`] skip and
+/// the findings of [`LESS_EVIDENCE`] say they were judged without logs.
 pub(super) fn annotate_blind_checks(ctx: &Ctx<'_>, findings: &mut [Finding]) {
     let Some(why) = kernel_log_unavailable(ctx) else {
         return;
     };
+    let logless = ctx.snap.host_config_unseen() && ctx.snap.unseen("/var/log");
+    // A running workload whose logs are out of view: its ENOMEM lines cannot be seen either.
+    let workload_running = ctx.snap.processes.as_ref().is_ok_and(|p| !p.is_empty());
+    for f in findings
+        .iter_mut()
+        .filter(|f| {
+            LOG_ONLY_FAULTS.contains(&f.id.as_str()) || (f.id == "memory.oom" && workload_running)
+        })
+        .filter(|f| logless && f.status == Status::Pass)
+    {
+        f.status = Status::Skip;
+        f.summary = format!("{}; but no kernel or device log could be read ({why}) and this view holds no /var/log, /etc, /boot or /var/lib/dpkg (a container given only /proc, /sys and /dev?): the probe failures and device-side faults the verdict needs are in those logs", f.summary);
+        f.observed.insert("kernel_log".into(), "unavailable".into());
+    }
     for f in findings
         .iter_mut()
         .filter(|f| KERNEL_LOG_CHECKS.contains(&f.id.as_str()) && f.status == Status::Pass)
     {
         f.summary
             .push_str(&format!(" (kernel log not read: {why})"));
+        f.observed.insert("kernel_log".into(), "unavailable".into());
+    }
+    for f in findings
+        .iter_mut()
+        .filter(|f| logless && LESS_EVIDENCE.contains(&f.id.as_str()))
+        .filter(|f| matches!(f.status, Status::Info | Status::Warn | Status::Fail))
+    {
+        f.summary = format!("{} (judged without logs: no kernel or workload log can be read here ({why}) and this view holds no /var/log, /etc, /boot or /var/lib/dpkg)", f.summary);
         f.observed.insert("kernel_log".into(), "unavailable".into());
     }
 }
@@ -177,5 +219,80 @@ mod tests {
         // A name that is only a prefix of the detail's first word is not stripped.
         let other = src("/var/log/kern", "/var/log/kern.log: not found");
         assert_eq!(reason(&other), "/var/log/kern.log: not found");
+    }
+
+    #[test]
+    fn hailo_checks_skip_in_a_view_without_logs_or_host_files() {
+        use crate::check::testkit::{one, Board};
+        let board = || {
+            Board::new()
+                .pci(0x1e60, 0x2864, Some("hailo"))
+                .module("hailo_pci", Some("4.20.0"))
+        };
+        let blind = board()
+            .unseen("/etc")
+            .unseen("/boot")
+            .unseen("/var/lib/dpkg")
+            .unseen("/var/log")
+            .build();
+        for id in LOG_ONLY_FAULTS {
+            let f = one("rpi5-hailo8", &blind, id);
+            assert_eq!(f.status, Status::Skip, "{id}: {}", f.summary);
+            assert!(
+                f.summary.contains("no kernel or device log could be read"),
+                "{}",
+                f.summary
+            );
+            assert!(
+                f.summary.contains("no /var/log, /etc, /boot"),
+                "{}",
+                f.summary
+            );
+        }
+        // /var/log there (a tree whose logs hold nothing about the chip): the passes stand.
+        let logs = board()
+            .unseen("/etc")
+            .unseen("/boot")
+            .unseen("/var/lib/dpkg")
+            .build();
+        for id in LOG_ONLY_FAULTS {
+            assert_eq!(one("rpi5-hailo8", &logs, id).status, Status::Pass, "{id}");
+        }
+    }
+
+    #[test]
+    fn findings_judged_without_logs_say_so() {
+        use crate::check::testkit::{one, Board, MIB};
+        let low = || {
+            Board::new().meminfo(8192 * MIB, 6144 * MIB, None).process(
+                11,
+                "rkllm_server",
+                Some(1024),
+                None,
+            )
+        };
+        let blind = low()
+            .unseen("/etc")
+            .unseen("/boot")
+            .unseen("/var/lib/dpkg")
+            .unseen("/var/log")
+            .build();
+        let f = one("rk3588-rknpu", &blind, "limits.nofile");
+        assert_eq!(f.status, Status::Warn, "{}", f.summary);
+        assert!(f.summary.contains("judged without logs"), "{}", f.summary);
+        let f = one("rk3588-rknpu", &blind, "memory.oom");
+        assert_eq!(f.status, Status::Skip, "{}", f.summary);
+        assert!(
+            f.summary.contains("no kernel or device log could be read"),
+            "{}",
+            f.summary
+        );
+        // With /var/log in the view (logs that say nothing): no such note.
+        let f = one("rk3588-rknpu", &low().build(), "limits.nofile");
+        assert!(!f.summary.contains("judged without logs"), "{}", f.summary);
+        assert_eq!(
+            one("rk3588-rknpu", &low().build(), "memory.oom").status,
+            Status::Pass
+        );
     }
 }

@@ -137,8 +137,15 @@ impl Board {
             sensors,
             stack: stack::StackFacts::default(),
             workloads: Default::default(),
+            unseen_dirs: Vec::new(),
         };
         Board { snap }
+    }
+
+    /// `dir` (`/etc`, `/boot`, `/var/lib/dpkg`) is not visible at all, as in a container.
+    pub(crate) fn unseen(mut self, dir: &str) -> Self {
+        self.snap.unseen_dirs.push(dir.into());
+        self
     }
 
     /// The finished snapshot.

@@ -260,4 +260,28 @@ pub struct Snapshot {
     pub stack: super::stack::StackFacts,
     /// The NPU workloads found where they run, and their logs.
     pub workloads: super::workload::Discovered,
+    /// Host directories of [`VIEW_DIRS`] that are not directories in this view at all
+    /// (a container given only `/proc`, `/sys`, `/dev` and the logs): checks that need a file
+    /// under one of them say so instead of passing.
+    pub unseen_dirs: Vec<String>,
+}
+
+/// The host's configuration directories a container view may lack as a whole.
+pub const HOST_CONFIG_DIRS: [&str; 3] = ["/etc", "/boot", "/var/lib/dpkg"];
+
+/// The directories whose absence [`Snapshot::unseen_dirs`] records: the configuration ones and
+/// `/var/log` (the log files).
+pub const VIEW_DIRS: [&str; 4] = ["/etc", "/boot", "/var/lib/dpkg", "/var/log"];
+
+impl Snapshot {
+    /// True when `dir` (one of [`VIEW_DIRS`]) is not visible in this view at all.
+    pub fn unseen(&self, dir: &str) -> bool {
+        self.unseen_dirs.iter().any(|d| d == dir)
+    }
+
+    /// True when none of [`HOST_CONFIG_DIRS`] is visible: a container view, not a captured
+    /// tree that merely left one out.
+    pub fn host_config_unseen(&self) -> bool {
+        HOST_CONFIG_DIRS.iter().all(|d| self.unseen(d))
+    }
 }

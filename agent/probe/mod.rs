@@ -297,6 +297,11 @@ pub fn probe(
         sensors: sensors::probe_sensors(root),
         stack,
         workloads: discovered,
+        unseen_dirs: crate::model::snapshot::VIEW_DIRS
+            .iter()
+            .filter(|d| !root.is_dir(d))
+            .map(|d| d.to_string())
+            .collect(),
         identity,
         pci,
     }

@@ -11,6 +11,7 @@
 mod support;
 
 mod actions;
+mod blind_views;
 mod boards;
 mod capture;
 mod capture_encodings;

@@ -31,6 +31,14 @@ struct Inputs<'a> {
 }
 
 pub(super) fn boot_param(ctx: &Ctx<'_>) -> Finding {
+    unless_boot_unseen(
+        ctx,
+        ladder(ctx),
+        "comparing the boot files' cma= with the booted one",
+    )
+}
+
+fn ladder(ctx: &Ctx<'_>) -> Finding {
     let inp = gather(ctx);
     if let Some(f) = not_placed(ctx, &inp) {
         return f;

@@ -11,11 +11,13 @@ mod boot_param;
 mod free;
 mod pool;
 mod reboot;
+mod unseen;
 
 use boot_param::*;
 use free::*;
 use pool::*;
 use reboot::*;
+use unseen::*;
 
 pub(super) fn all(ctx: &Ctx<'_>) -> Vec<Finding> {
     vec![

@@ -3,6 +3,14 @@
 use super::*;
 
 pub(super) fn reboot_pending(ctx: &Ctx<'_>) -> Finding {
+    unless_boot_unseen(
+        ctx,
+        pending(ctx),
+        "whether a boot-file cma= waits for a reboot",
+    )
+}
+
+fn pending(ctx: &Ctx<'_>) -> Finding {
     let id = "reboot.pending";
     let view = boot_view(ctx);
     let booted = match &ctx.snap.cmdline {

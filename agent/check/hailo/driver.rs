@@ -246,10 +246,19 @@ fn desc_page_size(ctx: &Ctx<'_>, f: Finding) -> Finding {
         let big_pages = page.bytes > 4096 && page.known();
         // With no modprobe.d in a captured tree, whether the option is set is unknown.
         let unset_known = set.is_none() && (ctx.snap.stack.modprobe_dirs_seen || ctx.snap.live);
-        if !big_pages || !unset_known || ctx.profile.npu.generation != Some(4) {
+        if !big_pages || ctx.profile.npu.generation != Some(4) {
             return f;
         }
         let mut f = f;
+        if set.is_none() && !unset_known && ctx.snap.host_config_unseen() {
+            // No /etc, /boot or dpkg at all (a container view): the hint cannot be ruled out.
+            f.status = Status::Info;
+            f.summary = format!("{}; the kernel uses {}-byte pages and /etc/modprobe.d cannot be read (no /etc, /boot or /var/lib/dpkg in this view: a container without the host's files?): whether hailo_pci's force_desc_page_size is set, which HailoRT needs on these pages, is unknown", f.summary, page.bytes);
+            return f.observed("unseen", "/etc");
+        }
+        if !unset_known {
+            return f;
+        }
         f.status = Status::Info;
         f.summary = format!("{}; the kernel uses {}-byte pages and no /etc/modprobe.d file sets hailo_pci's force_desc_page_size, so HailoRT may refuse the chip (max_desc_page_size)", f.summary, page.bytes);
         return with_desc_page_remedy(ctx, f, 4096);
@@ -485,5 +494,31 @@ mod tests {
             f.summary
         );
         assert!(f.remedy.starts_with("reload the driver"), "{}", f.remedy);
+    }
+
+    #[test]
+    fn no_etc_at_all_is_not_a_pass_on_big_pages() {
+        let board = || {
+            Board::new()
+                .page_size(16384)
+                .pci(0x1e60, 0x2864, Some("hailo"))
+        };
+        let blind = board()
+            .unseen("/etc")
+            .unseen("/boot")
+            .unseen("/var/lib/dpkg");
+        let f = one("rpi5-hailo8", &blind.build(), "hailo.driver_binding");
+        assert_eq!(f.status, Status::Info, "{}", f.summary);
+        assert!(
+            f.summary.contains("/etc/modprobe.d cannot be read"),
+            "{}",
+            f.summary
+        );
+        assert!(f.summary.contains("no /etc, /boot"), "{}", f.summary);
+        // A captured tree that left /etc (or only modprobe.d) out: no hint, as before.
+        for b in [board(), board().unseen("/etc")] {
+            let f = one("rpi5-hailo8", &b.build(), "hailo.driver_binding");
+            assert_eq!(f.status, Status::Pass, "{}", f.summary);
+        }
     }
 }
