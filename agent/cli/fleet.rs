@@ -23,12 +23,12 @@ pub enum FleetAction {
     Serve {
         /// `--broker` and `--topic-root` as given (resolved with fleet.toml).
         flags: OperatorFlags,
-        /// Where the HTTP server listens.
-        listen: std::net::SocketAddr,
-        /// Where the history database lives.
-        state_dir: PathBuf,
-        /// Days of history kept; 0 keeps everything.
-        retention_days: u64,
+        /// Where the HTTP server listens (`None`: fleet.toml's, else the default).
+        listen: Option<std::net::SocketAddr>,
+        /// Where the history database lives (`None`: fleet.toml's, else the default).
+        state_dir: Option<PathBuf>,
+        /// Days of history kept; 0 keeps everything (`None`: fleet.toml's, else 90).
+        retention_days: Option<u64>,
         /// Which boards get per-board series in `/metrics`.
         cardinality: crate::fleet::serve::metrics::Cardinality,
         /// The most boards held.
@@ -98,11 +98,16 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             let Some(op) = resolve(flags, err) else {
                 return EXIT_USAGE;
             };
+            let d = op.serve.clone();
             let a = crate::fleet::serve::ServeArgs {
+                listen: listen
+                    .or(d.listen)
+                    .unwrap_or(crate::fleet::serve::DEFAULT_LISTEN),
+                state_dir: state_dir
+                    .or(d.state_dir)
+                    .unwrap_or_else(|| crate::fleet::serve::DEFAULT_STATE_DIR.into()),
+                retention_days: retention_days.or(d.retention_days).unwrap_or(90),
                 op,
-                listen,
-                state_dir,
-                retention_days,
                 cardinality,
                 max_boards,
                 accept_new_boards,
@@ -120,7 +125,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         } => {
             let json = format == WatchFormat::Json;
             if json && !once {
-                let _ = writeln!(err, "npu-agent: --format json needs --once");
+                let _ = writeln!(err, "npu-agent: --format json (--json) needs --once");
                 return EXIT_USAGE;
             }
             let Some(op) = resolve(flags, err) else {

@@ -46,14 +46,17 @@ pub struct ServeArgs {
     #[arg(long, value_parser = topic_root)]
     pub topic_root: Option<String>,
     /// Where the web page, API and /metrics listen (ADDR:PORT; port 0 picks a free one).
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9465")]
-    pub listen: std::net::SocketAddr,
-    /// Where the history database (history.sqlite3) is kept; made if missing.
-    #[arg(long, value_name = "DIR", default_value = "/var/lib/npu-agent-fleet")]
-    pub state_dir: PathBuf,
-    /// Days of history kept (older rows are pruned hourly); 0 keeps everything.
-    #[arg(long, value_name = "DAYS", default_value = "90")]
-    pub retention_days: u64,
+    /// Default: `listen` under `[serve]` in fleet.toml, else 127.0.0.1:9465.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Where the history database (history.sqlite3) is kept; made if missing. Default:
+    /// `state_dir` under `[serve]` in fleet.toml, else /var/lib/npu-agent-fleet.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Days of history kept (older rows are pruned hourly); 0 keeps everything. Default:
+    /// `retention_days` under `[serve]` in fleet.toml, else 90.
+    #[arg(long, value_name = "DAYS")]
+    pub retention_days: Option<u64>,
     /// Which boards get per-board series in /metrics: all, or only boards that fail, warn or
     /// are not online (the fleet-wide counts always cover every board).
     #[arg(long, value_enum, default_value = "all")]
@@ -97,6 +100,9 @@ pub struct WatchArgs {
     /// `incomplete_reason`, and the exit code is 1).
     #[arg(long, value_enum, default_value = "text")]
     pub format: WatchFormat,
+    /// The same as `--format json`, as the other commands spell it (needs --once).
+    #[arg(long)]
+    pub json: bool,
     /// Boards seen for the first time that this run records in known_boards (trust on first
     /// use); past N they are shown as `new unsaved`, counted and not recorded. Raise it for a
     /// first look at a whole fleet.
@@ -232,7 +238,10 @@ impl FleetCommand {
                     key: None,
                 },
                 once: a.once,
-                format: a.format,
+                format: match a.json {
+                    true => super::fleet::WatchFormat::Json,
+                    false => a.format,
+                },
                 accept_new_boards: a.accept_new_boards,
                 max_rows: a.max_rows.max(1),
             },

@@ -488,7 +488,9 @@ fn all_commands() -> Vec<(Vec<String>, clap::Command)> {
 #[test]
 fn help_at_every_level_lists_what_the_command_takes() {
     let all = all_commands();
-    assert_eq!(all.len(), 1 + 9 + 2 + 2 + 3, "commands in the tree");
+    // `fleet serve` is the fourth fleet subcommand where the feature `serve` is on.
+    let fleet = 3 + usize::from(cfg!(feature = "serve"));
+    assert_eq!(all.len(), 1 + 9 + 2 + 2 + fleet, "commands in the tree");
     for (path, cmd) in all {
         let path: Vec<&str> = path.iter().map(String::as_str).collect();
         let h = help(&[&path[..], &["--help"]].concat());
@@ -571,4 +573,14 @@ fn fleet_trust_on_first_use_options() {
     assert_eq!(kind, ErrorKind::UnknownArgument);
     let (kind, _) = usage_error(&["fleet", "watch", "--broker", "b", "--max-rows", "x"]);
     assert_eq!(kind, ErrorKind::ValueValidation);
+}
+
+#[test]
+fn fleet_watch_json_is_format_json() {
+    match fleet(&["watch", "--once", "--json"]) {
+        FleetAction::Watch { format, once, .. } => {
+            assert_eq!((format, once), (WatchFormat::Json, true));
+        }
+        other => panic!("{other:?}"),
+    }
 }

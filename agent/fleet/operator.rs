@@ -35,6 +35,20 @@ struct FleetToml {
     tls: TlsToml,
     #[serde(default)]
     auth: AuthToml,
+    #[serde(default)]
+    serve: ServeDefaults,
+}
+
+/// `[serve]`: the defaults of `fleet serve` (its flags win).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeDefaults {
+    /// `--listen` (`ADDR:PORT`).
+    pub listen: Option<std::net::SocketAddr>,
+    /// `--state-dir` (relative to the file's directory when not absolute).
+    pub state_dir: Option<PathBuf>,
+    /// `--retention-days`.
+    pub retention_days: Option<u64>,
 }
 
 /// `broker = "mqtts://a:8883"` or `broker = ["mqtts://a:8883", "mqtts://b:8883"]`.
@@ -98,6 +112,8 @@ pub struct Operator {
     pub known_boards: Option<PathBuf>,
     /// The operator config file that was read, if one was.
     pub config_file: Option<PathBuf>,
+    /// `[serve]` from the file (`fleet serve`'s defaults).
+    pub serve: ServeDefaults,
 }
 
 /// The process environment's non-empty, UTF-8 variable `name`.
@@ -179,6 +195,10 @@ impl Operator {
             protocol,
             known_boards,
             config_file,
+            serve: ServeDefaults {
+                state_dir: rel(f.serve.state_dir),
+                ..f.serve
+            },
         })
     }
 

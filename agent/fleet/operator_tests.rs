@@ -190,3 +190,18 @@ fn an_unreadable_file_is_an_error_not_an_empty_config() {
     assert!(e.contains("fleet.toml"), "{e}");
     assert!(!e.starts_with("no broker"), "{e}");
 }
+
+#[test]
+fn serve_defaults_come_from_the_serve_table_with_paths_beside_the_file() {
+    let home = home_with(
+        b"broker = \"mqtt://h\"\n[serve]\nlisten = \"127.0.0.1:19465\"\nstate_dir = \"fleet-state\"\nretention_days = 30\n",
+    );
+    let dir = home.path().join(".config/npu-agent");
+    let op = resolve(home.path(), &[], OperatorFlags::default()).unwrap();
+    assert_eq!(op.serve.listen, Some("127.0.0.1:19465".parse().unwrap()));
+    assert_eq!(op.serve.state_dir, Some(dir.join("fleet-state")));
+    assert_eq!(op.serve.retention_days, Some(30));
+    let bad = home_with(b"broker = \"mqtt://h\"\n[serve]\nlisten = \"0.0.0.0\"\n");
+    let e = resolve(bad.path(), &[], OperatorFlags::default()).unwrap_err();
+    assert!(e.contains("line 3"), "{e}");
+}

@@ -36,6 +36,14 @@ pub const TICK_S: u64 = 2;
 /// How often the history is pruned, seconds.
 pub const PRUNE_EVERY_S: u64 = 3600;
 
+/// Where `fleet serve` listens unless told: loopback only (a reverse proxy adds TLS and
+/// authentication), the port the docs name.
+pub const DEFAULT_LISTEN: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9465);
+
+/// Where `fleet serve` keeps its history unless told (the systemd unit's `StateDirectory`).
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/npu-agent-fleet";
+
 /// `fleet serve` options.
 #[derive(Debug, Clone)]
 pub struct ServeArgs {
@@ -68,7 +76,12 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
         }
     };
     let store = std::fs::create_dir_all(&a.state_dir)
-        .map_err(|e| format!("{}: {e}", a.state_dir.display()))
+        .map_err(|e| {
+            format!(
+                "{}: {e} (give --state-dir DIR, or state_dir under [serve] in fleet.toml)",
+                a.state_dir.display()
+            )
+        })
         .and_then(|()| store::Sqlite::open(&a.state_dir));
     let store = match store {
         Ok(s) => s,
