@@ -195,7 +195,7 @@ impl Stack {
                 format!("{path}, outside any package (built from source or copied)")
             }
             RuntimeOrigin::Container { what, evidence } => format!("inside {what} ({evidence})"),
-            RuntimeOrigin::Absent => "not found on the host".into(),
+            RuntimeOrigin::Absent => "no library file found on the host".into(),
         }
     }
 

@@ -5,11 +5,17 @@ use super::*;
 pub(super) fn free(ctx: &Ctx<'_>) -> Finding {
     let id = "cma.free";
     let fig = figures(ctx);
-    let suggest = if ctx.profile.cma.suggested_size.is_empty() {
-        "256M"
-    } else {
-        &ctx.profile.cma.suggested_size
+    let profile_size = match ctx.profile.cma.suggested_size.as_str() {
+        "" => "256M",
+        s => s,
     };
+    let mem_total = ctx
+        .snap
+        .meminfo
+        .as_ref()
+        .ok()
+        .and_then(|m| m.mem_total_bytes);
+    let suggest = &enlarged(profile_size, fig.total.as_ref().map(|t| t.0), mem_total);
     let (names, consumer_hits) = consumers(ctx);
     let enomem: Vec<&LogHit> = ctx
         .logs
@@ -157,6 +163,31 @@ fn ran_out(
     f.observed("sources", sources).remedy(format!(
         "the pool is too small or held by other devices: give the device that failed its own reserved-memory pool (device tree), or enlarge the pool: sudo npu-agent cma set {suggest} && sudo reboot; compaction does not help with -12"
     ))
+}
+
+/// The size to enlarge the pool to: the profile's suggestion when it is larger than the pool in
+/// effect (`total_bytes`), else twice the pool, as `cma set` takes it (`512M`), while that stays
+/// within a quarter of RAM (`cma set`'s bound); at the bound, the profile's size (the remedy's
+/// other half, a pool of the device's own, then matters).
+pub(super) fn enlarged(
+    profile_size: &str,
+    total_bytes: Option<u64>,
+    mem_total_bytes: Option<u64>,
+) -> String {
+    let (Some(total), Some(wanted)) = (
+        total_bytes,
+        crate::parse::size::parse_size_bytes(profile_size),
+    ) else {
+        return profile_size.to_string();
+    };
+    if wanted > total {
+        return profile_size.to_string();
+    }
+    let doubled_mib = (total * 2).div_ceil(1 << 20);
+    match mem_total_bytes {
+        Some(ram) if doubled_mib << 20 > ram / 4 => profile_size.to_string(),
+        _ => format!("{doubled_mib}M"),
+    }
 }
 
 /// `fail`: the pool is mostly used while MemFree is at least twice the pool, so real CMA

@@ -213,6 +213,27 @@ mod tests {
         Board::new().meminfo(8 * GIB, 4 * GIB, Some((cma_total, cma_free)))
     }
 
+    /// A pool that is full of real users is never told to become the size it already is.
+    #[test]
+    fn enlarging_a_held_pool_asks_for_more_than_it_has() {
+        for (total, ram, want) in [
+            (256 * MIB, 8 * GIB, "cma=512M"),
+            (64 * MIB, 8 * GIB, "cma=256M"),
+        ] {
+            let b = Board::new().meminfo(ram, 4 * GIB, Some((total, 2 * MIB)));
+            let f = one("rk3588-rknpu", &b.build(), "cma.free");
+            assert_eq!(f.status, Status::Fail, "{}", f.summary);
+            assert!(f.remedy.contains(want), "{total}: {}", f.remedy);
+        }
+        // Twice the pool would pass a quarter of RAM (cma set's bound): the profile's size.
+        assert_eq!(
+            super::free::enlarged("256M", Some(512 * MIB), Some(2 * GIB)),
+            "256M"
+        );
+        assert_eq!(super::free::enlarged("256M", Some(256 * MIB), None), "512M");
+        assert_eq!(super::free::enlarged("256M", None, Some(GIB)), "256M");
+    }
+
     #[test]
     fn pool_and_free_verdicts() {
         let table = [
