@@ -23,6 +23,10 @@ pub(super) fn settle_on_start(agent: &mut Agent) {
         // The operator's choice (off by default), said once per start where the journal keeps it.
         tracing::warn!("security.allow_unsigned lists fix: whoever may publish on this board's command or Home Assistant topics can run the fixes its findings plan (package swaps, unit limits, boot keys)");
     }
+    let update = crate::model::action::ActionKind::Update;
+    if agent.gate.policy().allow_unsigned.contains(&update) {
+        tracing::warn!("security.allow_unsigned lists update: whoever may publish on this board's command topics can install any version of npu-agent its apt sources hold (a downgrade with allow_downgrade)");
+    }
     // Commands a crash left `executing`: finished as failed, published once the broker's
     // retained records are in (a final answer it holds is kept instead).
     let interrupted = agent.gate.finish_interrupted();

@@ -52,7 +52,9 @@ impl Gate {
     pub fn finish_interrupted(&mut self) -> Vec<(CmdRef, LedgerEntry)> {
         let mut out = Vec::new();
         for (id, e) in self.ledger.commands.iter_mut() {
-            if e.status == CmdStatus::Executing && e.kind() != Some(ActionKind::Reboot) {
+            if e.status == CmdStatus::Executing
+                && !e.kind().is_some_and(ActionKind::answered_after_restart)
+            {
                 e.status = CmdStatus::Failed;
                 e.reason = Some("agent restarted".into());
                 out.push((
@@ -163,14 +165,21 @@ impl Gate {
 
     /// Records the settled reboot `cmd_id` (its result is known after the reboot).
     pub fn settle_reboot(&mut self, cmd_id: &str, ok: bool, detail: &str) {
+        self.settle_after_restart(ActionKind::Reboot, cmd_id, ok, detail)
+    }
+
+    /// Records the settled `kind` command `cmd_id` whose result is known after a restart (a
+    /// reboot, an update).
+    pub fn settle_after_restart(&mut self, kind: ActionKind, cmd_id: &str, ok: bool, detail: &str) {
         // The reboot's own record: an unsigned message may have reused a signed id.
         let key = [true, false]
             .map(|signed| ledger_key(cmd_id, signed))
             .into_iter()
             .find(|k| {
-                self.ledger.commands.get(k).is_some_and(|e| {
-                    e.kind() == Some(ActionKind::Reboot) && e.status == CmdStatus::Executing
-                })
+                self.ledger
+                    .commands
+                    .get(k)
+                    .is_some_and(|e| e.kind() == Some(kind) && e.status == CmdStatus::Executing)
             });
         if let Some(e) = key.and_then(|k| self.ledger.commands.get_mut(&k)) {
             e.status = if ok {

@@ -91,6 +91,7 @@ pub(super) fn run_all(g: &mut Gate) -> Vec<Job> {
                 ok: true,
                 ran: true,
                 detail: "done".into(),
+                pending: j.action.kind().answered_after_restart(),
             },
         );
         out.push(j);
@@ -350,6 +351,7 @@ fn only_what_ran_is_recorded() {
             ok: false,
             ran: false,
             detail: "64G is above the RAM".into(),
+            pending: false,
         },
     );
     assert_eq!(g.ledger.commands["big"].status, CmdStatus::Failed);
@@ -538,6 +540,7 @@ fn a_redelivered_init_is_ignored_while_running_and_answered_once_finished() {
             ok: false,
             ran: true,
             detail: "the boot file is read-only".into(),
+            pending: false,
         },
     );
     match admit(&mut g, &t, &b, NOW + 2) {
@@ -732,6 +735,7 @@ fn a_reboot_settles_its_own_record_and_a_reload_keeps_the_board_refusals() {
         ok: true,
         ran: true,
         detail: "rebooting".into(),
+        pending: true,
     };
     g.finish(&j, &started);
     g.settle_reboot("x1", true, "new boot_id");
