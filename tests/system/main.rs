@@ -36,6 +36,7 @@ mod operator;
 mod operator_config;
 mod package;
 mod package_docs;
+mod rollout;
 // `fleet serve` is the default feature `serve` (the board build leaves it out).
 #[cfg(feature = "serve")]
 mod serve;
