@@ -50,10 +50,21 @@ impl Gate {
     /// On start: commands a crash left `executing` (other than a reboot, settled by `boot_id`)
     /// are finished as `failed: agent restarted`. Returns them, to publish.
     pub fn finish_interrupted(&mut self) -> Vec<(CmdRef, LedgerEntry)> {
+        self.finish_interrupted_but(&[ActionKind::Reboot])
+    }
+
+    /// [`Gate::finish_interrupted`] leaving the commands of the kinds in `settled_later`
+    /// `executing` (a reboot; an update whose pending record is there: both are answered
+    /// after the restart). An update without its record was cut off before the install and is
+    /// finished as failed like any other.
+    pub fn finish_interrupted_but(
+        &mut self,
+        settled_later: &[ActionKind],
+    ) -> Vec<(CmdRef, LedgerEntry)> {
         let mut out = Vec::new();
         for (id, e) in self.ledger.commands.iter_mut() {
             if e.status == CmdStatus::Executing
-                && !e.kind().is_some_and(ActionKind::answered_after_restart)
+                && !e.kind().is_some_and(|k| settled_later.contains(&k))
             {
                 e.status = CmdStatus::Failed;
                 e.reason = Some("agent restarted".into());
