@@ -215,6 +215,17 @@ impl Executor {
                 self.fix(job.diagnosis, &checks, dry_run || job.dry_run, on_step)
             }
             Action::Capture { max_bytes } => other(self.capture(max_bytes)),
+            Action::Update {
+                version,
+                allow_downgrade,
+            } => other(super::update_run::run(
+                &self.root,
+                &self.state,
+                job.cmd_id,
+                &version,
+                allow_downgrade,
+                job.now_s,
+            )),
         }
     }
 
@@ -407,7 +418,10 @@ impl Executor {
                 super::fix::run::preflight(&self.state, &d.report.findings, checks, *dry_run)?;
                 Ok(Some(d))
             }
-            Action::Compact { .. } | Action::Rescan | Action::Capture { .. } => Ok(d),
+            Action::Compact { .. }
+            | Action::Rescan
+            | Action::Capture { .. }
+            | Action::Update { .. } => Ok(d),
         }
     }
 }

@@ -24,6 +24,8 @@ pub fn default_rate_limit_s(action: ActionKind, signed: bool) -> i64 {
         ActionKind::Fix => 60,
         // A bundle reads every file the checks read and holds the broker's retained store.
         ActionKind::Capture => 60,
+        // An update reinstalls the agent and restarts it: at most one in 10 minutes.
+        ActionKind::Update => 600,
         // A rescan is cheap, but unsigned ones come from anyone who may publish: 1 per 5 s.
         ActionKind::Rescan if !signed => 5,
         ActionKind::Rescan => 0,

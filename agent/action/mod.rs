@@ -37,6 +37,9 @@ pub mod planner;
 pub mod reboot;
 pub mod release_npu;
 pub mod state;
+pub mod update;
+pub mod update_run;
+pub mod update_unit;
 
 use serde::{Deserialize, Serialize};
 

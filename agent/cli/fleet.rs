@@ -78,6 +78,9 @@ pub enum FleetAction {
         accept_new_key: bool,
         /// Lifecycle messages (and the written bundle) as JSON lines.
         json: bool,
+        /// With `all`: a staged rollout in these cumulative shares (percent); empty: not
+        /// staged.
+        waves: Vec<u32>,
     },
 }
 
@@ -156,6 +159,7 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             accept_new_boards,
             accept_new_key,
             json,
+            waves,
         } => {
             if let Some(Err(code)) = bundle.as_ref().map(|o| writable_out(o, force, err)) {
                 return code;
@@ -163,23 +167,24 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             let Some(op) = resolve(flags, err) else {
                 return EXIT_USAGE;
             };
-            crate::fleet::send(
-                &crate::fleet::SendArgs {
-                    action,
-                    args,
-                    board,
-                    op,
-                    wait_s: wait,
-                    board_wait_s: board_wait,
-                    out: bundle,
-                    force,
-                    accept_new_boards,
-                    accept_new_key,
-                    json,
-                },
-                out,
-                err,
-            )
+            let send_args = crate::fleet::SendArgs {
+                action,
+                args,
+                board,
+                op,
+                wait_s: wait,
+                board_wait_s: board_wait,
+                out: bundle,
+                force,
+                accept_new_boards,
+                accept_new_key,
+                json,
+            };
+            if waves.is_empty() {
+                crate::fleet::send(&send_args, out, err)
+            } else {
+                crate::fleet::rollout(&send_args, &waves, out, err)
+            }
         }
     }
 }

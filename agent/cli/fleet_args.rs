@@ -119,7 +119,7 @@ pub struct WatchArgs {
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["board", "all"])))]
 pub struct SendArgs {
-    /// compact, set_cma, reboot, rescan, release_npu, fix or capture.
+    /// compact, set_cma, reboot, rescan, release_npu, fix, capture or update.
     pub action: String,
     /// Argument KEY=VALUE (repeatable), e.g. --arg size=256M.
     #[arg(long = "arg", value_name = "K=V")]
@@ -155,6 +155,31 @@ pub struct SendArgs {
     /// `reason`, `step`, `result`, `identity`, `trusted`).
     #[arg(long)]
     pub json: bool,
+    /// With --all: a staged rollout in waves of cumulative shares, e.g. 10%,100%; each wave
+    /// waits for its answers and the first with a failure stops it.
+    #[arg(
+        long,
+        value_name = "PCT,...",
+        requires = "all",
+        conflicts_with = "canary"
+    )]
+    pub waves: Option<String>,
+    /// With --all: a canary wave of PCT of the boards, then the rest (--waves PCT,100%).
+    #[arg(long, value_name = "PCT", requires = "all")]
+    pub canary: Option<String>,
+}
+
+/// The `--waves` / `--canary` shares (a canary's share gets the 100% wave added); empty when
+/// neither is given.
+///
+/// Errors: the shares are not understood.
+fn waves(waves: Option<String>, canary: Option<String>) -> Result<Vec<u32>, String> {
+    match (waves, canary) {
+        (Some(w), _) => crate::fleet::parse_waves(&w),
+        (None, Some(c)) => crate::fleet::parse_waves(&format!("{c},100%"))
+            .map_err(|e| e.replace("--waves", "--canary")),
+        (None, None) => Ok(Vec::new()),
+    }
 }
 
 /// `fleet capture` options.
@@ -262,6 +287,7 @@ impl FleetCommand {
                 accept_new_boards: a.accept_new_boards,
                 accept_new_key: false,
                 json: a.json,
+                waves: waves(a.waves, a.canary)?,
             },
             FleetCommand::Capture(a) => FleetAction::Send {
                 action: crate::model::action::ActionKind::Capture
@@ -282,6 +308,7 @@ impl FleetCommand {
                 accept_new_boards: crate::fleet::known::DEFAULT_NEW_PER_RUN,
                 accept_new_key: a.accept_new_key,
                 json: a.json,
+                waves: Vec::new(),
             },
         })
     }

@@ -358,6 +358,7 @@ fn on_action_done(
             ok: o.ok,
             ran: o.ran,
             detail: o.message.clone(),
+            pending: o.reboot_pending,
         },
     );
     let status = if o.ok {
@@ -460,5 +461,43 @@ pub(super) fn settle_reboot(
         }
         Ok(None) => {}
         Err(e) => tracing::error!("cannot reconcile the reboot state: {e}"),
+    }
+}
+
+/// An update that restarted the agent (docs/operator-guide.md, "Updating the agent"): its
+/// pending record settled by this agent's version, the command answered and its ledger entry
+/// closed. Called once connected, so the answer goes out as the rollback watchdog stands down.
+pub(super) fn settle_update(agent: &mut Agent) {
+    let now = agent.now();
+    let s = match crate::action::update::settle_pending(&agent.s.state, now) {
+        Ok(Some(s)) => s,
+        Ok(None) => return,
+        Err(e) => return tracing::error!("cannot settle the pending update: {e}"),
+    };
+    let kind = ActionKind::Update;
+    let status = if s.ok {
+        CmdStatus::Successful
+    } else {
+        CmdStatus::Failed
+    };
+    if s.ok {
+        tracing::info!(cmd_id = %s.cmd_id, "update: {}", s.message);
+    } else {
+        tracing::warn!(cmd_id = %s.cmd_id, "update: {}", s.message);
+    }
+    agent
+        .gate
+        .settle_after_restart(kind, &s.cmd_id, s.ok, &s.message);
+    agent.last_action = Some(json!({
+        "action": kind, "cmd_id": s.cmd_id, "status": status, "detail": s.message,
+        "time": crate::sys::time::rfc3339_now(),
+    }));
+    if !s.cmd_id.starts_with("local-") {
+        let c = CmdRef {
+            action: kind.as_str().into(),
+            cmd_id: s.cmd_id.clone(),
+        };
+        let result = json!({"agent_version": env!("CARGO_PKG_VERSION")});
+        agent.answer(&c, status, json!({"reason": s.message, "result": result}));
     }
 }

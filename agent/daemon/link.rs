@@ -83,6 +83,9 @@ fn on_connected(
     // rumqttc keeps no subscriptions across a clean session (#250): subscribe again, and read
     // the SUBACK (a broker that kept the session has them already).
     super::apply::on_connected(agent, session_present);
+    // Connected: an update that restarted into this agent is answered now (its pending file
+    // removed, so the rollback watchdog stands down).
+    super::jobs::settle_update(agent);
     let Some(l) = &agent.link else { return };
     // Re-publish the status with the new session counter.
     if let Some(r) = &mut agent.status_report {

@@ -18,14 +18,30 @@ use tokio::sync::mpsc;
 /// What a start settles before the loop: commands a crash left `executing`, a reboot asked for
 /// before this start, a boot-file edit now in effect.
 pub(super) fn settle_on_start(agent: &mut Agent) {
-    let fix = crate::model::action::ActionKind::Fix;
+    use crate::model::action::ActionKind;
+    let fix = ActionKind::Fix;
     if agent.gate.policy().allow_unsigned.contains(&fix) {
         // The operator's choice (off by default), said once per start where the journal keeps it.
         tracing::warn!("security.allow_unsigned lists fix: whoever may publish on this board's command or Home Assistant topics can run the fixes its findings plan (package swaps, unit limits, boot keys)");
     }
+    let update = ActionKind::Update;
+    if agent.gate.policy().allow_unsigned.contains(&update) {
+        tracing::warn!("security.allow_unsigned lists update: whoever may publish on this board's command topics can install any version of npu-agent its apt sources hold (a downgrade with allow_downgrade)");
+    }
     // Commands a crash left `executing`: finished as failed, published once the broker's
     // retained records are in (a final answer it holds is kept instead).
-    let interrupted = agent.gate.finish_interrupted();
+    let update_pending = matches!(
+        agent
+            .s
+            .state
+            .load::<serde_json::Value>(crate::action::update::PENDING_FILE),
+        Ok(Some(_))
+    );
+    let interrupted = agent.gate.finish_interrupted_but(if update_pending {
+        &[ActionKind::Reboot, ActionKind::Update]
+    } else {
+        &[ActionKind::Reboot]
+    });
     for (c, _) in &interrupted {
         tracing::warn!(action = %c.action, cmd_id = %c.cmd_id, "command interrupted by an agent restart: failed, unless the broker holds its answer");
     }

@@ -12,6 +12,7 @@ pub const MAX_WAIT_S: u64 = 86_400;
 mod capture;
 pub mod known;
 pub mod operator;
+mod rollout;
 mod rows;
 mod send;
 #[cfg(feature = "serve")]
@@ -19,6 +20,7 @@ pub mod serve;
 pub mod show;
 pub use rows::*;
 mod watch;
+pub use rollout::{parse_waves, rollout};
 pub use send::*;
 pub use watch::*;
 

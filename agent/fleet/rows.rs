@@ -22,6 +22,8 @@ pub struct BoardRow {
     pub profile: String,
     /// Model.
     pub model: String,
+    /// The agent's version (`agent_version` of the status).
+    pub agent_version: String,
     /// `CmaFree`, bytes.
     pub cma_free_bytes: Option<u64>,
     /// `CmaTotal`, bytes.
@@ -118,6 +120,8 @@ pub(super) struct LightStatus {
     #[serde(default)]
     model: String,
     #[serde(default)]
+    agent_version: String,
+    #[serde(default)]
     time: String,
     #[serde(default)]
     session: u64,
@@ -145,6 +149,7 @@ pub fn apply_status(row: &mut BoardRow, payload: &[u8]) {
     row.health = capped(s.health);
     row.profile = capped(s.profile);
     row.model = capped(s.model);
+    row.agent_version = capped(s.agent_version);
     row.last_seen = capped(s.time);
     row.session = s.session;
     row.commands = capped(s.commands);
@@ -386,13 +391,14 @@ pub const WORST_WIDTH: usize = 160;
 /// Renders rows as a table.
 pub fn render_rows(rows: &[BoardRow]) -> String {
     let mut out = format!(
-        "{:<24} {:<8} {:<11} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
+        "{:<24} {:<8} {:<11} {:<6} {:<14} {:<10} {:>10} {:>6} {:<3} {:>3} {:<20} {}
 ",
         "BOARD",
         "LINK",
         "IDENTITY",
         "HEALTH",
         "PROFILE",
+        "VERSION",
         "CMA_FREE",
         "SOC_C",
         "UV",
@@ -425,7 +431,7 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
             None => "-",
         };
         out.push_str(&format!(
-            "{:<24} {:<8} {:<11} {:<6} {:<14} {:>10} {:>6} {:<3} {:>3} {:<20} {}
+            "{:<24} {:<8} {:<11} {:<6} {:<14} {:<10} {:>10} {:>6} {:<3} {:>3} {:<20} {}
 ",
             // Other boards' text is escaped and cut here ([`super::show`]): a status or a
             // topic cannot clear the screen, add rows, hide a column or pass for another board
@@ -438,6 +444,10 @@ pub fn render_rows(rows: &[BoardRow]) -> String {
             },
             show::text(&r.health, 10),
             show::text(&r.profile, 24),
+            match r.agent_version.as_str() {
+                "" => "-".to_string(),
+                v => show::text(v, 16),
+            },
             cma,
             soc,
             uv,
@@ -563,5 +573,24 @@ mod tests {
         t.touch("b2", false).unwrap();
         t.remove("b2");
         assert_eq!(t.len(), 1);
+    }
+
+    /// The VERSION column is the status's `agent_version` (`-` for an agent that does not
+    /// say), cut like any other cell.
+    #[test]
+    fn the_agent_version_has_its_column() {
+        let mut r = BoardRow {
+            board: "b1".into(),
+            ..BoardRow::default()
+        };
+        apply_status(&mut r, br#"{"health":"ok","agent_version":"0.2.0"}"#);
+        assert_eq!(r.agent_version, "0.2.0");
+        let t = render_rows(std::slice::from_ref(&r));
+        let (head, row) = t.split_once('\n').unwrap();
+        let at = head.find("VERSION").unwrap();
+        assert_eq!(&row[at..at + 6], "0.2.0 ");
+        apply_status(&mut r, br#"{"health":"ok"}"#);
+        let t = render_rows(&[r]);
+        assert_eq!(&t.lines().nth(1).unwrap()[at..at + 2], "- ");
     }
 }

@@ -27,11 +27,13 @@ pub enum ActionKind {
     Fix,
     /// The support bundle, published in chunks (`capture`).
     Capture,
+    /// Install another version of the agent's own package (`update`).
+    Update,
 }
 
 impl ActionKind {
     /// Every kind, in the order the status and the docs list them.
-    pub const ALL: [ActionKind; 7] = [
+    pub const ALL: [ActionKind; 8] = [
         ActionKind::Compact,
         ActionKind::SetCma,
         ActionKind::Reboot,
@@ -39,6 +41,7 @@ impl ActionKind {
         ActionKind::ReleaseNpu,
         ActionKind::Fix,
         ActionKind::Capture,
+        ActionKind::Update,
     ];
 
     /// The name on the wire (topics, config, ledger, answers).
@@ -51,6 +54,7 @@ impl ActionKind {
             ActionKind::ReleaseNpu => "release_npu",
             ActionKind::Fix => "fix",
             ActionKind::Capture => "capture",
+            ActionKind::Update => "update",
         }
     }
 
@@ -64,6 +68,7 @@ impl ActionKind {
             ActionKind::ReleaseNpu => &["model"],
             ActionKind::Fix => &["check", "dry_run"],
             ActionKind::Capture => &["max_bytes"],
+            ActionKind::Update => &["version", "allow_downgrade"],
         }
     }
 
@@ -76,7 +81,8 @@ impl ActionKind {
             | ActionKind::Rescan
             | ActionKind::ReleaseNpu
             | ActionKind::Fix
-            | ActionKind::Capture => false,
+            | ActionKind::Capture
+            | ActionKind::Update => false,
         }
     }
 
@@ -86,6 +92,21 @@ impl ActionKind {
             ActionKind::Compact | ActionKind::Rescan => true,
             ActionKind::SetCma
             | ActionKind::Reboot
+            | ActionKind::ReleaseNpu
+            | ActionKind::Fix
+            | ActionKind::Capture
+            | ActionKind::Update => false,
+        }
+    }
+
+    /// Answered by the agent's next start, not when it returns: a reboot (the board comes back)
+    /// and an update (the new binary answers, or the rolled-back old one).
+    pub fn answered_after_restart(self) -> bool {
+        match self {
+            ActionKind::Reboot | ActionKind::Update => true,
+            ActionKind::Compact
+            | ActionKind::SetCma
+            | ActionKind::Rescan
             | ActionKind::ReleaseNpu
             | ActionKind::Fix
             | ActionKind::Capture => false,
@@ -101,7 +122,8 @@ impl ActionKind {
             | ActionKind::Reboot
             | ActionKind::Rescan
             | ActionKind::Fix
-            | ActionKind::Capture => false,
+            | ActionKind::Capture
+            | ActionKind::Update => false,
         }
     }
 
@@ -117,7 +139,8 @@ impl ActionKind {
             ActionKind::SetCma
             | ActionKind::Reboot
             | ActionKind::ReleaseNpu
-            | ActionKind::Capture => None,
+            | ActionKind::Capture
+            | ActionKind::Update => None,
         }
     }
 
@@ -198,6 +221,15 @@ pub enum Action {
         /// Largest bundle the requester takes (bytes of the `.tar.gz`).
         max_bytes: u64,
     },
+    /// `update {version: "1.2.3-1", allow_downgrade?: bool}`: install that version of the
+    /// `npu-agent` package from the board's apt sources; answered by the new agent (or after a
+    /// rollback by the old one).
+    Update {
+        /// The Debian version to install.
+        version: String,
+        /// A version older than the installed one is accepted.
+        allow_downgrade: bool,
+    },
 }
 
 impl Action {
@@ -211,6 +243,7 @@ impl Action {
             Action::ReleaseNpu { .. } => ActionKind::ReleaseNpu,
             Action::Fix { .. } => ActionKind::Fix,
             Action::Capture { .. } => ActionKind::Capture,
+            Action::Update { .. } => ActionKind::Update,
         }
     }
 
@@ -290,6 +323,10 @@ mod tests {
                 dry_run: true,
             },
             Action::Capture { max_bytes: 1 },
+            Action::Update {
+                version: "1.0".into(),
+                allow_downgrade: false,
+            },
         ];
         let kinds: Vec<ActionKind> = all.iter().map(Action::kind).collect();
         assert_eq!(kinds, ActionKind::ALL);

@@ -271,6 +271,17 @@ fn parse_args(action: ActionKind, args: &Map<String, Value>) -> Result<Action, S
             reason: string("reason", 200)?.unwrap_or_else(|| "requested over MQTT".into()),
         },
         ActionKind::Rescan => Action::Rescan,
+        ActionKind::Update => Action::Update {
+            version: string("version", 100)?
+                .ok_or("update needs the argument \"version\" (the npu-agent package version)")?,
+            allow_downgrade: match args.get("allow_downgrade") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                // `fleet send --arg allow_downgrade=true` sends a string.
+                Some(Value::String(s)) if s == "true" || s == "false" => s == "true",
+                Some(_) => return Err("argument \"allow_downgrade\" must be true or false".into()),
+            },
+        },
         ActionKind::Fix => Action::Fix {
             checks: fix_checks(string("check", 400)?)?,
             dry_run: match args.get("dry_run") {

@@ -544,7 +544,7 @@ mod tests {
         assert!(reason.contains("\"rk3588-rknpu\"") && reason.contains("nothing to release"));
         assert_eq!(
             rk.actions(),
-            ["compact", "set_cma", "reboot", "rescan", "fix", "capture"]
+            ["compact", "set_cma", "reboot", "rescan", "fix", "capture", "update"]
         );
         assert_eq!(rk.refuses_action(ActionKind::Compact), None);
         for id in ["rpi5-hailo10h", "rpi5-hailo8", "generic"] {

@@ -36,6 +36,8 @@ mod operator;
 mod operator_config;
 mod package;
 mod package_docs;
+mod rollout;
+mod update_answer;
 // `fleet serve` is the default feature `serve` (the board build leaves it out).
 #[cfg(feature = "serve")]
 mod serve;

@@ -519,7 +519,7 @@ fn release_npu_is_refused_where_the_profile_has_nothing_to_release() {
         .collect();
     assert_eq!(
         actions,
-        ["compact", "set_cma", "reboot", "rescan", "fix", "capture"]
+        ["compact", "set_cma", "reboot", "rescan", "fix", "capture", "update"]
     );
     let (code, out, err) = npu_agent(
         &[

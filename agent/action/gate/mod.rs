@@ -170,6 +170,9 @@ pub struct Outcome {
     pub ran: bool,
     /// Reason or summary.
     pub detail: String,
+    /// Its final state is published after the agent's next start (a reboot under way, an
+    /// update installed): the command stays `executing`.
+    pub pending: bool,
 }
 
 /// Whether the board's clock is trusted for expiring commands. The hook a `clock.sync` check
@@ -653,7 +656,7 @@ impl Gate {
             }
         }
         if let Some(c) = &job.cmd {
-            let reboot_pending = job.action.kind() == ActionKind::Reboot && outcome.ok;
+            let reboot_pending = outcome.ok && outcome.pending;
             let key = ledger_key(&c.cmd_id, job.signed);
             if let Some(e) = self.ledger.commands.get_mut(&key) {
                 if !reboot_pending {
@@ -692,6 +695,7 @@ impl Gate {
                 ok: false,
                 ran: false,
                 detail: reason.to_string(),
+                pending: false,
             },
         );
         if let Some(c) = &job.cmd {

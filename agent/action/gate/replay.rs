@@ -50,9 +50,22 @@ impl Gate {
     /// On start: commands a crash left `executing` (other than a reboot, settled by `boot_id`)
     /// are finished as `failed: agent restarted`. Returns them, to publish.
     pub fn finish_interrupted(&mut self) -> Vec<(CmdRef, LedgerEntry)> {
+        self.finish_interrupted_but(&[ActionKind::Reboot])
+    }
+
+    /// [`Gate::finish_interrupted`] leaving the commands of the kinds in `settled_later`
+    /// `executing` (a reboot; an update whose pending record is there: both are answered
+    /// after the restart). An update without its record was cut off before the install and is
+    /// finished as failed like any other.
+    pub fn finish_interrupted_but(
+        &mut self,
+        settled_later: &[ActionKind],
+    ) -> Vec<(CmdRef, LedgerEntry)> {
         let mut out = Vec::new();
         for (id, e) in self.ledger.commands.iter_mut() {
-            if e.status == CmdStatus::Executing && e.kind() != Some(ActionKind::Reboot) {
+            if e.status == CmdStatus::Executing
+                && !e.kind().is_some_and(|k| settled_later.contains(&k))
+            {
                 e.status = CmdStatus::Failed;
                 e.reason = Some("agent restarted".into());
                 out.push((
@@ -163,14 +176,21 @@ impl Gate {
 
     /// Records the settled reboot `cmd_id` (its result is known after the reboot).
     pub fn settle_reboot(&mut self, cmd_id: &str, ok: bool, detail: &str) {
+        self.settle_after_restart(ActionKind::Reboot, cmd_id, ok, detail)
+    }
+
+    /// Records the settled `kind` command `cmd_id` whose result is known after a restart (a
+    /// reboot, an update).
+    pub fn settle_after_restart(&mut self, kind: ActionKind, cmd_id: &str, ok: bool, detail: &str) {
         // The reboot's own record: an unsigned message may have reused a signed id.
         let key = [true, false]
             .map(|signed| ledger_key(cmd_id, signed))
             .into_iter()
             .find(|k| {
-                self.ledger.commands.get(k).is_some_and(|e| {
-                    e.kind() == Some(ActionKind::Reboot) && e.status == CmdStatus::Executing
-                })
+                self.ledger
+                    .commands
+                    .get(k)
+                    .is_some_and(|e| e.kind() == Some(kind) && e.status == CmdStatus::Executing)
             });
         if let Some(e) = key.and_then(|k| self.ledger.commands.get_mut(&k)) {
             e.status = if ok {

@@ -91,6 +91,7 @@ pub(super) fn run_all(g: &mut Gate) -> Vec<Job> {
                 ok: true,
                 ran: true,
                 detail: "done".into(),
+                pending: j.action.kind().answered_after_restart(),
             },
         );
         out.push(j);
@@ -350,6 +351,7 @@ fn only_what_ran_is_recorded() {
             ok: false,
             ran: false,
             detail: "64G is above the RAM".into(),
+            pending: false,
         },
     );
     assert_eq!(g.ledger.commands["big"].status, CmdStatus::Failed);
@@ -538,6 +540,7 @@ fn a_redelivered_init_is_ignored_while_running_and_answered_once_finished() {
             ok: false,
             ran: true,
             detail: "the boot file is read-only".into(),
+            pending: false,
         },
     );
     match admit(&mut g, &t, &b, NOW + 2) {
@@ -732,6 +735,7 @@ fn a_reboot_settles_its_own_record_and_a_reload_keeps_the_board_refusals() {
         ok: true,
         ran: true,
         detail: "rebooting".into(),
+        pending: true,
     };
     g.finish(&j, &started);
     g.settle_reboot("x1", true, "new boot_id");
@@ -752,4 +756,31 @@ fn a_reboot_settles_its_own_record_and_a_reload_keeps_the_board_refusals() {
     let r = &g.policy().refused;
     assert_eq!(r[&ActionKind::SetCma], "the profile refuses it");
     assert_eq!(r[&ActionKind::ReleaseNpu], "no Hailo here");
+}
+
+/// An update left `executing` waits for the agent that comes back while its pending record is
+/// there; without one (cut off before the install) it is failed like any other.
+#[test]
+fn an_interrupted_update_waits_only_with_its_pending_record() {
+    let entry = |action: &str| LedgerEntry {
+        action: action.into(),
+        signed: true,
+        accepted_unix_s: NOW,
+        keep_until_unix_s: NOW + 600,
+        payload_hash: 1,
+        status: CmdStatus::Executing,
+        reason: None,
+    };
+    let mut g = Gate::new(policy(), None, 600);
+    g.ledger.commands.insert("u1".into(), entry("update"));
+    g.ledger.commands.insert("c1".into(), entry("compact"));
+    let mut pending = Gate::new(policy(), None, 600);
+    pending.ledger = g.ledger.clone();
+    let done = pending.finish_interrupted_but(&[ActionKind::Reboot, ActionKind::Update]);
+    let ids: Vec<&str> = done.iter().map(|(c, _)| c.cmd_id.as_str()).collect();
+    assert_eq!(ids, ["c1"]);
+    let done = g.finish_interrupted();
+    let mut ids: Vec<&str> = done.iter().map(|(c, _)| c.cmd_id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["c1", "u1"]);
 }

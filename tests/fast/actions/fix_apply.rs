@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn need(ok: bool, what: &str) -> bool {
+pub(super) fn need(ok: bool, what: &str) -> bool {
     if !ok {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -38,7 +38,7 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn is_root() -> bool {
+pub(super) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
@@ -53,7 +53,7 @@ fn sh(cmd: &mut Command) -> String {
 }
 
 /// A package stanza for a status database.
-fn installed(name: &str, version: &str, state: &str, extra: &str) -> String {
+pub(super) fn installed(name: &str, version: &str, state: &str, extra: &str) -> String {
     format!("Package: {name}\nStatus: install ok {state}\nPriority: optional\nVersion: {version}\nArchitecture: all\nMaintainer: t <t@example.org>\n{extra}Description: test package\n\n")
 }
 
@@ -70,10 +70,10 @@ fn hailo4() -> String {
 
 /// A throwaway root with a dpkg database `status`, an apt configuration reading a local
 /// repository of Hailo-like packages, and the lists fetched.
-struct Repo {
-    tree: Tree,
+pub(super) struct Repo {
+    pub(super) tree: Tree,
     _repo: tempfile::TempDir,
-    env: AptEnv,
+    pub(super) env: AptEnv,
 }
 
 fn build_deb(build: &Path, out: &Path, name: &str, version: &str, control: &str, postinst: bool) {
@@ -134,6 +134,38 @@ fn index(dir: &Path) -> String {
 }
 
 fn repo_tree(status: &str) -> Option<Repo> {
+    repo_with(
+        status,
+        &[
+            ("hailort", "4.23.0", "", false),
+            (
+                "hailo-all",
+                "4.23.0",
+                "Depends: hailort (= 4.23.0)\n",
+                false,
+            ),
+            (
+                "h10-hailort",
+                "5.1.1",
+                "Conflicts: hailort, unrelated-tool\n",
+                false,
+            ),
+            (
+                "hailo-h10-all",
+                "5.1.1",
+                "Depends: h10-hailort (= 5.1.1)\n",
+                false,
+            ),
+            ("unrelated-tool", "1.0", "", false),
+            ("hailo-postinst", "1.0", "", true),
+        ],
+    )
+}
+
+/// A throwaway root with the dpkg database `status` and a local repository of `debs` (name,
+/// version, extra control lines, with a postinst), its lists fetched; `None` (skipped) without
+/// apt-get and dpkg-deb.
+pub(super) fn repo_with(status: &str, debs: &[(&str, &str, &str, bool)]) -> Option<Repo> {
     if !need(
         have("dpkg-deb") && have("apt-get"),
         "apt-get and dpkg-deb are not installed (apt-get install apt dpkg)",
@@ -160,33 +192,11 @@ fn repo_tree(status: &str) -> Option<Repo> {
     let repo = tempfile::tempdir().unwrap();
     let build = tempfile::tempdir().unwrap();
     let (b, r) = (build.path(), repo.path());
-    build_deb(b, r, "hailort", "4.23.0", "", false);
-    build_deb(
-        b,
-        r,
-        "hailo-all",
-        "4.23.0",
-        "Depends: hailort (= 4.23.0)\n",
-        false,
-    );
-    build_deb(
-        b,
-        r,
-        "h10-hailort",
-        "5.1.1",
-        "Conflicts: hailort, unrelated-tool\n",
-        false,
-    );
-    build_deb(
-        b,
-        r,
-        "hailo-h10-all",
-        "5.1.1",
-        "Depends: h10-hailort (= 5.1.1)\n",
-        false,
-    );
-    build_deb(b, r, "unrelated-tool", "1.0", "", false);
-    build_deb(b, r, "hailo-postinst", "1.0", "", true);
+    for (i, (name, version, control, postinst)) in debs.iter().enumerate() {
+        // One build directory per package version (two versions of one name may be listed).
+        let dir = b.join(i.to_string());
+        build_deb(&dir, r, name, version, control, *postinst);
+    }
     std::fs::write(r.join("Packages"), index(r)).unwrap();
     tree.file(
         "/etc/apt/sources.list",
@@ -234,7 +244,7 @@ fn env_of(r: &Repo) -> ApplyEnv {
 }
 
 /// The host's dpkg database, to prove a test left it alone.
-fn host_status() -> Vec<u8> {
+pub(super) fn host_status() -> Vec<u8> {
     std::fs::read("/var/lib/dpkg/status").unwrap_or_default()
 }
 

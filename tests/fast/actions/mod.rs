@@ -13,4 +13,5 @@ mod hardening;
 mod planner_fixtures;
 mod powercut;
 mod reboot;
+mod update_apt;
 mod util;

@@ -1,0 +1,75 @@
+use super::*;
+
+fn pending() -> Pending {
+    Pending {
+        old: "1.0-1".into(),
+        new: "1.1-1".into(),
+        cmd_id: "u1".into(),
+        deadline_unix_s: 1300,
+    }
+}
+
+/// The agent that comes back: the new version answers successful with its own version; the
+/// old one (the watchdog reinstalled it) answers failed with the reason; any other says so.
+#[test]
+fn a_pending_update_settles_by_the_installed_version() {
+    let p = pending();
+    let s = settle(&p, Some("1.1-1"), "1.1.0", 1100);
+    assert!(s.ok, "{s:?}");
+    assert_eq!(s.cmd_id, "u1");
+    assert_eq!(
+        s.message,
+        "updated from 1.0-1 to 1.1-1; agent 1.1.0 is running"
+    );
+    let s = settle(&p, Some("1.0-1"), "1.0.0", 1300);
+    assert!(!s.ok);
+    assert_eq!(
+        s.message,
+        "rolled back to 1.0-1: 1.1-1 did not come back healthy and connected within the deadline"
+    );
+    let s = settle(&p, Some("1.0-1"), "1.0.0", 1200);
+    assert!(s
+        .message
+        .starts_with("rolled back to 1.0-1: the package is still at 1.0-1"));
+    let s = settle(&p, None, "1.0.0", 1200);
+    assert!(!s.ok);
+    assert!(s.message.contains("at no version"), "{}", s.message);
+}
+
+#[test]
+fn the_pending_file_is_read_once_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = SysRoot::new(dir.path());
+    std::fs::create_dir_all(dir.path().join("var/lib/dpkg")).unwrap();
+    std::fs::write(
+        dir.path().join("var/lib/dpkg/status"),
+        "Package: npu-agent\nStatus: install ok installed\nVersion: 1.0-1\n\n",
+    )
+    .unwrap();
+    let state = StateDir::new(&root, "/var/lib/npu-agent");
+    assert_eq!(settle_pending(&state, 1400), Ok(None));
+    state.save(PENDING_FILE, &pending()).unwrap();
+    let s = settle_pending(&state, 1400).unwrap().unwrap();
+    assert!(
+        !s.ok && s.message.starts_with("rolled back to 1.0-1"),
+        "{s:?}"
+    );
+    assert_eq!(settle_pending(&state, 1400), Ok(None));
+}
+
+#[test]
+fn the_install_lines_name_one_package() {
+    use crate::action::update_unit::{apt_install_line, watchdog_script};
+    let l = apt_install_line("1.1-1", false);
+    assert_eq!(l.last().map(String::as_str), Some("npu-agent=1.1-1"));
+    assert!(!l.iter().any(|a| a == "--allow-downgrades"));
+    assert!(apt_install_line("1.0-1", true)
+        .iter()
+        .any(|a| a == "--allow-downgrades"));
+    let w = watchdog_script("/var/lib/npu-agent/update-pending.json", "1.0-1");
+    assert!(
+        w.starts_with("test -e '/var/lib/npu-agent/update-pending.json' || exit 0;"),
+        "{w}"
+    );
+    assert!(w.ends_with("install -- npu-agent=1.0-1"), "{w}");
+}

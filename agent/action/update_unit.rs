@@ -1,0 +1,88 @@
+//! The systemd side of `update`: the install runs in a transient oneshot unit (outside the
+//! service's sandbox, which keeps `/usr` and `/var/lib/dpkg` read-only, and outside its cgroup,
+//! which the package's restart of `npu-agent.service` would kill), and a watchdog timer, armed
+//! first, reinstalls the old version when the pending-update file is still there at the
+//! deadline: the new agent removes it once it is connected and has answered.
+
+use super::update::PACKAGE;
+use crate::sys::process::run_with_timeout;
+use std::process::Command;
+use std::time::Duration;
+
+/// How long `systemd-run` may take to start a unit (or to run the oneshot install).
+const INSTALL_MAX_S: u64 = 1800;
+
+/// The `apt-get` command line that installs `version` non-interactively, keeping the board's
+/// configuration files.
+pub fn apt_install_line(version: &str, allow_downgrade: bool) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "apt-get",
+        "-y",
+        "--no-remove",
+        "--no-install-recommends",
+        "-o",
+        "Dpkg::Options::=--force-confold",
+        "-o",
+        "Dpkg::Options::=--force-confdef",
+    ]
+    .map(String::from)
+    .to_vec();
+    if allow_downgrade {
+        a.push("--allow-downgrades".into());
+    }
+    a.extend([
+        "install".into(),
+        "--".into(),
+        format!("{PACKAGE}={version}"),
+    ]);
+    a
+}
+
+/// The watchdog's shell script: reinstall `old` when `pending` (a host path) still exists.
+pub fn watchdog_script(pending: &str, old: &str) -> String {
+    let line = apt_install_line(old, true).join(" ");
+    format!("test -e '{pending}' || exit 0; export DEBIAN_FRONTEND=noninteractive; {line}")
+}
+
+fn systemd_run(args: &[String], wait_s: u64) -> Result<(), String> {
+    let mut cmd = Command::new("systemd-run");
+    cmd.args(["--quiet", "--collect"]).args(args);
+    match run_with_timeout(&mut cmd, Duration::from_secs(wait_s), |_| {}) {
+        Ok(d) if d.status.success() => Ok(()),
+        Ok(d) => Err(format!("systemd-run failed: {}", d.stderr.trim())),
+        Err(e) => Err(format!("cannot run systemd-run: {e}")),
+    }
+}
+
+/// Arms the watchdog timer: in `deadline_s` seconds, [`watchdog_script`] runs as root.
+///
+/// Errors: systemd-run's refusal.
+pub fn arm_watchdog(pending: &str, old: &str, deadline_s: i64, now_s: i64) -> Result<(), String> {
+    systemd_run(
+        &[
+            format!("--unit=npu-agent-update-watchdog-{now_s}"),
+            format!("--on-active={deadline_s}s"),
+            "--timer-property=AccuracySec=1s".into(),
+            "/bin/sh".into(),
+            "-c".into(),
+            watchdog_script(pending, old),
+        ],
+        60,
+    )
+}
+
+/// Runs the install of `version` in the transient oneshot `npu-agent-update-<now_s>` and waits
+/// for it (the package's restart of the service usually ends this process first).
+///
+/// Errors: the unit failed (apt's log is in its journal).
+pub fn install(version: &str, allow_downgrade: bool, now_s: i64) -> Result<(), String> {
+    let mut args = vec![
+        format!("--unit=npu-agent-update-{now_s}"),
+        "--service-type=oneshot".into(),
+        "--setenv=DEBIAN_FRONTEND=noninteractive".into(),
+        format!("--property=TimeoutStartSec={INSTALL_MAX_S}"),
+    ];
+    args.extend(apt_install_line(version, allow_downgrade));
+    systemd_run(&args, INSTALL_MAX_S + 60)
+        .map_err(|e| format!("{e} (see journalctl -u npu-agent-update-{now_s})"))
+}
