@@ -14,6 +14,8 @@ pub mod state;
 pub mod store;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_attacks;
 
 use super::{operator_link, runtime, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions};

@@ -1,0 +1,69 @@
+//! The attack review's findings (issue 38), each as a test that failed before its fix.
+
+use super::metrics::{render, Cardinality};
+use super::tests::{fleet, sealed, NOW};
+use crate::mqtt::ed25519::SigningKey;
+
+/// Lines of `text` starting with `prefix`.
+fn lines<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.starts_with(prefix)).collect()
+}
+
+#[test]
+fn metrics_labels_cannot_be_spoofed_with_control_characters() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = fleet(dir.path());
+    let key = SigningKey::from_bytes(&[1; 32]);
+    f.take("npu-fleet/b1/availability", b"online", NOW);
+    let fail = r#"{"id":"cma.free","status":"fail","summary":"low"}"#;
+    f.take(
+        "npu-fleet/b1/status",
+        &sealed(&key, "b1", NOW, "fail", fail),
+        NOW,
+    );
+    // A board with its own key: a health, a check id and a link that print like the real ones
+    // once control characters are dropped.
+    let evil = SigningKey::from_bytes(&[9; 32]);
+    let spoof = r#"{"id":"cma.fre\u0001e","status":"fail","summary":"x"}"#;
+    let status = sealed(&evil, "a0", NOW, "fai\\u0001l", spoof);
+    f.take("npu-fleet/a0/availability", b"o\x01ffline", NOW);
+    f.take("npu-fleet/a0/status", &status, NOW);
+    let all = render(&f.boards(NOW + 5), Cardinality::All);
+    assert_eq!(
+        lines(&all, "npu_fleet_boards{"),
+        [
+            "npu_fleet_boards{health=\"fail\"} 1",
+            "npu_fleet_boards{health=\"other\"} 1"
+        ],
+        "{all}"
+    );
+    let links = lines(&all, "npu_fleet_boards_by_link{");
+    assert_eq!(
+        links.iter().filter(|l| l.contains("\"offline\"")).count(),
+        0,
+        "{all}"
+    );
+    assert!(
+        links.contains(&"npu_fleet_boards_by_link{link=\"other\"} 1"),
+        "{all}"
+    );
+    assert_eq!(
+        lines(&all, "npu_fleet_check_firing_boards{"),
+        [
+            "npu_fleet_check_firing_boards{check=\"cma.free\",status=\"fail\"} 1",
+            "npu_fleet_check_firing_boards{check=\"other\",status=\"fail\"} 1",
+        ],
+        "{all}"
+    );
+    assert_eq!(
+        lines(&all, "npu_fleet_board_check_status{").len(),
+        1,
+        "{all}"
+    );
+    // Every label line is unique once printed.
+    let mut seen = std::collections::BTreeSet::new();
+    for l in all.lines().filter(|l| !l.starts_with('#')) {
+        let series = l.rsplit_once(' ').unwrap().0;
+        assert!(seen.insert(series.to_string()), "twice: {series}");
+    }
+}
