@@ -110,6 +110,7 @@ impl Fleet {
 
     fn take_status(&mut self, board: &str, topic: &str, payload: &[u8], now_s: i64) {
         let trust = self.keys.judge(board, topic, payload);
+        let pinned = self.keys.is_pinned(board);
         let Some(row) = self.table.touch(board, trust.is_trusted()) else {
             return;
         };
@@ -119,11 +120,12 @@ impl Fleet {
         };
         // Unlike `fleet watch`, a row that shows a status sealed by the board's key keeps it
         // against anything else: an unsealed status cannot make a failing board look healthy
-        // or a silent one fresh here (the identity cell still says what came).
+        // or a silent one fresh here (the identity cell still says what came). Nor can it for a
+        // board whose key is pinned but that has not sealed a status in this run yet.
         match (&replay, trust.is_trusted()) {
             (Some(_), _) => {}
             (None, true) => fleet::apply_sealed_status(row, payload),
-            (None, false) if row.sealed_s.is_some() => {}
+            (None, false) if row.sealed_s.is_some() || pinned => {}
             (None, false) => fleet::apply_status(row, payload),
         }
         row.identity = match replay {

@@ -67,3 +67,37 @@ fn metrics_labels_cannot_be_spoofed_with_control_characters() {
         assert!(seen.insert(series.to_string()), "twice: {series}");
     }
 }
+
+#[test]
+fn an_unsealed_status_never_shows_for_a_board_whose_key_is_pinned() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = SigningKey::from_bytes(&[4; 32]);
+    {
+        let mut f = fleet(dir.path());
+        let fail = r#"{"id":"cma.free","status":"fail","summary":"low"}"#;
+        f.take(
+            "npu-fleet/b1/status",
+            &sealed(&key, "b1", NOW, "fail", fail),
+            NOW,
+        );
+        f.tick(NOW, None);
+    }
+    // Restarted: the key is pinned, the board has sealed nothing in this run, and someone
+    // publishes an unsealed "all well".
+    let mut f = fleet(dir.path());
+    f.take("npu-fleet/b1/availability", b"online", NOW + 60);
+    let fake = format!(
+        r#"{{"health":"ok","time":"{}"}}"#,
+        super::tests::time(NOW + 60)
+    );
+    f.take("npu-fleet/b1/status", fake.as_bytes(), NOW + 60);
+    let v = f.board("b1", NOW + 60).unwrap();
+    assert_eq!(v.row.identity, "UNSIGNED");
+    assert_ne!(v.row.health, "ok");
+    let all = render(&f.boards(NOW + 60), Cardinality::All);
+    assert!(
+        !all.contains("npu_fleet_board_health{board=\"b1\"} 0"),
+        "{all}"
+    );
+    assert!(!all.contains("npu_fleet_boards{health=\"ok\"}"), "{all}");
+}
