@@ -114,6 +114,11 @@ impl Fleet {
         let Some(row) = self.table.touch(board, trust.is_trusted()) else {
             return;
         };
+        // After a restart the last sealed time the history took is where replays start.
+        let baseline_s = self.details.get(board).and_then(|d| d.sealed_s);
+        if row.sealed_s.is_none() {
+            row.sealed_s = baseline_s;
+        }
         let replay = match trust.is_trusted() {
             true => fleet::replay_reason(row, payload),
             false => None,
@@ -136,9 +141,20 @@ impl Fleet {
         row.replayed = replay;
         if fresh && payload.len() <= fleet::MAX_STATUS_BYTES {
             if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(payload) {
+                let at_s = doc.get("time").and_then(|t| t.as_str()).and_then(time_s);
+                // Not newer than what the history took (a replay across a restart, or the same
+                // status twice): no rows.
+                let newer = match (at_s, baseline_s) {
+                    (_, None) => true,
+                    (Some(t), Some(b)) => t > b,
+                    (None, Some(_)) => false,
+                };
                 let prev = self.details.get(board).cloned().unwrap_or_default();
-                let next = read_status(&doc, &prev);
-                self.commit(board, prev, next, now_s);
+                if newer {
+                    let mut next = read_status(&doc, &prev);
+                    next.sealed_s = at_s.max(prev.sealed_s);
+                    self.commit(board, prev, next, now_s);
+                }
             }
         }
         self.update_link(board, now_s);

@@ -5,7 +5,8 @@
 //!
 //! Two tables: `events` (one row per change: board, Unix seconds, kind, subject, value, previous,
 //! summary) and `boards` (each board's last [`Detail`] as JSON: what the next status is compared
-//! with, so a restart does not record every board again).
+//! with, so a restart does not record every board again; its `sealed_s`, the newest sealed status
+//! time taken, is where replays start after a restart).
 
 use super::detail::{Change, Detail};
 use serde::Serialize;

@@ -101,3 +101,34 @@ fn an_unsealed_status_never_shows_for_a_board_whose_key_is_pinned() {
     );
     assert!(!all.contains("npu_fleet_boards{health=\"ok\"}"), "{all}");
 }
+
+#[test]
+fn an_older_sealed_status_after_a_restart_writes_no_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = SigningKey::from_bytes(&[5; 32]);
+    let fail = r#"{"id":"cma.free","status":"fail","summary":"low"}"#;
+    let old = sealed(&key, "b1", NOW, "fail", fail);
+    let rows = {
+        let mut f = fleet(dir.path());
+        f.take("npu-fleet/b1/status", &old, NOW);
+        f.take(
+            "npu-fleet/b1/status",
+            &sealed(&key, "b1", NOW + 60, "ok", ""),
+            NOW + 60,
+        );
+        f.tick(NOW + 60, None);
+        f.history("b1", 100).unwrap()
+    };
+    assert_eq!(rows[0].change.kind, "finding_stop", "{rows:?}");
+    // Restarted, and the old failing status comes back (retained, or published again).
+    let mut f = fleet(dir.path());
+    f.take("npu-fleet/b1/status", &old, NOW + 120);
+    assert_eq!(f.history("b1", 100).unwrap(), rows);
+    let v = f.board("b1", NOW + 120).unwrap();
+    assert_eq!(v.row.identity, "REPLAYED");
+    assert_ne!(v.row.health, "fail");
+    // The board's next status is history as before.
+    let next = sealed(&key, "b1", NOW + 180, "fail", fail);
+    f.take("npu-fleet/b1/status", &next, NOW + 180);
+    assert_eq!(f.history("b1", 100).unwrap().len(), rows.len() + 2);
+}
