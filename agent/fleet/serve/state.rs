@@ -45,7 +45,13 @@ pub struct Fleet {
     staleness: Staleness,
     /// Errors of the storage since the last one was logged.
     store_errors: u64,
+    /// Boards that sealed a status in this run, and when their last link row was written (Unix
+    /// seconds): only these get link rows (availability is unsealed), at most one a minute.
+    link_rows_s: BTreeMap<String, i64>,
 }
+
+/// The least time between two link rows of one board, seconds: flapping in between is merged.
+pub const LINK_ROW_EVERY_S: i64 = 60;
 
 /// A status's time (RFC 3339), Unix seconds.
 pub fn time_s(t: &str) -> Option<i64> {
@@ -78,6 +84,7 @@ impl Fleet {
             store,
             staleness,
             store_errors: 0,
+            link_rows_s: BTreeMap::new(),
         }
     }
 
@@ -138,6 +145,11 @@ impl Fleet {
             None => trust.word().into(),
         };
         let fresh = replay.is_none() && trust.is_trusted();
+        if fresh {
+            self.link_rows_s
+                .entry(board.to_string())
+                .or_insert(i64::MIN);
+        }
         row.replayed = replay;
         if fresh && payload.len() <= fleet::MAX_STATUS_BYTES {
             if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(payload) {
@@ -195,11 +207,17 @@ impl Fleet {
             return;
         };
         let link = self.link_of(row, now_s);
+        // Only for a board that sealed a status in this run, at most one row a minute (a change
+        // back within it is no row).
+        let Some(last_s) = self.link_rows_s.get(board).copied() else {
+            return;
+        };
         // `unknown` (no availability seen yet, as after a restart) is this service's knowledge,
         // not the board's link: no transition.
-        if d.link != link && link != "unknown" {
+        if d.link != link && link != "unknown" && now_s.saturating_sub(last_s) >= LINK_ROW_EVERY_S {
             let mut next = d.clone();
             next.link = link;
+            self.link_rows_s.insert(board.to_string(), now_s);
             self.commit(board, d.clone(), next, now_s);
         }
     }
@@ -209,6 +227,7 @@ impl Fleet {
         if self.details.len() > self.table.len() + 1024 {
             let table = &self.table;
             self.details.retain(|b, _| table.get(b).is_some());
+            self.link_rows_s.retain(|b, _| table.get(b).is_some());
         }
     }
 

@@ -132,3 +132,48 @@ fn an_older_sealed_status_after_a_restart_writes_no_history() {
     f.take("npu-fleet/b1/status", &next, NOW + 180);
     assert_eq!(f.history("b1", 100).unwrap().len(), rows.len() + 2);
 }
+
+/// `board`'s link rows, newest first.
+fn link_rows(f: &super::state::Fleet, board: &str) -> Vec<(i64, String)> {
+    let h = f.history(board, 100_000).unwrap();
+    let links = h.into_iter().filter(|e| e.change.kind == "link");
+    links.map(|e| (e.at_s, e.change.value)).collect()
+}
+
+#[test]
+fn availability_flapping_writes_at_most_a_link_row_a_minute_and_only_for_sealed_boards() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = SigningKey::from_bytes(&[6; 32]);
+    {
+        let mut f = fleet(dir.path());
+        f.take(
+            "npu-fleet/b1/status",
+            &sealed(&key, "b1", NOW, "ok", ""),
+            NOW,
+        );
+        f.tick(NOW, None);
+    }
+    // Restarted: b1 has a baseline but sealed nothing in this run.
+    let mut f = fleet(dir.path());
+    for i in 0..200 {
+        let word: &[u8] = if i % 2 == 0 { b"offline" } else { b"online" };
+        f.take("npu-fleet/b1/availability", word, NOW + 10 + i);
+    }
+    assert_eq!(link_rows(&f, "b1"), []);
+    f.take("npu-fleet/b1/availability", b"online", NOW + 300);
+    f.take(
+        "npu-fleet/b1/status",
+        &sealed(&key, "b1", NOW + 300, "ok", ""),
+        NOW + 300,
+    );
+    assert_eq!(link_rows(&f, "b1"), [(NOW + 300, "online".to_string())]);
+    // 1,000 flaps within a minute: no further row; the state a minute on is one row.
+    for i in 0..1_000 {
+        let word: &[u8] = if i % 2 == 0 { b"offline" } else { b"online" };
+        f.take("npu-fleet/b1/availability", word, NOW + 301 + i / 20);
+    }
+    assert_eq!(link_rows(&f, "b1").len(), 1);
+    f.take("npu-fleet/b1/availability", b"offline", NOW + 400);
+    assert_eq!(link_rows(&f, "b1")[0], (NOW + 400, "offline".to_string()));
+    assert_eq!(link_rows(&f, "b1").len(), 2);
+}
