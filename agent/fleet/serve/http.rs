@@ -143,10 +143,13 @@ pub fn inventory_csv(fl: &Fleet) -> Result<Vec<u8>, String> {
     w.into_inner().map_err(|e| e.to_string())
 }
 
-/// A cell a spreadsheet will not run as a formula: one starting `=`, `+`, `-`, `@`, tab or CR
-/// gets a leading `'`.
+/// A cell a spreadsheet will not run as a formula and a terminal will not take as control: its
+/// text as the page shows it ([`crate::fleet::show::text`], control and BIDI characters written
+/// visibly, at most 256 characters), then one starting `=`, `+`, `-`, `@`, tab, CR or LF gets a
+/// leading `'`.
 fn csv_cell(s: &str) -> String {
-    match s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+    let s = crate::fleet::show::text(s, 256);
+    match s.starts_with(['=', '+', '-', '@', '\t', '\r', '\n']) {
         true => format!("'{s}"),
         false => s.to_string(),
     }

@@ -54,8 +54,9 @@ fn health_word(h: &str) -> &'static str {
     }
 }
 
-/// A link state as a label: one of a fixed set (availability text comes unsealed).
-fn link_word(l: &str) -> &'static str {
+/// A link state as a label or a page's CSS class: one of a fixed set (availability text comes
+/// unsealed).
+pub fn link_word(l: &str) -> &'static str {
     match l {
         "online" => "online",
         "offline" => "offline",

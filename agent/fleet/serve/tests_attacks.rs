@@ -177,3 +177,32 @@ fn availability_flapping_writes_at_most_a_link_row_a_minute_and_only_for_sealed_
     assert_eq!(link_rows(&f, "b1")[0], (NOW + 400, "offline".to_string()));
     assert_eq!(link_rows(&f, "b1").len(), 2);
 }
+
+#[test]
+fn inventory_and_page_show_unsealed_text_visibly_and_link_classes_from_fixed_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut f = fleet(dir.path());
+    let status = r#"{"health":"ok","profile":"\n=1+1","model":"a\u202eb\u0007c"}"#;
+    f.take("npu-fleet/x/status", status.as_bytes(), NOW);
+    f.take(
+        "npu-fleet/x/availability",
+        "on\u{202e}\u{1}x y".as_bytes(),
+        NOW,
+    );
+    let csv = String::from_utf8(super::http::inventory_csv(&f).unwrap()).unwrap();
+    for bad in ['\u{202e}', '\u{7}', '\u{1}'] {
+        assert!(!csv.contains(bad), "{bad:?} in {csv:?}");
+    }
+    assert_eq!(csv.lines().count(), 2, "{csv:?}");
+    let line = csv.lines().nth(1).unwrap();
+    assert!(
+        !line.contains(",=") && !line.contains(",\"=") && !line.contains(",\n"),
+        "{line}"
+    );
+    let page = super::page::fleet_page(&f.boards(NOW), &super::page::Filter::default(), &[]);
+    assert!(
+        !page.contains('\u{202e}') && !page.contains('\u{1}'),
+        "{page}"
+    );
+    assert!(page.contains("<td class=\"other\">"), "{page}");
+}
