@@ -77,7 +77,7 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let store = std::fs::create_dir_all(&a.state_dir)
+    let store = store::make_dir(&a.state_dir)
         .map_err(|e| {
             format!(
                 "{}: {e} (give --state-dir DIR, or state_dir under [serve] in fleet.toml)",
@@ -109,6 +109,7 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
     let shared = Arc::new(http::Shared {
         fleet: std::sync::Mutex::new(fleet),
         cardinality: a.cardinality,
+        listen: a.listen.ip(),
     });
     let Some(rt) = runtime(err) else {
         return EXIT_USAGE;

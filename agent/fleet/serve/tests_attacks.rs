@@ -206,3 +206,57 @@ fn inventory_and_page_show_unsealed_text_visibly_and_link_classes_from_fixed_wor
     );
     assert!(page.contains("<td class=\"other\">"), "{page}");
 }
+
+/// The response to `GET / HTTP/1.1` with `Host: host` from a server on `addr`.
+fn get(addr: std::net::SocketAddr, host: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let req = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn a_loopback_server_answers_only_its_own_host_and_sends_csp_and_nosniff() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state/sub");
+    super::store::make_dir(&state).unwrap();
+    let f = fleet(&state);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&state.join(super::store::FILE_NAME)), 0o600);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shared = std::sync::Arc::new(super::http::Shared {
+        fleet: std::sync::Mutex::new(f),
+        cardinality: Cardinality::All,
+        listen: addr.ip(),
+    });
+    std::thread::spawn(move || {
+        rt.block_on(async { axum::serve(listener, super::http::router(shared)).await })
+            .unwrap();
+    });
+    let ok = get(addr, &addr.to_string());
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    let lower = ok.to_ascii_lowercase();
+    assert!(
+        lower.contains("content-security-policy: default-src 'none'"),
+        "{ok}"
+    );
+    assert!(lower.contains("x-content-type-options: nosniff"), "{ok}");
+    assert!(get(addr, "localhost:9465").starts_with("HTTP/1.1 200"));
+    for evil in ["rebind.example:9465", "127.0.0.1.evil.example", "[::2]:1"] {
+        let r = get(addr, evil);
+        assert!(r.starts_with("HTTP/1.1 421"), "{evil}: {r}");
+        assert!(!r.contains("Fleet"), "{r}");
+    }
+}
