@@ -45,13 +45,45 @@ pub struct Fleet {
     staleness: Staleness,
     /// Errors of the storage since the last one was logged.
     store_errors: u64,
-    /// Boards that sealed a status in this run, and when their last link row was written (Unix
-    /// seconds): only these get link rows (availability is unsealed), at most one a minute.
-    link_rows_s: BTreeMap<String, i64>,
+    /// Boards that sealed a status in this run, and their link row budget: only these get
+    /// link rows (availability is unsealed).
+    link_rows: BTreeMap<String, Budget>,
 }
 
-/// The least time between two link rows of one board, seconds: flapping in between is merged.
+/// Link rows one board may write at once (online, stale, offline in a few seconds).
+pub const LINK_ROW_BURST: u32 = 3;
+
+/// Past the burst, at most one link row per board per this many seconds: flapping in between
+/// is merged (the next row says where the link went).
 pub const LINK_ROW_EVERY_S: i64 = 60;
+
+/// A board's link row budget: a token bucket of [`LINK_ROW_BURST`] refilled one per
+/// [`LINK_ROW_EVERY_S`].
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    rows: u32,
+    at_s: i64,
+}
+
+impl Budget {
+    /// Takes one row at `now_s` if the budget has one.
+    fn take(&mut self, now_s: i64) -> bool {
+        let gained = now_s.saturating_sub(self.at_s) / LINK_ROW_EVERY_S;
+        if gained > 0 {
+            let rows = u64::from(self.rows).saturating_add(gained.unsigned_abs());
+            self.rows = u32::try_from(rows.min(u64::from(LINK_ROW_BURST))).unwrap_or(0);
+            self.at_s = self
+                .at_s
+                .saturating_add(gained.saturating_mul(LINK_ROW_EVERY_S));
+        }
+        if self.rows == LINK_ROW_BURST {
+            self.at_s = now_s;
+        }
+        let ok = self.rows > 0;
+        self.rows = self.rows.saturating_sub(1);
+        ok
+    }
+}
 
 /// A status's time (RFC 3339), Unix seconds.
 pub fn time_s(t: &str) -> Option<i64> {
@@ -84,7 +116,7 @@ impl Fleet {
             store,
             staleness,
             store_errors: 0,
-            link_rows_s: BTreeMap::new(),
+            link_rows: BTreeMap::new(),
         }
     }
 
@@ -146,9 +178,10 @@ impl Fleet {
         };
         let fresh = replay.is_none() && trust.is_trusted();
         if fresh {
-            self.link_rows_s
-                .entry(board.to_string())
-                .or_insert(i64::MIN);
+            self.link_rows.entry(board.to_string()).or_insert(Budget {
+                rows: LINK_ROW_BURST,
+                at_s: now_s,
+            });
         }
         row.replayed = replay;
         if fresh && payload.len() <= fleet::MAX_STATUS_BYTES {
@@ -207,17 +240,15 @@ impl Fleet {
             return;
         };
         let link = self.link_of(row, now_s);
-        // Only for a board that sealed a status in this run, at most one row a minute (a change
-        // back within it is no row).
-        let Some(last_s) = self.link_rows_s.get(board).copied() else {
+        // Only for a board that sealed a status in this run, within its budget.
+        let Some(budget) = self.link_rows.get_mut(board) else {
             return;
         };
         // `unknown` (no availability seen yet, as after a restart) is this service's knowledge,
         // not the board's link: no transition.
-        if d.link != link && link != "unknown" && now_s.saturating_sub(last_s) >= LINK_ROW_EVERY_S {
+        if d.link != link && link != "unknown" && budget.take(now_s) {
             let mut next = d.clone();
             next.link = link;
-            self.link_rows_s.insert(board.to_string(), now_s);
             self.commit(board, d.clone(), next, now_s);
         }
     }
@@ -227,7 +258,7 @@ impl Fleet {
         if self.details.len() > self.table.len() + 1024 {
             let table = &self.table;
             self.details.retain(|b, _| table.get(b).is_some());
-            self.link_rows_s.retain(|b, _| table.get(b).is_some());
+            self.link_rows.retain(|b, _| table.get(b).is_some());
         }
     }
 

@@ -167,15 +167,25 @@ fn availability_flapping_writes_at_most_a_link_row_a_minute_and_only_for_sealed_
         NOW + 300,
     );
     assert_eq!(link_rows(&f, "b1"), [(NOW + 300, "online".to_string())]);
-    // 1,000 flaps within a minute: no further row; the state a minute on is one row.
+    // 1,000 flaps within a minute: the burst's two rows left, no more; a minute on, one.
     for i in 0..1_000 {
         let word: &[u8] = if i % 2 == 0 { b"offline" } else { b"online" };
         f.take("npu-fleet/b1/availability", word, NOW + 301 + i / 20);
     }
-    assert_eq!(link_rows(&f, "b1").len(), 1);
+    assert_eq!(link_rows(&f, "b1").len(), 3);
     f.take("npu-fleet/b1/availability", b"offline", NOW + 400);
     assert_eq!(link_rows(&f, "b1")[0], (NOW + 400, "offline".to_string()));
-    assert_eq!(link_rows(&f, "b1").len(), 2);
+    assert_eq!(link_rows(&f, "b1").len(), 4);
+    // Ten minutes of flapping: at most one row a minute.
+    for i in 0..6_000 {
+        let word: &[u8] = if i % 2 == 0 { b"online" } else { b"offline" };
+        f.take("npu-fleet/b1/availability", word, NOW + 401 + i / 10);
+    }
+    assert!(
+        link_rows(&f, "b1").len() <= 4 + 11,
+        "{}",
+        link_rows(&f, "b1").len()
+    );
 }
 
 #[test]
