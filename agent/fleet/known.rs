@@ -149,6 +149,11 @@ impl KnownBoards {
         }
     }
 
+    /// Whether a key is pinned for `board` (in the file, or first seen in this run).
+    pub fn is_pinned(&self, board: &str) -> bool {
+        self.keys.contains_key(board)
+    }
+
     /// Whether `board`'s key was first seen in this run and this is the first time to say so
     /// (true once per board: `fleet send` marks that board's first line).
     pub fn announce_new(&mut self, board: &str) -> bool {

@@ -40,7 +40,8 @@ pub fn status_value(s: Status) -> u8 {
 }
 
 /// Escapes a label value: backslash, double quote and line feed (the exposition format's three
-/// escapes); other control characters are dropped.
+/// escapes); other control characters, bidirectional-text controls and `%` are written visibly
+/// as `%XX` / `%uXXXX` (hex), so distinct values never print as the same label.
 pub fn escape_label(v: &str) -> String {
     let mut out = String::with_capacity(v.len());
     for c in v.chars() {
@@ -48,11 +49,22 @@ pub fn escape_label(v: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
-            c if c.is_control() => {}
+            '%' => out.push_str("%25"),
+            c if c.is_control() => {
+                let _ = write!(out, "%{:02X}", u32::from(c));
+            }
+            c if is_bidi(c) => {
+                let _ = write!(out, "%u{:04X}", u32::from(c));
+            }
             c => out.push(c),
         }
     }
     out
+}
+
+/// Whether `c` is a bidirectional-text control (marks, embeddings, overrides, isolates).
+fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A metric name from a status metric key: `npu_agent_` + the key with its unit suffix spelt
@@ -253,7 +265,11 @@ mod tests {
         assert_eq!(metric_name("npu_freq_hz"), "npu_agent_npu_freq_hertz");
         assert_eq!(metric_name("cma_free_bytes"), "npu_agent_cma_free_bytes");
         assert_eq!(metric_name("a.b-c"), "npu_agent_a_b_c");
-        assert_eq!(escape_label("a\"b\\c\nd\x1b"), "a\\\"b\\\\c\\nd");
+        assert_eq!(escape_label("a\"b\\c\nd\x1b"), "a\\\"b\\\\c\\nd%1B");
+        // Distinct values stay distinct.
+        assert_eq!(escape_label("fai\x01l"), "fai%01l");
+        assert_eq!(escape_label("fai%01l"), "fai%2501l");
+        assert_eq!(escape_label("o\u{202E}k"), "o%u202Ek");
     }
 
     #[test]

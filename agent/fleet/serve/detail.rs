@@ -119,6 +119,10 @@ pub struct Detail {
     pub hottest_zone: String,
     /// The newest commands' outcomes, oldest first.
     pub commands: VecDeque<CommandView>,
+    /// The time of the newest sealed status the history took, Unix seconds: after a restart,
+    /// a sealed status no newer is a replay (older baselines lack it).
+    #[serde(default)]
+    pub sealed_s: Option<i64>,
 }
 
 /// A status's severity order for a finding status (higher is worse).
@@ -246,6 +250,7 @@ pub fn read_status(doc: &Value, prev: &Detail) -> Detail {
         throttling: thermal.unwrap_or(false),
         hottest_zone: observed(findings, "hottest_zone"),
         commands,
+        sealed_s: prev.sealed_s,
     }
 }
 

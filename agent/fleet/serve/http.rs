@@ -13,12 +13,66 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use std::sync::{Arc, Mutex};
 
-/// What the routes share: the fleet and the metrics' cardinality.
+/// What the routes share: the fleet, the metrics' cardinality and the listen address.
 pub struct Shared {
     /// The fleet (the MQTT task writes, the routes read).
     pub fleet: Mutex<Fleet>,
     /// Which boards get per-board series.
     pub cardinality: Cardinality,
+    /// The address the server listens on: on loopback, only requests whose `Host` names
+    /// loopback or this address are answered ([`host_ok`]).
+    pub listen: std::net::IpAddr,
+}
+
+/// Every response's `Content-Security-Policy`: no scripts, frames or fetches; inline style only.
+pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'";
+
+/// Whether a request with `Host: host` may be answered by a server listening on `listen`. On a
+/// loopback address only `localhost`, a loopback address or `listen` itself (any port) are
+/// taken: a web page whose name an attacker rebinds to 127.0.0.1 (DNS rebinding) is refused. A
+/// server on another address (behind a reverse proxy, or on the LAN) takes any.
+pub fn host_ok(listen: std::net::IpAddr, host: Option<&str>) -> bool {
+    let Some(host) = host else { return true };
+    if !listen.is_loopback() {
+        return true;
+    }
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip == listen)
+}
+
+async fn guard(
+    State(s): St,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .map(|h| h.to_str().unwrap_or("?"));
+    let mut resp = match host_ok(s.listen, host) {
+        true => next.run(req).await,
+        false => (
+            StatusCode::MISDIRECTED_REQUEST,
+            "this server answers only requests for its loopback address (Host)\n",
+        )
+            .into_response(),
+    };
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        header::HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    resp
 }
 
 /// The most history rows one request returns.
@@ -48,6 +102,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/boards/{id}", get(board_json))
         .route("/api/boards/{id}/history", get(history_json))
         .route("/inventory.csv", get(inventory))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared)
 }
 
@@ -143,10 +198,13 @@ pub fn inventory_csv(fl: &Fleet) -> Result<Vec<u8>, String> {
     w.into_inner().map_err(|e| e.to_string())
 }
 
-/// A cell a spreadsheet will not run as a formula: one starting `=`, `+`, `-`, `@`, tab or CR
-/// gets a leading `'`.
+/// A cell a spreadsheet will not run as a formula and a terminal will not take as control: its
+/// text as the page shows it ([`crate::fleet::show::text`], control and BIDI characters written
+/// visibly, at most 256 characters), then one starting `=`, `+`, `-`, `@`, tab, CR or LF gets a
+/// leading `'`.
 fn csv_cell(s: &str) -> String {
-    match s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+    let s = crate::fleet::show::text(s, 256);
+    match s.starts_with(['=', '+', '-', '@', '\t', '\r', '\n']) {
         true => format!("'{s}"),
         false => s.to_string(),
     }

@@ -3,6 +3,8 @@
 //!
 //! - fleet-wide: `npu_fleet_boards{health}`, `npu_fleet_boards_by_link{link}`,
 //!   `npu_fleet_check_firing_boards{check,status}` (boards whose check is `warn` or `fail`),
+//!   health and link from fixed word sets, ids that do not look like check ids counted as
+//!   `other` and left out of per-board check series,
 //!   `npu_fleet_agent_version_boards{agent_version}`;
 //! - per board: `npu_fleet_board_health` (0 ok, 1 warn, 2 fail), `npu_fleet_board_check_status
 //!   {check}` (pass/skip 0, info 1, error 2, warn 3, fail 4, as the agent's own
@@ -39,6 +41,41 @@ fn counts(out: &mut String, name: &str, help: &str, label: &str, map: &BTreeMap<
     for (k, n) in map {
         let _ = writeln!(out, "{name}{{{label}=\"{}\"}} {n}", escape_label(k));
     }
+}
+
+/// A board's health as a label: one of a fixed set, so no status can add or spoof a series.
+fn health_word(h: &str) -> &'static str {
+    match h {
+        "ok" => "ok",
+        "warn" => "warn",
+        "fail" => "fail",
+        "" => "unknown",
+        _ => "other",
+    }
+}
+
+/// A link state as a label or a page's CSS class: one of a fixed set (availability text comes
+/// unsealed).
+pub fn link_word(l: &str) -> &'static str {
+    match l {
+        "online" => "online",
+        "offline" => "offline",
+        "stale" => "stale",
+        "deaf" => "deaf",
+        "" | "unknown" => "unknown",
+        _ => "other",
+    }
+}
+
+/// Whether `id` looks like a check id (`cma.free`): 3-64 characters of `[a-z0-9_.-]`, a lower
+/// case letter first, at least one dot. Other ids get no per-check series of their own.
+fn check_id_ok(id: &str) -> bool {
+    (3..=64).contains(&id.len())
+        && id.starts_with(|c: char| c.is_ascii_lowercase())
+        && id.contains('.')
+        && id.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'_' | b'.' | b'-')
+        })
 }
 
 /// Whether `v` gets per-board series under `c`.
@@ -99,17 +136,21 @@ type Counts<'a> = (
 
 fn fleet_counts(boards: &[BoardView], (health, link, firing, agents): Counts<'_>) {
     for v in boards {
-        let h = match v.row.health.as_str() {
-            "" => "unknown",
-            h => h,
-        };
-        *health.entry(h.to_string()).or_default() += 1;
-        *link.entry(v.link.clone()).or_default() += 1;
+        *health
+            .entry(health_word(&v.row.health).to_string())
+            .or_default() += 1;
+        *link.entry(link_word(&v.link).to_string()).or_default() += 1;
         let Some(d) = &v.detail else { continue };
         for (check, s) in &d.checks {
-            if severity(s) >= 3 {
-                *firing.entry((check.clone(), s.clone())).or_default() += 1;
-            }
+            let status = match severity(s) {
+                4 => "fail",
+                3 => "warn",
+                _ => continue,
+            };
+            let id = if check_id_ok(check) { check } else { "other" };
+            *firing
+                .entry((id.to_string(), status.to_string()))
+                .or_default() += 1;
         }
         if !d.versions.agent.is_empty() {
             *agents.entry(d.versions.agent.clone()).or_default() += 1;
@@ -159,7 +200,8 @@ fn per_board(out: &mut String, boards: &[&BoardView]) {
         "pass/skip 0, info 1, error 2, warn 3, fail 4.",
     );
     for v in boards {
-        for (check, s) in v.detail.iter().flat_map(|d| &d.checks) {
+        let checks = v.detail.iter().flat_map(|d| &d.checks);
+        for (check, s) in checks.filter(|(c, _)| check_id_ok(c)) {
             let _ = writeln!(
                 out,
                 "npu_fleet_board_check_status{{board=\"{}\",check=\"{}\"}} {}",

@@ -14,6 +14,8 @@ pub mod state;
 pub mod store;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_attacks;
 
 use super::{operator_link, runtime, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions};
@@ -75,7 +77,7 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let store = std::fs::create_dir_all(&a.state_dir)
+    let store = store::make_dir(&a.state_dir)
         .map_err(|e| {
             format!(
                 "{}: {e} (give --state-dir DIR, or state_dir under [serve] in fleet.toml)",
@@ -107,6 +109,7 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
     let shared = Arc::new(http::Shared {
         fleet: std::sync::Mutex::new(fleet),
         cardinality: a.cardinality,
+        listen: a.listen.ip(),
     });
     let Some(rt) = runtime(err) else {
         return EXIT_USAGE;

@@ -3,6 +3,7 @@
 //! string a board sent is hostile: it goes through [`show`] (control, BIDI and invisible
 //! characters written out as escapes, cut to a width) and then maud's HTML escaping.
 
+use super::metrics::link_word;
 use super::state::BoardView;
 use super::store::Event;
 use crate::fleet::show;
@@ -126,7 +127,7 @@ pub fn fleet_page(boards: &[BoardView], filter: &Filter, notes: &[String]) -> St
                 tr class={ "board " (t(&v.row.health, 12)) } data-board=(t(&v.row.board, 128)) {
                     td { a href={ "/boards/" (path_id(&v.row.board)) } { (show::id(&v.row.board, 64)) } }
                     td.health { (t(&v.row.health, 12)) }
-                    td class=(v.link) { (v.link) }
+                    td class=(link_word(&v.link)) { (t(&v.link, 16)) }
                     td { (t(&v.row.identity, 16)) }
                     td { (t(&v.row.profile, 32)) }
                     td { (t(&v.detail.as_ref().map(|d| d.versions.agent.clone()).unwrap_or_default(), 24)) }
@@ -150,7 +151,7 @@ pub fn board_page(v: &BoardView, history: &[Event]) -> String {
     let body = html! {
         p { a href="/" { "← fleet" } }
         h1 id="board" { (id) }
-        p { "health " span id="health" { (t(&v.row.health, 12)) } " · link " (v.link)
+        p { "health " span id="health" { (t(&v.row.health, 12)) } " · link " (t(&v.link, 16))
             " · identity " (t(&v.row.identity, 16)) " · last seen " (t(&v.row.last_seen, 40)) }
         @if let Some(r) = &v.row.replayed { p.warn { (t(r, 300)) } }
         h2 { "Versions" }

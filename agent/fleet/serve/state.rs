@@ -45,6 +45,44 @@ pub struct Fleet {
     staleness: Staleness,
     /// Errors of the storage since the last one was logged.
     store_errors: u64,
+    /// Boards that sealed a status in this run, and their link row budget: only these get
+    /// link rows (availability is unsealed).
+    link_rows: BTreeMap<String, Budget>,
+}
+
+/// Link rows one board may write at once (online, stale, offline in a few seconds).
+pub const LINK_ROW_BURST: u32 = 3;
+
+/// Past the burst, at most one link row per board per this many seconds: flapping in between
+/// is merged (the next row says where the link went).
+pub const LINK_ROW_EVERY_S: i64 = 60;
+
+/// A board's link row budget: a token bucket of [`LINK_ROW_BURST`] refilled one per
+/// [`LINK_ROW_EVERY_S`].
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    rows: u32,
+    at_s: i64,
+}
+
+impl Budget {
+    /// Takes one row at `now_s` if the budget has one.
+    fn take(&mut self, now_s: i64) -> bool {
+        let gained = now_s.saturating_sub(self.at_s) / LINK_ROW_EVERY_S;
+        if gained > 0 {
+            let rows = u64::from(self.rows).saturating_add(gained.unsigned_abs());
+            self.rows = u32::try_from(rows.min(u64::from(LINK_ROW_BURST))).unwrap_or(0);
+            self.at_s = self
+                .at_s
+                .saturating_add(gained.saturating_mul(LINK_ROW_EVERY_S));
+        }
+        if self.rows == LINK_ROW_BURST {
+            self.at_s = now_s;
+        }
+        let ok = self.rows > 0;
+        self.rows = self.rows.saturating_sub(1);
+        ok
+    }
 }
 
 /// A status's time (RFC 3339), Unix seconds.
@@ -78,6 +116,7 @@ impl Fleet {
             store,
             staleness,
             store_errors: 0,
+            link_rows: BTreeMap::new(),
         }
     }
 
@@ -110,20 +149,27 @@ impl Fleet {
 
     fn take_status(&mut self, board: &str, topic: &str, payload: &[u8], now_s: i64) {
         let trust = self.keys.judge(board, topic, payload);
+        let pinned = self.keys.is_pinned(board);
         let Some(row) = self.table.touch(board, trust.is_trusted()) else {
             return;
         };
+        // After a restart the last sealed time the history took is where replays start.
+        let baseline_s = self.details.get(board).and_then(|d| d.sealed_s);
+        if row.sealed_s.is_none() {
+            row.sealed_s = baseline_s;
+        }
         let replay = match trust.is_trusted() {
             true => fleet::replay_reason(row, payload),
             false => None,
         };
         // Unlike `fleet watch`, a row that shows a status sealed by the board's key keeps it
         // against anything else: an unsealed status cannot make a failing board look healthy
-        // or a silent one fresh here (the identity cell still says what came).
+        // or a silent one fresh here (the identity cell still says what came). Nor can it for a
+        // board whose key is pinned but that has not sealed a status in this run yet.
         match (&replay, trust.is_trusted()) {
             (Some(_), _) => {}
             (None, true) => fleet::apply_sealed_status(row, payload),
-            (None, false) if row.sealed_s.is_some() => {}
+            (None, false) if row.sealed_s.is_some() || pinned => {}
             (None, false) => fleet::apply_status(row, payload),
         }
         row.identity = match replay {
@@ -131,12 +177,29 @@ impl Fleet {
             None => trust.word().into(),
         };
         let fresh = replay.is_none() && trust.is_trusted();
+        if fresh {
+            self.link_rows.entry(board.to_string()).or_insert(Budget {
+                rows: LINK_ROW_BURST,
+                at_s: now_s,
+            });
+        }
         row.replayed = replay;
         if fresh && payload.len() <= fleet::MAX_STATUS_BYTES {
             if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(payload) {
+                let at_s = doc.get("time").and_then(|t| t.as_str()).and_then(time_s);
+                // Not newer than what the history took (a replay across a restart, or the same
+                // status twice): no rows.
+                let newer = match (at_s, baseline_s) {
+                    (_, None) => true,
+                    (Some(t), Some(b)) => t > b,
+                    (None, Some(_)) => false,
+                };
                 let prev = self.details.get(board).cloned().unwrap_or_default();
-                let next = read_status(&doc, &prev);
-                self.commit(board, prev, next, now_s);
+                if newer {
+                    let mut next = read_status(&doc, &prev);
+                    next.sealed_s = at_s.max(prev.sealed_s);
+                    self.commit(board, prev, next, now_s);
+                }
             }
         }
         self.update_link(board, now_s);
@@ -177,9 +240,13 @@ impl Fleet {
             return;
         };
         let link = self.link_of(row, now_s);
+        // Only for a board that sealed a status in this run, within its budget.
+        let Some(budget) = self.link_rows.get_mut(board) else {
+            return;
+        };
         // `unknown` (no availability seen yet, as after a restart) is this service's knowledge,
         // not the board's link: no transition.
-        if d.link != link && link != "unknown" {
+        if d.link != link && link != "unknown" && budget.take(now_s) {
             let mut next = d.clone();
             next.link = link;
             self.commit(board, d.clone(), next, now_s);
@@ -191,6 +258,7 @@ impl Fleet {
         if self.details.len() > self.table.len() + 1024 {
             let table = &self.table;
             self.details.retain(|b, _| table.get(b).is_some());
+            self.link_rows.retain(|b, _| table.get(b).is_some());
         }
     }
 

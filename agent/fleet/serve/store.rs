@@ -5,7 +5,8 @@
 //!
 //! Two tables: `events` (one row per change: board, Unix seconds, kind, subject, value, previous,
 //! summary) and `boards` (each board's last [`Detail`] as JSON: what the next status is compared
-//! with, so a restart does not record every board again).
+//! with, so a restart does not record every board again; its `sealed_s`, the newest sealed status
+//! time taken, is where replays start after a restart).
 
 use super::detail::{Change, Detail};
 use serde::Serialize;
@@ -65,12 +66,36 @@ fn err(e: rusqlite::Error) -> String {
     format!("history database: {e}")
 }
 
+/// Makes the state directory `dir` (and its missing parents) readable by its owner only (0700);
+/// an existing directory is left as it is.
+///
+/// Errors: the directory cannot be made.
+pub fn make_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 impl Sqlite {
-    /// Opens (or creates) `dir/history.sqlite3`, in WAL mode.
+    /// Opens (or creates, owner-only 0600, as SQLite's WAL files then are) `dir/history.sqlite3`,
+    /// in WAL mode.
     ///
     /// Errors: the directory or file cannot be opened, or is not such a database.
     pub fn open(dir: &Path) -> Result<Sqlite, String> {
+        use std::os::unix::fs::OpenOptionsExt;
         let path = dir.join(FILE_NAME);
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path);
+        if let Err(e) = made.as_ref().map_err(std::io::Error::kind) {
+            if e != std::io::ErrorKind::AlreadyExists {
+                return Err(format!("{}: {e}", path.display()));
+            }
+        }
         let db =
             rusqlite::Connection::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         db.execute_batch(

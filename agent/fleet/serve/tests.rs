@@ -8,20 +8,26 @@ use crate::fleet::serve::store::Sqlite;
 use crate::mqtt::board_sig;
 use crate::mqtt::ed25519::SigningKey;
 
-const NOW: i64 = 1_796_000_000;
+pub(super) const NOW: i64 = 1_796_000_000;
 
-fn fleet(dir: &std::path::Path) -> Fleet {
+pub(super) fn fleet(dir: &std::path::Path) -> Fleet {
     let keys = KnownBoards::from_file(Some(dir.join("known_boards")));
     let store = Box::new(Sqlite::open(dir).unwrap());
     Fleet::new("npu-fleet", 100, keys, store, Staleness::AfterS(60))
 }
 
-fn time(at_s: i64) -> String {
+pub(super) fn time(at_s: i64) -> String {
     crate::sys::time::rfc3339_utc(u64::try_from(at_s).unwrap(), 0)
 }
 
 /// `board`'s status sealed by `key`, at `at_s`, with `findings`.
-fn sealed(key: &SigningKey, board: &str, at_s: i64, health: &str, findings: &str) -> Vec<u8> {
+pub(super) fn sealed(
+    key: &SigningKey,
+    board: &str,
+    at_s: i64,
+    health: &str,
+    findings: &str,
+) -> Vec<u8> {
     let body = format!(
         r#"{{"health":"{health}","agent_version":"0.1.0","time":"{}","interval_s":60,
             "findings":[{findings}],"metrics":{{"cma_free_bytes":1048576,"npu_load_percent":40}}}}"#,
