@@ -178,6 +178,27 @@ fn observed(findings: &[Value], key: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The NPU runtime's version: HailoRT's `library_version` as it is, the Rockchip runtimes
+/// named (`librknnrt 2.3.0, rkllm-runtime 1.1.4`), which `rknpu.runtime_library` may know only
+/// from a workload's log.
+fn runtime_version(findings: &[Value]) -> String {
+    let hailo = observed(findings, "library_version");
+    if !hailo.is_empty() {
+        return hailo;
+    }
+    let named: Vec<String> = [
+        ("librknnrt", "librknnrt_version"),
+        ("rkllm-runtime", "rkllm_runtime_version"),
+    ]
+    .into_iter()
+    .filter_map(|(name, key)| {
+        let v = observed(findings, key);
+        (!v.is_empty()).then(|| format!("{name} {v}"))
+    })
+    .collect();
+    cut(&named.join(", "), MAX_WORD_CHARS)
+}
+
 /// The detail of a trusted status `doc` (an agent's status JSON), on top of `prev` (versions
 /// and commands carry over when the status leaves them out). `link` is set by the caller.
 pub fn read_status(doc: &Value, prev: &Detail) -> Detail {
@@ -217,7 +238,7 @@ pub fn read_status(doc: &Value, prev: &Detail) -> Detail {
         agent: keep(text(doc.get("agent_version"), MAX_WORD_CHARS), &p.agent),
         kernel: keep(observed(findings, "kernel_release"), &p.kernel),
         driver: keep(observed(findings, "driver_version"), &p.driver),
-        runtime: keep(observed(findings, "library_version"), &p.runtime),
+        runtime: keep(runtime_version(findings), &p.runtime),
         firmware: keep(observed(findings, "device_firmware_version"), &p.firmware),
     };
     let metrics = doc.get("metrics");
@@ -379,6 +400,28 @@ mod tests {
         assert!(back
             .iter()
             .any(|c| c.kind == "finding_stop" && c.subject == "cma.free"));
+    }
+
+    /// An RK board's runtime, known from `rknpu.runtime_library` (maybe only from a workload's
+    /// log), is its runtime version: the inventory answers "which boards run rkllm 1.1.4".
+    #[test]
+    fn a_rockchip_runtime_is_named_with_its_version() {
+        let rk = status(
+            "ok",
+            json!([{"id":"rknpu.runtime_library","status":"pass","summary":"s",
+                    "observed":{"rkllm_runtime_version":"1.1.4","librknnrt_version":"2.3.0"}}]),
+        );
+        let d = read_status(&rk, &Detail::default());
+        assert_eq!(d.versions.runtime, "librknnrt 2.3.0, rkllm-runtime 1.1.4");
+        let hailo = status(
+            "ok",
+            json!([{"id":"hailo.version_mismatch","status":"pass","summary":"s",
+                    "observed":{"library_version":"4.20.0"}}]),
+        );
+        assert_eq!(
+            read_status(&hailo, &Detail::default()).versions.runtime,
+            "4.20.0"
+        );
     }
 
     #[test]
