@@ -292,13 +292,34 @@ fn add_listed_names(
             if bundle.entries.contains_key(&dst) || accessed.iter().any(|(p, _)| *p == child) {
                 continue;
             }
+            // A link that leads nowhere in the tree (one to the host's /etc/shadow, say) is not
+            // stood for by an empty file: a check would read that as an empty log of the board's.
+            let link = dangling_in_tree(root, &child);
             let e = if root.is_dir(&child) {
                 Entry::Dir
+            } else if link {
+                continue;
             } else {
                 Entry::File(Vec::new(), "file", "name only".into())
             };
             bundle.entries.insert(dst, e);
         }
+    }
+}
+
+/// True when `board_path` is a link to an absolute path that is not in the tree (a log linked to
+/// `/etc/shadow`, say). A relative link that leads nowhere in the tree (`/dev/rknpu` ->
+/// `dri/renderD129` in a tree without that node) still stands for a name the checks look for.
+fn dangling_in_tree(root: &SysRoot, board_path: &str) -> bool {
+    let Ok(host) = root.join(board_path) else {
+        return false;
+    };
+    match std::fs::read_link(&host) {
+        Ok(target) if target.is_absolute() => !target
+            .to_str()
+            .and_then(|t| root.join(t).ok())
+            .is_some_and(|p| p.symlink_metadata().is_ok()),
+        _ => false,
     }
 }
 

@@ -142,7 +142,15 @@ fn the_completion_scripts_are_valid_for_their_shells() {
         );
         let cases = [
             ("npu-agent fl", "fleet"),
-            ("npu-agent fleet s", "send"),
+            // `fleet serve` with the default feature `serve` (the pages come from that build).
+            (
+                "npu-agent fleet s",
+                if cfg!(feature = "serve") {
+                    "send serve"
+                } else {
+                    "send"
+                },
+            ),
             ("npu-agent check --fo", "--format"),
             ("npu-agent check --format ", "text json prometheus"),
             ("npu-agent fleet send --bo", "--board --board-wait"),
