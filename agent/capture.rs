@@ -315,10 +315,10 @@ fn dangling_in_tree(root: &SysRoot, board_path: &str) -> bool {
         return false;
     };
     match std::fs::read_link(&host) {
-        Ok(target) if target.is_absolute() => !target
+        Ok(target) if target.is_absolute() => target
             .to_str()
             .and_then(|t| root.join(t).ok())
-            .is_some_and(|p| p.symlink_metadata().is_ok()),
+            .is_none_or(|p| p.symlink_metadata().is_err()),
         _ => false,
     }
 }
