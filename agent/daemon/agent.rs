@@ -86,6 +86,8 @@ pub(super) struct Agent {
     pub link: Option<Link>,
     pub connected: bool,
     pub session: u64,
+    /// The session counter last written to the state directory (written off the link's thread).
+    pub session_saved: Arc<std::sync::Mutex<u64>>,
     pub gate: Gate,
     /// The latest report; its payload form is chosen when it is published.
     pub status_report: Option<crate::report::Report>,
@@ -164,6 +166,10 @@ impl Agent {
             s.settings.limits.compact_cooldown_s,
         );
         gate.set_limits(s.settings.limits.clone());
+        // The daemon writes the ledger on its blocking pool, never on the link's thread.
+        if matches!(dispatch, Dispatch::Blocking) {
+            gate.save_behind();
+        }
         if let Some(e) = gate.ledger_error() {
             tracing::error!(
                 error = %e,
@@ -183,6 +189,7 @@ impl Agent {
             link: None,
             connected: false,
             session,
+            session_saved: Arc::new(std::sync::Mutex::new(session)),
             gate,
             status_report: None,
             max_packet_bytes: None,

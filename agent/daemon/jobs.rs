@@ -22,7 +22,31 @@ fn spawn_blocking_job(job: Box<dyn FnOnce() + Send>) {
     tokio::task::spawn_blocking(job);
 }
 
-/// Starts a diagnosis (the caller marked it running).
+/// Runs `work` (file I/O) off the link's thread, on the blocking pool; the unit tests' held
+/// dispatch has no runtime: there it runs at once.
+pub(super) fn off_link(agent: &Agent, work: Box<dyn FnOnce() + Send>) {
+    match &agent.dispatch {
+        Dispatch::Blocking => spawn_blocking_job(work),
+        #[cfg(test)]
+        Dispatch::Held { .. } => work(),
+    }
+}
+
+/// Writes the command ledger's changes not yet handed out on the blocking pool (the daemon's
+/// gate saves behind: [`crate::action::gate::Gate::save_behind`]).
+pub(super) fn save_ledger_behind(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
+    let Some(save) = agent.gate.take_unsaved() else {
+        return;
+    };
+    let tx = tx.clone();
+    off_link(
+        agent,
+        Box::new(move || {
+            let _ = tx.send(Done::LedgerSaved(save.write()));
+        }),
+    );
+}
+
 /// Starts a diagnosis on a blocking thread (the caller checked none is running).
 pub(super) fn start_diagnosis(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
     agent.diagnosing = true;
@@ -128,8 +152,18 @@ pub(super) fn start_next(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
     match &mut agent.dispatch {
         Dispatch::Blocking => {
             let tx = tx.clone();
+            // A command's id is on disk before it acts: a restart never runs it twice.
+            let save = job.cmd.as_ref().and_then(|_| agent.gate.save_now());
             spawn_blocking_job(Box::new(move || {
-                let checked = executor.preflight(&refused, &job.action, last, now);
+                let checked = match save.map(|s| s.write()) {
+                    Some(Err(e)) => Err(format!("cannot save the command id: {e}")),
+                    saved => {
+                        if let Some(Ok(cli)) = saved {
+                            let _ = tx.send(Done::LedgerSaved(Ok(cli)));
+                        }
+                        executor.preflight(&refused, &job.action, last, now)
+                    }
+                };
                 let job = Box::new(job);
                 let _ = tx.send(Done::Preflight { job, checked });
             }));
@@ -222,6 +256,7 @@ pub(super) fn clock_state(
 pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSender<Done>) {
     match done {
         Done::Diagnosed(Ok(d), state) => {
+            agent.gate.absorb_cli_runs(state.cli_runs.clone());
             agent.state_files = state;
             on_diagnosed(agent, d, tx)
         }
@@ -250,6 +285,10 @@ pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSen
         }
         // Sent from the action's thread before its end, so read before it: never after the
         // final state.
+        Done::LedgerSaved(Ok(cli)) => agent.gate.absorb_cli_runs(cli),
+        Done::LedgerSaved(Err(e)) => {
+            tracing::error!(error = %e, "cannot save the command ledger");
+        }
         Done::Step { cmd, step } => {
             agent.answer(&cmd, CmdStatus::Executing, json!({ "step": step }));
         }
@@ -318,13 +357,7 @@ fn plan_automatic(agent: &mut Agent, d: &Diagnosis, tx: &mpsc::UnboundedSender<D
                 tracing::error!(error = %e, "cannot reset the compaction attempt counter");
             }
         };
-        // Written off the link's thread, as every file (the unit tests' held dispatch has no
-        // runtime: there it is written at once).
-        match &agent.dispatch {
-            Dispatch::Blocking => spawn_blocking_job(Box::new(save)),
-            #[cfg(test)]
-            Dispatch::Held { .. } => save(),
-        }
+        off_link(agent, Box::new(save));
     }
     for p in plan.run {
         if p.action == planner::ActionKind::Compact {

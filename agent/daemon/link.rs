@@ -71,10 +71,7 @@ fn on_connected(
         max_packet_bytes,
         "connected"
     );
-    let _ = agent
-        .s
-        .state
-        .save(SESSION_FILE, &json!({"session": agent.session}));
+    save_session(agent);
     let Some(l) = &agent.link else { return };
     let avail = topics::availability(&agent.s.topic_root, &agent.s.board);
     let _ = l
@@ -99,6 +96,27 @@ fn on_connected(
         agent.last_discovery = Some(Instant::now());
     }
     agent.flush();
+}
+
+/// Writes the session counter off the link's thread; an older count written late never
+/// replaces a newer one.
+fn save_session(agent: &Agent) {
+    let (state, saved, session) = (
+        agent.s.state.clone(),
+        agent.session_saved.clone(),
+        agent.session,
+    );
+    let save = move || {
+        let mut saved = saved.lock().unwrap_or_else(|p| p.into_inner());
+        if *saved >= session {
+            return;
+        }
+        match state.save(SESSION_FILE, &json!({ "session": session })) {
+            Ok(()) => *saved = session,
+            Err(e) => tracing::warn!(error = %e, session, "cannot save the session counter"),
+        }
+    };
+    super::jobs::off_link(agent, Box::new(save));
 }
 
 fn on_protocol_refused(agent: &mut Agent, reason: &str) {

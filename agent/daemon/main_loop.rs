@@ -92,6 +92,8 @@ pub(super) async fn main_loop(s: Setup, reload: super::reload::Reloader) -> i32 
         }
     };
     let signal = loop {
+        // What the last event changed in the command ledger, written on the blocking pool.
+        super::jobs::save_ledger_behind(&mut agent, &tx);
         if agent.work_waiting() {
             housekeeping_at = housekeeping_at.min(tokio::time::Instant::now() + HOUSEKEEPING_BUSY);
         }
@@ -161,6 +163,14 @@ fn housekeeping(agent: &mut Agent, watchdog: Option<Duration>, last_watchdog: &m
 /// Clean stop: offline first (a DISCONNECT discards the last will), then disconnect.
 async fn stop(mut agent: Agent, signal: &'static str) {
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    // The ledger's last changes are on disk before the agent ends.
+    if let Some(save) = agent.gate.take_unsaved() {
+        match tokio::task::spawn_blocking(move || save.write()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "cannot save the command ledger"),
+            Err(e) => tracing::error!(error = %e, "the command ledger's last save did not finish"),
+        }
+    }
     let availability = topics::availability(&agent.s.topic_root, &agent.s.board);
     match agent.link.take() {
         Some(l) => {

@@ -13,10 +13,13 @@ pub(super) struct StateFiles {
     pub boot_edit_pending_reboot: bool,
     /// The automatic compaction's attempt counter (`compact.json`).
     pub compact: crate::action::state::CompactState,
+    /// The command line's runs in the command ledger (`commands.json`): an admin's compaction
+    /// counts for the planner's cooldown.
+    pub cli_runs: std::collections::BTreeMap<String, i64>,
 }
 
 impl StateFiles {
-    /// Reads both files from `state`; a missing or unreadable file counts as its default.
+    /// Reads the files from `state`; a missing or unreadable file counts as its default.
     pub fn read(state: &crate::action::state::StateDir) -> StateFiles {
         use crate::action::state::{BootEditState, CompactState, BOOT_EDIT_FILE, COMPACT_FILE};
         let edit: Option<BootEditState> = state.load(BOOT_EDIT_FILE).ok().flatten();
@@ -24,6 +27,7 @@ impl StateFiles {
         StateFiles {
             boot_edit_pending_reboot: edit.is_some_and(|e| e.verified && e.reboot_required),
             compact: compact.unwrap_or_default(),
+            cli_runs: crate::action::gate::read_cli_runs(state),
         }
     }
 }
@@ -56,6 +60,9 @@ pub(super) enum Done {
     Reboot(Result<Option<crate::action::reboot::RebootRecord>, String>),
     /// The board's clock state, read at this instant.
     Clock(crate::model::ClockSync, std::time::Instant),
+    /// A copy of the command ledger was written on the blocking pool (the command line's runs
+    /// read from the file), or why it was not.
+    LedgerSaved(Result<std::collections::BTreeMap<String, i64>, String>),
     /// A running command's current step (`fix`), published with its `executing` state.
     Step {
         /// The command.

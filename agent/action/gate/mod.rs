@@ -11,7 +11,10 @@
 //!   file is left as it is for the operator, and nothing overwrites it.
 //! - Only what really runs is recorded: a command refused as `busy`, or whose id could not be
 //!   saved, keeps neither its id nor the rate-limit slot; an action refused before acting (a
-//!   `set_cma` size above the RAM) gives its slot back.
+//!   `set_cma` size above the RAM) gives its slot back. (The daemon saves the ledger behind,
+//!   [`Gate::save_behind`]: there an id the disk refused is found in the job's preflight, and
+//!   the command ends `rejected` with its slot given back and its id kept in memory.)
+//! - A command's id is on disk before its action acts.
 //! - Every admitted command gets a final state; one left `executing` by a crash is finished as
 //!   `failed: agent restarted` on the next start (a reboot is settled by its `boot_id` instead).
 //! - A replay never overwrites the record of the real outcome: it is answered with that record.
@@ -30,7 +33,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 mod ledger;
 mod replay;
+mod save;
 pub use ledger::{ledger_key, Ledger, LedgerEntry};
+pub use save::{read_cli_runs, LedgerSave, LedgerWriter};
 
 /// State file with the command ledger.
 pub const LEDGER_FILE: &str = "commands.json";
@@ -94,6 +99,21 @@ pub fn config_refusals(disabled: &[ActionKind]) -> BTreeMap<ActionKind, String> 
             format!("{a} is disabled on this board ([actions] disabled in the agent's config)"),
         )
     }))
+}
+
+/// Takes the command line's runs ([`cli_slot`]) of `disk` into `ledger` (the later time of
+/// each); returns them.
+fn cli_slot_merge(ledger: &mut Ledger, disk: Ledger) -> BTreeMap<String, i64> {
+    let cli: BTreeMap<String, i64> = disk
+        .last_run
+        .into_iter()
+        .filter(|(slot, _)| slot.ends_with("/cli"))
+        .collect();
+    for (slot, at) in &cli {
+        let e = ledger.last_run.entry(slot.clone()).or_insert(*at);
+        *e = (*e).max(*at);
+    }
+    cli
 }
 
 /// Rate-limit slot of an action: signed and unsigned traffic never share one.
@@ -212,6 +232,12 @@ pub struct Gate {
     clock_sync: Option<ClockSync>,
     limits: Limits,
     last_planner_compact: Option<i64>,
+    /// Set: the ledger is saved behind ([`Gate::save_behind`]), through this writer.
+    writer: Option<std::sync::Arc<LedgerWriter>>,
+    /// The number of the gate's last change of the ledger (saved behind).
+    gen: u64,
+    /// A change not yet handed out as a [`LedgerSave`].
+    unsaved: bool,
 }
 
 /// What the gate judges one MQTT message by, besides the message: passed with each message.
@@ -270,6 +296,9 @@ impl Gate {
                 ..Limits::default()
             },
             last_planner_compact: None,
+            writer: None,
+            gen: 0,
+            unsaved: false,
         }
     }
 
@@ -371,6 +400,11 @@ impl Gate {
         if let Some(e) = &self.ledger_error {
             return Err(format!("the command ledger is unreadable ({e})"));
         }
+        if self.writer.is_some() {
+            self.gen += 1;
+            self.unsaved = true;
+            return Ok(());
+        }
         self.merge_cli_runs();
         match &self.state {
             Some(s) => s.save(LEDGER_FILE, &self.ledger).map_err(|e| e.to_string()),
@@ -382,14 +416,8 @@ impl Gate {
     /// admin's `npu-agent compact`) may have recorded one since this gate read it.
     fn merge_cli_runs(&mut self) {
         let Some(s) = &self.state else { return };
-        let Ok(Some(disk)) = s.load::<Ledger>(LEDGER_FILE) else {
-            return;
-        };
-        for (slot, at) in disk.last_run {
-            if slot.ends_with("/cli") {
-                let e = self.ledger.last_run.entry(slot).or_insert(at);
-                *e = (*e).max(at);
-            }
+        if let Ok(Some(disk)) = s.load::<Ledger>(LEDGER_FILE) {
+            cli_slot_merge(&mut self.ledger, disk);
         }
     }
 
@@ -597,8 +625,11 @@ impl Gate {
                 if !matches!(action, Action::Compact { .. }) {
                     return Err(format!("the planner does not run {name}"));
                 }
-                // A compaction the admin ran counts for the cooldown too.
-                self.merge_cli_runs();
+                // A compaction the admin ran counts for the cooldown too (saved behind, the
+                // daemon reads the file on its blocking pool: [`Gate::absorb_cli_runs`]).
+                if self.writer.is_none() {
+                    self.merge_cli_runs();
+                }
                 let cli = self.ledger.last_run.get(&cli_slot(name)).copied();
                 let last = self.last_planner_compact.max(cli);
                 if self.limits.compact_wait_s(last, now).is_some() {

@@ -9,6 +9,7 @@ mod attacks;
 mod commands;
 mod fleet_tools;
 mod home_assistant;
+mod ledger;
 mod link;
 
 use crate::support::mqtt::*;
