@@ -467,6 +467,19 @@ struct Replies<'a> {
     result: &'a mut Option<Value>,
 }
 
+/// Records why the target may not answer (offline, stale): said at once the first time, so the
+/// operator knows what the wait is for, and again at the end if no final state comes.
+fn note_stale(stale: &mut Option<String>, why: String, a: &SendArgs, err: &mut dyn Write) {
+    if stale.is_none() {
+        let _ = writeln!(
+            err,
+            "npu-agent: {why}: waiting up to {} s (--wait) for it to connect and answer",
+            a.wait_s
+        );
+    }
+    *stale = Some(why);
+}
+
 /// Takes one message: an availability or status of the target marks it seen; a lifecycle
 /// message of this command is printed and a final state recorded (true: the caller checks
 /// whether every target has answered).
@@ -488,11 +501,13 @@ fn on_reply(
                 seen.online.insert(b.to_string(), p == b"online");
             }
         } else if p == b"offline" {
-            // Said only if no final state comes.
-            *seen.stale = Some(format!(
+            // Said now, so the operator knows what the wait is for; and again at the end if no
+            // final state comes.
+            let why = format!(
                 "{} is offline (its retained availability says so)",
                 super::show::id(b, ID_WIDTH)
-            ));
+            );
+            note_stale(seen.stale, why, a, err);
         }
         return false;
     }
@@ -504,7 +519,8 @@ fn on_reply(
         if let Ok(s) = serde_json::from_slice::<Value>(p) {
             let (time, every) = (s["time"].as_str().unwrap_or(""), s["interval_s"].as_u64());
             if let Some(why) = super::stale_reason(time, every, crate::action::now_unix_s()) {
-                *seen.stale = Some(format!("{} is stale: {why}", super::show::id(b, ID_WIDTH)));
+                let why = format!("{} is stale: {why}", super::show::id(b, ID_WIDTH));
+                note_stale(seen.stale, why, a, err);
             }
         }
         return false;

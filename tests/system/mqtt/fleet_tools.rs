@@ -521,7 +521,10 @@ fn fleet_send_says_a_board_is_offline() {
         &[],
     );
     assert_eq!(code, 1, "{out}{err}");
-    assert!(err.contains("no final state within 3 s"), "{err}");
+    // Said first, as soon as the availability is in, with what the wait is for.
+    let early = "gone is offline (its retained availability says so): waiting up to 3 s (--wait)";
+    let end = err.find("no final state within 3 s").expect(&err);
+    assert!(err.find(early).is_some_and(|at| at < end), "{err}");
     assert!(
         err.contains("gone is offline (its retained availability says so)"),
         "{err}"
