@@ -120,6 +120,20 @@ impl Fleet {
         }
     }
 
+    /// The same fleet holding at most `max_unsealed` rows (at least 1) of boards that are
+    /// neither in known_boards nor have sealed a status: invented board ids churn only those.
+    /// Set before the first message.
+    pub fn with_unsealed_cap(mut self, max_unsealed: usize) -> Fleet {
+        self.table = Table::with_untrusted_cap(self.table.max_rows(), max_unsealed);
+        self
+    }
+
+    /// Whether `board` is one the operator knows: its key is in known_boards, or the history
+    /// has its baseline. Its row does not count against the cap on unsealed rows.
+    fn known(&self, board: &str) -> bool {
+        self.keys.is_pinned(board) || self.details.contains_key(board)
+    }
+
     /// Takes one message (a status or availability) received at `now_s`.
     pub fn take(&mut self, topic: &str, payload: &[u8], now_s: i64) {
         let leaf = topic.rsplit('/').next().unwrap_or("");
@@ -135,7 +149,8 @@ impl Fleet {
             "status" if payload.is_empty() => self.table.remove(&board),
             "status" => self.take_status(&board, topic, payload, now_s),
             "availability" if !payload.is_empty() => {
-                if let Some(row) = self.table.touch(&board, false) {
+                let known = self.known(&board);
+                if let Some(row) = self.table.touch(&board, known) {
                     row.availability = String::from_utf8_lossy(&payload[..payload.len().min(64)])
                         .chars()
                         .take(16)
@@ -150,7 +165,8 @@ impl Fleet {
     fn take_status(&mut self, board: &str, topic: &str, payload: &[u8], now_s: i64) {
         let trust = self.keys.judge(board, topic, payload);
         let pinned = self.keys.is_pinned(board);
-        let Some(row) = self.table.touch(board, trust.is_trusted()) else {
+        let known = trust.is_trusted() || self.known(board);
+        let Some(row) = self.table.touch(board, known) else {
             return;
         };
         // After a restart the last sealed time the history took is where replays start.
@@ -281,8 +297,8 @@ impl Fleet {
 
     /// Every board, worst first (failing, warning, then not online, then by id).
     pub fn boards(&self, now_s: i64) -> Vec<BoardView> {
-        let mut out: Vec<BoardView> = self.table.rows().map(|r| self.view(r, now_s)).collect();
-        out.sort_by_key(|v| (std::cmp::Reverse(rank(v)), v.row.board.clone()));
+        let mut out = self.views(now_s);
+        sort_worst_first(&mut out);
         out
     }
 
@@ -307,10 +323,38 @@ impl Fleet {
         self.store.history(board, limit)
     }
 
+    /// `board`'s history before the row with id `before` (from the newest when `None`),
+    /// newest first, at most `limit` rows.
+    ///
+    /// Errors: the storage's.
+    pub fn history_before(
+        &self,
+        board: &str,
+        limit: usize,
+        before: Option<i64>,
+    ) -> Result<Vec<Event>, String> {
+        self.store.history_before(board, limit, before)
+    }
+
+    /// The views of the boards whose id sorts after `after` (from the first when `None`), by
+    /// board id, at most `limit`: one page of the API, the rest of the fleet not copied.
+    pub fn boards_after(&self, after: Option<&str>, limit: usize, now_s: i64) -> Vec<BoardView> {
+        let rows = self.table.rows_after(after).take(limit);
+        rows.map(|r| self.view(r, now_s)).collect()
+    }
+
+    /// Every board's view, in no order: the snapshot a response is rendered from outside the
+    /// lock ([`sort_worst_first`] orders it).
+    pub fn views(&self, now_s: i64) -> Vec<BoardView> {
+        self.table.rows().map(|r| self.view(r, now_s)).collect()
+    }
+
     /// Notes on what the table leaves out (rows dropped, ids refused, keys not recorded).
     pub fn notes(&self) -> Vec<String> {
         [
             self.table.dropped_note(),
+            self.table
+                .dropped_untrusted_note("--max-unsealed-boards, or max_unsealed_boards in [serve]"),
             self.table.refused_note(),
             self.keys.refused_note(crate::fleet::known::MORE_BOARDS),
         ]
@@ -326,6 +370,11 @@ fn last_status_time(r: &BoardRow) -> String {
         Some(s) => crate::sys::time::rfc3339_utc(s, 0),
         None => r.last_seen.clone(),
     }
+}
+
+/// Orders `boards` worst first (failing, warning, then not online, then by id).
+pub fn sort_worst_first(boards: &mut [BoardView]) {
+    boards.sort_by(|a, b| rank(b).cmp(&rank(a)).then_with(|| a.row.board.cmp(&b.row.board)));
 }
 
 /// How bad a board looks: its health's severity, and whether it is off its link.
