@@ -52,15 +52,19 @@ pub async fn boards(State(s): St, Query(q): Query<BoardsQuery>) -> Response {
     let Ok(_permit) = s.renders.acquire().await else {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     };
-    let page = with(&s, |fl| fl.boards_after(q.after.as_deref(), n, now_s()));
-    let next = match page.len() == n {
-        true => page
-            .last()
-            .map(|v| format!("/api/boards?after={}&limit={n}", path_id(&v.row.board))),
-        false => None,
-    };
-    match off_thread(move || serde_json::to_vec(&page)).await {
-        Ok(Ok(body)) => json_page(body, next),
+    let snap = with(&s, |fl| fl.snapshot_after(q.after.as_deref(), n));
+    let page = off_thread(move || {
+        let page = snap.views(now_s());
+        let next = match page.len() == n {
+            true => page
+                .last()
+                .map(|v| format!("/api/boards?after={}&limit={n}", path_id(&v.row.board))),
+            false => None,
+        };
+        serde_json::to_vec(&page).map(|body| (body, next))
+    });
+    match page.await {
+        Ok(Ok((body, next))) => json_page(body, next),
         Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
         Err(r) => r,
     }

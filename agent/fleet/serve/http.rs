@@ -153,7 +153,8 @@ async fn snapshot(
     let permit = s.renders.acquire().await.map_err(|_| {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
     })?;
-    let (boards, notes) = with(s, |fl| (fl.views(now_s()), fl.notes()));
+    let (snap, notes) = with(s, |fl| (fl.snapshot(), fl.notes()));
+    let boards = off_thread(move || snap.views(now_s())).await?;
     Ok((boards, notes, permit))
 }
 

@@ -239,15 +239,7 @@ impl Fleet {
     /// The link state of `row` at `now_s` (`fleet watch`'s LINK cell, with this service's
     /// staleness).
     fn link_of(&self, row: &BoardRow, now_s: i64) -> String {
-        let mut r = row.clone();
-        r.last_seen = last_status_time(row);
-        r.stale = match self.staleness {
-            Staleness::Intervals => fleet::stale_reason(&r.last_seen, r.interval_s, now_s),
-            Staleness::AfterS(s) => time_s(&r.last_seen)
-                .filter(|t| now_s.saturating_sub(*t) > i64::try_from(s).unwrap_or(i64::MAX))
-                .map(|t| format!("its last status is {} s old", now_s - t)),
-        };
-        fleet::link_cell(&r).to_string()
+        link_at(row, self.staleness, now_s)
     }
 
     /// Sets `board`'s link state in its detail, recording a transition.
@@ -311,7 +303,7 @@ impl Fleet {
         BoardView {
             row: r.clone(),
             link: self.link_of(r, now_s),
-            status_age_s: time_s(&last_status_time(r)).map(|t| now_s.saturating_sub(t)),
+            status_age_s: status_age_s(r, now_s),
             detail: self.details.get(&r.board).cloned(),
         }
     }
@@ -339,14 +331,34 @@ impl Fleet {
     /// The views of the boards whose id sorts after `after` (from the first when `None`), by
     /// board id, at most `limit`: one page of the API, the rest of the fleet not copied.
     pub fn boards_after(&self, after: Option<&str>, limit: usize, now_s: i64) -> Vec<BoardView> {
-        let rows = self.table.rows_after(after).take(limit);
-        rows.map(|r| self.view(r, now_s)).collect()
+        self.snapshot_after(after, limit).views(now_s)
     }
 
-    /// Every board's view, in no order: the snapshot a response is rendered from outside the
-    /// lock ([`sort_worst_first`] orders it).
+    /// Every board's view, in no order ([`sort_worst_first`] orders it).
     pub fn views(&self, now_s: i64) -> Vec<BoardView> {
-        self.table.rows().map(|r| self.view(r, now_s)).collect()
+        self.snapshot().views(now_s)
+    }
+
+    /// Every board's row and detail, copied: what a response over the whole fleet is rendered
+    /// from once the lock is let go ([`Snapshot::views`] works out the rest).
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot_after(None, usize::MAX)
+    }
+
+    /// [`Self::snapshot`] of the boards whose id sorts after `after` (from the first when
+    /// `None`), by board id, at most `limit`.
+    pub fn snapshot_after(&self, after: Option<&str>, limit: usize) -> Snapshot {
+        let rows = self.table.rows_after(after).take(limit);
+        let boards = rows.map(|r| BoardView {
+            row: r.clone(),
+            link: String::new(),
+            status_age_s: None,
+            detail: self.details.get(&r.board).cloned(),
+        });
+        Snapshot {
+            boards: boards.collect(),
+            staleness: self.staleness,
+        }
     }
 
     /// Notes on what the table leaves out (rows dropped, ids refused, keys not recorded).
@@ -362,6 +374,41 @@ impl Fleet {
         .flatten()
         .collect()
     }
+}
+
+/// Every board's row and detail as copied under the fleet's lock ([`Fleet::snapshot`]).
+pub struct Snapshot {
+    boards: Vec<BoardView>,
+    staleness: Staleness,
+}
+
+impl Snapshot {
+    /// The boards' views at `now_s` (link states and status ages worked out), in no order.
+    pub fn views(mut self, now_s: i64) -> Vec<BoardView> {
+        for v in &mut self.boards {
+            v.link = link_at(&v.row, self.staleness, now_s);
+            v.status_age_s = status_age_s(&v.row, now_s);
+        }
+        self.boards
+    }
+}
+
+/// The link state of `row` at `now_s` (`fleet watch`'s LINK cell, stale by `staleness`).
+fn link_at(row: &BoardRow, staleness: Staleness, now_s: i64) -> String {
+    let mut r = row.clone();
+    r.last_seen = last_status_time(row);
+    r.stale = match staleness {
+        Staleness::Intervals => fleet::stale_reason(&r.last_seen, r.interval_s, now_s),
+        Staleness::AfterS(s) => time_s(&r.last_seen)
+            .filter(|t| now_s.saturating_sub(*t) > i64::try_from(s).unwrap_or(i64::MAX))
+            .map(|t| format!("its last status is {} s old", now_s - t)),
+    };
+    fleet::link_cell(&r).to_string()
+}
+
+/// Seconds since the time of `r`'s last status, when known.
+fn status_age_s(r: &BoardRow, now_s: i64) -> Option<i64> {
+    time_s(&last_status_time(r)).map(|t| now_s.saturating_sub(t))
 }
 
 /// The time of the row's last status: the newest sealed by the board's key when it has one.
