@@ -40,7 +40,9 @@ pub struct HistoryQuery {
 /// `body` as JSON with, when `next` is given, a `Link` header to it.
 fn json_page(body: Vec<u8>, next: Option<String>) -> Response {
     let mut r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
-    if let Some(url) = next.and_then(|u| HeaderValue::from_str(&format!("<{u}>; rel=\"next\"")).ok()) {
+    if let Some(url) =
+        next.and_then(|u| HeaderValue::from_str(&format!("<{u}>; rel=\"next\"")).ok())
+    {
         r.headers_mut().insert(header::LINK, url);
     }
     r
@@ -48,7 +50,10 @@ fn json_page(body: Vec<u8>, next: Option<String>) -> Response {
 
 /// `GET /api/boards`: one page of boards by id.
 pub async fn boards(State(s): St, Query(q): Query<BoardsQuery>) -> Response {
-    let n = q.limit.unwrap_or(DEFAULT_PAGE_BOARDS).clamp(1, MAX_PAGE_BOARDS);
+    let n = q
+        .limit
+        .unwrap_or(DEFAULT_PAGE_BOARDS)
+        .clamp(1, MAX_PAGE_BOARDS);
     let Ok(_permit) = s.renders.acquire().await else {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     };
@@ -79,13 +84,24 @@ pub async fn board(State(s): St, Path(id): Path<String>) -> Response {
 }
 
 /// `GET /api/boards/{id}/history`: one page of the board's history, newest first.
-pub async fn history(State(s): St, Path(id): Path<String>, Query(q): Query<HistoryQuery>) -> Response {
-    let n = q.limit.unwrap_or(DEFAULT_HISTORY_ROWS).clamp(1, MAX_HISTORY_ROWS);
+pub async fn history(
+    State(s): St,
+    Path(id): Path<String>,
+    Query(q): Query<HistoryQuery>,
+) -> Response {
+    let n = q
+        .limit
+        .unwrap_or(DEFAULT_HISTORY_ROWS)
+        .clamp(1, MAX_HISTORY_ROWS);
     match with(&s, |fl| fl.history_before(&id, n, q.before)) {
         Ok(rows) => {
             let next = match rows.len() == n {
                 true => rows.last().map(|e| {
-                    format!("/api/boards/{}/history?before={}&limit={n}", path_id(&id), e.id)
+                    format!(
+                        "/api/boards/{}/history?before={}&limit={n}",
+                        path_id(&id),
+                        e.id
+                    )
                 }),
                 false => None,
             };

@@ -149,10 +149,19 @@ pub(super) async fn off_thread<T: Send + 'static>(
 /// [`MAX_RENDERS`] permits (returned with them: held until the response is rendered).
 async fn snapshot(
     s: &Shared,
-) -> Result<(Vec<BoardView>, Vec<String>, tokio::sync::SemaphorePermit<'_>), Response> {
-    let permit = s.renders.acquire().await.map_err(|_| {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
-    })?;
+) -> Result<
+    (
+        Vec<BoardView>,
+        Vec<String>,
+        tokio::sync::SemaphorePermit<'_>,
+    ),
+    Response,
+> {
+    let permit = s
+        .renders
+        .acquire()
+        .await
+        .map_err(|_| (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response())?;
     let (snap, notes) = with(s, |fl| (fl.snapshot(), fl.notes()));
     let boards = off_thread(move || snap.views(now_s())).await?;
     Ok((boards, notes, permit))

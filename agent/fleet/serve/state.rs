@@ -421,7 +421,11 @@ fn last_status_time(r: &BoardRow) -> String {
 
 /// Orders `boards` worst first (failing, warning, then not online, then by id).
 pub fn sort_worst_first(boards: &mut [BoardView]) {
-    boards.sort_by(|a, b| rank(b).cmp(&rank(a)).then_with(|| a.row.board.cmp(&b.row.board)));
+    boards.sort_by(|a, b| {
+        rank(b)
+            .cmp(&rank(a))
+            .then_with(|| a.row.board.cmp(&b.row.board))
+    });
 }
 
 /// How bad a board looks: its health's severity, and whether it is off its link.

@@ -69,7 +69,10 @@ fn a_flood_of_invented_board_ids_holds_only_the_unsealed_cap_and_spares_known_bo
     let status = sealed(&k, "real0", NOW + 4, "warn", "");
     f.take("npu-fleet/real0/status", &status, NOW + 4);
     let v = f.board("real0", NOW + 4).unwrap();
-    assert_eq!((v.row.identity.as_str(), v.row.health.as_str()), ("signed", "warn"));
+    assert_eq!(
+        (v.row.identity.as_str(), v.row.health.as_str()),
+        ("signed", "warn")
+    );
 }
 
 /// Serves `shared` on a free loopback port within `limits` (a current-thread runtime on its own
@@ -123,7 +126,11 @@ fn served_fleet(dir: &std::path::Path, n: usize) -> (Arc<Shared>, SocketAddr) {
         f.take(&format!("npu-fleet/{b}/status"), status.as_bytes(), NOW);
         f.take(&format!("npu-fleet/{b}/availability"), b"online", NOW);
     }
-    let shared = Arc::new(Shared::new(f, Cardinality::All, "127.0.0.1".parse().unwrap()));
+    let shared = Arc::new(Shared::new(
+        f,
+        Cardinality::All,
+        "127.0.0.1".parse().unwrap(),
+    ));
     let addr = start(shared.clone(), Limits::default());
     (shared, addr)
 }
@@ -180,7 +187,10 @@ fn api_boards_pages_with_a_bounded_limit_and_an_after_cursor() {
         let (head, body) = get(addr, &u);
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         let page = v.as_array().unwrap();
-        seen.extend(page.iter().map(|b| b["board"].as_str().unwrap().to_string()));
+        seen.extend(
+            page.iter()
+                .map(|b| b["board"].as_str().unwrap().to_string()),
+        );
         url = next_link(&head);
         assert!(seen.len() <= 10_050 + 3000, "the pages do not end");
     }
@@ -195,7 +205,13 @@ fn history_is_walked_whole_with_before_and_a_board_keeps_at_most_its_rows() {
     let dir = tempfile::tempdir().unwrap();
     let store = Sqlite::open(dir.path()).unwrap().with_rows_per_board(40);
     let keys = KnownBoards::load_accepting(Some(&dir.path().join("known_boards")), 10);
-    let mut f = Fleet::new("npu-fleet", 10, keys, Box::new(store), Staleness::AfterS(60));
+    let mut f = Fleet::new(
+        "npu-fleet",
+        10,
+        keys,
+        Box::new(store),
+        Staleness::AfterS(60),
+    );
     let k = key(3);
     let fail = r#"{"id":"cma.free","status":"fail","summary":"low"}"#;
     // A board whose own key seals a changing status 100 times: its health and the finding
@@ -208,24 +224,43 @@ fn history_is_walked_whole_with_before_and_a_board_keeps_at_most_its_rows() {
         };
         f.take("npu-fleet/b1/status", &status, at);
     }
-    f.take("npu-fleet/b2/status", &sealed(&key(4), "b2", NOW, "ok", ""), NOW);
+    f.take(
+        "npu-fleet/b2/status",
+        &sealed(&key(4), "b2", NOW, "ok", ""),
+        NOW,
+    );
     let all = f.history("b1", 100_000).unwrap();
-    assert_eq!(all.len(), 40, "{all:?}");
+    assert_eq!(all.len(), 40, "{:?}", all.last());
     assert_eq!(all[0].at_s, NOW + 990, "the newest kept");
-    assert!(!f.history("b2", 100).unwrap().is_empty(), "b2 keeps its rows");
-    let shared = Arc::new(Shared::new(f, Cardinality::All, "127.0.0.1".parse().unwrap()));
+    assert!(
+        !f.history("b2", 100).unwrap().is_empty(),
+        "b2 keeps its rows"
+    );
+    let shared = Arc::new(Shared::new(
+        f,
+        Cardinality::All,
+        "127.0.0.1".parse().unwrap(),
+    ));
     let addr = start(shared, Limits::default());
     let mut url = Some("/api/boards/b1/history?limit=7".to_string());
     let mut ids: Vec<i64> = Vec::new();
     while let Some(u) = url {
         let (head, body) = get(addr, &u);
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        ids.extend(v.as_array().unwrap().iter().map(|e| e["id"].as_i64().unwrap()));
+        ids.extend(
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].as_i64().unwrap()),
+        );
         url = next_link(&head);
         assert!(ids.len() <= 40 + 7, "the pages do not end: {ids:?}");
     }
     assert_eq!(ids, all.iter().map(|e| e.id).collect::<Vec<_>>());
-    let (_, body) = get(addr, &format!("/api/boards/b1/history?before={}", all[37].id));
+    let (_, body) = get(
+        addr,
+        &format!("/api/boards/b1/history?before={}", all[37].id),
+    );
     assert_eq!(body.matches("\"at_s\"").count(), 2, "{body}");
 }
 
@@ -266,7 +301,8 @@ fn the_row_cap_holds_across_a_reopen_and_spares_other_boards() {
 fn trickle(addr: SocketAddr, give_up: Duration) -> Option<Duration> {
     let t0 = Instant::now();
     let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
     let head = format!("GET / HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ");
     if s.write_all(head.as_bytes()).is_err() {
         return Some(t0.elapsed());
@@ -276,7 +312,11 @@ fn trickle(addr: SocketAddr, give_up: Duration) -> Option<Duration> {
         match s.read(&mut buf) {
             Ok(0) => return Some(t0.elapsed()),
             Ok(_) => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(_) => return Some(t0.elapsed()),
         }
         if s.write_all(b"a").is_err() {
@@ -291,7 +331,11 @@ fn a_client_trickling_its_headers_is_closed_and_others_are_still_served() {
     let dir = tempfile::tempdir().unwrap();
     let mut f = fleet_of(dir.path(), 10, 10);
     f.take("npu-fleet/b1/availability", b"online", NOW);
-    let shared = Arc::new(Shared::new(f, Cardinality::All, "127.0.0.1".parse().unwrap()));
+    let shared = Arc::new(Shared::new(
+        f,
+        Cardinality::All,
+        "127.0.0.1".parse().unwrap(),
+    ));
     let limits = Limits {
         header_read_timeout: Duration::from_secs(1),
         max_connections: 4,
@@ -307,6 +351,9 @@ fn a_client_trickling_its_headers_is_closed_and_others_are_still_served() {
     for t in slow {
         let closed = t.join().unwrap();
         let took = closed.expect("a client trickling its headers for 30 s was never closed");
-        assert!(took >= Duration::from_millis(900), "closed at once: {took:?}");
+        assert!(
+            took >= Duration::from_millis(900),
+            "closed at once: {took:?}"
+        );
     }
 }
