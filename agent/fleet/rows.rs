@@ -216,7 +216,7 @@ pub fn apply_sealed_status(row: &mut BoardRow, payload: &[u8]) {
 }
 
 /// Every board's row, at most `max_rows` (least recently seen out first, boards without a
-/// trusted status before the others), and how many went.
+/// trusted status before the others; of those at most `max_untrusted`), and how many went.
 #[derive(Debug)]
 pub struct Table {
     rows: BTreeMap<String, BoardRow>,
@@ -263,8 +263,9 @@ impl Table {
     }
 
     /// `board`'s row, made (availability `unknown`) when new and marked as just seen;
-    /// `trusted`: the message is sealed by the board's key (a row once trusted stays so).
-    /// `None` when the table is full of trusted rows and this one is not: it is dropped.
+    /// `trusted`: the message is sealed by the board's key (a row once trusted stays so). A new
+    /// untrusted row past the cap on them replaces the least recently seen of them. `None` when
+    /// the table is full of trusted rows and this one is not: it is dropped.
     pub fn touch(&mut self, board: &str, trusted: bool) -> Option<&mut BoardRow> {
         self.next += 1;
         let seq = self.next;

@@ -145,38 +145,31 @@ pub(super) async fn off_thread<T: Send + 'static>(
     })
 }
 
-/// Every board's view and the notes, copied under the lock while holding one of the
-/// [`MAX_RENDERS`] permits (returned with them: held until the response is rendered).
-async fn snapshot(
+/// `render` of every board's view (worst first) and the notes: the fleet is locked only to
+/// copy its rows and details; the views are worked out and rendered on tokio's blocking pool,
+/// within one of the [`MAX_RENDERS`] permits.
+///
+/// Errors: a 503 response when shutting down, a 500 when rendering panicked.
+async fn render_fleet<T: Send + 'static>(
     s: &Shared,
-) -> Result<
-    (
-        Vec<BoardView>,
-        Vec<String>,
-        tokio::sync::SemaphorePermit<'_>,
-    ),
-    Response,
-> {
-    let permit = s
+    render: impl FnOnce(&[BoardView], &[String]) -> T + Send + 'static,
+) -> Result<T, Response> {
+    let _permit = s
         .renders
         .acquire()
         .await
         .map_err(|_| (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response())?;
     let (snap, notes) = with(s, |fl| (fl.snapshot(), fl.notes()));
-    let boards = off_thread(move || snap.views(now_s())).await?;
-    Ok((boards, notes, permit))
+    off_thread(move || {
+        let mut boards = snap.views(now_s());
+        sort_worst_first(&mut boards);
+        render(&boards, &notes)
+    })
+    .await
 }
 
 async fn index(State(s): St, Query(f): Query<Filter>) -> Response {
-    let (mut boards, notes, _permit) = match snapshot(&s).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    let page = off_thread(move || {
-        sort_worst_first(&mut boards);
-        fleet_page(&boards, &f, &notes)
-    });
-    match page.await {
+    match render_fleet(&s, move |boards, notes| fleet_page(boards, &f, notes)).await {
         Ok(p) => Html(p).into_response(),
         Err(r) => r,
     }
@@ -194,12 +187,8 @@ async fn board_html(State(s): St, Path(id): Path<String>) -> Response {
 }
 
 async fn metrics(State(s): St) -> Response {
-    let (boards, _, _permit) = match snapshot(&s).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
     let c = s.cardinality;
-    let text = match off_thread(move || render(&boards, c)).await {
+    let text = match render_fleet(&s, move |boards, _| render(boards, c)).await {
         Ok(t) => t,
         Err(r) => return r,
     };
@@ -261,16 +250,9 @@ fn csv_cell(s: &str) -> String {
 }
 
 async fn inventory(State(s): St) -> Response {
-    let (mut boards, _, _permit) = match snapshot(&s).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    let csv = off_thread(move || {
-        sort_worst_first(&mut boards);
-        inventory_csv(&boards)
-    });
-    match csv.await.unwrap_or_else(|_| Err("rendering failed".into())) {
-        Ok(b) => ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], b).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
+    match render_fleet(&s, |boards, _| inventory_csv(boards)).await {
+        Ok(Ok(b)) => ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], b).into_response(),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
+        Err(r) => r,
     }
 }
