@@ -146,7 +146,8 @@ fn whole_fleet_responses_are_rendered_after_the_fleet_lock_is_let_go() {
             (head, body.len(), t0.elapsed())
         });
         // Meanwhile, as the MQTT link does for every status: take the fleet's lock, again and
-        // again, and keep the longest wait.
+        // again, and keep the longest wait. Rendered under the lock, it was about two thirds of
+        // the request; copied under it, about a tenth.
         let mut longest = Duration::ZERO;
         while !client.is_finished() {
             let t0 = Instant::now();
@@ -158,7 +159,7 @@ fn whole_fleet_responses_are_rendered_after_the_fleet_lock_is_let_go() {
         assert!(head.starts_with("http/1.1 200"), "{path}: {head}");
         assert!(bytes > 100_000, "{path}: {bytes} bytes");
         assert!(
-            longest < took / 3,
+            longest < took / 2,
             "{path}: the fleet was locked for {longest:?} of the {took:?} it took"
         );
     }
