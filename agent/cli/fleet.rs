@@ -33,6 +33,11 @@ pub enum FleetAction {
         cardinality: crate::fleet::serve::metrics::Cardinality,
         /// The most boards held.
         max_boards: usize,
+        /// The most boards held neither in known_boards nor sealing a status (`None`:
+        /// fleet.toml's, else the default).
+        max_unsealed_boards: Option<usize>,
+        /// The most history rows a board keeps (`None`: fleet.toml's, else the default).
+        history_rows_per_board: Option<usize>,
         /// New board keys recorded in known_boards in this run.
         accept_new_boards: usize,
         /// A status older than this is stale; `None`: three intervals and a minute.
@@ -95,6 +100,8 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             retention_days,
             cardinality,
             max_boards,
+            max_unsealed_boards,
+            history_rows_per_board,
             accept_new_boards,
             stale_after_s,
         } => {
@@ -113,6 +120,12 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                 op,
                 cardinality,
                 max_boards,
+                max_unsealed_boards: max_unsealed_boards
+                    .or(d.max_unsealed_boards)
+                    .unwrap_or(crate::fleet::serve::DEFAULT_MAX_UNSEALED_BOARDS),
+                history_rows_per_board: history_rows_per_board
+                    .or(d.history_rows_per_board)
+                    .unwrap_or(crate::fleet::serve::DEFAULT_ROWS_PER_BOARD),
                 accept_new_boards,
                 stale_after_s,
             };

@@ -65,6 +65,16 @@ pub struct ServeArgs {
     /// sealed by their key first).
     #[arg(long, value_name = "N", default_value = "200000")]
     pub max_boards: usize,
+    /// Of those, the most boards neither in known_boards nor sealing a status with their key
+    /// (a flood of invented board ids churns only these rows). Default:
+    /// `max_unsealed_boards` under `[serve]` in fleet.toml, else 1000.
+    #[arg(long, value_name = "N")]
+    pub max_unsealed_boards: Option<usize>,
+    /// The most history rows one board keeps (its oldest go first; besides
+    /// --retention-days); 0 keeps every row. Default: `history_rows_per_board` under `[serve]`
+    /// in fleet.toml, else 10000.
+    #[arg(long, value_name = "ROWS")]
+    pub history_rows_per_board: Option<usize>,
     /// Boards seen for the first time that this run records in known_boards (trust on first
     /// use); past N they are shown as `new unsaved` and get no history.
     #[arg(long, value_name = "N", default_value = "20")]
@@ -253,6 +263,8 @@ impl FleetCommand {
                 retention_days: a.retention_days,
                 cardinality: a.metrics_boards,
                 max_boards: a.max_boards.max(1),
+                max_unsealed_boards: a.max_unsealed_boards,
+                history_rows_per_board: a.history_rows_per_board,
                 accept_new_boards: a.accept_new_boards,
                 stale_after_s: a.stale_after,
             },

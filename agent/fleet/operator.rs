@@ -49,6 +49,10 @@ pub struct ServeDefaults {
     pub state_dir: Option<PathBuf>,
     /// `--retention-days`.
     pub retention_days: Option<u64>,
+    /// `--max-unsealed-boards`.
+    pub max_unsealed_boards: Option<usize>,
+    /// `--history-rows-per-board`.
+    pub history_rows_per_board: Option<usize>,
 }
 
 /// `broker = "mqtts://a:8883"` or `broker = ["mqtts://a:8883", "mqtts://b:8883"]`.

@@ -194,13 +194,15 @@ fn an_unreadable_file_is_an_error_not_an_empty_config() {
 #[test]
 fn serve_defaults_come_from_the_serve_table_with_paths_beside_the_file() {
     let home = home_with(
-        b"broker = \"mqtt://h\"\n[serve]\nlisten = \"127.0.0.1:19465\"\nstate_dir = \"fleet-state\"\nretention_days = 30\n",
+        b"broker = \"mqtt://h\"\n[serve]\nlisten = \"127.0.0.1:19465\"\nstate_dir = \"fleet-state\"\nretention_days = 30\nmax_unsealed_boards = 50\nhistory_rows_per_board = 700\n",
     );
     let dir = home.path().join(".config/npu-agent");
     let op = resolve(home.path(), &[], OperatorFlags::default()).unwrap();
     assert_eq!(op.serve.listen, Some("127.0.0.1:19465".parse().unwrap()));
     assert_eq!(op.serve.state_dir, Some(dir.join("fleet-state")));
     assert_eq!(op.serve.retention_days, Some(30));
+    assert_eq!(op.serve.max_unsealed_boards, Some(50));
+    assert_eq!(op.serve.history_rows_per_board, Some(700));
     let bad = home_with(b"broker = \"mqtt://h\"\n[serve]\nlisten = \"0.0.0.0\"\n");
     let e = resolve(bad.path(), &[], OperatorFlags::default()).unwrap_err();
     assert!(e.contains("line 3"), "{e}");

@@ -216,7 +216,7 @@ pub fn apply_sealed_status(row: &mut BoardRow, payload: &[u8]) {
 }
 
 /// Every board's row, at most `max_rows` (least recently seen out first, boards without a
-/// trusted status before the others), and how many went.
+/// trusted status before the others; of those at most `max_untrusted`), and how many went.
 #[derive(Debug)]
 pub struct Table {
     rows: BTreeMap<String, BoardRow>,
@@ -224,7 +224,11 @@ pub struct Table {
     order: [BTreeMap<u64, String>; 2],
     next: u64,
     max_rows: usize,
+    /// The most rows of boards without a trusted status (at most `max_rows`).
+    max_untrusted: usize,
     dropped: u64,
+    /// Rows of boards without a trusted status dropped at `max_untrusted`.
+    dropped_untrusted: u64,
     /// Messages under a board id no agent could have: no row, and the list is still whole.
     refused: u64,
 }
@@ -238,24 +242,45 @@ impl Default for Table {
 impl Table {
     /// An empty table of at most `max_rows` rows.
     pub fn new(max_rows: usize) -> Table {
+        Table::with_untrusted_cap(max_rows, max_rows)
+    }
+
+    /// An empty table of at most `max_rows` rows, of which at most `max_untrusted` (at least 1)
+    /// are of boards without a trusted status: a flood of invented board ids churns only
+    /// those, never evicts a trusted row and never fills the table.
+    pub fn with_untrusted_cap(max_rows: usize, max_untrusted: usize) -> Table {
+        let max_rows = max_rows.max(1);
         Table {
             rows: BTreeMap::new(),
             order: Default::default(),
             next: 0,
-            max_rows: max_rows.max(1),
+            max_rows,
+            max_untrusted: max_untrusted.clamp(1, max_rows),
             dropped: 0,
+            dropped_untrusted: 0,
             refused: 0,
         }
     }
 
     /// `board`'s row, made (availability `unknown`) when new and marked as just seen;
-    /// `trusted`: the message is sealed by the board's key (a row once trusted stays so).
-    /// `None` when the table is full of trusted rows and this one is not: it is dropped.
+    /// `trusted`: the message is sealed by the board's key (a row once trusted stays so). A new
+    /// untrusted row past the cap on them replaces the least recently seen of them. `None` when
+    /// the table is full of trusted rows and this one is not: it is dropped.
     pub fn touch(&mut self, board: &str, trusted: bool) -> Option<&mut BoardRow> {
         self.next += 1;
         let seq = self.next;
         if !self.rows.contains_key(board) {
+            let untrusted_full = self.order[0].len() >= self.max_untrusted;
             let evict = match (self.rows.len() >= self.max_rows, trusted) {
+                // At the cap on untrusted rows (below the table's): the least recently seen of
+                // them goes, counted on its own.
+                (false, false) if untrusted_full => {
+                    if let Some((_, gone)) = self.order[0].pop_first() {
+                        self.rows.remove(&gone);
+                        self.dropped_untrusted += 1;
+                    }
+                    None
+                }
                 (false, _) => None,
                 (true, true) => Some(self.order[0].first_key_value().map_or(1, |_| 0)),
                 (true, false) if self.order[0].is_empty() => {
@@ -321,6 +346,33 @@ impl Table {
     /// The rows, by board id.
     pub fn rows(&self) -> impl Iterator<Item = &BoardRow> {
         self.rows.values()
+    }
+
+    /// The rows whose board id sorts after `after` (every row when `None`), by board id.
+    pub fn rows_after<'a>(&'a self, after: Option<&str>) -> impl Iterator<Item = &'a BoardRow> {
+        use std::ops::Bound;
+        let lo = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.rows
+            .range::<str, _>((lo, Bound::Unbounded))
+            .map(|(_, r)| r)
+    }
+
+    /// How many rows of boards without a trusted status are held.
+    pub fn untrusted_len(&self) -> usize {
+        self.order[0].len()
+    }
+
+    /// Why boards without a trusted status are missing, when some went at the cap on them;
+    /// `flag`: the option that sets it.
+    pub fn dropped_untrusted_note(&self, flag: &str) -> Option<String> {
+        (self.dropped_untrusted > 0).then(|| {
+            format!(
+                "a row of a board without a status sealed by its key was dropped {} times: at \
+                 most {} such rows are held ({flag}; boards whose key is in known_boards are not \
+                 counted)",
+                self.dropped_untrusted, self.max_untrusted
+            )
+        })
     }
 
     /// The rows, by board id, taken out.

@@ -42,5 +42,7 @@ mod update_answer;
 #[cfg(feature = "serve")]
 mod serve;
 #[cfg(feature = "serve")]
+mod serve_bounds;
+#[cfg(feature = "serve")]
 mod serve_tools;
 mod vboard;

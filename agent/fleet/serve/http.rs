@@ -1,16 +1,20 @@
 //! `fleet serve`'s HTTP routes: `/` and `/boards/{id}` (the page), `/metrics`,
 //! `/api/boards`, `/api/boards/{id}`, `/api/boards/{id}/history` (JSON) and `/inventory.csv`.
 //! Read-only: commands stay with the signing tools.
+//!
+//! The fleet is locked only to copy what a response needs (a snapshot); the page, `/metrics`,
+//! the CSV and the API are rendered after the lock is let go, on tokio's blocking pool, so the
+//! MQTT link goes on taking statuses meanwhile. At most [`MAX_RENDERS`] such snapshots are held
+//! at once.
 
 use super::metrics::{render, Cardinality};
 use super::page::{board_page, fleet_page, Filter};
-use super::state::Fleet;
+use super::state::{sort_worst_first, BoardView, Fleet};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
-use serde::Deserialize;
+use axum::Router;
 use std::sync::{Arc, Mutex};
 
 /// What the routes share: the fleet, the metrics' cardinality and the listen address.
@@ -22,6 +26,24 @@ pub struct Shared {
     /// The address the server listens on: on loopback, only requests whose `Host` names
     /// loopback or this address are answered ([`host_ok`]).
     pub listen: std::net::IpAddr,
+    /// Snapshots of the whole fleet held at once (the rest wait): [`MAX_RENDERS`].
+    pub renders: tokio::sync::Semaphore,
+}
+
+/// Responses over the whole fleet (page, `/metrics`, CSV, a page of the API) rendered at once;
+/// each holds a copy of what it shows.
+pub const MAX_RENDERS: usize = 2;
+
+impl Shared {
+    /// `fleet` shared by the routes, with `cardinality` for `/metrics`, served on `listen`.
+    pub fn new(fleet: Fleet, cardinality: Cardinality, listen: std::net::IpAddr) -> Shared {
+        Shared {
+            fleet: Mutex::new(fleet),
+            cardinality,
+            listen,
+            renders: tokio::sync::Semaphore::new(MAX_RENDERS),
+        }
+    }
 }
 
 /// Every response's `Content-Security-Policy`: no scripts, frames or fetches; inline style only.
@@ -78,13 +100,14 @@ async fn guard(
 /// The most history rows one request returns.
 pub const MAX_HISTORY_ROWS: usize = 1000;
 
-type St = State<Arc<Shared>>;
+pub(super) type St = State<Arc<Shared>>;
 
-fn now_s() -> i64 {
+pub(super) fn now_s() -> i64 {
     crate::action::now_unix_s()
 }
 
-fn with<T>(s: &Shared, f: impl FnOnce(&Fleet) -> T) -> T {
+/// `f` of the fleet, under its lock: only to copy what a response needs.
+pub(super) fn with<T>(s: &Shared, f: impl FnOnce(&Fleet) -> T) -> T {
     let fleet = s
         .fleet
         .lock()
@@ -98,36 +121,77 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/", get(index))
         .route("/boards/{id}", get(board_html))
         .route("/metrics", get(metrics))
-        .route("/api/boards", get(boards_json))
-        .route("/api/boards/{id}", get(board_json))
-        .route("/api/boards/{id}/history", get(history_json))
+        .route("/api/boards", get(super::api::boards))
+        .route("/api/boards/{id}", get(super::api::board))
+        .route("/api/boards/{id}/history", get(super::api::history))
         .route("/inventory.csv", get(inventory))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared)
 }
 
-fn not_found() -> Response {
+pub(super) fn not_found() -> Response {
     (StatusCode::NOT_FOUND, "no such board\n").into_response()
 }
 
-async fn index(State(s): St, Query(f): Query<Filter>) -> Html<String> {
-    Html(with(&s, |fl| {
-        fleet_page(&fl.boards(now_s()), &f, &fl.notes())
-    }))
-}
-
-async fn board_html(State(s): St, Path(id): Path<String>) -> Response {
-    with(&s, |fl| match fl.board(&id, now_s()) {
-        Some(v) => {
-            let h = fl.history(&id, 200).unwrap_or_default();
-            Html(board_page(&v, &h)).into_response()
-        }
-        None => not_found(),
+/// Runs `render` on tokio's blocking pool (the runtime, and the MQTT link on it, goes on).
+///
+/// Errors: a 500 response when `render` panicked.
+pub(super) async fn off_thread<T: Send + 'static>(
+    render: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response> {
+    tokio::task::spawn_blocking(render).await.map_err(|e| {
+        tracing::warn!("rendering a response: {e}");
+        (StatusCode::INTERNAL_SERVER_ERROR, "rendering failed\n").into_response()
     })
 }
 
+/// `render` of every board's view (worst first) and the notes: the fleet is locked only to
+/// copy its rows and details; the views are worked out and rendered on tokio's blocking pool,
+/// within one of the [`MAX_RENDERS`] permits.
+///
+/// Errors: a 503 response when shutting down, a 500 when rendering panicked.
+async fn render_fleet<T: Send + 'static>(
+    s: &Shared,
+    render: impl FnOnce(&[BoardView], &[String]) -> T + Send + 'static,
+) -> Result<T, Response> {
+    let _permit = s
+        .renders
+        .acquire()
+        .await
+        .map_err(|_| (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response())?;
+    let (snap, notes) = with(s, |fl| (fl.snapshot(), fl.notes()));
+    off_thread(move || {
+        let mut boards = snap.views(now_s());
+        sort_worst_first(&mut boards);
+        render(&boards, &notes)
+    })
+    .await
+}
+
+async fn index(State(s): St, Query(f): Query<Filter>) -> Response {
+    match render_fleet(&s, move |boards, notes| fleet_page(boards, &f, notes)).await {
+        Ok(p) => Html(p).into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn board_html(State(s): St, Path(id): Path<String>) -> Response {
+    let got = with(&s, |fl| {
+        let v = fl.board(&id, now_s())?;
+        Some((v, fl.history(&id, 200).unwrap_or_default()))
+    });
+    match got {
+        Some((v, h)) => Html(board_page(&v, &h)).into_response(),
+        None => not_found(),
+    }
+}
+
 async fn metrics(State(s): St) -> Response {
-    let text = with(&s, |fl| render(&fl.boards(now_s()), s.cardinality));
+    let c = s.cardinality;
+    let text = match render_fleet(&s, move |boards, _| render(boards, c)).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
     (
         [(
             header::CONTENT_TYPE,
@@ -138,34 +202,9 @@ async fn metrics(State(s): St) -> Response {
         .into_response()
 }
 
-async fn boards_json(State(s): St) -> Response {
-    with(&s, |fl| Json(fl.boards(now_s())).into_response())
-}
-
-async fn board_json(State(s): St, Path(id): Path<String>) -> Response {
-    with(&s, |fl| match fl.board(&id, now_s()) {
-        Some(v) => Json(v).into_response(),
-        None => not_found(),
-    })
-}
-
-/// `/api/boards/{id}/history?limit=N` (at most [`MAX_HISTORY_ROWS`]).
-#[derive(Deserialize)]
-struct Limit {
-    limit: Option<usize>,
-}
-
-async fn history_json(State(s): St, Path(id): Path<String>, Query(l): Query<Limit>) -> Response {
-    let n = l.limit.unwrap_or(200).min(MAX_HISTORY_ROWS);
-    with(&s, |fl| match fl.history(&id, n) {
-        Ok(h) => Json(h).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
-    })
-}
-
 /// The inventory: one line per board (board, health, link, last seen, profile, model and the
 /// versions), to answer "which boards run X".
-pub fn inventory_csv(fl: &Fleet) -> Result<Vec<u8>, String> {
+pub fn inventory_csv(boards: &[BoardView]) -> Result<Vec<u8>, String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     let head = [
         "board",
@@ -181,7 +220,7 @@ pub fn inventory_csv(fl: &Fleet) -> Result<Vec<u8>, String> {
         "firmware",
     ];
     w.write_record(head).map_err(|e| e.to_string())?;
-    for v in fl.boards(now_s()) {
+    for v in boards {
         let d = v.detail.clone().unwrap_or_default();
         let mut rec = vec![
             v.row.board.clone(),
@@ -211,8 +250,9 @@ fn csv_cell(s: &str) -> String {
 }
 
 async fn inventory(State(s): St) -> Response {
-    match with(&s, inventory_csv) {
-        Ok(b) => ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], b).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
+    match render_fleet(&s, |boards, _| inventory_csv(boards)).await {
+        Ok(Ok(b)) => ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], b).into_response(),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
+        Err(r) => r,
     }
 }

@@ -6,16 +6,20 @@
 //! (127.0.0.1:[`DEFAULT_PORT`] by default) with the page, the JSON API, the inventory CSV and
 //! `/metrics` ([`http`]).
 
+pub mod api;
 pub mod detail;
 pub mod http;
 pub mod metrics;
 pub mod page;
+pub mod server;
 pub mod state;
 pub mod store;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_attacks;
+#[cfg(test)]
+mod tests_bounds;
 
 use super::{operator_link, runtime, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions};
@@ -31,6 +35,12 @@ pub const DEFAULT_PORT: u16 = 9465;
 
 /// History kept unless told (`--retention-days`), days.
 pub const DEFAULT_RETENTION_DAYS: u64 = 90;
+
+/// Rows of boards neither in known_boards nor sealing a status held unless told
+/// (`--max-unsealed-boards`, `max_unsealed_boards` under `[serve]`).
+pub const DEFAULT_MAX_UNSEALED_BOARDS: usize = 1000;
+
+pub use store::DEFAULT_ROWS_PER_BOARD;
 
 /// How often link states are looked at again (boards turn stale by time alone), seconds.
 pub const TICK_S: u64 = 2;
@@ -61,6 +71,10 @@ pub struct ServeArgs {
     pub cardinality: metrics::Cardinality,
     /// The most boards held.
     pub max_boards: usize,
+    /// The most boards held that are neither in known_boards nor sealing a status.
+    pub max_unsealed_boards: usize,
+    /// The most history rows one board keeps (oldest out first); 0: no cap.
+    pub history_rows_per_board: usize,
     /// New board keys recorded in known_boards in this run.
     pub accept_new_boards: usize,
     /// A status older than this is stale; `None`: three intervals and a minute.
@@ -84,7 +98,8 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
                 a.state_dir.display()
             )
         })
-        .and_then(|()| store::Sqlite::open(&a.state_dir));
+        .and_then(|()| store::Sqlite::open(&a.state_dir))
+        .map(|s| s.with_rows_per_board(a.history_rows_per_board));
     let store = match store {
         Ok(s) => s,
         Err(e) => {
@@ -105,12 +120,9 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
         ),
         Box::new(store),
         staleness,
-    );
-    let shared = Arc::new(http::Shared {
-        fleet: std::sync::Mutex::new(fleet),
-        cardinality: a.cardinality,
-        listen: a.listen.ip(),
-    });
+    )
+    .with_unsealed_cap(a.max_unsealed_boards);
+    let shared = Arc::new(http::Shared::new(fleet, a.cardinality, a.listen.ip()));
     let Some(rt) = runtime(err) else {
         return EXIT_USAGE;
     };
@@ -136,12 +148,9 @@ async fn run(
         "npu-agent: fleet serve on http://{addr}/ (history in {})",
         a.state_dir.join(store::FILE_NAME).display()
     );
-    let server = axum::serve(listener, http::router(shared.clone()));
+    let router = http::router(shared.clone());
     let code = tokio::select! {
-        r = server => match r {
-            Ok(()) => EXIT_OK,
-            Err(e) => { let _ = writeln!(err, "npu-agent: HTTP server: {e}"); EXIT_FAILED }
-        },
+        () = server::serve(listener, router, server::Limits::default()) => EXIT_FAILED,
         () = follow(a, opts, &shared) => EXIT_FAILED,
         () = stop_signal() => EXIT_OK,
     };

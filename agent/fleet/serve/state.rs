@@ -120,6 +120,20 @@ impl Fleet {
         }
     }
 
+    /// The same fleet holding at most `max_unsealed` rows (at least 1) of boards that are
+    /// neither in known_boards nor have sealed a status: invented board ids churn only those.
+    /// Set before the first message.
+    pub fn with_unsealed_cap(mut self, max_unsealed: usize) -> Fleet {
+        self.table = Table::with_untrusted_cap(self.table.max_rows(), max_unsealed);
+        self
+    }
+
+    /// Whether `board` is one the operator knows: its key is in known_boards, or the history
+    /// has its baseline. Its row does not count against the cap on unsealed rows.
+    fn known(&self, board: &str) -> bool {
+        self.keys.is_pinned(board) || self.details.contains_key(board)
+    }
+
     /// Takes one message (a status or availability) received at `now_s`.
     pub fn take(&mut self, topic: &str, payload: &[u8], now_s: i64) {
         let leaf = topic.rsplit('/').next().unwrap_or("");
@@ -135,7 +149,8 @@ impl Fleet {
             "status" if payload.is_empty() => self.table.remove(&board),
             "status" => self.take_status(&board, topic, payload, now_s),
             "availability" if !payload.is_empty() => {
-                if let Some(row) = self.table.touch(&board, false) {
+                let known = self.known(&board);
+                if let Some(row) = self.table.touch(&board, known) {
                     row.availability = String::from_utf8_lossy(&payload[..payload.len().min(64)])
                         .chars()
                         .take(16)
@@ -150,7 +165,8 @@ impl Fleet {
     fn take_status(&mut self, board: &str, topic: &str, payload: &[u8], now_s: i64) {
         let trust = self.keys.judge(board, topic, payload);
         let pinned = self.keys.is_pinned(board);
-        let Some(row) = self.table.touch(board, trust.is_trusted()) else {
+        let known = trust.is_trusted() || self.known(board);
+        let Some(row) = self.table.touch(board, known) else {
             return;
         };
         // After a restart the last sealed time the history took is where replays start.
@@ -223,15 +239,7 @@ impl Fleet {
     /// The link state of `row` at `now_s` (`fleet watch`'s LINK cell, with this service's
     /// staleness).
     fn link_of(&self, row: &BoardRow, now_s: i64) -> String {
-        let mut r = row.clone();
-        r.last_seen = last_status_time(row);
-        r.stale = match self.staleness {
-            Staleness::Intervals => fleet::stale_reason(&r.last_seen, r.interval_s, now_s),
-            Staleness::AfterS(s) => time_s(&r.last_seen)
-                .filter(|t| now_s.saturating_sub(*t) > i64::try_from(s).unwrap_or(i64::MAX))
-                .map(|t| format!("its last status is {} s old", now_s - t)),
-        };
-        fleet::link_cell(&r).to_string()
+        link_at(row, self.staleness, now_s)
     }
 
     /// Sets `board`'s link state in its detail, recording a transition.
@@ -281,8 +289,8 @@ impl Fleet {
 
     /// Every board, worst first (failing, warning, then not online, then by id).
     pub fn boards(&self, now_s: i64) -> Vec<BoardView> {
-        let mut out: Vec<BoardView> = self.table.rows().map(|r| self.view(r, now_s)).collect();
-        out.sort_by_key(|v| (std::cmp::Reverse(rank(v)), v.row.board.clone()));
+        let mut out = self.views(now_s);
+        sort_worst_first(&mut out);
         out
     }
 
@@ -295,7 +303,7 @@ impl Fleet {
         BoardView {
             row: r.clone(),
             link: self.link_of(r, now_s),
-            status_age_s: time_s(&last_status_time(r)).map(|t| now_s.saturating_sub(t)),
+            status_age_s: status_age_s(r, now_s),
             detail: self.details.get(&r.board).cloned(),
         }
     }
@@ -307,10 +315,58 @@ impl Fleet {
         self.store.history(board, limit)
     }
 
+    /// `board`'s history before the row with id `before` (from the newest when `None`),
+    /// newest first, at most `limit` rows.
+    ///
+    /// Errors: the storage's.
+    pub fn history_before(
+        &self,
+        board: &str,
+        limit: usize,
+        before: Option<i64>,
+    ) -> Result<Vec<Event>, String> {
+        self.store.history_before(board, limit, before)
+    }
+
+    /// The views of the boards whose id sorts after `after` (from the first when `None`), by
+    /// board id, at most `limit`: one page of the API, the rest of the fleet not copied.
+    pub fn boards_after(&self, after: Option<&str>, limit: usize, now_s: i64) -> Vec<BoardView> {
+        self.snapshot_after(after, limit).views(now_s)
+    }
+
+    /// Every board's view, in no order ([`sort_worst_first`] orders it).
+    pub fn views(&self, now_s: i64) -> Vec<BoardView> {
+        self.snapshot().views(now_s)
+    }
+
+    /// Every board's row and detail, copied: what a response over the whole fleet is rendered
+    /// from once the lock is let go ([`Snapshot::views`] works out the rest).
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot_after(None, usize::MAX)
+    }
+
+    /// [`Self::snapshot`] of the boards whose id sorts after `after` (from the first when
+    /// `None`), by board id, at most `limit`.
+    pub fn snapshot_after(&self, after: Option<&str>, limit: usize) -> Snapshot {
+        let rows = self.table.rows_after(after).take(limit);
+        let boards = rows.map(|r| BoardView {
+            row: r.clone(),
+            link: String::new(),
+            status_age_s: None,
+            detail: self.details.get(&r.board).cloned(),
+        });
+        Snapshot {
+            boards: boards.collect(),
+            staleness: self.staleness,
+        }
+    }
+
     /// Notes on what the table leaves out (rows dropped, ids refused, keys not recorded).
     pub fn notes(&self) -> Vec<String> {
         [
             self.table.dropped_note(),
+            self.table
+                .dropped_untrusted_note("--max-unsealed-boards, or max_unsealed_boards in [serve]"),
             self.table.refused_note(),
             self.keys.refused_note(crate::fleet::known::MORE_BOARDS),
         ]
@@ -320,12 +376,56 @@ impl Fleet {
     }
 }
 
+/// Every board's row and detail as copied under the fleet's lock ([`Fleet::snapshot`]).
+pub struct Snapshot {
+    boards: Vec<BoardView>,
+    staleness: Staleness,
+}
+
+impl Snapshot {
+    /// The boards' views at `now_s` (link states and status ages worked out), in no order.
+    pub fn views(mut self, now_s: i64) -> Vec<BoardView> {
+        for v in &mut self.boards {
+            v.link = link_at(&v.row, self.staleness, now_s);
+            v.status_age_s = status_age_s(&v.row, now_s);
+        }
+        self.boards
+    }
+}
+
+/// The link state of `row` at `now_s` (`fleet watch`'s LINK cell, stale by `staleness`).
+fn link_at(row: &BoardRow, staleness: Staleness, now_s: i64) -> String {
+    let mut r = row.clone();
+    r.last_seen = last_status_time(row);
+    r.stale = match staleness {
+        Staleness::Intervals => fleet::stale_reason(&r.last_seen, r.interval_s, now_s),
+        Staleness::AfterS(s) => time_s(&r.last_seen)
+            .filter(|t| now_s.saturating_sub(*t) > i64::try_from(s).unwrap_or(i64::MAX))
+            .map(|t| format!("its last status is {} s old", now_s - t)),
+    };
+    fleet::link_cell(&r).to_string()
+}
+
+/// Seconds since the time of `r`'s last status, when known.
+fn status_age_s(r: &BoardRow, now_s: i64) -> Option<i64> {
+    time_s(&last_status_time(r)).map(|t| now_s.saturating_sub(t))
+}
+
 /// The time of the row's last status: the newest sealed by the board's key when it has one.
 fn last_status_time(r: &BoardRow) -> String {
     match r.sealed_s.and_then(|s| u64::try_from(s).ok()) {
         Some(s) => crate::sys::time::rfc3339_utc(s, 0),
         None => r.last_seen.clone(),
     }
+}
+
+/// Orders `boards` worst first (failing, warning, then not online, then by id).
+pub fn sort_worst_first(boards: &mut [BoardView]) {
+    boards.sort_by(|a, b| {
+        rank(b)
+            .cmp(&rank(a))
+            .then_with(|| a.row.board.cmp(&b.row.board))
+    });
 }
 
 /// How bad a board looks: its health's severity, and whether it is off its link.

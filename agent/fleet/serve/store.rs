@@ -6,7 +6,9 @@
 //! Two tables: `events` (one row per change: board, Unix seconds, kind, subject, value, previous,
 //! summary) and `boards` (each board's last [`Detail`] as JSON: what the next status is compared
 //! with, so a restart does not record every board again; its `sealed_s`, the newest sealed status
-//! time taken, is where replays start after a restart).
+//! time taken, is where replays start after a restart). A board keeps at most
+//! [`DEFAULT_ROWS_PER_BOARD`] rows unless told ([`Sqlite::with_rows_per_board`]): past that its
+//! oldest go, besides the pruning by age.
 
 use super::detail::{Change, Detail};
 use serde::Serialize;
@@ -15,6 +17,9 @@ use std::path::Path;
 /// One row of a board's history.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
+    /// The row's id: rows are numbered in the order the service recorded them (the cursor of
+    /// `before`).
+    pub id: i64,
     /// Board id.
     pub board: String,
     /// When the service saw the change, Unix seconds.
@@ -27,7 +32,7 @@ pub struct Event {
 /// The storage `fleet serve` keeps its history in.
 pub trait History: Send {
     /// Records `changes` of `board` at `at_s` (Unix seconds) and its new baseline `detail`, in
-    /// one transaction.
+    /// one transaction; past the storage's rows per board, that board's oldest rows go.
     ///
     /// Errors: the storage's, as text.
     fn record(
@@ -41,7 +46,20 @@ pub trait History: Send {
     /// The newest `limit` rows of `board`'s history, newest first.
     ///
     /// Errors: the storage's, as text.
-    fn history(&self, board: &str, limit: usize) -> Result<Vec<Event>, String>;
+    fn history(&self, board: &str, limit: usize) -> Result<Vec<Event>, String> {
+        self.history_before(board, limit, None)
+    }
+
+    /// The newest `limit` rows of `board`'s history recorded before the row with id
+    /// `before` (all when `None`), newest first: walks the whole history a page at a time.
+    ///
+    /// Errors: the storage's, as text.
+    fn history_before(
+        &self,
+        board: &str,
+        limit: usize,
+        before: Option<i64>,
+    ) -> Result<Vec<Event>, String>;
 
     /// Every board's last recorded detail (to compare the next status with after a restart).
     ///
@@ -54,9 +72,22 @@ pub trait History: Send {
     fn prune(&mut self, before_s: i64) -> Result<usize, String>;
 }
 
+/// Rows one board keeps unless told ([`Sqlite::with_rows_per_board`]): a board a few rows a
+/// day never reaches it; one whose own key seals a changing status every few seconds keeps
+/// its newest rows and cannot fill the disk.
+pub const DEFAULT_ROWS_PER_BOARD: usize = 10_000;
+
+/// Boards whose row count is kept in memory at most; past that the counts are dropped and
+/// read again as boards record.
+const MAX_COUNTED_BOARDS: usize = 500_000;
+
 /// The history in one SQLite file.
 pub struct Sqlite {
     db: rusqlite::Connection,
+    /// The most rows a board keeps (0: no cap).
+    rows_per_board: usize,
+    /// Rows each board that recorded in this run has (read from the file on its first record).
+    counts: std::collections::HashMap<String, usize>,
 }
 
 /// The database file's name under the state directory.
@@ -105,13 +136,65 @@ impl Sqlite {
                id INTEGER PRIMARY KEY, board TEXT NOT NULL, at_s INTEGER NOT NULL,
                kind TEXT NOT NULL, subject TEXT NOT NULL, value TEXT NOT NULL,
                previous TEXT NOT NULL, summary TEXT NOT NULL);
-             CREATE INDEX IF NOT EXISTS events_board_at ON events(board, at_s);
+             DROP INDEX IF EXISTS events_board_at;
+             CREATE INDEX IF NOT EXISTS events_board_id ON events(board, id);
              CREATE INDEX IF NOT EXISTS events_at ON events(at_s);
              CREATE TABLE IF NOT EXISTS boards (board TEXT PRIMARY KEY, detail TEXT NOT NULL);",
         )
         .map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Sqlite { db })
+        Ok(Sqlite {
+            db,
+            rows_per_board: DEFAULT_ROWS_PER_BOARD,
+            counts: std::collections::HashMap::new(),
+        })
     }
+
+    /// The same history keeping at most `rows` rows per board (0: no cap), oldest out first.
+    pub fn with_rows_per_board(mut self, rows: usize) -> Sqlite {
+        self.rows_per_board = rows;
+        self
+    }
+}
+
+/// Within `tx`: adds `added` rows to `board`'s count in `counts` (read from the file when not
+/// held) and deletes its oldest rows past `cap`.
+fn cap_rows(
+    tx: &rusqlite::Transaction<'_>,
+    counts: &mut std::collections::HashMap<String, usize>,
+    board: &str,
+    added: usize,
+    cap: usize,
+) -> Result<(), String> {
+    if cap == 0 || added == 0 {
+        return Ok(());
+    }
+    let n = match counts.get(board) {
+        Some(n) => n.saturating_add(added),
+        None => {
+            if counts.len() >= MAX_COUNTED_BOARDS {
+                counts.clear();
+            }
+            let n: i64 = tx
+                .query_row(
+                    "SELECT COUNT(*) FROM events WHERE board = ?1",
+                    [board],
+                    |r| r.get(0),
+                )
+                .map_err(err)?;
+            usize::try_from(n).unwrap_or(0)
+        }
+    };
+    if n > cap {
+        let excess = i64::try_from(n - cap).unwrap_or(i64::MAX);
+        tx.prepare_cached(
+            "DELETE FROM events WHERE id IN
+               (SELECT id FROM events WHERE board = ?1 ORDER BY id LIMIT ?2)",
+        )
+        .and_then(|mut d| d.execute(rusqlite::params![board, excess]))
+        .map_err(err)?;
+    }
+    counts.insert(board.to_string(), n.min(cap));
+    Ok(())
 }
 
 impl History for Sqlite {
@@ -136,6 +219,13 @@ impl History for Sqlite {
                 ])
                 .map_err(err)?;
             }
+            cap_rows(
+                &tx,
+                &mut self.counts,
+                board,
+                changes.len(),
+                self.rows_per_board,
+            )?;
             let json = serde_json::to_string(detail).map_err(|e| e.to_string())?;
             tx.execute(
                 "INSERT INTO boards (board, detail) VALUES (?1, ?2)
@@ -147,26 +237,33 @@ impl History for Sqlite {
         tx.commit().map_err(err)
     }
 
-    fn history(&self, board: &str, limit: usize) -> Result<Vec<Event>, String> {
+    fn history_before(
+        &self,
+        board: &str,
+        limit: usize,
+        before: Option<i64>,
+    ) -> Result<Vec<Event>, String> {
         let mut q = self
             .db
             .prepare_cached(
-                "SELECT at_s, kind, subject, value, previous, summary FROM events
-                 WHERE board = ?1 ORDER BY at_s DESC, id DESC LIMIT ?2",
+                "SELECT id, at_s, kind, subject, value, previous, summary FROM events
+                 WHERE board = ?1 AND id < ?3 ORDER BY id DESC LIMIT ?2",
             )
             .map_err(err)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let before = before.unwrap_or(i64::MAX);
         let rows = q
-            .query_map(rusqlite::params![board, limit], |r| {
+            .query_map(rusqlite::params![board, limit, before], |r| {
                 Ok(Event {
+                    id: r.get(0)?,
                     board: board.to_string(),
-                    at_s: r.get(0)?,
+                    at_s: r.get(1)?,
                     change: Change {
-                        kind: r.get(1)?,
-                        subject: r.get(2)?,
-                        value: r.get(3)?,
-                        previous: r.get(4)?,
-                        summary: r.get(5)?,
+                        kind: r.get(2)?,
+                        subject: r.get(3)?,
+                        value: r.get(4)?,
+                        previous: r.get(5)?,
+                        summary: r.get(6)?,
                     },
                 })
             })
@@ -192,6 +289,8 @@ impl History for Sqlite {
     }
 
     fn prune(&mut self, before_s: i64) -> Result<usize, String> {
+        // The counts are read again from the file as boards record.
+        self.counts.clear();
         self.db
             .execute("DELETE FROM events WHERE at_s < ?1", [before_s])
             .map_err(err)

@@ -199,7 +199,7 @@ fn inventory_and_page_show_unsealed_text_visibly_and_link_classes_from_fixed_wor
         "on\u{202e}\u{1}x y".as_bytes(),
         NOW,
     );
-    let csv = String::from_utf8(super::http::inventory_csv(&f).unwrap()).unwrap();
+    let csv = String::from_utf8(super::http::inventory_csv(&f.boards(NOW)).unwrap()).unwrap();
     for bad in ['\u{202e}', '\u{7}', '\u{1}'] {
         assert!(!csv.contains(bad), "{bad:?} in {csv:?}");
     }
@@ -246,11 +246,7 @@ fn a_loopback_server_answers_only_its_own_host_and_sends_csp_and_nosniff() {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    let shared = std::sync::Arc::new(super::http::Shared {
-        fleet: std::sync::Mutex::new(f),
-        cardinality: Cardinality::All,
-        listen: addr.ip(),
-    });
+    let shared = std::sync::Arc::new(super::http::Shared::new(f, Cardinality::All, addr.ip()));
     std::thread::spawn(move || {
         rt.block_on(async { axum::serve(listener, super::http::router(shared)).await })
             .unwrap();

@@ -1,0 +1,115 @@
+//! `fleet serve`'s JSON API: `/api/boards` a page at a time (`limit`, `after`),
+//! `/api/boards/{id}`, and `/api/boards/{id}/history` a page at a time (`limit`, `before`).
+//! A full page carries a `Link: <…>; rel="next"` header with the next page's URL; a shorter
+//! page is the last.
+
+use super::http::{not_found, now_s, off_thread, with, St, MAX_HISTORY_ROWS};
+use super::page::path_id;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+
+/// Boards one page of `/api/boards` holds unless told (`limit`).
+pub const DEFAULT_PAGE_BOARDS: usize = 1000;
+
+/// The most boards one page of `/api/boards` holds.
+pub const MAX_PAGE_BOARDS: usize = 10_000;
+
+/// History rows one page holds unless told (`limit`).
+pub const DEFAULT_HISTORY_ROWS: usize = 200;
+
+/// `/api/boards?limit=N&after=ID`: at most N boards (default [`DEFAULT_PAGE_BOARDS`], at most
+/// [`MAX_PAGE_BOARDS`]) whose id sorts after ID, by board id.
+#[derive(Deserialize)]
+pub struct BoardsQuery {
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+/// `/api/boards/{id}/history?limit=N&before=ROW`: at most N rows (default
+/// [`DEFAULT_HISTORY_ROWS`], at most [`MAX_HISTORY_ROWS`]) recorded before row id ROW, newest
+/// first.
+#[derive(Deserialize)]
+pub struct HistoryQuery {
+    limit: Option<usize>,
+    before: Option<i64>,
+}
+
+/// `body` as JSON with, when `next` is given, a `Link` header to it.
+fn json_page(body: Vec<u8>, next: Option<String>) -> Response {
+    let mut r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
+    if let Some(url) =
+        next.and_then(|u| HeaderValue::from_str(&format!("<{u}>; rel=\"next\"")).ok())
+    {
+        r.headers_mut().insert(header::LINK, url);
+    }
+    r
+}
+
+/// `GET /api/boards`: one page of boards by id.
+pub async fn boards(State(s): St, Query(q): Query<BoardsQuery>) -> Response {
+    let n = q
+        .limit
+        .unwrap_or(DEFAULT_PAGE_BOARDS)
+        .clamp(1, MAX_PAGE_BOARDS);
+    let Ok(_permit) = s.renders.acquire().await else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+    };
+    let snap = with(&s, |fl| fl.snapshot_after(q.after.as_deref(), n));
+    let page = off_thread(move || {
+        let page = snap.views(now_s());
+        let next = match page.len() == n {
+            true => page
+                .last()
+                .map(|v| format!("/api/boards?after={}&limit={n}", path_id(&v.row.board))),
+            false => None,
+        };
+        serde_json::to_vec(&page).map(|body| (body, next))
+    });
+    match page.await {
+        Ok(Ok((body, next))) => json_page(body, next),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// `GET /api/boards/{id}`: one board.
+pub async fn board(State(s): St, Path(id): Path<String>) -> Response {
+    match with(&s, |fl| fl.board(&id, now_s())) {
+        Some(v) => Json(v).into_response(),
+        None => not_found(),
+    }
+}
+
+/// `GET /api/boards/{id}/history`: one page of the board's history, newest first.
+pub async fn history(
+    State(s): St,
+    Path(id): Path<String>,
+    Query(q): Query<HistoryQuery>,
+) -> Response {
+    let n = q
+        .limit
+        .unwrap_or(DEFAULT_HISTORY_ROWS)
+        .clamp(1, MAX_HISTORY_ROWS);
+    match with(&s, |fl| fl.history_before(&id, n, q.before)) {
+        Ok(rows) => {
+            let next = match rows.len() == n {
+                true => rows.last().map(|e| {
+                    format!(
+                        "/api/boards/{}/history?before={}&limit={n}",
+                        path_id(&id),
+                        e.id
+                    )
+                }),
+                false => None,
+            };
+            match serde_json::to_vec(&rows) {
+                Ok(body) => json_page(body, next),
+                Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")).into_response(),
+            }
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
+    }
+}
