@@ -86,6 +86,8 @@ pub(super) struct Agent {
     pub link: Option<Link>,
     pub connected: bool,
     pub session: u64,
+    /// The pending update's record is being read on the blocking pool.
+    pub settling_update: bool,
     /// The session counter last written to the state directory (written off the link's thread).
     pub session_saved: Arc<std::sync::Mutex<u64>>,
     pub gate: Gate,
@@ -189,6 +191,7 @@ impl Agent {
             link: None,
             connected: false,
             session,
+            settling_update: false,
             session_saved: Arc::new(std::sync::Mutex::new(session)),
             gate,
             status_report: None,

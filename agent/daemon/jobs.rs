@@ -285,6 +285,7 @@ pub(super) fn handle_done(agent: &mut Agent, done: Done, tx: &mpsc::UnboundedSen
         }
         // Sent from the action's thread before its end, so read before it: never after the
         // final state.
+        Done::UpdateSettled(r) => update_settled(agent, r),
         Done::LedgerSaved(Ok(cli)) => agent.gate.absorb_cli_runs(cli),
         Done::LedgerSaved(Err(e)) => {
             tracing::error!(error = %e, "cannot save the command ledger");
@@ -499,10 +500,35 @@ pub(super) fn settle_reboot(
 
 /// An update that restarted the agent (docs/operator-guide.md, "Updating the agent"): its
 /// pending record settled by this agent's version, the command answered and its ledger entry
-/// closed. Called once connected, so the answer goes out as the rollback watchdog stands down.
-pub(super) fn settle_update(agent: &mut Agent) {
-    let now = agent.now();
-    let s = match crate::action::update::settle_pending(&agent.s.state, now) {
+/// closed. Called once connected, so the answer goes out as the rollback watchdog stands down;
+/// the record (and dpkg's database) is read on the blocking pool.
+pub(super) fn settle_update(agent: &mut Agent, tx: &mpsc::UnboundedSender<Done>) {
+    if agent.settling_update {
+        return;
+    }
+    let (state, now) = (agent.s.state.clone(), agent.now());
+    match &agent.dispatch {
+        Dispatch::Blocking => {
+            agent.settling_update = true;
+            let tx = tx.clone();
+            spawn_blocking_job(Box::new(move || {
+                let r = crate::action::update::settle_pending(&state, now);
+                let _ = tx.send(Done::UpdateSettled(r));
+            }));
+        }
+        #[cfg(test)]
+        Dispatch::Held { .. } => {
+            let r = crate::action::update::settle_pending(&state, now);
+            update_settled(agent, r);
+        }
+    }
+}
+
+/// The pending update's record, read and removed on the blocking pool ([`settle_update`]):
+/// its command is answered by this agent.
+fn update_settled(agent: &mut Agent, r: Result<Option<crate::action::update::Settled>, String>) {
+    agent.settling_update = false;
+    let s = match r {
         Ok(Some(s)) => s,
         Ok(None) => return,
         Err(e) => return tracing::error!("cannot settle the pending update: {e}"),

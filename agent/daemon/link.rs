@@ -23,7 +23,7 @@ pub(super) fn handle_link(agent: &mut Agent, ev: LinkEvent, tx: &mpsc::Unbounded
             session_present,
             max_packet_bytes,
             broker,
-        } => on_connected(agent, session_present, max_packet_bytes, broker),
+        } => on_connected(agent, session_present, max_packet_bytes, broker, tx),
         LinkEvent::ProtocolRefused { reason } => on_protocol_refused(agent, &reason),
         LinkEvent::SessionTakenOver {
             reason,
@@ -50,6 +50,7 @@ fn on_connected(
     session_present: bool,
     max_packet_bytes: Option<u32>,
     broker: usize,
+    tx: &mpsc::UnboundedSender<Done>,
 ) {
     agent.connected = true;
     agent.connected_since = Some(Instant::now());
@@ -82,7 +83,7 @@ fn on_connected(
     super::apply::on_connected(agent, session_present);
     // Connected: an update that restarted into this agent is answered now (its pending file
     // removed, so the rollback watchdog stands down).
-    super::jobs::settle_update(agent);
+    super::jobs::settle_update(agent, tx);
     let Some(l) = &agent.link else { return };
     // Re-publish the status with the new session counter.
     if let Some(r) = &mut agent.status_report {

@@ -60,6 +60,8 @@ pub(super) enum Done {
     Reboot(Result<Option<crate::action::reboot::RebootRecord>, String>),
     /// The board's clock state, read at this instant.
     Clock(crate::model::ClockSync, std::time::Instant),
+    /// The pending update's record, read and removed (`None`: there was none), or why not.
+    UpdateSettled(Result<Option<crate::action::update::Settled>, String>),
     /// A copy of the command ledger was written on the blocking pool (the command line's runs
     /// read from the file), or why it was not.
     LedgerSaved(Result<std::collections::BTreeMap<String, i64>, String>),
