@@ -59,7 +59,12 @@ fn operator_package_replaces_npu_agent_and_carries_its_files_and_the_fleet_servi
     assert_eq!(field(&deb, "Provides"), "npu-agent");
     assert_eq!(field(&deb, "Conflicts"), "npu-agent");
     assert_eq!(field(&deb, "Replaces"), "npu-agent");
-    assert!(field(&deb, "Description").contains("fleet serve"));
+    let description = field(&deb, "Description");
+    let words: Vec<&str> = description.split_whitespace().collect();
+    assert!(
+        words.join(" ").contains("`npu-agent fleet serve`"),
+        "{description}"
+    );
     assert_eq!(
         field(&arm, "Provides"),
         "",
@@ -110,9 +115,24 @@ fn operator_package_replaces_npu_agent_and_carries_its_files_and_the_fleet_servi
         postinst.contains("deb-systemd-helper enable npu-agent.service"),
         "{postinst}"
     );
+    // The fleet unit is enabled again only when an admin had enabled it (kept across upgrades),
+    // and never started: at most restarted on upgrade when it runs.
+    let enable = "deb-systemd-helper enable npu-agent-fleet.service";
+    assert_eq!(postinst.matches(enable).count(), 1, "{postinst}");
+    let guard = "if deb-systemd-helper --quiet was-enabled npu-agent-fleet.service; then";
+    let at = postinst.find(enable).unwrap();
     assert!(
-        !postinst.contains("enable npu-agent-fleet") && !postinst.contains("start npu-agent-fleet"),
+        postinst[..at].rfind(guard).is_some_and(|g| at - g < 120),
         "{postinst}"
+    );
+    let invokes: Vec<&str> = postinst
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("deb-systemd-invoke") && l.contains("npu-agent-fleet"))
+        .collect();
+    assert_eq!(
+        invokes,
+        ["deb-systemd-invoke try-restart npu-agent-fleet.service >/dev/null || true"]
     );
     assert_eq!(
         control_file(&deb, "postinst"),
