@@ -13,6 +13,7 @@ mod support;
 mod actions;
 mod blind_views;
 mod boards;
+mod build_cache;
 mod capture;
 mod capture_encodings;
 mod cli;

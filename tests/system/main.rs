@@ -45,4 +45,7 @@ mod serve;
 mod serve_bounds;
 #[cfg(feature = "serve")]
 mod serve_tools;
+// The arm64 package with `fleet serve` (its binary serves under qemu, started as serve.rs does).
+#[cfg(feature = "serve")]
+mod package_operator;
 mod vboard;

@@ -47,7 +47,7 @@ pub(super) fn have(tool: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn run(cmd: &str, args: &[&str]) -> Output {
+pub(super) fn run(cmd: &str, args: &[&str]) -> Output {
     Command::new(cmd)
         .args(args)
         .stdin(Stdio::null())
@@ -55,7 +55,7 @@ fn run(cmd: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("{cmd}: {e}"))
 }
 
-fn text(o: &Output) -> String {
+pub(super) fn text(o: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -63,7 +63,7 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn ok(cmd: &str, args: &[&str]) -> String {
+pub(super) fn ok(cmd: &str, args: &[&str]) -> String {
     let o = run(cmd, args);
     assert!(
         o.status.success(),
@@ -75,7 +75,7 @@ fn ok(cmd: &str, args: &[&str]) -> String {
 }
 
 /// The target directory this test binary was built in (`<target>/debug/deps/system-…`).
-fn target_dir() -> PathBuf {
+pub(super) fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     exe.ancestors().nth(3).unwrap().to_path_buf()
 }
@@ -100,7 +100,7 @@ pub(super) fn debs() -> Option<(PathBuf, PathBuf)> {
     Some((arm, amd))
 }
 
-fn field(deb: &Path, name: &str) -> String {
+pub(super) fn field(deb: &Path, name: &str) -> String {
     ok("dpkg-deb", &["-f", deb.to_str().unwrap(), name])
         .trim()
         .to_string()
@@ -125,8 +125,24 @@ pub(super) fn member(deb: &Path, path: &str) -> Vec<u8> {
     o.stdout
 }
 
-fn control_file(deb: &Path, name: &str) -> String {
+pub(super) fn control_file(deb: &Path, name: &str) -> String {
     ok("dpkg-deb", &["-I", deb.to_str().unwrap(), name])
+}
+
+/// (mode, path) of every file (not directory) in a package, in its order.
+pub(super) fn files(deb: &Path) -> Vec<(String, String)> {
+    let listing = ok("dpkg-deb", &["-c", deb.to_str().unwrap()]);
+    listing
+        .lines()
+        .filter(|l| !l.starts_with('d'))
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (
+                cols[0].to_string(),
+                cols[cols.len() - 1].trim_start_matches('.').to_string(),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -137,19 +153,7 @@ fn both_packages_carry_the_agent_unit_and_config() {
         assert_eq!(field(deb, "Version"), format!("{VERSION}-1"));
         assert_eq!(field(deb, "Architecture"), arch);
         assert_eq!(field(deb, "Section"), "admin");
-        // (mode, path) of every file.
-        let listing = ok("dpkg-deb", &["-c", deb.to_str().unwrap()]);
-        let files: Vec<(String, String)> = listing
-            .lines()
-            .filter(|l| !l.starts_with('d'))
-            .map(|l| {
-                let cols: Vec<&str> = l.split_whitespace().collect();
-                (
-                    cols[0].to_string(),
-                    cols[cols.len() - 1].trim_start_matches('.').to_string(),
-                )
-            })
-            .collect();
+        let files = files(deb);
         let mut paths: Vec<&str> = files.iter().map(|(_, p)| p.as_str()).collect();
         paths.sort();
         let mut want: Vec<String> = [
@@ -304,29 +308,34 @@ fn lintian_finds_no_error_or_warning() {
         return;
     }
     for deb in [&arm, &amd] {
-        // Overridden tags (packaging/lintian-overrides, each explained there) do not count.
-        let o = run(
-            "lintian",
-            &[
-                "--fail-on",
-                "error,warning",
-                "--display-info",
-                deb.to_str().unwrap(),
-            ],
-        );
-        let out = text(&o);
-        println!("lintian {}:\n{out}", deb.display());
-        let bad: Vec<&str> = out
-            .lines()
-            .filter(|l| l.starts_with("E: ") || l.starts_with("W: "))
-            .collect();
-        assert!(
-            bad.is_empty() && o.status.success(),
-            "lintian {} ({}):\n{out}",
-            deb.display(),
-            o.status
-        );
+        assert_lintian_clean(deb);
     }
+}
+
+/// lintian finds no error or warning in `deb`; overridden tags (packaging/lintian-overrides,
+/// each explained there) do not count.
+pub(super) fn assert_lintian_clean(deb: &Path) {
+    let o = run(
+        "lintian",
+        &[
+            "--fail-on",
+            "error,warning",
+            "--display-info",
+            deb.to_str().unwrap(),
+        ],
+    );
+    let out = text(&o);
+    println!("lintian {}:\n{out}", deb.display());
+    let bad: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("E: ") || l.starts_with("W: "))
+        .collect();
+    assert!(
+        bad.is_empty() && o.status.success(),
+        "lintian {} ({}):\n{out}",
+        deb.display(),
+        o.status
+    );
 }
 
 /// `key -> values` of one section of a unit file.
@@ -495,6 +504,8 @@ fn packaging_and_image_scripts_pass_shellcheck() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scripts = [
         "packaging/build-debs.sh",
+        ".ci/build-cache.sh",
+        "tests/vboard/build-aarch64.sh",
         "packaging/deb/postinst",
         "packaging/deb/postrm",
         "image/install-into-image.sh",

@@ -25,9 +25,22 @@ impl Serve {
     /// Starts the service on `broker_url` with its history in `state` and known_boards at
     /// `known`, listening on a free loopback port; `extra`: more options.
     pub fn start(broker_url: &str, state: &Path, known: &Path, extra: &[&str]) -> Serve {
+        let program = Command::new(env!("CARGO_BIN_EXE_npu-agent"));
+        Serve::start_program(program, broker_url, state, known, extra)
+    }
+
+    /// As [`Serve::start`], with `program` in place of this build's binary (e.g. a packaged
+    /// aarch64 binary under qemu-user: package_operator.rs); `fleet serve ...` is appended.
+    pub fn start_program(
+        mut program: Command,
+        broker_url: &str,
+        state: &Path,
+        known: &Path,
+        extra: &[&str],
+    ) -> Serve {
         let log = state.with_extension("log");
         let f = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
+        let child = program
             .args(["fleet", "serve", "--broker", broker_url, "--listen"])
             .args(["127.0.0.1:0", "--state-dir"])
             .arg(state)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the static aarch64 agent and checks that it is one:
-#   bash tests/vboard/build-aarch64.sh
+#   bash tests/vboard/build-aarch64.sh              # the board build (release, no `fleet serve`)
+#   bash tests/vboard/build-aarch64.sh --operator   # the operator's: default features (`fleet
+#                                                   # serve`), profile `operator`
 # Installs nothing. Needs: rustup target add aarch64-unknown-linux-musl; for crates with C parts
 # (ring) gcc-aarch64-linux-gnu + libc6-dev-arm64-cross; `file` or `readelf` for the check.
 # Linker and C compiler come from .cargo/config.toml. Honours CARGO_TARGET_DIR.
@@ -10,9 +12,19 @@ cd "$(dirname "$0")/../.."
 target=aarch64-unknown-linux-musl
 start=$(date +%s)
 # The board build: the plain release profile without the default features (`serve`, the
-# operator's fleet service, is not for boards: docs/development.md "Deviations").
-cargo build --release --locked --no-default-features --target "$target" >&2
-bin="${CARGO_TARGET_DIR:-target}/$target/release/npu-agent"
+# operator's fleet service, is not for boards: docs/development.md "Deviations"). The operator's
+# build (the npu-agent-operator package, packaging/build-debs.sh) keeps them, with the profile
+# the amd64 package uses.
+case "${1:-}" in
+  "") profile=release; build=(--release --no-default-features) ;;
+  --operator) profile=operator; build=(--profile operator) ;;
+  *) echo "build-aarch64: unknown option $1 (--operator or nothing)" >&2; exit 2 ;;
+esac
+bin="${CARGO_TARGET_DIR:-target}/$target/$profile/npu-agent"
+# `cargo build`, or under .ci/run the file of an earlier build with the same inputs.
+# shellcheck source=/dev/null # (.ci/build-cache.sh, linted by itself)
+. .ci/build-cache.sh
+cached_build "$bin" --locked "${build[@]}" --target "$target"
 [ -x "$bin" ] || { echo "build-aarch64: $bin missing after the build" >&2; exit 1; }
 
 # Statically linked: `file` says so, and the ELF has no interpreter and no NEEDED libraries.

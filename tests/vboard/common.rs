@@ -124,12 +124,25 @@ pub fn aarch64_agent() -> Option<PathBuf> {
 }
 
 /// examples/panic_probe.rs built like the static aarch64 agent (release profile, the target's link
-/// flags): `cargo build --release --locked --target aarch64-unknown-linux-musl
-/// --example panic_probe` in this test's own target directory, as [`aarch64_agent`] builds.
+/// flags): `NPU_AGENT_AARCH64_PANIC_PROBE` names a prebuilt file (used as is; `.ci/run` sets it
+/// and [`aarch64_agent`]'s variable to the builds it made or took from its build cache), else
+/// `cargo build --release --locked --target aarch64-unknown-linux-musl --example panic_probe` in
+/// this test's own target directory, as [`aarch64_agent`] builds.
 /// None (after `skip`, which panics under CI) when the target or its linker setup is missing.
 pub fn aarch64_panic_probe() -> Option<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     match BIN.get_or_init(|| {
+        if let Some(p) = env::var_os("NPU_AGENT_AARCH64_PANIC_PROBE") {
+            let p = PathBuf::from(p);
+            return if p.is_file() {
+                Ok(p)
+            } else {
+                Err(format!(
+                    "NPU_AGENT_AARCH64_PANIC_PROBE={} does not exist",
+                    p.display()
+                ))
+            };
+        }
         build_aarch64(
             &["--example", "panic_probe"],
             "release/examples/panic_probe",
