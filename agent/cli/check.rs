@@ -35,6 +35,9 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
+    /// The same as --format json (as every other command that prints a result has it).
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
     /// Exit 1 when a finding is at or above this status.
     #[arg(long, value_enum, default_value = "fail")]
     pub fail_on: FailOn,
@@ -69,7 +72,8 @@ pub(super) fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> i
         }
     };
     let r = &d.report;
-    match a.format {
+    let format = if a.json { Format::Json } else { a.format };
+    match format {
         // One line, byte for byte the status payload's encoding (one serialiser of the report
         // in the binary; `jq .` lays it out).
         Format::Json => match serde_json::to_vec(r) {

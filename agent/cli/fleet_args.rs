@@ -32,7 +32,27 @@ pub enum FleetCommand {
     /// exit 0; 1 the broker link ended; 2 usage or setup error.
     #[cfg(feature = "serve")]
     Serve(ServeArgs),
+    /// Not in this build: the board build leaves the fleet service out; it runs from the amd64
+    /// package or, on an arm64 machine, from the npu-agent-operator package.
+    ///
+    /// Exit 2.
+    #[cfg(not(feature = "serve"))]
+    Serve(NoServeArgs),
 }
+
+/// `fleet serve` in a build without it: whatever follows is taken, and the answer says where the
+/// service is.
+#[cfg(not(feature = "serve"))]
+#[derive(Debug, clap::Args)]
+pub struct NoServeArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    rest: Vec<String>,
+}
+
+/// Why `fleet serve` does not run in a build without the `serve` feature (the board build).
+pub const NO_SERVE: &str = "fleet serve is not in this build (the board build leaves the fleet \
+    service out): install the amd64 package, or npu-agent-operator on an arm64 machine, where \
+    the fleet service runs";
 
 /// `fleet serve` options.
 #[cfg(feature = "serve")]
@@ -239,9 +259,7 @@ impl FleetCommand {
     /// Errors: a `--board-wait` over `--wait` (the message, for `npu-agent: ...`).
     pub fn into_action(self) -> Result<FleetAction, String> {
         let (wait, board_wait) = match &self {
-            FleetCommand::Watch(_) => (0, 0),
-            #[cfg(feature = "serve")]
-            FleetCommand::Serve(_) => (0, 0),
+            FleetCommand::Watch(_) | FleetCommand::Serve(_) => (0, 0),
             FleetCommand::Send(a) => (a.wait, a.board_wait),
             FleetCommand::Capture(a) => (a.wait, a.board_wait),
         };
@@ -251,6 +269,8 @@ impl FleetCommand {
             ));
         }
         Ok(match self {
+            #[cfg(not(feature = "serve"))]
+            FleetCommand::Serve(_) => return Err(NO_SERVE.into()),
             #[cfg(feature = "serve")]
             FleetCommand::Serve(a) => FleetAction::Serve {
                 flags: OperatorFlags {

@@ -90,8 +90,8 @@ pub enum Command {
     /// The daemon: periodic checks, MQTT status, remote commands (non-zero only on a fatal
     /// config error).
     Run(RunArgs),
-    /// Operator side: watch the fleet's status, send a command to one board or all, or fetch a
-    /// board's support bundle.
+    /// Operator side: watch the fleet's status, send a command to one board or all, fetch a
+    /// board's support bundle, or serve the fleet's page, history and metrics.
     ///
     /// The broker list, topic root, signing key, TLS files and credentials come from the
     /// operator config file ($XDG_CONFIG_HOME/npu-agent/fleet.toml, else
@@ -99,7 +99,7 @@ pub enum Command {
     /// NPU_AGENT_MQTT_KEY_FILE, NPU_AGENT_MQTT_USERNAME, NPU_AGENT_MQTT_PASSWORD_FILE and the
     /// flags override.
     Fleet {
-        /// watch, send or capture.
+        /// watch, send, capture or serve.
         #[command(subcommand)]
         action: FleetCommand,
     },

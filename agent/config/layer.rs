@@ -256,6 +256,7 @@ pub fn redact_values(message: &str) -> String {
         };
         let known = tail.split('`').skip(1).step_by(2);
         if p.starts_with("missing")
+            || snake_case_words(name)
             || known
                 .clone()
                 .any(|k| crate::sys::distance::edit_distance(k, name) <= 2)
@@ -290,6 +291,16 @@ pub fn redact_values(message: &str) -> String {
         }
     }
     out
+}
+
+/// True for a name made of two or more lowercase words joined by `_` (`max_boards`): the shape
+/// of a config key, which a password or token pasted where a key goes does not have.
+fn snake_case_words(name: &str) -> bool {
+    name.len() <= 64
+        && name.split('_').count() >= 2
+        && name
+            .split('_')
+            .all(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase()))
 }
 
 /// A TOML error in `text` from `source` as a [`ConfigError`]: its line, the message with values hidden

@@ -236,6 +236,15 @@ fn type_errors_do_not_echo_values() {
         redact_values("unknown field `pasword_file`, expected one of `url`, `password_file`"),
         "unknown field `pasword_file`, expected one of `url`, `password_file`"
     );
+    // A key of another table or version (lowercase words joined by `_`) is named too.
+    assert_eq!(
+        redact_values("unknown key `max_boards`, expected one of `listen`, `state_dir`"),
+        "unknown key `max_boards`, expected one of `listen`, `state_dir`"
+    );
+    for secret in ["hunter2_pw", "abc_Def_ghi", "a__b", "_x_y", "tok3n_value"] {
+        let shown = redact_values(&format!("unknown key `{secret}`, expected one of `url`"));
+        assert!(!shown.contains(secret), "{shown}");
+    }
     assert_eq!(
         redact_values("unknown key `SuperSecretPw99`, expected one of `url`, `username`"),
         "unknown key (not shown: 15 characters that are no key's name; a secret?), expected one of `url`, `username`"

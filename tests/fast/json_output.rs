@@ -143,3 +143,27 @@ fn capture_as_json_says_what_it_wrote() {
     );
     assert!(v["missing"].is_array());
 }
+
+/// `check --json` is `check --format json` (the report object, as the status carries it), and
+/// the two together are a usage error.
+#[test]
+fn check_json_is_the_report_of_format_json() {
+    let root = case("rk3588-rknpu-0.8.2-nofile-1024");
+    let short = json(&["check", "--root", &root, "--json"], 1);
+    let long = json(&["check", "--root", &root, "--format", "json"], 1);
+    let ids = |v: &Value| -> Vec<(String, String)> {
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f["id"].to_string(), f["status"].to_string()))
+            .collect()
+    };
+    assert!(
+        ids(&short).iter().all(|(id, _)| id.contains(".")),
+        "{short}"
+    );
+    assert_eq!(ids(&short), ids(&long));
+    let o = agent(&["check", "--root", &root, "--json", "--format", "text"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

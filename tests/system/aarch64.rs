@@ -242,4 +242,11 @@ fn the_board_build_has_the_fleet_tools() {
         err.contains("127.0.0.1:9"),
         "names the broker it could not reach: {err}"
     );
+    // The fleet service is left out of the board build: asked for, it says where it is.
+    let (code, _, err) = run(&["fleet", "serve", "--listen", "127.0.0.1:0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("fleet serve is not in this build") && err.contains("npu-agent-operator"),
+        "{err}"
+    );
 }
