@@ -56,7 +56,6 @@ use support::brokers::{have_nats, NatsCluster};
 use support::mqtt::{agent_config, free_port, require_tool, Agent, Board, Broker, Client};
 use workers::{enter_netns, nats_log, sh, usage, write_template, Counts, Plan, Workers, CASE};
 
-
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()

@@ -25,9 +25,9 @@
 //! Run: `cargo bench --profile operator --bench fleet_serve_brokers` (needs mosquitto and
 //! nats-server; root for `fleet_cluster`'s private network namespace). Env: NPU_BENCH_BOARDS
 //! (100000), NPU_BENCH_LIVE (10000), NPU_BENCH_INFLIGHT (256), NPU_BENCH_BROKERS
-//! (`mosquitto,nats`), NPU_BENCH_MOSQUITTO (extra lines for mosquitto.conf),
-//! NPU_BENCH_NATS (extra lines for every node's config), NPU_BENCH_LIST_S (600: each wait for
-//! every board).
+//! (`mosquitto,nats`), NPU_BENCH_MOSQUITTO (mosquitto.conf lines; `max_queued_messages 0`),
+//! NPU_BENCH_NATS (every node's config lines; `max_pending: 536870912`), NPU_BENCH_LIST_S (600:
+//! each wait for every board).
 
 // Tests build board trees and fixtures with plain writes (clippy.toml: disallowed_methods).
 #![allow(clippy::disallowed_methods)]
@@ -73,6 +73,13 @@ struct Setup {
     list: Duration,
 }
 
+/// mosquitto's setting for serve: no bound on the messages queued for one client (the default,
+/// 1000, drops most of a restarted serve's retained burst: the operator guide).
+const MOSQUITTO: &str = "max_queued_messages 0";
+/// Every NATS node's setting for serve: a client's pending bytes above the fleet's retained
+/// statuses (100,000 are about 200 MB; the default, 64 MB, drops a restarted serve as a slow
+/// consumer).
+const NATS: &str = "max_pending: 536870912";
 /// The default interval of an agent's status, seconds (`[report] interval_s`).
 const INTERVAL_S: f64 = 60.0;
 /// One board in this many publishes a changed status in phase 3.
@@ -117,7 +124,7 @@ fn main() {
     write_known(&s);
     let mut table: Vec<(String, Vec<(String, String)>)> = Vec::new();
     if brokers.contains("mosquitto") {
-        let extra = env_text("NPU_BENCH_MOSQUITTO", "");
+        let extra = env_text("NPU_BENCH_MOSQUITTO", MOSQUITTO);
         println!("\n== one mosquitto (extra config: {extra:?})");
         let port = free_port();
         let more: String = (2..=s.plan.hosts)
@@ -128,10 +135,9 @@ fn main() {
         table.push(("one mosquitto".into(), rows));
     }
     if brokers.contains("nats") {
-        let extra = env_text("NPU_BENCH_NATS", "").replace("\\n", "\n");
+        let extra = env_text("NPU_BENCH_NATS", NATS).replace("\\n", "\n");
         println!("\n== NATS cluster, 3 nodes (extra config: {extra:?})");
-        let cluster =
-            NatsCluster::start_with(if netns { "0.0.0.0" } else { "127.0.0.1" }, &extra);
+        let cluster = NatsCluster::start_with(if netns { "0.0.0.0" } else { "127.0.0.1" }, &extra);
         // JetStream elects its leaders after the ports listen: let the cluster settle.
         std::thread::sleep(Duration::from_secs(5));
         let urls: Vec<String> = (0..3).map(|i| cluster.url(i)).collect();
@@ -227,7 +233,10 @@ impl Serve {
         };
         let t0 = Instant::now();
         while serve.counts().is_none() {
-            assert!(t0.elapsed() < Duration::from_secs(30), "serve did not answer");
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "serve did not answer"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         serve
@@ -260,7 +269,10 @@ impl Serve {
         let html = String::from_utf8_lossy(&body);
         let count = |id: &str| {
             let at = html.find(&format!("id=\"count-{id}\">"))? + id.len() + 12;
-            let digits: String = html[at..].chars().take_while(char::is_ascii_digit).collect();
+            let digits: String = html[at..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
             digits.parse().ok()
         };
         (code == 200).then_some(())?;
@@ -270,17 +282,17 @@ impl Serve {
     /// `path`'s request time and size, as a line.
     fn timed(&self, path: &str) -> String {
         match self.get(path) {
-            Some((t, code, body)) => format!(
-                "{t:.2} s, {:.1} MB (HTTP {code})",
-                body.len() as f64 / 1e6
-            ),
+            Some((t, code, body)) => {
+                format!("{t:.2} s, {:.1} MB (HTTP {code})", body.len() as f64 / 1e6)
+            }
             None => "no answer".into(),
         }
     }
 
     /// VmRSS and VmHWM, bytes.
     fn mem(&self) -> (u64, u64) {
-        let st = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let st =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
         let kb = |k: &str| {
             st.lines()
                 .find_map(|l| l.strip_prefix(k))
@@ -382,10 +394,18 @@ fn run(
         mib(rss0),
         mib(hwm)
     );
-    r.say("first run: serve's memory", &long, &format!("{per} bytes/board"));
+    r.say(
+        "first run: serve's memory",
+        &long,
+        &format!("{per} bytes/board"),
+    );
     requests(&mut r, &serve, "first run", "failing");
     let lost = serve.log_count("broker connection lost");
-    r.say("first run: serve's broker connection lost", &lost.to_string(), &lost.to_string());
+    r.say(
+        "first run: serve's broker connection lost",
+        &lost.to_string(),
+        &lost.to_string(),
+    );
     after("the first run");
     let code = serve.stop();
     let (bytes0, events0, boards0) = db_at_rest(&state);
@@ -394,7 +414,11 @@ fn run(
          (serve exit {code:?})",
         bytes0 / n.max(1)
     );
-    r.say("first run: database", &long, &format!("{} bytes/board", bytes0 / n.max(1)));
+    r.say(
+        "first run: database",
+        &long,
+        &format!("{} bytes/board", bytes0 / n.max(1)),
+    );
     let mut serve = Serve::start(s, &state, urls, "all", &format!("{name}-restart"));
     let (long, short) = phase_restart(s, &serve, &state, events0);
     r.say("restart: every board listed again", &long, &short);
@@ -406,7 +430,11 @@ fn run(
     let (long, short) = phase_change(s, &serve, ports[0]);
     r.say("changed statuses shown", &long, &short);
     let lost = serve.log_count("broker connection lost");
-    r.say("restart: serve's broker connection lost", &lost.to_string(), &lost.to_string());
+    r.say(
+        "restart: serve's broker connection lost",
+        &lost.to_string(),
+        &lost.to_string(),
+    );
     let code = serve.stop();
     let (bytes1, events1, _) = db_at_rest(&state);
     let k = changed(s.plan.n).len().max(1) as f64;
@@ -437,8 +465,8 @@ fn run(
 /// history's `boards` table every second.
 fn phase_fill(s: &Setup, w: &Workers, state: &Path) -> (String, String) {
     let (n, live) = (s.plan.n as u64, s.live as u64);
-    let db = rusqlite::Connection::open(state.join(npu_agent::fleet::serve::store::FILE_NAME))
-        .unwrap();
+    let db =
+        rusqlite::Connection::open(state.join(npu_agent::fleet::serve::store::FILE_NAME)).unwrap();
     let _ = db.busy_timeout(Duration::from_secs(10));
     let t0 = Instant::now();
     let (mut told, mut published, mut said, mut tick) = (false, None, t0, t0);
@@ -447,7 +475,10 @@ fn phase_fill(s: &Setup, w: &Workers, state: &Path) -> (String, String) {
         std::thread::sleep(tick.saturating_duration_since(Instant::now()));
         let (c, t) = (w.total(), t0.elapsed().as_secs_f64());
         if !told && (c[READY] >= live || t0.elapsed() > s.list / 2) {
-            println!("  {t:.0} s: {} of {live} boards connected and published; the rest now", c[READY]);
+            println!(
+                "  {t:.0} s: {} of {live} boards connected and published; the rest now",
+                c[READY]
+            );
             w.tell("retained");
             told = true;
         }
@@ -519,12 +550,15 @@ fn phase_restart(s: &Setup, serve: &Serve, state: &Path, events0: u64) -> (Strin
         }
         if said.elapsed() >= Duration::from_secs(30) {
             said = Instant::now();
-            println!("  .. {t:.0} s: the page counts {} boards, {} ok", last.0[0], last.0[1]);
+            println!(
+                "  .. {t:.0} s: the page counts {} boards, {} ok",
+                last.0[0], last.0[1]
+            );
         }
         std::thread::sleep(Duration::from_secs_f64((last.1 * 3.0).max(1.0)));
     };
-    let db = rusqlite::Connection::open(state.join(npu_agent::fleet::serve::store::FILE_NAME))
-        .unwrap();
+    let db =
+        rusqlite::Connection::open(state.join(npu_agent::fleet::serve::store::FILE_NAME)).unwrap();
     let added = rows(&db, "events").saturating_sub(events0);
     let polled = format!("{polls} polls, the last {:.2} s", last.1);
     match done {
@@ -580,7 +614,11 @@ fn phase_change(s: &Setup, serve: &Serve, port: u16) -> (String, String) {
 fn summary(s: &Setup, table: &[(String, Vec<(String, String)>)]) {
     println!("\n== summary ({} boards, {} connected)", s.plan.n, s.live);
     let head: Vec<&str> = table.iter().map(|(b, _)| b.as_str()).collect();
-    println!("| | {} |\n|---|{}", head.join(" | "), "---|".repeat(head.len()));
+    println!(
+        "| | {} |\n|---|{}",
+        head.join(" | "),
+        "---|".repeat(head.len())
+    );
     let Some((_, first)) = table.first() else {
         return;
     };
