@@ -135,7 +135,10 @@ fn main() {
         table.push(("one mosquitto".into(), rows));
     }
     if brokers.contains("nats") {
-        let extra = env_text("NPU_BENCH_NATS", NATS).replace("\\n", "\n");
+        let extra = format!(
+            "{}\n",
+            env_text("NPU_BENCH_NATS", NATS).replace("\\n", "\n")
+        );
         println!("\n== NATS cluster, 3 nodes (extra config: {extra:?})");
         let cluster = NatsCluster::start_with(if netns { "0.0.0.0" } else { "127.0.0.1" }, &extra);
         // JetStream elects its leaders after the ports listen: let the cluster settle.
