@@ -389,10 +389,10 @@ fn run(
     let state = s.dir.path().join(format!("state-{name}"));
     let mut serve = Serve::start(s, &state, urls, "failing", &format!("{name}-first"));
     let (rss0, _) = serve.mem();
-    let sub = wait_subscribed(s, &state, ports[0]);
+    let sub = wait_subscribed(s, &serve, ports[0]);
     println!("serve subscribed: board 0's status taken after {sub:.1} s");
     let w = Workers::spawn(&s.plan, s.live, ports);
-    let (long, short) = phase_fill(s, &w, &state);
+    let (long, short) = phase_fill(s, &w, &serve);
     r.say("first run: every board taken", &long, &short);
     let (long, short) = page_counts(&serve, n);
     r.say("first run: the page counts", &long, &short);
@@ -470,13 +470,11 @@ fn run(
     r.0
 }
 
-/// Publishes board 0's status through `port` and waits until serve's history has it: serve has
+/// Publishes board 0's status through `port` and waits until serve counts it: serve has
 /// subscribed. On NATS a board that publishes on another node before then can be missed until
 /// its next status (a node learns the others' retained messages a moment later: 129 of 100,000
 /// boards in a run that did not wait); the simulator publishes once. Seconds.
-fn wait_subscribed(s: &Setup, state: &Path, port: u16) -> f64 {
-    let db =
-        rusqlite::Connection::open(state.join(npu_agent::fleet::serve::store::FILE_NAME)).unwrap();
+fn wait_subscribed(s: &Setup, serve: &Serve, port: u16) -> f64 {
     let template = std::fs::read_to_string(&s.plan.template).unwrap();
     let id = sim::board_id(0);
     let c = Client::connect(port, &[]);
@@ -486,7 +484,7 @@ fn wait_subscribed(s: &Setup, state: &Path, port: u16) -> f64 {
         true,
     );
     let t0 = Instant::now();
-    while rows(&db, "boards") == 0 {
+    while serve.counts().is_none_or(|(c, _)| c[1] == 0) {
         assert!(
             t0.elapsed() < Duration::from_secs(120),
             "serve took no status"
@@ -497,18 +495,16 @@ fn wait_subscribed(s: &Setup, state: &Path, port: u16) -> f64 {
 }
 
 /// Phase 1: the boards publish while serve runs (the connected ones first, then the retained
-/// rest); seconds until serve's history holds a sealed status of every board, polled from the
-/// history's `boards` table every second.
-fn phase_fill(s: &Setup, w: &Workers, state: &Path) -> (String, String) {
+/// rest); seconds until the page counts a sealed status (`ok`) of every board, polled every
+/// second or three times the last request's time (the page is rendered off serve's lock).
+fn phase_fill(s: &Setup, w: &Workers, serve: &Serve) -> (String, String) {
     let (n, live) = (s.plan.n as u64, s.live as u64);
-    let db =
-        rusqlite::Connection::open(state.join(npu_agent::fleet::serve::store::FILE_NAME)).unwrap();
-    let _ = db.busy_timeout(Duration::from_secs(10));
     let t0 = Instant::now();
-    let (mut told, mut published, mut said, mut tick) = (false, None, t0, t0);
+    let (mut told, mut published, mut said, mut last) = (false, None, t0, ([0; 3], 0.0));
     loop {
-        tick += Duration::from_secs(1);
-        std::thread::sleep(tick.saturating_duration_since(Instant::now()));
+        if let Some(c) = serve.counts() {
+            last = c;
+        }
         let (c, t) = (w.total(), t0.elapsed().as_secs_f64());
         if !told && (c[READY] >= live || t0.elapsed() > s.list / 2) {
             println!(
@@ -521,12 +517,13 @@ fn phase_fill(s: &Setup, w: &Workers, state: &Path) -> (String, String) {
         if published.is_none() && told && c[RETAINED] + c[READY] >= n {
             published = Some(t);
         }
-        let taken = rows(&db, "boards");
+        let taken = last.0[1];
         let pubs = published.map_or("not done".into(), |p| format!("{p:.1} s"));
         if taken >= n {
             let long = format!(
-                "{t:.1} s ({:.0} boards/s; the simulator's publishing: {pubs})",
-                n as f64 / t
+                "{t:.1} s ({:.0} boards/s; the simulator's publishing: {pubs}; the last poll {:.2} s)",
+                n as f64 / t,
+                last.1
             );
             return (long, format!("{t:.1} s"));
         }
@@ -537,10 +534,11 @@ fn phase_fill(s: &Setup, w: &Workers, state: &Path) -> (String, String) {
         if said.elapsed() >= Duration::from_secs(30) {
             said = Instant::now();
             println!(
-                "  .. {t:.0} s: {} connected boards ready, {} retained published, serve took {taken}",
+                "  .. {t:.0} s: {} connected boards ready, {} retained published, serve counts {taken} ok",
                 c[READY], c[RETAINED]
             );
         }
+        std::thread::sleep(Duration::from_secs_f64((last.1 * 3.0).max(1.0)));
     }
 }
 
@@ -561,8 +559,32 @@ fn requests(r: &mut Rows, serve: &Serve, when: &str, metrics: &str) {
     r.say(&format!("{when}: page /"), &page, &page);
     let m = serve.timed("/metrics");
     r.say(&format!("{when}: /metrics ({metrics})"), &m, &m);
-    let api = serve.timed("/api/boards");
-    r.say(&format!("{when}: /api/boards"), &api, &api);
+    let api = api_walk(serve);
+    r.say(&format!("{when}: /api/boards, every page"), &api, &api);
+}
+
+/// Every page of `/api/boards` (10,000 boards a page, the most it gives): time, bytes, boards.
+fn api_walk(serve: &Serve) -> String {
+    let t0 = Instant::now();
+    let (mut bytes, mut boards, mut pages, mut after) = (0, 0, 0, String::new());
+    loop {
+        let path = format!("/api/boards?limit=10000&after={after}");
+        let Some((_, 200, body)) = serve.get(&path) else {
+            return format!("no answer to {path}");
+        };
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let page = v.as_array().cloned().unwrap_or_default();
+        (bytes, boards, pages) = (bytes + body.len(), boards + page.len(), pages + 1);
+        match page.last().and_then(|b| b["board"].as_str()) {
+            Some(id) if page.len() == 10_000 => after = id.to_string(),
+            _ => break,
+        }
+    }
+    format!(
+        "{:.2} s, {:.1} MB, {boards} boards in {pages} pages",
+        t0.elapsed().as_secs_f64(),
+        bytes as f64 / 1e6
+    )
 }
 
 /// Phase 2: serve started again into the same history: seconds until the page counts every

@@ -126,11 +126,11 @@ mod tests {
         let keys = KnownBoards::load_accepting(Some(&dir.join("known_boards")), 1000);
         let store = Box::new(Sqlite::open(dir).unwrap());
         let fleet = Fleet::new("npu-fleet", 1000, keys, store, Staleness::AfterS(60));
-        Arc::new(Shared {
-            fleet: std::sync::Mutex::new(fleet),
-            cardinality: Cardinality::All,
-            listen: std::net::Ipv4Addr::LOCALHOST.into(),
-        })
+        Arc::new(Shared::new(
+            fleet,
+            Cardinality::All,
+            std::net::Ipv4Addr::LOCALHOST.into(),
+        ))
     }
 
     fn status(i: u8) -> (String, Vec<u8>) {
