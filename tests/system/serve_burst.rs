@@ -86,9 +86,10 @@ fn serve_takes_every_board_of_a_burst_faster_than_its_seal_checks_on_default_mos
             last = (n, Instant::now());
         }
         assert!(
-            last.1.elapsed() < Duration::from_secs(20) && t0.elapsed() < Duration::from_secs(300),
-            "serve took {n} of {BOARDS} boards (none more for 20 s: the broker dropped the rest)"
+            last.1.elapsed() < Duration::from_secs(60) && t0.elapsed() < Duration::from_secs(300),
+            "serve took {n} of {BOARDS} boards (none more for 60 s: the broker dropped the rest)"
         );
-        std::thread::sleep(Duration::from_millis(200));
+        // Each poll renders the whole fleet: not more often than once a second.
+        std::thread::sleep(Duration::from_secs(1));
     }
 }
