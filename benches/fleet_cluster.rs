@@ -40,24 +40,21 @@ mod support;
 #[path = "fleet_cluster/sim.rs"]
 mod sim;
 
+#[path = "fleet_cluster/workers.rs"]
+mod workers;
+
 // The whole-cluster outage simulation, printed at the end of the run (its `main` is not used).
 #[allow(dead_code)]
 #[path = "backoff.rs"]
 mod backoff;
 
 use rumqttc::{Event, Packet, QoS};
-use sim::{ATTEMPTS, CMDS, CONNECTED, COUNTERS, FINALS, NODE0, READY, RETAINED};
-use std::io::{BufRead, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use sim::{ATTEMPTS, CMDS, CONNECTED, FINALS, NODE0, READY, RETAINED};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::brokers::{have_nats, NatsCluster};
 use support::mqtt::{agent_config, free_port, require_tool, Agent, Board, Broker, Client};
-
-const CASE: &str = "own-rk3588-opi5plus-rknpu-0.9.8-healthy";
-/// Connections per worker process (under the descriptor limit).
-const PER_WORKER: usize = 15_000;
-type Counts = [u64; COUNTERS];
+use workers::{enter_netns, nats_log, sh, usage, write_template, Counts, Plan, Workers, CASE};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -79,32 +76,6 @@ fn main() {
     coordinator();
 }
 
-/// Runs this bench again in a private network namespace (loopback up, ports 1024-65535): that
-/// run's exit code, or `None` to run here (no namespace to be had).
-fn enter_netns() -> Option<i32> {
-    if std::env::var_os("NPU_BENCH_NETNS").is_some() {
-        return None;
-    }
-    let can = Command::new("unshare")
-        .args(["--net", "true"])
-        .stderr(Stdio::null())
-        .status();
-    if !can.is_ok_and(|s| s.success()) {
-        println!("note: no private network namespace (unshare --net failed): 127.0.0.1 only");
-        return None;
-    }
-    let script = "ip link set lo up && echo '1024 65535' > /proc/sys/net/ipv4/ip_local_port_range \
-                  && exec \"$0\" \"$@\"";
-    let st = Command::new("unshare")
-        .args(["--net", "--", "sh", "-c", script])
-        .arg(std::env::current_exe().ok()?)
-        .args(std::env::args_os().skip(1))
-        .env("NPU_BENCH_NETNS", "1")
-        .status()
-        .ok()?;
-    Some(st.code().unwrap_or(1))
-}
-
 /// What every phase shares, and the summary rows (for a broker: row name, short figure).
 struct Setup {
     n: usize,
@@ -120,6 +91,16 @@ struct Setup {
 }
 
 impl Setup {
+    /// What the simulator's workers are given.
+    fn plan(&self) -> Plan {
+        Plan {
+            n: self.n,
+            hosts: self.hosts,
+            inflight: self.inflight,
+            template: self.dir.path().join("status.json"),
+        }
+    }
+
     /// Prints a phase's line and keeps its short form for the summary.
     fn say(&mut self, row: &str, long: &str, short: &str) {
         println!("{row}: {long}");
@@ -147,7 +128,7 @@ fn coordinator() {
         rows: Vec::new(),
     };
     header(&s, netns);
-    write_template(&s);
+    write_template(s.dir.path());
     let t0 = Instant::now();
     run_cluster(&mut s, netns);
     let cluster = std::mem::take(&mut s.rows);
@@ -169,12 +150,6 @@ fn coordinator() {
         s.n
     );
     backoff::report(s.n, 300);
-}
-
-fn sh(cmd: &str) -> String {
-    let o = Command::new("sh").args(["-c", cmd]).output();
-    o.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
 }
 
 fn header(s: &Setup, netns: bool) {
@@ -204,27 +179,6 @@ fn header(s: &Setup, netns: bool) {
             .is_ok_and(|c| c >> 24 & 1 == 1),
         sh("tr '\\t' - < /proc/sys/net/ipv4/ip_local_port_range"),
     );
-}
-
-/// The compact status of a real board tree, `interval_s` 60, with placeholders for the board
-/// id and the time, for the workers.
-fn write_template(s: &Setup) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/boards")
-        .join(CASE)
-        .join("root");
-    let out = Command::new(env!("CARGO_BIN_EXE_npu-agent"))
-        .args(["check", "--format", "json", "--root"])
-        .arg(&root)
-        .output()
-        .unwrap();
-    let mut report: npu_agent::report::Report = serde_json::from_slice(&out.stdout).unwrap();
-    report.board_id = "@@BOARD@@".into();
-    report.time = "@@TIME@@".into();
-    report.interval_s = Some(60);
-    let body = serde_json::to_vec(&npu_agent::report::compact(&report, false)).unwrap();
-    println!("one status ({CASE}): compact {} bytes, sealed", body.len());
-    std::fs::write(s.dir.path().join("status.json"), body).unwrap();
 }
 
 /// The three real agents, `real-<i>` first on node `i` (then the others).
@@ -270,7 +224,7 @@ fn run_cluster(s: &mut Setup, netns: bool) {
     std::thread::sleep(Duration::from_secs(5));
     let urls: Vec<String> = (0..3).map(|i| cluster.url(i)).collect();
     let agents = real_agents(&urls, true);
-    let w = Workers::spawn(s, live, &cluster.mqtt_ports);
+    let w = Workers::spawn(&s.plan(), live, &cluster.mqtt_ports);
     let mut seen = vec![0; 3];
     let pids = cluster.pids();
     common_phases(s, &w, live, &pids, &urls, &mut |when| {
@@ -279,47 +233,6 @@ fn run_cluster(s: &mut Setup, netns: bool) {
     phase_kill(s, &mut cluster, &w);
     nats_log(&cluster, &mut seen, "the kill");
     still_running(agents);
-}
-
-/// The nodes' `[ERR]`, `[WRN]` and slow-consumer lines since the last call: how many, and the most frequent
-/// kinds (the message after the client, digits removed).
-fn nats_log(cluster: &NatsCluster, seen: &mut [usize], when: &str) {
-    let logs = cluster.logs();
-    let mut kinds: Vec<(String, usize)> = Vec::new();
-    let mut total = 0;
-    for (i, node) in logs.split("\n---\n").enumerate().take(seen.len()) {
-        let lines: Vec<&str> = node.lines().collect();
-        for l in lines.iter().skip(seen[i]) {
-            let level = match (l.contains("[ERR]"), l.contains("[WRN]")) {
-                (true, _) => "ERR",
-                (_, true) => "WRN",
-                _ if l.contains("Slow Consumer") => "INF",
-                _ => continue,
-            };
-            total += 1;
-            let msg = l.rsplit(" - ").next().unwrap_or(l);
-            let msg = msg.split("] ").last().unwrap_or(msg);
-            let k = format!(
-                "{level} {}",
-                msg.chars()
-                    .filter(|c| !c.is_ascii_digit())
-                    .take(150)
-                    .collect::<String>()
-            );
-            match kinds.iter_mut().find(|(x, _)| *x == k) {
-                Some((_, n)) => *n += 1,
-                None => kinds.push((k, 1)),
-            }
-        }
-        seen[i] = seen[i].max(lines.len());
-    }
-    kinds.sort_by_key(|k| std::cmp::Reverse(k.1));
-    println!(
-        "  nats logs during {when}: {total} [ERR]/[WRN]/slow-consumer lines (digits removed below)"
-    );
-    for (k, n) in kinds.iter().take(8) {
-        println!("    {n} x {k}");
-    }
 }
 
 fn run_mosquitto(s: &mut Setup) {
@@ -337,7 +250,7 @@ fn run_mosquitto(s: &mut Setup) {
     let broker = Broker::start_with(port, &format!("max_queued_messages 0\n{extra}"));
     let urls = vec![broker.url()];
     let agents = real_agents(&urls, false);
-    let w = Workers::spawn(s, live, &[port]);
+    let w = Workers::spawn(&s.plan(), live, &[port]);
     let pids: Vec<u32> = broker.pid().into_iter().collect();
     common_phases(s, &w, live, &pids, &urls, &mut |_| {});
     still_running(agents);
@@ -403,21 +316,6 @@ fn churn(w: &Workers, before: &Counts, live: usize) -> String {
         c[ATTEMPTS] - before[ATTEMPTS],
         c[CONNECTED]
     )
-}
-
-/// VmRSS (kB) and CPU ticks (utime + stime) of a process.
-fn usage(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status.lines().find(|l| l.starts_with("VmRSS:"));
-    let rss = rss.and_then(|l| l.split_whitespace().nth(1)?.parse().ok());
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let f: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r.split_whitespace().collect())
-        .unwrap_or_default();
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    // Fields 14 and 15 of the line: the 12th and 13th after the command.
-    (rss.unwrap_or(0), tick(11) + tick(12))
 }
 
 /// The brokers' resident memory, and their CPU over one keep-alive period (60 s) of quiet.
@@ -688,113 +586,4 @@ fn phase_kill(s: &mut Setup, cluster: &mut NatsCluster, w: &Workers) {
     );
     let long = format!("{r}; connected per node now {:?}", &c[NODE0..NODE0 + 3]);
     s.say("node kill", &long, &r);
-}
-
-/// The simulator's worker processes, and their latest counters.
-struct Workers {
-    children: Vec<Child>,
-    stdins: Mutex<Vec<ChildStdin>>,
-    latest: Arc<Mutex<Vec<Counts>>>,
-}
-
-impl Workers {
-    /// Boards `0..live` connect (each worker a slice), the rest of `s.n` wait for "retained".
-    fn spawn(s: &Setup, live: usize, ports: &[u16]) -> Workers {
-        let w = live.div_ceil(PER_WORKER).max(1);
-        let rest = s.n - live;
-        let latest = Arc::new(Mutex::new(vec![[0; COUNTERS]; w]));
-        let ports: Vec<String> = ports.iter().map(|p| p.to_string()).collect();
-        let (mut children, mut stdins) = (Vec::new(), Vec::new());
-        for k in 0..w {
-            let range = |a: usize, n: usize| format!("{} {}", a + k * n / w, a + (k + 1) * n / w);
-            let mut child = Command::new(std::env::current_exe().unwrap())
-                .env("NPU_BENCH_WORKER", k.to_string())
-                .env("NPU_BENCH_LIVE_RANGE", range(0, live))
-                .env("NPU_BENCH_RET_RANGE", range(live, rest))
-                .env("NPU_BENCH_PORTS", ports.join(" "))
-                .env("NPU_BENCH_HOSTS", s.hosts.to_string())
-                .env("NPU_BENCH_INFLIGHT", s.inflight.div_ceil(w).to_string())
-                .env("NPU_BENCH_TEMPLATE", s.dir.path().join("status.json"))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let out = std::io::BufReader::new(child.stdout.take().unwrap());
-            let l = latest.clone();
-            std::thread::spawn(move || {
-                for line in out.lines().map_while(Result::ok) {
-                    let v: Vec<u64> = line
-                        .split(' ')
-                        .skip(1)
-                        .filter_map(|x| x.parse().ok())
-                        .collect();
-                    if let Ok(c) = <Counts>::try_from(v.as_slice()) {
-                        l.lock().unwrap()[k] = c;
-                    }
-                }
-            });
-            stdins.push(child.stdin.take().unwrap());
-            children.push(child);
-        }
-        println!("simulator: {w} worker processes, {live} connecting boards, {rest} retained");
-        Workers {
-            children,
-            stdins: Mutex::new(stdins),
-            latest,
-        }
-    }
-
-    fn total(&self) -> Counts {
-        let mut t = [0; COUNTERS];
-        for c in self.latest.lock().unwrap().iter() {
-            for (a, b) in t.iter_mut().zip(c) {
-                *a += b;
-            }
-        }
-        t
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(|c| c.id()).collect()
-    }
-
-    fn tell(&self, line: &str) {
-        for i in self.stdins.lock().unwrap().iter_mut() {
-            let _ = writeln!(i, "{line}");
-        }
-    }
-
-    /// Waits until `done` holds for the totals (at most `bound`, a progress line every 30 s):
-    /// seconds, whether done, the totals.
-    fn wait(&self, bound: Duration, done: impl Fn(&Counts) -> bool) -> (f64, bool, Counts) {
-        let t0 = Instant::now();
-        let mut said = t0;
-        loop {
-            let c = self.total();
-            if done(&c) || t0.elapsed() >= bound {
-                return (t0.elapsed().as_secs_f64(), done(&c), c);
-            }
-            if said.elapsed() >= Duration::from_secs(30) {
-                said = Instant::now();
-                println!(
-                    "  .. {:.0} s: {} connected, {} ready, {} attempts, {} retained",
-                    t0.elapsed().as_secs_f64(),
-                    c[CONNECTED],
-                    c[READY],
-                    c[ATTEMPTS],
-                    c[RETAINED]
-                );
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
-    }
-}
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }

@@ -117,14 +117,20 @@ pub fn worker_main() {
     });
 }
 
+/// Simulated board `i`'s id.
+pub fn board_id(i: usize) -> String {
+    format!("sim-{i:06}")
+}
+
 /// A board's own key (a seed from its number), as an agent makes one on its first start.
-fn key_for(i: usize) -> SigningKey {
+pub fn key_for(i: usize) -> SigningKey {
     let mut seed = [0x5a; 32];
     seed[..8].copy_from_slice(&(i as u64).to_le_bytes());
     SigningKey::from_bytes(&seed)
 }
 
-fn status(template: &str, id: &str, key: &SigningKey) -> Vec<u8> {
+/// Board `id`'s status from `template` (its id and the time now filled in), sealed by `key`.
+pub fn status(template: &str, id: &str, key: &SigningKey) -> Vec<u8> {
     let body = template
         .replace("@@BOARD@@", id)
         .replace("@@TIME@@", &npu_agent::sys::time::rfc3339_now());
@@ -142,7 +148,7 @@ async fn board(i: usize, cfg: Arc<Cfg>, c: Shared, sem: Arc<tokio::sync::Semapho
     let step = 1 + (i / nodes) % (nodes - 1).max(1);
     let mut permit = sem.acquire_owned().await.ok();
     let mut b = Sim {
-        id: format!("sim-{i:06}"),
+        id: board_id(i),
         key: key_for(i),
         ready: false,
         answered: String::new(),
@@ -309,7 +315,7 @@ async fn retained(cfg: &Cfg, c: &Shared) {
         let template = cfg.template.clone();
         jobs.push(tokio::spawn(async move {
             for i in ids {
-                let id = format!("sim-{i:06}");
+                let id = board_id(i);
                 let a = format!("npu-fleet/{id}/availability");
                 let _ = client.publish(a, QoS::AtLeastOnce, true, "offline").await;
                 let st = status(&template, &id, &key_for(i));

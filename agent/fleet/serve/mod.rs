@@ -9,6 +9,7 @@
 pub mod api;
 pub mod detail;
 pub mod http;
+pub mod inbox;
 pub mod metrics;
 pub mod page;
 pub mod server;
@@ -178,10 +179,18 @@ async fn stop_signal() {
     }
 }
 
-/// The subscription: every message into the fleet, link states looked at every [`TICK_S`],
-/// the history pruned every [`PRUNE_EVERY_S`]. Returns only when the link ends.
-async fn follow(a: &ServeArgs, mut opts: LinkOptions, shared: &http::Shared) {
+/// The subscription: every message into the fleet (through the [`inbox`]), link states looked
+/// at every [`TICK_S`], the history pruned every [`PRUNE_EVERY_S`]. Returns only when the link
+/// ends (or the inbox's thread cannot start).
+async fn follow(a: &ServeArgs, mut opts: LinkOptions, shared: &Arc<http::Shared>) {
     let root = &a.op.topic_root;
+    let inbox = match inbox::Inbox::start(shared.clone(), inbox::MAX_QUEUED_BYTES) {
+        Ok(i) => i,
+        Err(e) => {
+            tracing::error!("cannot start the thread that takes statuses in: {e}");
+            return;
+        }
+    };
     let mut link = Link::start(&opts);
     let mut tick = tokio::time::interval(Duration::from_secs(TICK_S));
     let mut last_prune: Option<Instant> = None;
@@ -204,7 +213,7 @@ async fn follow(a: &ServeArgs, mut opts: LinkOptions, shared: &http::Shared) {
                     tracing::warn!("broker connection lost: {reason}");
                 }
                 Some(LinkEvent::Message { topic, payload, .. }) => {
-                    lock(shared).take(&topic, &payload, crate::action::now_unix_s());
+                    inbox.push(topic, payload, crate::action::now_unix_s()).await;
                 }
                 Some(_) => {}
             },
