@@ -48,7 +48,10 @@ pub fn split(boards: &[String], shares: &[u32]) -> Vec<Vec<String>> {
     out
 }
 
-/// The online boards, as `fleet watch --once --format json` lists them.
+/// The online boards whose status is sealed by the key pinned for them in `known_boards`, as
+/// `fleet watch --once --format json` lists them (`identity` `signed`). A board whose key is not
+/// pinned (first seen, changed, unsealed) is left out and named on `err`: anyone with broker
+/// access can announce a board online and answer for it, which must not decide a wave.
 ///
 /// Errors: the listing failed (its error output).
 fn online_boards(a: &SendArgs, err: &mut dyn Write) -> Result<Vec<String>, i32> {
@@ -56,7 +59,8 @@ fn online_boards(a: &SendArgs, err: &mut dyn Write) -> Result<Vec<String>, i32> 
         op: a.op.clone(),
         once: true,
         json: true,
-        accept_new_boards: a.accept_new_boards,
+        // Listing records no key: only boards pinned before the rollout take part.
+        accept_new_boards: 0,
         max_rows: MAX_ROWS,
     };
     let (mut o, mut e) = (Vec::new(), Vec::new());
@@ -66,13 +70,35 @@ fn online_boards(a: &SendArgs, err: &mut dyn Write) -> Result<Vec<String>, i32> 
         return Err(code);
     }
     let doc: Value = serde_json::from_slice(&o).unwrap_or(Value::Null);
-    let mut boards: Vec<String> = doc["boards"]
+    let online = doc["boards"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|r| r["availability"] == "online")
-        .filter_map(|r| r["board"].as_str().map(String::from))
-        .collect();
+        .filter(|r| r["availability"] == "online");
+    let (mut boards, mut unpinned) = (Vec::new(), Vec::new());
+    for r in online {
+        let Some(b) = r["board"].as_str() else {
+            continue;
+        };
+        match r["identity"].as_str() {
+            Some("signed") => boards.push(b.to_string()),
+            other => unpinned.push(format!(
+                "{} ({})",
+                super::show::id(b, ID_WIDTH),
+                other.unwrap_or("no status")
+            )),
+        }
+    }
+    if !unpinned.is_empty() {
+        let _ = writeln!(
+            err,
+            "npu-agent: {} online board(s) left out of the rollout, their key not pinned in \
+             known_boards: {}; run `npu-agent fleet watch --once` to record first-seen keys, check \
+             them against the boards' logs, and roll out again",
+            unpinned.len(),
+            unpinned.join(", ")
+        );
+    }
     boards.sort();
     Ok(boards)
 }
@@ -104,6 +130,8 @@ pub fn rollout(a: &SendArgs, shares: &[u32], out: &mut dyn Write, err: &mut dyn 
                 .map(|b| {
                     let one = SendArgs {
                         board: Some(b.clone()),
+                        // Every board of a wave is pinned: no new key is taken meanwhile.
+                        accept_new_boards: 0,
                         ..a.clone()
                     };
                     s.spawn(move || {

@@ -566,7 +566,11 @@ fn on_reply(
     if l.status.is_final() && !trust.is_trusted() && has_room(seen.untrusted.len()) {
         seen.untrusted.insert(t.board.clone());
     }
-    if l.status.is_final() && (has_room(seen.finals.len()) || seen.finals.contains_key(&t.board)) {
+    // Only the board's own final ends its wait: a forged one must not hide the real answer.
+    if l.status.is_final()
+        && trust.is_trusted()
+        && (has_room(seen.finals.len()) || seen.finals.contains_key(&t.board))
+    {
         seen.finals.insert(t.board.clone(), l.status);
     }
     if l.status == CmdStatus::Successful && trust.is_trusted() {

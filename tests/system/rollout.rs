@@ -40,23 +40,22 @@ fn fleet(b1_refuses: bool) -> Option<(Broker, Vec<Board>, Vec<Agent>)> {
     Some((broker, boards, agents))
 }
 
+/// The operator pins the fleet's keys first (`fleet watch --once` records the boards first
+/// seen), then rolls out from the same home.
 fn rollout(broker: &Broker, waves: &str) -> (i32, String, String) {
     let home = tempfile::tempdir().unwrap();
     let home = home.path().to_str().unwrap().to_string();
+    // known_boards is kept beside fleet.toml, in a directory the operator has.
+    std::fs::create_dir_all(format!("{home}/npu-agent")).unwrap();
+    let env = [("HOME", home.as_str()), ("XDG_CONFIG_HOME", home.as_str())];
+    let url = broker.url();
+    let (code, out, err) = npu_agent(&["fleet", "watch", "--once", "--broker", &url], &env);
+    assert_eq!(code, 0, "{out}{err}");
     npu_agent(
         &[
-            "fleet",
-            "send",
-            "rescan",
-            "--all",
-            "--waves",
-            waves,
-            "--broker",
-            &broker.url(),
-            "--wait",
-            "30",
+            "fleet", "send", "rescan", "--all", "--waves", waves, "--broker", &url, "--wait", "30",
         ],
-        &[("HOME", &home), ("XDG_CONFIG_HOME", &home)],
+        &env,
     )
 }
 
@@ -107,4 +106,48 @@ fn a_rollout_stops_at_the_first_wave_with_a_failure() {
     assert!(!out.contains("wave 2/2"), "{out}");
     // b2 and b3 were never sent the command (no lifecycle line of theirs).
     assert!(!out.contains("b2") && !out.contains("b3"), "{out}");
+}
+
+/// Someone with broker access announces boards online and would answer for them: a board whose
+/// key the operator has not pinned never takes part (it would fill the canary wave, sorted
+/// first), and is named.
+#[test]
+fn a_board_whose_key_is_not_pinned_is_left_out_of_the_rollout() {
+    let Some((broker, _boards, _agents)) = fleet(false) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().to_str().unwrap().to_string();
+    // known_boards is kept beside fleet.toml, in a directory the operator has.
+    std::fs::create_dir_all(format!("{home}/npu-agent")).unwrap();
+    let env = [("HOME", home.as_str()), ("XDG_CONFIG_HOME", home.as_str())];
+    let url = broker.url();
+    let (code, out, err) = npu_agent(&["fleet", "watch", "--once", "--broker", &url], &env);
+    assert_eq!(code, 0, "{out}{err}");
+    // Announced after the operator pinned the fleet: a status sealed by a key of its own.
+    let fake = Client::connect(broker.port, &["npu-fleet/0fake/cmd/#"]);
+    let key = npu_agent::mqtt::ed25519::SigningKey::from_bytes(&[3; 32]);
+    let status = br#"{"health":"ok","board_id":"0fake","time":"2099-01-01T00:00:00Z"}"#;
+    let topic = "npu-fleet/0fake/status";
+    let sealed = npu_agent::mqtt::board_sig::seal(&key, topic, status.to_vec());
+    fake.publish(topic, &sealed, true);
+    fake.publish("npu-fleet/0fake/availability", b"online", true);
+    let (code, out, err) = npu_agent(
+        &[
+            "fleet", "send", "rescan", "--all", "--waves", "10%,100%", "--broker", &url, "--wait",
+            "30",
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("wave 1/2: 1 board(s): b1"), "{out}");
+    assert!(!out.contains("0fake"), "{out}");
+    assert!(
+        err.contains("1 online board(s) left out of the rollout") && err.contains("0fake"),
+        "{err}"
+    );
+    assert!(
+        fake.drain().iter().all(|m| !m.topic.contains("/cmd/")),
+        "0fake was sent a command"
+    );
 }
