@@ -467,8 +467,7 @@ struct Replies<'a> {
     result: &'a mut Option<Value>,
 }
 
-/// Records why the target may not answer (offline, stale): said at once the first time, so the
-/// operator knows what the wait is for, and again at the end if no final state comes.
+/// Records why the target may not answer (offline, stale): said at once, then at the end.
 fn note_stale(stale: &mut Option<String>, why: String, a: &SendArgs, err: &mut dyn Write) {
     if stale.is_none() {
         let _ = writeln!(
@@ -501,8 +500,6 @@ fn on_reply(
                 seen.online.insert(b.to_string(), p == b"online");
             }
         } else if p == b"offline" {
-            // Said now, so the operator knows what the wait is for; and again at the end if no
-            // final state comes.
             let why = format!(
                 "{} is offline (its retained availability says so)",
                 super::show::id(b, ID_WIDTH)
