@@ -273,7 +273,14 @@ fn parse_args(action: ActionKind, args: &Map<String, Value>) -> Result<Action, S
         ActionKind::Rescan => Action::Rescan,
         ActionKind::Update => Action::Update {
             version: string("version", 100)?
-                .ok_or("update needs the argument \"version\" (the npu-agent package version)")?,
+                .ok_or_else(|| {
+                    "update needs the argument \"version\" (the npu-agent package version)"
+                        .to_string()
+                })
+                .and_then(|v| {
+                    // Refused here, before anything runs, and never passed to dpkg as an option.
+                    crate::parse::dpkg::check_debian_version(&v).map(|()| v)
+                })?,
             allow_downgrade: match args.get("allow_downgrade") {
                 None => false,
                 Some(Value::Bool(b)) => *b,

@@ -1,6 +1,41 @@
 //! `/var/lib/dpkg/status`: one stanza per package (`Package:`, `Status:`, `Version:`, …),
 //! stanzas separated by blank lines, continuation lines starting with a space.
 
+/// Checks that `v` has the shape of a Debian version (deb-version(7)): an optional numeric
+/// epoch and `:`, an upstream version that starts with a digit, then only `[A-Za-z0-9.+~-]`
+/// (a revision after the last `-`), at most 100 bytes. A value that starts with `-` would reach
+/// dpkg or apt as an option.
+///
+/// Errors: why `v` is no Debian version.
+pub fn check_debian_version(v: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("{:?} is not a Debian version: {why}", shown(v)));
+    if v.is_empty() || v.len() > 100 {
+        return bad("1 to 100 characters");
+    }
+    let rest = match v.split_once(':') {
+        Some((epoch, rest)) if !epoch.is_empty() && epoch.bytes().all(|b| b.is_ascii_digit()) => {
+            rest
+        }
+        Some(_) => return bad("an epoch is digits before one `:`"),
+        None => v,
+    };
+    if !rest.starts_with(|c: char| c.is_ascii_digit()) {
+        return bad("it starts with a digit (after an epoch)");
+    }
+    if !rest
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || ".+~-".contains(c))
+    {
+        return bad("only letters, digits and . + ~ - (one `:` after an epoch)");
+    }
+    Ok(())
+}
+
+/// `v` cut to 40 characters, control characters dropped (for an error message).
+fn shown(v: &str) -> String {
+    v.chars().filter(|c| !c.is_control()).take(40).collect()
+}
+
 /// The installation state from the third word of `Status:` (dpkg-query(1)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -128,5 +163,31 @@ mod tests {
     fn empty_is_empty_and_garbage_is_an_error() {
         assert_eq!(parse_dpkg_status("").unwrap(), vec![]);
         assert!(parse_dpkg_status("\u{0}\u{1}garbage\n").is_err());
+    }
+
+    #[test]
+    fn debian_versions_are_told_from_options_and_junk() {
+        for ok in ["0.2.0-1", "1:2.3~rc1+deb12u1-4", "5.1.1", "0.2.0-1~bpo12+1"] {
+            assert_eq!(super::check_debian_version(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "-Dh",
+            "--help",
+            "a1.0",
+            "1.0 --option x",
+            "1.0\n",
+            ":1.0",
+            "x:1.0",
+            "1:-1",
+            "1.0=2",
+            "1.0/2",
+            "1.0*",
+            "1:2:3",
+        ] {
+            let e = super::check_debian_version(bad).unwrap_err();
+            assert!(e.contains("is not a Debian version"), "{bad:?}: {e}");
+        }
+        assert!(super::check_debian_version(&"1".repeat(101)).is_err());
     }
 }
