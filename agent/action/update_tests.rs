@@ -66,9 +66,11 @@ fn the_install_lines_name_one_package() {
     assert!(apt_install_line("1.0-1", true)
         .iter()
         .any(|a| a == "--allow-downgrades"));
-    let w = watchdog_script("/var/lib/npu-agent/update-pending.json", "1.0-1");
+    let w = watchdog_script("/var/lib/npu-agent/update-pending.json", "1.0-1", "u1");
     assert!(
-        w.starts_with("test -e '/var/lib/npu-agent/update-pending.json' || exit 0;"),
+        w.starts_with(
+            "grep -qF '\"cmd_id\": \"u1\"' '/var/lib/npu-agent/update-pending.json' 2>/dev/null || exit 0;"
+        ),
         "{w}"
     );
     assert!(w.ends_with("install -- npu-agent=1.0-1"), "{w}");

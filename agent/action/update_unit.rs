@@ -38,10 +38,15 @@ pub fn apt_install_line(version: &str, allow_downgrade: bool) -> Vec<String> {
     a
 }
 
-/// The watchdog's shell script: reinstall `old` when `pending` (a host path) still exists.
-pub fn watchdog_script(pending: &str, old: &str) -> String {
+/// The watchdog's shell script: reinstall `old` when `pending` (a host path) still exists and
+/// still records the update `cmd_id` (a plain id, [`crate::mqtt::command::valid_cmd_id`]): a
+/// later update's record is not this watchdog's to act on, whose deadline is its own.
+pub fn watchdog_script(pending: &str, old: &str, cmd_id: &str) -> String {
     let line = apt_install_line(old, true).join(" ");
-    format!("test -e '{pending}' || exit 0; export DEBIAN_FRONTEND=noninteractive; {line}")
+    // The record as StateDir::save writes it (serde_json's pretty form: `"cmd_id": "ID"`).
+    format!(
+        "grep -qF '\"cmd_id\": \"{cmd_id}\"' '{pending}' 2>/dev/null || exit 0; export DEBIAN_FRONTEND=noninteractive; {line}"
+    )
 }
 
 fn systemd_run(args: &[String], wait_s: u64) -> Result<(), String> {
@@ -54,10 +59,20 @@ fn systemd_run(args: &[String], wait_s: u64) -> Result<(), String> {
     }
 }
 
-/// Arms the watchdog timer: in `deadline_s` seconds, [`watchdog_script`] runs as root.
+/// Arms the watchdog timer of the update `cmd_id`: in `deadline_s` seconds,
+/// [`watchdog_script`] runs as root.
 ///
-/// Errors: systemd-run's refusal.
-pub fn arm_watchdog(pending: &str, old: &str, deadline_s: i64, now_s: i64) -> Result<(), String> {
+/// Errors: `cmd_id` is not a plain id; systemd-run's refusal.
+pub fn arm_watchdog(
+    pending: &str,
+    old: &str,
+    cmd_id: &str,
+    deadline_s: i64,
+    now_s: i64,
+) -> Result<(), String> {
+    if !crate::mqtt::command::valid_cmd_id(cmd_id) {
+        return Err(format!("{cmd_id:?} is not a plain command id"));
+    }
     systemd_run(
         &[
             format!("--unit=npu-agent-update-watchdog-{now_s}"),
@@ -65,7 +80,7 @@ pub fn arm_watchdog(pending: &str, old: &str, deadline_s: i64, now_s: i64) -> Re
             "--timer-property=AccuracySec=1s".into(),
             "/bin/sh".into(),
             "-c".into(),
-            watchdog_script(pending, old),
+            watchdog_script(pending, old, cmd_id),
         ],
         60,
     )

@@ -1,5 +1,5 @@
 //! The signed apt repository recipe (docs/image-guide.md "A signed apt repository"): a fresh
-//! gpg key in a temp GNUPGHOME, packaging/apt-repo/publish.sh (reprepro) holding the agent's two
+//! gpg key in a temp GNUPGHOME, packaging/apt-repo/publish.sh (apt-ftparchive) holding the agent's two
 //! .debs (built once by packaging/build-debs.sh, see tests/system/package.rs), the board's source
 //! written by image/add-apt-repo.sh into a throwaway root, and the real `apt-get` on that root
 //! (`-o Dir=ROOT`, its own empty dpkg status): it verifies the InRelease signature and downloads
@@ -27,7 +27,7 @@ fn gpg(home: &Path) -> Command {
 
 /// A new passphrase-less Ed25519 signing key in its own GNUPGHOME under `dir`; returns
 /// (home, fingerprint).
-fn new_key(dir: &Path, name: &str) -> (PathBuf, String) {
+pub(crate) fn new_key(dir: &Path, name: &str) -> (PathBuf, String) {
     let home = dir.join(format!("gnupg-{name}"));
     std::fs::create_dir_all(&home).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -61,7 +61,7 @@ fn new_key(dir: &Path, name: &str) -> (PathBuf, String) {
 }
 
 /// publish.sh with `home`'s key `fpr` into `repo`.
-fn publish(home: &Path, fpr: &str, repo: &Path, debs: &[&Path]) {
+pub(crate) fn publish(home: &Path, fpr: &str, repo: &Path, debs: &[&Path]) {
     let o = Command::new("bash")
         .arg(common::manifest_dir().join("packaging/apt-repo/publish.sh"))
         .arg("--repo")
@@ -124,8 +124,8 @@ fn apt(root: &Path, arch: &str, cwd: &Path, args: &[&str]) -> Output {
 }
 
 fn tools() -> Option<(PathBuf, PathBuf)> {
-    let why = "the signed apt repository recipe; Debian packages reprepro, gnupg, apt";
-    common::tools(["reprepro", "gpg", "apt-get"], why)?;
+    let why = "the signed apt repository recipe; Debian packages apt-utils, gnupg, apt";
+    common::tools(["apt-ftparchive", "gpg", "apt-get"], why)?;
     super::package::debs()
 }
 
