@@ -75,3 +75,22 @@ fn the_install_lines_name_one_package() {
     );
     assert!(w.ends_with("install -- npu-agent=1.0-1"), "{w}");
 }
+
+/// The package's restart stops the service's whole cgroup, `systemd-run` waiting for the install
+/// unit included: ended by SIGTERM it is no failure (the pending record must stay); an exit code
+/// is the unit's failure.
+#[test]
+fn a_wait_ended_by_the_restart_is_no_failure() {
+    use crate::action::update_unit::install_wait_ended;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+    assert_eq!(install_wait_ended(ExitStatus::from_raw(0), ""), Ok(()));
+    assert_eq!(install_wait_ended(ExitStatus::from_raw(15), ""), Ok(()));
+    assert_eq!(
+        install_wait_ended(
+            ExitStatus::from_raw(1 << 8),
+            "Job for npu-agent-update-1.service failed.\n"
+        ),
+        Err("systemd-run failed: Job for npu-agent-update-1.service failed.".into())
+    );
+}

@@ -87,17 +87,39 @@ pub fn arm_watchdog(
 }
 
 /// Runs the install of `version` in the transient oneshot `npu-agent-update-<now_s>` and waits
-/// for it (the package's restart of the service usually ends this process first).
+/// for it. The package's restart of `npu-agent.service` usually ends the wait first: systemd
+/// sends SIGTERM to the service's whole cgroup, `systemd-run` included, while the install goes
+/// on in its own unit. A `systemd-run` ended by a signal is therefore no failure: the pending
+/// record stays for the agent that comes back (or for the watchdog).
 ///
-/// Errors: the unit failed (apt's log is in its journal).
+/// Errors: the unit failed (apt's log is in its journal), or systemd-run could not run.
 pub fn install(version: &str, allow_downgrade: bool, now_s: i64) -> Result<(), String> {
-    let mut args = vec![
-        format!("--unit=npu-agent-update-{now_s}"),
-        "--service-type=oneshot".into(),
-        "--setenv=DEBIAN_FRONTEND=noninteractive".into(),
-        format!("--property=TimeoutStartSec={INSTALL_MAX_S}"),
-    ];
-    args.extend(apt_install_line(version, allow_downgrade));
-    systemd_run(&args, INSTALL_MAX_S + 60)
-        .map_err(|e| format!("{e} (see journalctl -u npu-agent-update-{now_s})"))
+    let mut cmd = Command::new("systemd-run");
+    cmd.args(["--quiet", "--collect"])
+        .arg(format!("--unit=npu-agent-update-{now_s}"))
+        .args([
+            "--service-type=oneshot",
+            "--setenv=DEBIAN_FRONTEND=noninteractive",
+        ])
+        .arg(format!("--property=TimeoutStartSec={INSTALL_MAX_S}"))
+        .args(apt_install_line(version, allow_downgrade));
+    let see = format!("see journalctl -u npu-agent-update-{now_s}");
+    match run_with_timeout(&mut cmd, Duration::from_secs(INSTALL_MAX_S + 60), |_| {}) {
+        Ok(d) => install_wait_ended(d.status, &d.stderr).map_err(|e| format!("{e} ({see})")),
+        Err(e) => Err(format!("cannot run systemd-run: {e} ({see})")),
+    }
+}
+
+/// How the wait for the install unit ended, from `systemd-run`'s exit `status` and `stderr`:
+/// exit 0 (the unit finished) or a signal (this service is being stopped by the package's
+/// restart) are no failure; any exit code is (the unit failed).
+///
+/// Errors: systemd-run's message.
+pub fn install_wait_ended(status: std::process::ExitStatus, stderr: &str) -> Result<(), String> {
+    use std::os::unix::process::ExitStatusExt;
+    if status.success() || status.signal().is_some() {
+        Ok(())
+    } else {
+        Err(format!("systemd-run failed: {}", stderr.trim()))
+    }
 }
