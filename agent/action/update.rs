@@ -63,10 +63,23 @@ pub fn step(version: &str) -> Step {
 
 /// The installed version of the agent's package in `root` (dpkg's status database).
 pub fn installed_version(root: &SysRoot) -> Option<String> {
+    package_version(root, &[" installed"])
+}
+
+/// The agent's package version as the agent that comes back after an update sees it: installed,
+/// or `half-configured` at that version. The package's postinst restarts the service, so the new
+/// agent starts, connects and settles while dpkg still runs that script, before dpkg records
+/// the package `installed` (seen on the booted image: the answer said "at no version").
+pub fn version_after_restart(root: &SysRoot) -> Option<String> {
+    package_version(root, &[" installed", " half-configured"])
+}
+
+/// The version of the agent's package whose dpkg `Status:` ends with one of `states`.
+fn package_version(root: &SysRoot, states: &[&str]) -> Option<String> {
     let bytes = root.read(super::fix::apply::dpkg::STATUS).ok()?;
     super::fix::apply::dpkg::parse_states(&String::from_utf8_lossy(&bytes))
         .into_iter()
-        .find(|p| p.name == PACKAGE && p.status.ends_with(" installed"))
+        .find(|p| p.name == PACKAGE && states.iter().any(|s| p.status.ends_with(s)))
         .map(|p| p.version)
 }
 
@@ -214,7 +227,7 @@ pub fn settle_pending(state: &StateDir, now_s: i64) -> Result<Option<Settled>, S
     else {
         return Ok(None);
     };
-    let installed = installed_version(state.root());
+    let installed = version_after_restart(state.root());
     let s = settle(&p, installed.as_deref(), env!("CARGO_PKG_VERSION"), now_s);
     let path = state
         .root()

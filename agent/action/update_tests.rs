@@ -94,3 +94,29 @@ fn a_wait_ended_by_the_restart_is_no_failure() {
         Err("systemd-run failed: Job for npu-agent-update-1.service failed.".into())
     );
 }
+
+/// The package's postinst restarts the service: the new agent settles while dpkg still has the
+/// package `half-configured` at the new version, and that is the version it answers with.
+#[test]
+fn the_new_agent_started_by_the_postinst_settles_at_the_new_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = SysRoot::new(dir.path());
+    std::fs::create_dir_all(dir.path().join("var/lib/dpkg")).unwrap();
+    std::fs::write(
+        dir.path().join("var/lib/dpkg/status"),
+        "Package: npu-agent\nStatus: install ok half-configured\nVersion: 1.1-1\n\n",
+    )
+    .unwrap();
+    assert_eq!(installed_version(&root), None);
+    let state = StateDir::new(&root, "/var/lib/npu-agent");
+    state.save(PENDING_FILE, &pending()).unwrap();
+    let s = settle_pending(&state, 1100).unwrap().unwrap();
+    assert!(s.ok, "{s:?}");
+    assert_eq!(
+        s.message,
+        format!(
+            "updated from 1.0-1 to 1.1-1; agent {} is running",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}

@@ -280,12 +280,7 @@ fn every_published_version_stays_listed_for_a_rollback() {
     // The same name and version with other contents (a rebuilt -2) is refused, the pool kept.
     let other = dir.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
-    let rebuilt = with_version(&arm, &format!("{v}-2"), &other);
-    std::fs::write(
-        &rebuilt,
-        [std::fs::read(&rebuilt).unwrap(), vec![0]].concat(),
-    )
-    .unwrap();
+    let rebuilt = with_version(&arm, &format!("{v}-2"), &other, Some("rebuilt\n"));
     let o = Command::new("bash")
         .arg(common::manifest_dir().join("packaging/apt-repo/publish.sh"))
         .arg("--repo")

@@ -137,6 +137,7 @@ fn rebuilt_with_version(deb: &Path, version: &str, dir: &Path) -> PathBuf {
 
 /// A copy of `deb` with another version, its unpacked tree changed by `edit` first.
 fn rebuilt_with(deb: &Path, version: &str, dir: &Path, edit: impl FnOnce(&Path)) -> PathBuf {
+    fs::create_dir_all(dir).unwrap();
     let tree = dir.join("tree");
     let o = Command::new("dpkg-deb")
         .arg("-R")

@@ -339,7 +339,8 @@ fn rock5b_image_updates_itself_from_a_signed_repository_and_rolls_back_a_broken_
         "bench: rollback of a broken {n2} to {n1} under systemd (fleet send to the old version's answer, deadline 300 s): {rollback_s:.1} s"
     ));
     assert_eq!(version_in(&mut g), n1);
-    assert!(g.ok("systemctl is-active npu-agent").contains("active"));
+    let state = g.ok("for i in $(seq 120); do systemctl is-active -q npu-agent && break; sleep 1; done; systemctl is-active npu-agent");
+    assert_eq!(state.trim(), "active", "{}", g.tail());
     let broken_log = g.ok(
         "journalctl -u npu-agent --no-pager -o cat | grep -c 'a broken build for the update test'",
     );
