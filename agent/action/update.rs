@@ -69,15 +69,17 @@ pub fn installed_version(root: &SysRoot) -> Option<String> {
 /// The agent's package version as the agent that comes back after an update sees it: installed,
 /// or `half-configured` at that version. The package's postinst restarts the service, so the new
 /// agent starts, connects and settles while dpkg still runs that script, before dpkg records
-/// the package `installed` (seen on the booted image: the answer said "at no version").
+/// the package `installed` (seen on the booted image: reading the status file alone, without
+/// dpkg's journal, the answer said "at no version").
 pub fn version_after_restart(root: &SysRoot) -> Option<String> {
     package_version(root, &[" installed", " half-configured"])
 }
 
-/// The version of the agent's package whose dpkg `Status:` ends with one of `states`.
+/// The version of the agent's package whose dpkg `Status:` ends with one of `states` (the status
+/// file with dpkg's journal applied: the restart happens while dpkg runs).
 fn package_version(root: &SysRoot, states: &[&str]) -> Option<String> {
-    let bytes = root.read(super::fix::apply::dpkg::STATUS).ok()?;
-    super::fix::apply::dpkg::parse_states(&String::from_utf8_lossy(&bytes))
+    super::fix::apply::dpkg::read_states(root)
+        .ok()?
         .into_iter()
         .find(|p| p.name == PACKAGE && states.iter().any(|s| p.status.ends_with(s)))
         .map(|p| p.version)
