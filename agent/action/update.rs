@@ -7,7 +7,7 @@
 //! is connected ([`settle`]): the new version answers `successful`, the old one (after a
 //! rollback) `failed: rolled back to OLD`. On a systemd board the install runs in a transient
 //! unit outside the service's sandbox and cgroup (the restart would kill it otherwise), and a
-//! watchdog timer reinstalls the old version if the pending file is still there at the deadline
+//! watchdog service reinstalls the old version if the pending file is still there at the deadline
 //! (the new agent did not come back healthy and connected). docs/operator-guide.md, "Updating
 //! the agent".
 

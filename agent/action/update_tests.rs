@@ -74,6 +74,15 @@ fn the_install_lines_name_one_package() {
         "{w}"
     );
     assert!(w.ends_with("install -- npu-agent=1.0-1"), "{w}");
+    // The stuck restart job of a version that never starts is cancelled before apt waits for
+    // dpkg's lock.
+    let stop = w
+        .find("systemctl stop npu-agent.service;")
+        .expect("the stop");
+    let apt = w
+        .find("apt-get -o DPkg::Lock::Timeout=600 -y")
+        .expect("apt waiting for the lock");
+    assert!(stop < apt, "{w}");
 }
 
 /// The package's restart stops the service's whole cgroup, `systemd-run` waiting for the install

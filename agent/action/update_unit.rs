@@ -1,6 +1,6 @@
 //! The systemd side of `update`: the install runs in a transient oneshot unit (outside the
 //! service's sandbox, which keeps `/usr` and `/var/lib/dpkg` read-only, and outside its cgroup,
-//! which the package's restart of `npu-agent.service` would kill), and a watchdog timer, armed
+//! which the package's restart of `npu-agent.service` would kill), and a watchdog service, armed
 //! first, reinstalls the old version when the pending-update file is still there at the
 //! deadline: the new agent removes it once it is connected and has answered.
 
@@ -38,14 +38,30 @@ pub fn apt_install_line(version: &str, allow_downgrade: bool) -> Vec<String> {
     a
 }
 
+/// Seconds the watchdog's apt waits for dpkg's lock (`DPkg::Lock::Timeout`).
+const LOCK_WAIT_S: u64 = 600;
+
 /// The watchdog's shell script: reinstall `old` when `pending` (a host path) still exists and
 /// still records the update `cmd_id` (a plain id, [`crate::mqtt::command::valid_cmd_id`]): a
 /// later update's record is not this watchdog's to act on, whose deadline is its own.
+///
+/// It stops `npu-agent.service` first (a new version that never starts is in its restart loop;
+/// a restart job of the package still waiting is cancelled, so its install can end), then apt
+/// waits for dpkg's lock (an install still running at the deadline) and reinstalls `old`, whose
+/// postinst starts the service again.
 pub fn watchdog_script(pending: &str, old: &str, cmd_id: &str) -> String {
-    let line = apt_install_line(old, true).join(" ");
+    let mut line = apt_install_line(old, true);
+    line.splice(
+        1..1,
+        [
+            "-o".to_string(),
+            format!("DPkg::Lock::Timeout={LOCK_WAIT_S}"),
+        ],
+    );
+    let line = line.join(" ");
     // The record as StateDir::save writes it (serde_json's pretty form: `"cmd_id": "ID"`).
     format!(
-        "grep -qF '\"cmd_id\": \"{cmd_id}\"' '{pending}' 2>/dev/null || exit 0; export DEBIAN_FRONTEND=noninteractive; {line}"
+        "grep -qF '\"cmd_id\": \"{cmd_id}\"' '{pending}' 2>/dev/null || exit 0; export DEBIAN_FRONTEND=noninteractive; systemctl stop npu-agent.service; {line}"
     )
 }
 
@@ -59,8 +75,12 @@ fn systemd_run(args: &[String], wait_s: u64) -> Result<(), String> {
     }
 }
 
-/// Arms the watchdog timer of the update `cmd_id`: in `deadline_s` seconds,
-/// [`watchdog_script`] runs as root.
+/// Arms the watchdog of the update `cmd_id`: the transient service
+/// `npu-agent-update-watchdog-<now_s>` sleeps `deadline_s` seconds, then runs
+/// [`watchdog_script`] as root. A running service, not a `systemd-run --on-active` timer: every
+/// package's postinst runs `systemctl daemon-reload`, and on the booted image a transient timer
+/// armed before it never fired (it was gone from `systemctl list-timers`), where a running
+/// service goes on.
 ///
 /// Errors: `cmd_id` is not a plain id; systemd-run's refusal.
 pub fn arm_watchdog(
@@ -76,11 +96,12 @@ pub fn arm_watchdog(
     systemd_run(
         &[
             format!("--unit=npu-agent-update-watchdog-{now_s}"),
-            format!("--on-active={deadline_s}s"),
-            "--timer-property=AccuracySec=1s".into(),
             "/bin/sh".into(),
             "-c".into(),
-            watchdog_script(pending, old, cmd_id),
+            format!(
+                "sleep {deadline_s}; {}",
+                watchdog_script(pending, old, cmd_id)
+            ),
         ],
         60,
     )

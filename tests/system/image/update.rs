@@ -7,7 +7,8 @@
 //! a transient unit, the package's restart brings up a new agent, which answers `successful` and
 //! retains a status naming N+1; the same signed command replayed (the same bytes, then altered
 //! bytes) runs nothing; a downgrade without `allow_downgrade` is refused; the signed `update` to
-//! N+2 never comes back and the `--on-active` watchdog timer reinstalls N+1, whose agent answers
+//! N+2 never comes back and the watchdog service (armed with the update, sleeping to the
+//! deadline) reinstalls N+1, whose agent answers
 //! `rolled back` (and N+1's own watchdog, firing meanwhile, leaves N+2's record alone).
 //! Prints `bench:` lines for the update and the rollback.
 
