@@ -7,7 +7,7 @@
 //! is connected ([`settle`]): the new version answers `successful`, the old one (after a
 //! rollback) `failed: rolled back to OLD`. On a systemd board the install runs in a transient
 //! unit outside the service's sandbox and cgroup (the restart would kill it otherwise), and a
-//! watchdog timer reinstalls the old version if the pending file is still there at the deadline
+//! watchdog service reinstalls the old version if the pending file is still there at the deadline
 //! (the new agent did not come back healthy and connected). docs/operator-guide.md, "Updating
 //! the agent".
 
@@ -63,10 +63,25 @@ pub fn step(version: &str) -> Step {
 
 /// The installed version of the agent's package in `root` (dpkg's status database).
 pub fn installed_version(root: &SysRoot) -> Option<String> {
-    let bytes = root.read(super::fix::apply::dpkg::STATUS).ok()?;
-    super::fix::apply::dpkg::parse_states(&String::from_utf8_lossy(&bytes))
+    package_version(root, &[" installed"])
+}
+
+/// The agent's package version as the agent that comes back after an update sees it: installed,
+/// or `half-configured` at that version. The package's postinst restarts the service, so the new
+/// agent starts, connects and settles while dpkg still runs that script, before dpkg records
+/// the package `installed` (seen on the booted image: reading the status file alone, without
+/// dpkg's journal, the answer said "at no version").
+pub fn version_after_restart(root: &SysRoot) -> Option<String> {
+    package_version(root, &[" installed", " half-configured"])
+}
+
+/// The version of the agent's package whose dpkg `Status:` ends with one of `states` (the status
+/// file with dpkg's journal applied: the restart happens while dpkg runs).
+fn package_version(root: &SysRoot, states: &[&str]) -> Option<String> {
+    super::fix::apply::dpkg::read_states(root)
+        .ok()?
         .into_iter()
-        .find(|p| p.name == PACKAGE && p.status.ends_with(" installed"))
+        .find(|p| p.name == PACKAGE && states.iter().any(|s| p.status.ends_with(s)))
         .map(|p| p.version)
 }
 
@@ -214,7 +229,7 @@ pub fn settle_pending(state: &StateDir, now_s: i64) -> Result<Option<Settled>, S
     else {
         return Ok(None);
     };
-    let installed = installed_version(state.root());
+    let installed = version_after_restart(state.root());
     let s = settle(&p, installed.as_deref(), env!("CARGO_PKG_VERSION"), now_s);
     let path = state
         .root()

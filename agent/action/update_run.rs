@@ -88,7 +88,7 @@ pub fn run_with(
     let details = json!({"from": from, "to": to, "deadline_unix_s": pending.deadline_unix_s});
     let installed = if under_systemd(root) {
         let path = state.board_path(PENDING_FILE);
-        match super::update_unit::arm_watchdog(&path, &from, DEADLINE_S, now_s) {
+        match super::update_unit::arm_watchdog(&path, &from, &pending.cmd_id, DEADLINE_S, now_s) {
             Ok(()) => super::update_unit::install(&to, allow_downgrade, now_s),
             Err(e) => {
                 clear(state);

@@ -66,10 +66,66 @@ fn the_install_lines_name_one_package() {
     assert!(apt_install_line("1.0-1", true)
         .iter()
         .any(|a| a == "--allow-downgrades"));
-    let w = watchdog_script("/var/lib/npu-agent/update-pending.json", "1.0-1");
+    let w = watchdog_script("/var/lib/npu-agent/update-pending.json", "1.0-1", "u1");
     assert!(
-        w.starts_with("test -e '/var/lib/npu-agent/update-pending.json' || exit 0;"),
+        w.starts_with(
+            "grep -qF '\"cmd_id\": \"u1\"' '/var/lib/npu-agent/update-pending.json' 2>/dev/null || exit 0;"
+        ),
         "{w}"
     );
     assert!(w.ends_with("install -- npu-agent=1.0-1"), "{w}");
+    // The stuck restart job of a version that never starts is cancelled before apt waits for
+    // dpkg's lock.
+    let stop = w
+        .find("systemctl stop npu-agent.service;")
+        .expect("the stop");
+    let apt = w
+        .find("apt-get -o DPkg::Lock::Timeout=600 -y")
+        .expect("apt waiting for the lock");
+    assert!(stop < apt, "{w}");
+}
+
+/// The package's restart stops the service's whole cgroup, `systemd-run` waiting for the install
+/// unit included: ended by SIGTERM it is no failure (the pending record must stay); an exit code
+/// is the unit's failure.
+#[test]
+fn a_wait_ended_by_the_restart_is_no_failure() {
+    use crate::action::update_unit::install_wait_ended;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+    assert_eq!(install_wait_ended(ExitStatus::from_raw(0), ""), Ok(()));
+    assert_eq!(install_wait_ended(ExitStatus::from_raw(15), ""), Ok(()));
+    assert_eq!(
+        install_wait_ended(
+            ExitStatus::from_raw(1 << 8),
+            "Job for npu-agent-update-1.service failed.\n"
+        ),
+        Err("systemd-run failed: Job for npu-agent-update-1.service failed.".into())
+    );
+}
+
+/// The package's postinst restarts the service: the new agent settles while dpkg still has the
+/// package `half-configured` at the new version, and that is the version it answers with.
+#[test]
+fn the_new_agent_started_by_the_postinst_settles_at_the_new_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = SysRoot::new(dir.path());
+    std::fs::create_dir_all(dir.path().join("var/lib/dpkg")).unwrap();
+    std::fs::write(
+        dir.path().join("var/lib/dpkg/status"),
+        "Package: npu-agent\nStatus: install ok half-configured\nVersion: 1.1-1\n\n",
+    )
+    .unwrap();
+    assert_eq!(installed_version(&root), None);
+    let state = StateDir::new(&root, "/var/lib/npu-agent");
+    state.save(PENDING_FILE, &pending()).unwrap();
+    let s = settle_pending(&state, 1100).unwrap().unwrap();
+    assert!(s.ok, "{s:?}");
+    assert_eq!(
+        s.message,
+        format!(
+            "updated from 1.0-1 to 1.1-1; agent {} is running",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
 }

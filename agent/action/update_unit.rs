@@ -1,6 +1,6 @@
 //! The systemd side of `update`: the install runs in a transient oneshot unit (outside the
 //! service's sandbox, which keeps `/usr` and `/var/lib/dpkg` read-only, and outside its cgroup,
-//! which the package's restart of `npu-agent.service` would kill), and a watchdog timer, armed
+//! which the package's restart of `npu-agent.service` would kill), and a watchdog service, armed
 //! first, reinstalls the old version when the pending-update file is still there at the
 //! deadline: the new agent removes it once it is connected and has answered.
 
@@ -38,10 +38,31 @@ pub fn apt_install_line(version: &str, allow_downgrade: bool) -> Vec<String> {
     a
 }
 
-/// The watchdog's shell script: reinstall `old` when `pending` (a host path) still exists.
-pub fn watchdog_script(pending: &str, old: &str) -> String {
-    let line = apt_install_line(old, true).join(" ");
-    format!("test -e '{pending}' || exit 0; export DEBIAN_FRONTEND=noninteractive; {line}")
+/// Seconds the watchdog's apt waits for dpkg's lock (`DPkg::Lock::Timeout`).
+const LOCK_WAIT_S: u64 = 600;
+
+/// The watchdog's shell script: reinstall `old` when `pending` (a host path) still exists and
+/// still records the update `cmd_id` (a plain id, [`crate::mqtt::command::valid_cmd_id`]): a
+/// later update's record is not this watchdog's to act on, whose deadline is its own.
+///
+/// It stops `npu-agent.service` first (a new version that never starts is in its restart loop;
+/// a restart job of the package still waiting is cancelled, so its install can end), then apt
+/// waits for dpkg's lock (an install still running at the deadline) and reinstalls `old`, whose
+/// postinst starts the service again.
+pub fn watchdog_script(pending: &str, old: &str, cmd_id: &str) -> String {
+    let mut line = apt_install_line(old, true);
+    line.splice(
+        1..1,
+        [
+            "-o".to_string(),
+            format!("DPkg::Lock::Timeout={LOCK_WAIT_S}"),
+        ],
+    );
+    let line = line.join(" ");
+    // The record as StateDir::save writes it (serde_json's pretty form: `"cmd_id": "ID"`).
+    format!(
+        "grep -qF '\"cmd_id\": \"{cmd_id}\"' '{pending}' 2>/dev/null || exit 0; export DEBIAN_FRONTEND=noninteractive; systemctl stop npu-agent.service; {line}"
+    )
 }
 
 fn systemd_run(args: &[String], wait_s: u64) -> Result<(), String> {
@@ -54,35 +75,72 @@ fn systemd_run(args: &[String], wait_s: u64) -> Result<(), String> {
     }
 }
 
-/// Arms the watchdog timer: in `deadline_s` seconds, [`watchdog_script`] runs as root.
+/// Arms the watchdog of the update `cmd_id`: the transient service
+/// `npu-agent-update-watchdog-<now_s>` sleeps `deadline_s` seconds, then runs
+/// [`watchdog_script`] as root. A running service, not a `systemd-run --on-active` timer: every
+/// package's postinst runs `systemctl daemon-reload`, and on the booted image a transient timer
+/// armed before it never fired (it was gone from `systemctl list-timers`), where a running
+/// service goes on.
 ///
-/// Errors: systemd-run's refusal.
-pub fn arm_watchdog(pending: &str, old: &str, deadline_s: i64, now_s: i64) -> Result<(), String> {
+/// Errors: `cmd_id` is not a plain id; systemd-run's refusal.
+pub fn arm_watchdog(
+    pending: &str,
+    old: &str,
+    cmd_id: &str,
+    deadline_s: i64,
+    now_s: i64,
+) -> Result<(), String> {
+    if !crate::mqtt::command::valid_cmd_id(cmd_id) {
+        return Err(format!("{cmd_id:?} is not a plain command id"));
+    }
     systemd_run(
         &[
             format!("--unit=npu-agent-update-watchdog-{now_s}"),
-            format!("--on-active={deadline_s}s"),
-            "--timer-property=AccuracySec=1s".into(),
             "/bin/sh".into(),
             "-c".into(),
-            watchdog_script(pending, old),
+            format!(
+                "sleep {deadline_s}; {}",
+                watchdog_script(pending, old, cmd_id)
+            ),
         ],
         60,
     )
 }
 
 /// Runs the install of `version` in the transient oneshot `npu-agent-update-<now_s>` and waits
-/// for it (the package's restart of the service usually ends this process first).
+/// for it. The package's restart of `npu-agent.service` usually ends the wait first: systemd
+/// sends SIGTERM to the service's whole cgroup, `systemd-run` included, while the install goes
+/// on in its own unit. A `systemd-run` ended by a signal is therefore no failure: the pending
+/// record stays for the agent that comes back (or for the watchdog).
 ///
-/// Errors: the unit failed (apt's log is in its journal).
+/// Errors: the unit failed (apt's log is in its journal), or systemd-run could not run.
 pub fn install(version: &str, allow_downgrade: bool, now_s: i64) -> Result<(), String> {
-    let mut args = vec![
-        format!("--unit=npu-agent-update-{now_s}"),
-        "--service-type=oneshot".into(),
-        "--setenv=DEBIAN_FRONTEND=noninteractive".into(),
-        format!("--property=TimeoutStartSec={INSTALL_MAX_S}"),
-    ];
-    args.extend(apt_install_line(version, allow_downgrade));
-    systemd_run(&args, INSTALL_MAX_S + 60)
-        .map_err(|e| format!("{e} (see journalctl -u npu-agent-update-{now_s})"))
+    let mut cmd = Command::new("systemd-run");
+    cmd.args(["--quiet", "--collect"])
+        .arg(format!("--unit=npu-agent-update-{now_s}"))
+        .args([
+            "--service-type=oneshot",
+            "--setenv=DEBIAN_FRONTEND=noninteractive",
+        ])
+        .arg(format!("--property=TimeoutStartSec={INSTALL_MAX_S}"))
+        .args(apt_install_line(version, allow_downgrade));
+    let see = format!("see journalctl -u npu-agent-update-{now_s}");
+    match run_with_timeout(&mut cmd, Duration::from_secs(INSTALL_MAX_S + 60), |_| {}) {
+        Ok(d) => install_wait_ended(d.status, &d.stderr).map_err(|e| format!("{e} ({see})")),
+        Err(e) => Err(format!("cannot run systemd-run: {e} ({see})")),
+    }
+}
+
+/// How the wait for the install unit ended, from `systemd-run`'s exit `status` and `stderr`:
+/// exit 0 (the unit finished) or a signal (this service is being stopped by the package's
+/// restart) are no failure; any exit code is (the unit failed).
+///
+/// Errors: systemd-run's message.
+pub fn install_wait_ended(status: std::process::ExitStatus, stderr: &str) -> Result<(), String> {
+    use std::os::unix::process::ExitStatusExt;
+    if status.success() || status.signal().is_some() {
+        Ok(())
+    } else {
+        Err(format!("systemd-run failed: {}", stderr.trim()))
+    }
 }

@@ -1,5 +1,5 @@
 //! The signed apt repository recipe (docs/image-guide.md "A signed apt repository"): a fresh
-//! gpg key in a temp GNUPGHOME, packaging/apt-repo/publish.sh (reprepro) holding the agent's two
+//! gpg key in a temp GNUPGHOME, packaging/apt-repo/publish.sh (apt-ftparchive) holding the agent's two
 //! .debs (built once by packaging/build-debs.sh, see tests/system/package.rs), the board's source
 //! written by image/add-apt-repo.sh into a throwaway root, and the real `apt-get` on that root
 //! (`-o Dir=ROOT`, its own empty dpkg status): it verifies the InRelease signature and downloads
@@ -27,7 +27,7 @@ fn gpg(home: &Path) -> Command {
 
 /// A new passphrase-less Ed25519 signing key in its own GNUPGHOME under `dir`; returns
 /// (home, fingerprint).
-fn new_key(dir: &Path, name: &str) -> (PathBuf, String) {
+pub(crate) fn new_key(dir: &Path, name: &str) -> (PathBuf, String) {
     let home = dir.join(format!("gnupg-{name}"));
     std::fs::create_dir_all(&home).unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -61,7 +61,7 @@ fn new_key(dir: &Path, name: &str) -> (PathBuf, String) {
 }
 
 /// publish.sh with `home`'s key `fpr` into `repo`.
-fn publish(home: &Path, fpr: &str, repo: &Path, debs: &[&Path]) {
+pub(crate) fn publish(home: &Path, fpr: &str, repo: &Path, debs: &[&Path]) {
     let o = Command::new("bash")
         .arg(common::manifest_dir().join("packaging/apt-repo/publish.sh"))
         .arg("--repo")
@@ -124,8 +124,8 @@ fn apt(root: &Path, arch: &str, cwd: &Path, args: &[&str]) -> Output {
 }
 
 fn tools() -> Option<(PathBuf, PathBuf)> {
-    let why = "the signed apt repository recipe; Debian packages reprepro, gnupg, apt";
-    common::tools(["reprepro", "gpg", "apt-get"], why)?;
+    let why = "the signed apt repository recipe; Debian packages apt-utils, gnupg, apt";
+    common::tools(["apt-ftparchive", "gpg", "apt-get"], why)?;
     super::package::debs()
 }
 
@@ -202,4 +202,103 @@ fn a_repository_signed_by_another_key_is_refused() {
         "downloaded from an unverified repository"
     );
     assert_eq!(std::fs::read_dir(&got).unwrap().count(), 0);
+}
+
+/// `deb` with its version set to `version` (and `note` added as a file when given), under `dir`.
+fn with_version(deb: &Path, version: &str, dir: &Path, note: Option<&str>) -> PathBuf {
+    let tree = dir.join(format!("tree-{version}"));
+    let o = Command::new("dpkg-deb")
+        .arg("-R")
+        .arg(deb)
+        .arg(&tree)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let control = tree.join("DEBIAN/control");
+    let c = std::fs::read_to_string(&control).unwrap();
+    let c: String = c
+        .lines()
+        .map(|l| match l.starts_with("Version: ") {
+            true => format!("Version: {version}\n"),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&control, c).unwrap();
+    if let Some(n) = note {
+        std::fs::write(tree.join("usr/share/doc/npu-agent/REBUILT"), n).unwrap();
+    }
+    let out = dir.join(format!("npu-agent_{version}_arm64.deb"));
+    let o = Command::new("dpkg-deb")
+        .args(["--root-owner-group", "-b"])
+        .arg(&tree)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    out
+}
+
+/// A board rolls back by installing the version it had from the repository: publishing the next
+/// version keeps the earlier one in the index (apt lists both), and a published version cannot
+/// be published again with other contents.
+#[test]
+fn every_published_version_stays_listed_for_a_rollback() {
+    let Some((arm, _)) = tools() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (home, fpr) = new_key(dir.path(), "archive");
+    let repo = dir.path().join("repo");
+    let v = env!("CARGO_PKG_VERSION");
+    publish(&home, &fpr, &repo, &[&arm]);
+    let next = with_version(&arm, &format!("{v}-2"), dir.path(), None);
+    publish(&home, &fpr, &repo, &[&next]);
+    let root = board(
+        dir.path(),
+        &repo,
+        &repo.join("npu-agent-archive-keyring.asc"),
+    );
+    let o = apt(&root, "arm64", dir.path(), &["update"]);
+    assert!(o.status.success(), "apt-get update: {}", text(&o));
+    let o = Command::new("apt-cache")
+        .arg("-o")
+        .arg(format!("Dir={}", root.display()))
+        .arg("-o")
+        .arg(format!(
+            "Dir::State::status={}/var/lib/dpkg/status",
+            root.display()
+        ))
+        .args(["-o", "APT::Architecture=arm64", "madison", "npu-agent"])
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap();
+    let listed = text(&o);
+    for version in [format!("{v}-1"), format!("{v}-2")] {
+        assert!(
+            listed.contains(&format!(" {version} ")),
+            "{version}:\n{listed}"
+        );
+    }
+    // The same name and version with other contents (a rebuilt -2) is refused, the pool kept.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let rebuilt = with_version(&arm, &format!("{v}-2"), &other, Some("rebuilt\n"));
+    let o = Command::new("bash")
+        .arg(common::manifest_dir().join("packaging/apt-repo/publish.sh"))
+        .arg("--repo")
+        .arg(&repo)
+        .args(["--key", &fpr])
+        .arg(&rebuilt)
+        .env("GNUPGHOME", &home)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "published again: {}", text(&o));
+    assert!(
+        text(&o).contains("already published with other contents"),
+        "{}",
+        text(&o)
+    );
+    let pooled = repo.join(format!("pool/main/n/npu-agent/npu-agent_{v}-2_arm64.deb"));
+    assert_eq!(
+        std::fs::read(pooled).unwrap(),
+        std::fs::read(&next).unwrap()
+    );
 }

@@ -22,6 +22,11 @@
 //!   `hailo.package_generation` swaps the line through real apt (after an unsigned one, one whose
 //!   apt simulation would remove an application and one while apt holds the dpkg lock were
 //!   refused).
+//! - ROCK 5B, the agent updating itself (`update.rs`): a signed repository made by
+//!   `packaging/apt-repo/publish.sh` holds versions N, N+1 and a broken N+2; the signed `update`
+//!   from the fleet moves the board to N+1 through the transient install unit and the new agent
+//!   answers; N+2 never comes up and the watchdog timer reinstalls N+1, whose agent answers
+//!   `rolled back`; unsigned, replayed and downgrading updates are refused.
 //! - A throwaway arm64 chroot of the same root file system: `dpkg -i`, upgrade over an edited
 //!   config, remove, purge, and install-into-image.sh's refusal of a baked provisioning file (the
 //!   installs that once ran on the CI machine itself).
@@ -32,6 +37,7 @@
 
 mod dpkg;
 mod images;
+mod update;
 
 use crate::{common, fleet, harness};
 
@@ -126,6 +132,12 @@ fn prerequisites() -> Option<PathBuf> {
 
 /// A copy of `deb` with another version (the upgrade's second build).
 fn rebuilt_with_version(deb: &Path, version: &str, dir: &Path) -> PathBuf {
+    rebuilt_with(deb, version, dir, |_| {})
+}
+
+/// A copy of `deb` with another version, its unpacked tree changed by `edit` first.
+fn rebuilt_with(deb: &Path, version: &str, dir: &Path, edit: impl FnOnce(&Path)) -> PathBuf {
+    fs::create_dir_all(dir).unwrap();
     let tree = dir.join("tree");
     let o = Command::new("dpkg-deb")
         .arg("-R")
@@ -147,6 +159,7 @@ fn rebuilt_with_version(deb: &Path, version: &str, dir: &Path) -> PathBuf {
         })
         .collect();
     fs::write(&control, c).unwrap();
+    edit(&tree);
     let out = dir.join(format!("npu-agent_{version}_arm64.deb"));
     let o = Command::new("dpkg-deb")
         .args(["--root-owner-group", "-b"])

@@ -32,6 +32,41 @@ pub struct PackageState {
     pub status: String,
 }
 
+/// dpkg's journal of status changes not yet folded into [`STATUS`]: while dpkg runs, each change
+/// (unpacked, half-configured, installed) is a numbered file here, applied in order.
+pub const UPDATES_DIR: &str = "/var/lib/dpkg/updates";
+/// Journal files read at most (dpkg folds them into the status file every few hundred).
+const UPDATES_MAX: usize = 4096;
+
+/// Every package's state as dpkg itself reads it: [`STATUS`], then each numbered journal file of
+/// [`UPDATES_DIR`] in order, a later stanza of a package replacing the earlier one. While dpkg
+/// runs (a maintainer script, say) the status file alone is stale: it holds the last checkpoint.
+///
+/// Errors: the status file cannot be read.
+pub fn read_states(root: &SysRoot) -> Result<Vec<PackageState>, String> {
+    let text = root.read_string(STATUS).map_err(|e| e.to_string())?;
+    let mut states = parse_states(&text);
+    let names = root
+        .list_dir_max(UPDATES_DIR, UPDATES_MAX)
+        .map(|(n, _)| n)
+        .unwrap_or_default();
+    for name in names
+        .iter()
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    {
+        let Ok(t) = root.read_string(&format!("{UPDATES_DIR}/{name}")) else {
+            continue;
+        };
+        for p in parse_states(&t) {
+            match states.iter_mut().find(|s| s.name == p.name) {
+                Some(s) => *s = p,
+                None => states.push(p),
+            }
+        }
+    }
+    Ok(states)
+}
+
 /// Every stanza's name, version and `Status:` (continuation lines and other fields skipped).
 pub fn parse_states(text: &str) -> Vec<PackageState> {
     let mut out = Vec::new();
@@ -132,6 +167,42 @@ pub fn held_lock(root: &SysRoot) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// dpkg mid-run: the status file holds the checkpoint (`unpacked`), the journal the later
+    /// `half-configured`; the journal wins, in numeric order.
+    #[test]
+    fn the_journal_of_a_running_dpkg_overrides_the_status_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("var/lib/dpkg/updates");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            dir.path().join("var/lib/dpkg/status"),
+            "Package: npu-agent\nStatus: install ok unpacked\nVersion: 2\n\nPackage: a\nStatus: install ok installed\nVersion: 1\n\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("0000"),
+            "Package: npu-agent\nStatus: install ok unpacked\nVersion: 2\n\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("0001"),
+            "Package: npu-agent\nStatus: install ok half-configured\nVersion: 2\n\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("tmp.i"),
+            "Package: npu-agent\nStatus: install ok installed\nVersion: 9\n\n",
+        )
+        .unwrap();
+        let states = read_states(&SysRoot::new(dir.path())).unwrap();
+        let agent = states.iter().find(|p| p.name == "npu-agent").unwrap();
+        assert_eq!(
+            (agent.status.as_str(), agent.version.as_str()),
+            ("install ok half-configured", "2")
+        );
+        assert_eq!(states.len(), 2);
+    }
 
     #[test]
     fn interrupted_states_are_named() {
