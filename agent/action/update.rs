@@ -35,6 +35,24 @@ pub struct Pending {
     pub cmd_id: String,
     /// Unix seconds after which the watchdog reinstalls `old`.
     pub deadline_unix_s: i64,
+    /// The agent process that started the update ([`process_instance`]): it never settles the
+    /// update itself (a reconnect of the old agent is no restart into the new one). Absent in
+    /// records of older agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_instance: Option<String>,
+}
+
+/// A random id of this agent process, made at its first use: tells the agent that started an
+/// update from the one that comes back after it (a PID may repeat after a restart).
+pub fn process_instance() -> &'static str {
+    static INSTANCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    INSTANCE.get_or_init(|| {
+        let mut b = [0u8; 16];
+        let _ = getrandom::fill(&mut b);
+        let pid = std::process::id();
+        let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        format!("{pid}-{hex}")
+    })
 }
 
 /// What the update would do.
@@ -229,6 +247,12 @@ pub fn settle_pending(state: &StateDir, now_s: i64) -> Result<Option<Settled>, S
     else {
         return Ok(None);
     };
+    // Started by this very process: the link came back (a broker restart, a session taken
+    // over), the agent did not. The agent that comes after the install settles it, or the
+    // watchdog rolls it back.
+    if p.agent_instance.as_deref() == Some(process_instance()) {
+        return Ok(None);
+    }
     let installed = version_after_restart(state.root());
     let s = settle(&p, installed.as_deref(), env!("CARGO_PKG_VERSION"), now_s);
     let path = state

@@ -78,6 +78,7 @@ pub fn run_with(
         new: to.clone(),
         cmd_id: cmd_id.unwrap_or_else(|| format!("local-{now_s}")),
         deadline_unix_s: now_s + DEADLINE_S,
+        agent_instance: Some(super::update::process_instance().to_string()),
     };
     if let Err(e) = state.save(PENDING_FILE, &pending) {
         return ActionOutcome::refused(

@@ -6,6 +6,7 @@ fn pending() -> Pending {
         new: "1.1-1".into(),
         cmd_id: "u1".into(),
         deadline_unix_s: 1300,
+        agent_instance: None,
     }
 }
 
@@ -57,6 +58,31 @@ fn the_pending_file_is_read_once_and_removed() {
     assert_eq!(settle_pending(&state, 1400), Ok(None));
 }
 
+/// An attack review: the old agent's link came back during the install (a session taken over
+/// by someone with broker access, a broker restart). The process that started the update does
+/// not settle it: the record stays for the agent that comes after it, or for the watchdog.
+#[test]
+fn the_agent_that_started_an_update_never_settles_it_on_a_reconnect() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = SysRoot::new(dir.path());
+    let state = StateDir::new(&root, "/var/lib/npu-agent");
+    let mine = Pending {
+        agent_instance: Some(process_instance().to_string()),
+        ..pending()
+    };
+    state.save(PENDING_FILE, &mine).unwrap();
+    assert_eq!(settle_pending(&state, 1100), Ok(None));
+    assert_eq!(state.load::<Pending>(PENDING_FILE).unwrap(), Some(mine));
+    // Another process (the instance differs) settles it.
+    let other = Pending {
+        agent_instance: Some("1-00".into()),
+        ..pending()
+    };
+    state.save(PENDING_FILE, &other).unwrap();
+    assert!(settle_pending(&state, 1100).unwrap().is_some());
+    assert_eq!(state.load::<Pending>(PENDING_FILE).unwrap(), None);
+}
+
 #[test]
 fn the_install_lines_name_one_package() {
     use crate::action::update_unit::{apt_install_line, watchdog_script};
@@ -66,14 +92,16 @@ fn the_install_lines_name_one_package() {
     assert!(apt_install_line("1.0-1", true)
         .iter()
         .any(|a| a == "--allow-downgrades"));
-    let w = watchdog_script("/var/lib/npu-agent/update-pending.json", "1.0-1", "u1");
+    let w = watchdog_script("1.0-1", "npu-agent-update-7.service");
+    // The install still running at the deadline is waited for first.
     assert!(
-        w.starts_with(
-            "grep -qF '\"cmd_id\": \"u1\"' '/var/lib/npu-agent/update-pending.json' 2>/dev/null || exit 0;"
-        ),
+        w.starts_with("if systemctl is-active --quiet 'npu-agent-update-7.service'; then while"),
         "{w}"
     );
-    assert!(w.ends_with("install -- npu-agent=1.0-1"), "{w}");
+    assert!(
+        w.ends_with("install -- npu-agent=1.0-1 || systemctl start npu-agent.service"),
+        "{w}"
+    );
     // The stuck restart job of a version that never starts is cancelled before apt waits for
     // dpkg's lock.
     let stop = w
@@ -83,6 +111,71 @@ fn the_install_lines_name_one_package() {
         .find("apt-get -o DPkg::Lock::Timeout=600 -y")
         .expect("apt waiting for the lock");
     assert!(stop < apt, "{w}");
+}
+
+/// The watchdog's script run by a real `sh`, its record and command id as arguments, with
+/// `systemctl` and `apt-get` replaced by scripts that log their arguments: it acts only on its
+/// own command's record, waits for a running install, and starts the agent again when apt fails.
+#[test]
+fn the_watchdog_script_acts_on_its_own_record_only() {
+    use crate::action::update_unit::watchdog_script;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.path().join("log");
+    let fake = |name: &str, body: &str| {
+        let p = bin.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho \"{name} $*\" >> '{}'\n{body}\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        let mut perm = std::fs::metadata(&p).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&p, perm).unwrap();
+    };
+    // The install unit is inactive; apt fails.
+    fake(
+        "systemctl",
+        "case \"$1\" in is-active) exit 3;; esac; exit 0",
+    );
+    fake("apt-get", "exit 100");
+    let record = dir.path().join("pending with 'quote.json");
+    let run = |cmd_id: &str| {
+        let _ = std::fs::remove_file(&log);
+        let st = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(watchdog_script("1.0-1", "npu-agent-update-7.service"))
+            .arg("watchdog")
+            .arg(&record)
+            .arg(cmd_id)
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .status()
+            .unwrap();
+        (st, std::fs::read_to_string(&log).unwrap_or_default())
+    };
+    std::fs::write(&record, "{\n  \"cmd_id\": \"u2\"\n}\n").unwrap();
+    let (st, calls) = run("u1");
+    assert!(st.success(), "{calls}");
+    assert!(
+        !calls.contains("apt-get"),
+        "another update's record: {calls}"
+    );
+    let (_, calls) = run("u2");
+    assert!(
+        calls.contains("systemctl stop npu-agent.service"),
+        "{calls}"
+    );
+    assert!(calls.contains("install -- npu-agent=1.0-1"), "{calls}");
+    assert!(
+        calls
+            .trim_end()
+            .ends_with("systemctl start npu-agent.service"),
+        "apt failed: the agent is started again: {calls}"
+    );
 }
 
 /// The package's restart stops the service's whole cgroup, `systemd-run` waiting for the install

@@ -41,15 +41,22 @@ pub fn apt_install_line(version: &str, allow_downgrade: bool) -> Vec<String> {
 /// Seconds the watchdog's apt waits for dpkg's lock (`DPkg::Lock::Timeout`).
 const LOCK_WAIT_S: u64 = 600;
 
-/// The watchdog's shell script: reinstall `old` when `pending` (a host path) still exists and
-/// still records the update `cmd_id` (a plain id, [`crate::mqtt::command::valid_cmd_id`]): a
-/// later update's record is not this watchdog's to act on, whose deadline is its own.
+/// Seconds the watchdog still gives the new agent when the install was still running at the
+/// deadline (a slow mirror): it starts and connects after the install, not at the deadline.
+const AFTER_INSTALL_GRACE_S: u64 = 60;
+
+/// The watchdog's shell script: reinstall `old` when the pending record (the host path `$1`)
+/// still exists and still records the update `$2` (a plain id,
+/// [`crate::mqtt::command::valid_cmd_id`]): a later update's record is not this watchdog's to
+/// act on, whose deadline is its own. Both come as arguments, never as script text.
 ///
-/// It stops `npu-agent.service` first (a new version that never starts is in its restart loop;
-/// a restart job of the package still waiting is cancelled, so its install can end), then apt
-/// waits for dpkg's lock (an install still running at the deadline) and reinstalls `old`, whose
-/// postinst starts the service again.
-pub fn watchdog_script(pending: &str, old: &str, cmd_id: &str) -> String {
+/// An install unit `install_unit` still running at the deadline is waited for, and the new agent
+/// given [`AFTER_INSTALL_GRACE_S`] after it. Then it stops `npu-agent.service` (a new version
+/// that never starts is in its restart loop; a restart job of the package still waiting is
+/// cancelled, so its install can end), apt waits for dpkg's lock and reinstalls `old`, whose
+/// postinst starts the service again; when apt fails the service is started again as it is (an
+/// agent stopped until the next reboot reports nothing).
+pub fn watchdog_script(old: &str, install_unit: &str) -> String {
     let mut line = apt_install_line(old, true);
     line.splice(
         1..1,
@@ -59,9 +66,13 @@ pub fn watchdog_script(pending: &str, old: &str, cmd_id: &str) -> String {
         ],
     );
     let line = line.join(" ");
+    let active = format!("systemctl is-active --quiet '{install_unit}'");
     // The record as StateDir::save writes it (serde_json's pretty form: `"cmd_id": "ID"`).
     format!(
-        "grep -qF '\"cmd_id\": \"{cmd_id}\"' '{pending}' 2>/dev/null || exit 0; export DEBIAN_FRONTEND=noninteractive; systemctl stop npu-agent.service; {line}"
+        "if {active}; then while {active}; do sleep 5; done; sleep {AFTER_INSTALL_GRACE_S}; fi; \
+         grep -qF \"\\\"cmd_id\\\": \\\"$2\\\"\" \"$1\" 2>/dev/null || exit 0; \
+         export DEBIAN_FRONTEND=noninteractive; systemctl stop npu-agent.service; \
+         {line} || systemctl start npu-agent.service"
     )
 }
 
@@ -93,15 +104,18 @@ pub fn arm_watchdog(
     if !crate::mqtt::command::valid_cmd_id(cmd_id) {
         return Err(format!("{cmd_id:?} is not a plain command id"));
     }
+    // `old` comes from dpkg's database; it goes into the script, so it is held to its shape.
+    crate::parse::dpkg::check_debian_version(old)?;
+    let script = watchdog_script(old, &install_unit(now_s));
     systemd_run(
         &[
             format!("--unit=npu-agent-update-watchdog-{now_s}"),
             "/bin/sh".into(),
             "-c".into(),
-            format!(
-                "sleep {deadline_s}; {}",
-                watchdog_script(pending, old, cmd_id)
-            ),
+            format!("sleep {deadline_s}; {script}"),
+            "npu-agent-update-watchdog".into(),
+            pending.into(),
+            cmd_id.into(),
         ],
         60,
     )
@@ -117,7 +131,7 @@ pub fn arm_watchdog(
 pub fn install(version: &str, allow_downgrade: bool, now_s: i64) -> Result<(), String> {
     let mut cmd = Command::new("systemd-run");
     cmd.args(["--quiet", "--collect"])
-        .arg(format!("--unit=npu-agent-update-{now_s}"))
+        .arg(format!("--unit={}", install_unit(now_s)))
         .args([
             "--service-type=oneshot",
             "--setenv=DEBIAN_FRONTEND=noninteractive",
@@ -129,6 +143,11 @@ pub fn install(version: &str, allow_downgrade: bool, now_s: i64) -> Result<(), S
         Ok(d) => install_wait_ended(d.status, &d.stderr).map_err(|e| format!("{e} ({see})")),
         Err(e) => Err(format!("cannot run systemd-run: {e} ({see})")),
     }
+}
+
+/// The transient unit of the install started at `now_s` (the watchdog waits for it).
+fn install_unit(now_s: i64) -> String {
+    format!("npu-agent-update-{now_s}.service")
 }
 
 /// How the wait for the install unit ended, from `systemd-run`'s exit `status` and `stderr`:
