@@ -99,7 +99,11 @@ fn a_broker_outage_shows_in_the_gauge_and_banner_and_not_in_the_history() {
     s.wait_json("/api/boards", "o1 signed", |v| all_signed(v, &["o1"]));
     s.wait_json("/api/boards/o1", "o1 online", |b| b["link"] == "online");
     wait_metric(&s, "npu_fleet_broker_connected 1");
-    assert!(!http_get(&s.addr, "/").1.contains("not connected to the broker"));
+    assert!(!http_get(&s.addr, "/")
+        .1
+        .contains("not connected to the broker"));
+    let before = link_rows(&s, "o1");
+    assert_eq!(before.len(), 1, "its first link state: {before:?}");
     broker.stop();
     wait_metric(&s, "npu_fleet_broker_connected 0");
     let page = http_get(&s.addr, "/").1;
@@ -112,10 +116,14 @@ fn a_broker_outage_shows_in_the_gauge_and_banner_and_not_in_the_history() {
     s.wait_json("/api/boards/o1", "o1 stale", |b| b["link"] == "stale");
     broker.restart();
     wait_metric(&s, "npu_fleet_broker_connected 1");
-    s.wait_json("/api/boards/o1", "o1 online again", |b| b["link"] == "online");
+    s.wait_json("/api/boards/o1", "o1 online again", |b| {
+        b["link"] == "online"
+    });
     s.newer_statuses("o1", 2);
-    assert_eq!(link_rows(&s, "o1"), Vec::<Value>::new());
-    assert!(!http_get(&s.addr, "/").1.contains("not connected to the broker"));
+    assert_eq!(link_rows(&s, "o1"), before, "no rows for the outage");
+    assert!(!http_get(&s.addr, "/")
+        .1
+        .contains("not connected to the broker"));
     let log = std::fs::read_to_string(state.with_extension("log")).unwrap();
     assert!(log.contains(&format!("connected to {url}")), "{log}");
     assert!(

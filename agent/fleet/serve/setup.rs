@@ -71,10 +71,7 @@ pub fn lock_state_dir(dir: &Path) -> Result<std::fs::File, String> {
             Ok(p) => format!(" (pid {p})"),
             Err(_) => String::new(),
         };
-        return Err(format!(
-            "another fleet serve uses {}{pid}",
-            dir.display()
-        ));
+        return Err(format!("another fleet serve uses {}{pid}", dir.display()));
     }
     let wrote = f
         .set_len(0)

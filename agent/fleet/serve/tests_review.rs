@@ -60,6 +60,7 @@ fn the_services_own_broker_outage_writes_no_link_rows() {
         NOW,
     );
     assert!(f.broker_connected() && f.notes().is_empty());
+    assert_eq!(links(&f, "b1"), ["online"], "its first link state");
     f.set_broker(false, "mqtt://b:1883", NOW + 10);
     assert!(!f.broker_connected());
     assert!(
@@ -78,11 +79,11 @@ fn the_services_own_broker_outage_writes_no_link_rows() {
     );
     f.tick(NOW + 304, None);
     f.tick(NOW + 340, None);
-    assert_eq!(links(&f, "b1"), Vec::<String>::new());
+    assert_eq!(links(&f, "b1"), ["online"], "no rows for the outage");
     assert!(f.notes().is_empty());
-    // Really silent afterwards: recorded.
+    // Really silent afterwards: recorded (newest first).
     f.tick(NOW + 500, None);
-    assert_eq!(links(&f, "b1"), ["stale"]);
+    assert_eq!(links(&f, "b1"), ["stale", "online"]);
 }
 
 #[test]
@@ -98,4 +99,32 @@ fn metrics_write_every_fixed_label_and_the_broker_gauge() {
     }
     assert!(broker_gauge(false).ends_with("\nnpu_fleet_broker_connected 0\n"));
     assert!(broker_gauge(true).ends_with("\nnpu_fleet_broker_connected 1\n"));
+}
+
+/// An unknown board's history is 404 as the board is; a query string that does not parse is a
+/// JSON 400; `/metrics` carries the broker gauge.
+#[test]
+fn api_answers_unknown_boards_404_and_bad_queries_as_json_400() {
+    use super::tests_bounds::{get, served_fleet};
+    let dir = tempfile::tempdir().unwrap();
+    let (_shared, addr) = served_fleet(dir.path(), 2);
+    let (head, _) = get(addr, "/api/boards/nope/history");
+    assert!(head.starts_with("http/1.1 404"), "{head}");
+    let (head, _) = get(addr, "/api/boards/b00000/history");
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    for path in [
+        "/api/boards?limit=x",
+        "/api/boards/b00000/history?before=zz",
+    ] {
+        let (head, body) = get(addr, path);
+        assert!(head.starts_with("http/1.1 400"), "{path}: {head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            v["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{path}: {body}"
+        );
+    }
+    let (_, m) = get(addr, "/metrics");
+    assert!(m.contains("\nnpu_fleet_broker_connected 1\n"), "{m}");
 }
