@@ -132,3 +132,32 @@ fn a_broker_outage_shows_in_the_gauge_and_banner_and_not_in_the_history() {
     );
     agent.kill();
 }
+
+/// `--listen` on a LAN address warns (no authentication of its own); `--listen localhost:PORT`
+/// is taken. The state directory is held (as by another service) so that each run ends after
+/// binding.
+#[test]
+fn listen_warns_off_loopback_and_takes_a_host_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, known) = (dir.path().join("state"), dir.path().join("known_boards"));
+    std::fs::create_dir(&state).unwrap();
+    let _held = npu_agent::fleet::serve::setup::lock_state_dir(&state).unwrap();
+    let run = |listen: &str| {
+        let out = serve_once(
+            &["--broker", "mqtt://127.0.0.1:1", "--listen", listen],
+            &state,
+            &known,
+        );
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("another fleet serve uses"), "{err}");
+        err
+    };
+    let lan = run("0.0.0.0:0");
+    assert!(
+        lan.contains("not a loopback address") && lan.contains("reverse proxy"),
+        "{lan}"
+    );
+    let local = run("localhost:0");
+    assert!(!local.contains("not a loopback address"), "{local}");
+}
