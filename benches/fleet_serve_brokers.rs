@@ -410,7 +410,7 @@ fn run(
         &format!("{per} bytes/board"),
     );
     requests(&mut r, &serve, "first run", "failing");
-    let lost = serve.log_count("broker connection lost");
+    let lost = serve.log_count(": connection lost:");
     r.say(
         "first run: serve's broker connection lost",
         &lost.to_string(),
@@ -439,7 +439,7 @@ fn run(
     after("the restart");
     let (long, short) = phase_change(s, &serve, ports[0]);
     r.say("changed statuses shown", &long, &short);
-    let lost = serve.log_count("broker connection lost");
+    let lost = serve.log_count(": connection lost:");
     r.say(
         "restart: serve's broker connection lost",
         &lost.to_string(),

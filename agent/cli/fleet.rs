@@ -29,18 +29,20 @@ pub enum FleetAction {
         state_dir: Option<PathBuf>,
         /// Days of history kept; 0 keeps everything (`None`: fleet.toml's, else 90).
         retention_days: Option<u64>,
-        /// Which boards get per-board series in `/metrics`.
-        cardinality: crate::fleet::serve::metrics::Cardinality,
-        /// The most boards held.
-        max_boards: usize,
+        /// Which boards get per-board series in `/metrics` (`None`: fleet.toml's, else all).
+        cardinality: Option<crate::fleet::serve::metrics::Cardinality>,
+        /// The most boards held (`None`: fleet.toml's, else 200,000).
+        max_boards: Option<usize>,
         /// The most boards held neither in known_boards nor sealing a status (`None`:
         /// fleet.toml's, else the default).
         max_unsealed_boards: Option<usize>,
         /// The most history rows a board keeps (`None`: fleet.toml's, else the default).
         history_rows_per_board: Option<usize>,
-        /// New board keys recorded in known_boards in this run.
-        accept_new_boards: usize,
-        /// A status older than this is stale; `None`: three intervals and a minute.
+        /// New board keys recorded in known_boards in this run (`None`: fleet.toml's, else
+        /// 20).
+        accept_new_boards: Option<usize>,
+        /// A status older than this is stale (`None`: fleet.toml's, else three intervals and
+        /// a minute).
         stale_after_s: Option<u64>,
     },
     /// A live table of every board (health, worst findings, CMA free, last seen, online).
@@ -118,16 +120,26 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
                     .unwrap_or_else(|| crate::fleet::serve::DEFAULT_STATE_DIR.into()),
                 retention_days: retention_days.or(d.retention_days).unwrap_or(90),
                 op,
-                cardinality,
-                max_boards,
+                cardinality: cardinality.unwrap_or(match d.metrics_boards {
+                    Some(crate::fleet::operator::MetricsBoards::Failing) => {
+                        crate::fleet::serve::metrics::Cardinality::Failing
+                    }
+                    _ => crate::fleet::serve::metrics::Cardinality::All,
+                }),
+                max_boards: max_boards
+                    .or(d.max_boards)
+                    .unwrap_or(crate::fleet::serve::DEFAULT_MAX_BOARDS)
+                    .max(1),
                 max_unsealed_boards: max_unsealed_boards
                     .or(d.max_unsealed_boards)
                     .unwrap_or(crate::fleet::serve::DEFAULT_MAX_UNSEALED_BOARDS),
                 history_rows_per_board: history_rows_per_board
                     .or(d.history_rows_per_board)
                     .unwrap_or(crate::fleet::serve::DEFAULT_ROWS_PER_BOARD),
-                accept_new_boards,
-                stale_after_s,
+                accept_new_boards: accept_new_boards
+                    .or(d.accept_new_boards)
+                    .unwrap_or(crate::fleet::known::DEFAULT_NEW_PER_RUN),
+                stale_after_s: stale_after_s.or(d.stale_after),
             };
             let _ = out;
             crate::fleet::serve::serve(&a, err)

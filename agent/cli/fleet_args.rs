@@ -67,7 +67,7 @@ pub struct ServeArgs {
     pub topic_root: Option<String>,
     /// Where the web page, API and /metrics listen (ADDR:PORT; port 0 picks a free one).
     /// Default: `listen` under `[serve]` in fleet.toml, else 127.0.0.1:9465.
-    #[arg(long, value_name = "ADDR:PORT")]
+    #[arg(long, value_name = "ADDR:PORT", value_parser = crate::fleet::serve::setup::parse_listen)]
     pub listen: Option<std::net::SocketAddr>,
     /// Where the history database (history.sqlite3) is kept; made if missing. Default:
     /// `state_dir` under `[serve]` in fleet.toml, else /var/lib/npu-agent-fleet.
@@ -78,13 +78,15 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DAYS")]
     pub retention_days: Option<u64>,
     /// Which boards get per-board series in /metrics: all, or only boards that fail, warn or
-    /// are not online (the fleet-wide counts always cover every board).
-    #[arg(long, value_enum, default_value = "all")]
-    pub metrics_boards: crate::fleet::serve::metrics::Cardinality,
+    /// are not online (the fleet-wide counts always cover every board). Default:
+    /// `metrics_boards` under `[serve]` in fleet.toml, else all.
+    #[arg(long, value_enum)]
+    pub metrics_boards: Option<crate::fleet::serve::metrics::Cardinality>,
     /// The most boards held (past that the least recently seen go, boards without a status
-    /// sealed by their key first).
-    #[arg(long, value_name = "N", default_value = "200000")]
-    pub max_boards: usize,
+    /// sealed by their key first). Default: `max_boards` under `[serve]` in fleet.toml, else
+    /// 200000.
+    #[arg(long, value_name = "N")]
+    pub max_boards: Option<usize>,
     /// Of those, the most boards neither in known_boards nor sealing a status with their key
     /// (a flood of invented board ids churns only these rows). Default:
     /// `max_unsealed_boards` under `[serve]` in fleet.toml, else 1000.
@@ -96,11 +98,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ROWS")]
     pub history_rows_per_board: Option<usize>,
     /// Boards seen for the first time that this run records in known_boards (trust on first
-    /// use); past N they are shown as `new unsaved` and get no history.
-    #[arg(long, value_name = "N", default_value = "20")]
-    pub accept_new_boards: usize,
-    /// A board whose last status is older than this is stale (default: three of its report
-    /// intervals and a minute, as fleet watch).
+    /// use); past N they are shown as `new unsaved` and get no history. Default:
+    /// `accept_new_boards` under `[serve]` in fleet.toml, else 20.
+    #[arg(long, value_name = "N")]
+    pub accept_new_boards: Option<usize>,
+    /// A board whose last status is older than this is stale. Default: `stale_after` under
+    /// `[serve]` in fleet.toml, else three of its report intervals and a minute, as fleet watch.
     #[arg(long, value_name = "SECS")]
     pub stale_after: Option<u64>,
 }
@@ -282,7 +285,7 @@ impl FleetCommand {
                 state_dir: a.state_dir,
                 retention_days: a.retention_days,
                 cardinality: a.metrics_boards,
-                max_boards: a.max_boards.max(1),
+                max_boards: a.max_boards,
                 max_unsealed_boards: a.max_unsealed_boards,
                 history_rows_per_board: a.history_rows_per_board,
                 accept_new_boards: a.accept_new_boards,

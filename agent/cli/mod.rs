@@ -141,9 +141,9 @@ where
                 out = out.with_redraw();
             }
             // `run` installs its own log (info by default, or `[log] level`); the other commands
-            // log warnings and errors only unless RUST_LOG asks for more.
+            // log at [`default_log_level`] unless RUST_LOG asks otherwise.
             if !matches!(cli.command, Command::Run(_)) {
-                crate::sys::log::init_for(None, tracing::Level::WARN);
+                crate::sys::log::init_for(None, default_log_level(&cli.command));
             }
             let (o, e): (&mut dyn Write, &mut dyn Write) = (&mut out, &mut err);
             match cli.command {
@@ -197,6 +197,22 @@ where
             code.max(EXIT_USAGE)
         }
     }
+}
+
+/// The level `command` logs at unless RUST_LOG says otherwise: the long-lived `fleet serve`
+/// at info, as `run` (its broker link comes and goes in the log); the one-shot commands at warn.
+pub fn default_log_level(command: &Command) -> tracing::Level {
+    #[cfg(feature = "serve")]
+    if matches!(
+        command,
+        Command::Fleet {
+            action: FleetCommand::Serve(_)
+        }
+    ) {
+        return tracing::Level::INFO;
+    }
+    let _ = command;
+    tracing::Level::WARN
 }
 
 /// Whether `command` redraws the screen (cursor home, clear screen): `fleet watch` only, as

@@ -60,6 +60,9 @@ pub const MORE_BOARDS: &str = "--accept-new-boards N takes more, for a first loo
 /// New boards one run records unless told more (`--accept-new-boards N`).
 pub const DEFAULT_NEW_PER_RUN: usize = 20;
 
+/// Boards not recorded that are counted one by one (past this, the note says "more than").
+pub const MAX_REFUSED_COUNTED: usize = 100_000;
+
 /// The known board keys, and where new ones are recorded.
 #[derive(Debug, Default)]
 pub struct KnownBoards {
@@ -71,8 +74,8 @@ pub struct KnownBoards {
     added: usize,
     /// How many new boards this run may record.
     max_new: usize,
-    /// First sightings past `max_new`: not recorded.
-    refused: u64,
+    /// Boards seen past `max_new` (not recorded), at most [`MAX_REFUSED_COUNTED`] of them.
+    refused: std::collections::BTreeSet<String>,
     /// Boards whose key was first seen in this run and not yet said so ([`Self::announce_new`]).
     fresh: std::collections::BTreeSet<String>,
 }
@@ -136,7 +139,9 @@ impl KnownBoards {
             Some(k) if *k == key => Trust::Known,
             Some(_) => Trust::Changed,
             None if self.added >= self.max_new => {
-                self.refused += 1;
+                if self.refused.len() < MAX_REFUSED_COUNTED {
+                    self.refused.insert(board.to_string());
+                }
                 Trust::Unrecorded
             }
             None => {
@@ -160,15 +165,20 @@ impl KnownBoards {
         self.fresh.remove(board)
     }
 
-    /// Why new boards were not recorded, when some were not: how many sightings, the limit,
-    /// and `hint` (the flag that takes more).
+    /// Why new boards were not recorded, when some were not: how many boards (each counted
+    /// once, however often it reported), the limit, and `hint` (the flag that takes more).
     pub fn refused_note(&self, hint: &str) -> Option<String> {
-        (self.refused > 0).then(|| {
+        let n = self.refused.len();
+        let more = match n >= MAX_REFUSED_COUNTED {
+            true => "more than ",
+            false => "",
+        };
+        (n > 0).then(|| {
             format!(
-                "{} first sightings of a board key were not recorded in known_boards and not \
-                 taken as the board's: this run records at most {} new boards ({hint}); they \
-                 are shown as `new unsaved`",
-                self.refused, self.max_new
+                "{more}{n} boards' keys were not recorded in known_boards and not taken as \
+                 theirs: this run records at most {} new boards ({hint}); they are shown as \
+                 `new unsaved`",
+                self.max_new
             )
         })
     }
@@ -311,7 +321,16 @@ mod tests {
         assert_eq!(text.lines().count(), 27, "{text}");
         assert!(text.starts_with("old AAAA\nother BBBB\nfake-0 "), "{text}");
         let note = k.refused_note(MORE_BOARDS).unwrap();
-        assert!(note.contains("275 first sightings") && note.contains("--accept-new-boards"));
+        assert!(note.contains("275 boards'") && note.contains("--accept-new-boards"));
+        // The same boards again: still 275 boards, not sightings.
+        for i in 25..300 {
+            let b = format!("fake-{i}");
+            let t = format!("npu-fleet/{b}/status");
+            let p = board_sig::seal(&key, &t, br#"{"health":"ok"}"#.to_vec());
+            assert_eq!(k.judge(&b, &t, &p), Trust::Unrecorded);
+        }
+        let note = k.refused_note(MORE_BOARDS).unwrap();
+        assert!(note.starts_with("275 boards'"), "{note}");
         assert!(!Trust::Unrecorded.is_trusted());
     }
 

@@ -53,6 +53,24 @@ pub struct ServeDefaults {
     pub max_unsealed_boards: Option<usize>,
     /// `--history-rows-per-board`.
     pub history_rows_per_board: Option<usize>,
+    /// `--accept-new-boards`: new board keys recorded in known_boards per run.
+    pub accept_new_boards: Option<usize>,
+    /// `--max-boards`.
+    pub max_boards: Option<usize>,
+    /// `--metrics-boards`.
+    pub metrics_boards: Option<MetricsBoards>,
+    /// `--stale-after`, seconds.
+    pub stale_after: Option<u64>,
+}
+
+/// `metrics_boards` under `[serve]`: which boards get per-board series in `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricsBoards {
+    /// Every board.
+    All,
+    /// Only boards that fail, warn or are not online.
+    Failing,
 }
 
 /// `broker = "mqtts://a:8883"` or `broker = ["mqtts://a:8883", "mqtts://b:8883"]`.

@@ -207,3 +207,20 @@ fn serve_defaults_come_from_the_serve_table_with_paths_beside_the_file() {
     let e = resolve(bad.path(), &[], OperatorFlags::default()).unwrap_err();
     assert!(e.contains("line 3"), "{e}");
 }
+
+/// The flag-only settings of `fleet serve` as `[serve]` keys (a systemd unit's known_boards
+/// starts empty: `accept_new_boards` lets a first start take the whole fleet).
+#[test]
+fn serve_takes_accept_new_boards_max_boards_metrics_boards_and_stale_after() {
+    let home = home_with(
+        b"broker = \"mqtt://h\"\n[serve]\naccept_new_boards = 5000\nmax_boards = 300\nmetrics_boards = \"failing\"\nstale_after = 120\n",
+    );
+    let op = resolve(home.path(), &[], OperatorFlags::default()).unwrap();
+    assert_eq!(op.serve.accept_new_boards, Some(5000));
+    assert_eq!(op.serve.max_boards, Some(300));
+    assert_eq!(op.serve.metrics_boards, Some(MetricsBoards::Failing));
+    assert_eq!(op.serve.stale_after, Some(120));
+    let bad = home_with(b"broker = \"mqtt://h\"\n[serve]\nmetrics_boards = \"some\"\n");
+    let e = resolve(bad.path(), &[], OperatorFlags::default()).unwrap_err();
+    assert!(e.contains("line 3"), "{e}");
+}

@@ -66,7 +66,7 @@ fn invented_boards_are_bounded_in_known_boards() {
     let lines = std::fs::read_to_string(&known).unwrap().lines().count();
     assert_eq!(lines, 20, "the default limit");
     assert!(
-        err.contains("280 first sightings") && err.contains("--accept-new-boards"),
+        err.contains("280 boards' keys were not recorded") && err.contains("--accept-new-boards"),
         "{err}"
     );
     assert_eq!(out.matches("new unsaved").count(), 280, "{out}");

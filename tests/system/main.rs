@@ -46,6 +46,8 @@ mod serve_bounds;
 #[cfg(feature = "serve")]
 mod serve_burst;
 #[cfg(feature = "serve")]
+mod serve_review;
+#[cfg(feature = "serve")]
 mod serve_tools;
 // The arm64 package with `fleet serve` (its binary serves under qemu, started as serve.rs does).
 #[cfg(feature = "serve")]

@@ -5,6 +5,7 @@
 
 use super::http::{not_found, now_s, off_thread, with, St, MAX_HISTORY_ROWS};
 use super::page::path_id;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -37,6 +38,16 @@ pub struct HistoryQuery {
     before: Option<i64>,
 }
 
+/// A JSON error: `{"error": message}` with `code`.
+pub fn json_error(code: StatusCode, message: &str) -> Response {
+    (code, Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// A query string that does not parse: 400 with the reason as JSON (not axum's plain text).
+fn bad_query(e: &QueryRejection) -> Response {
+    json_error(StatusCode::BAD_REQUEST, &e.body_text())
+}
+
 /// `body` as JSON with, when `next` is given, a `Link` header to it.
 fn json_page(body: Vec<u8>, next: Option<String>) -> Response {
     let mut r = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
@@ -49,7 +60,11 @@ fn json_page(body: Vec<u8>, next: Option<String>) -> Response {
 }
 
 /// `GET /api/boards`: one page of boards by id.
-pub async fn boards(State(s): St, Query(q): Query<BoardsQuery>) -> Response {
+pub async fn boards(State(s): St, q: Result<Query<BoardsQuery>, QueryRejection>) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(&e),
+    };
     let n = q
         .limit
         .unwrap_or(DEFAULT_PAGE_BOARDS)
@@ -83,18 +98,29 @@ pub async fn board(State(s): St, Path(id): Path<String>) -> Response {
     }
 }
 
-/// `GET /api/boards/{id}/history`: one page of the board's history, newest first.
+/// `GET /api/boards/{id}/history`: one page of the board's history, newest first; 404 for a
+/// board neither held nor in the history.
 pub async fn history(
     State(s): St,
     Path(id): Path<String>,
-    Query(q): Query<HistoryQuery>,
+    q: Result<Query<HistoryQuery>, QueryRejection>,
 ) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(&e),
+    };
     let n = q
         .limit
         .unwrap_or(DEFAULT_HISTORY_ROWS)
         .clamp(1, MAX_HISTORY_ROWS);
-    match with(&s, |fl| fl.history_before(&id, n, q.before)) {
-        Ok(rows) => {
+    let got = with(&s, |fl| {
+        let held = fl.board(&id, now_s()).is_some();
+        fl.history_before(&id, n, q.before).map(|rows| (held, rows))
+    });
+    match got {
+        // Neither held nor in the history: as `/api/boards/{id}`.
+        Ok((false, rows)) if rows.is_empty() && q.before.is_none() => not_found(),
+        Ok((_, rows)) => {
             let next = match rows.len() == n {
                 true => rows.last().map(|e| {
                     format!(

@@ -188,8 +188,9 @@ async fn board_html(State(s): St, Path(id): Path<String>) -> Response {
 
 async fn metrics(State(s): St) -> Response {
     let c = s.cardinality;
+    let up = with(&s, Fleet::broker_connected);
     let text = match render_fleet(&s, move |boards, _| render(boards, c)).await {
-        Ok(t) => t,
+        Ok(t) => super::metrics::broker_gauge(up) + &t,
         Err(r) => return r,
     };
     (

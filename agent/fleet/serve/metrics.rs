@@ -1,6 +1,7 @@
 //! `/metrics`: the whole fleet in one Prometheus text exposition (version 0.0.4). Every family
 //! is a gauge, every board series carries `board`:
 //!
+//! - the service: `npu_fleet_broker_connected` (1: its broker link is up; [`broker_gauge`]);
 //! - fleet-wide: `npu_fleet_boards{health}`, `npu_fleet_boards_by_link{link}`,
 //!   `npu_fleet_check_firing_boards{check,status}` (boards whose check is `warn` or `fail`),
 //!   health and link from fixed word sets, ids that do not look like check ids counted as
@@ -83,6 +84,18 @@ fn shown(v: &BoardView, c: Cardinality) -> bool {
     c == Cardinality::All || v.link != "online" || matches!(v.row.health.as_str(), "warn" | "fail")
 }
 
+/// `npu_fleet_broker_connected`: whether this service's own broker link is up (1) or not (0).
+pub fn broker_gauge(connected: bool) -> String {
+    let mut out = String::new();
+    family(
+        &mut out,
+        "npu_fleet_broker_connected",
+        "Whether fleet serve is connected to the broker (1) or not (0).",
+    );
+    let _ = writeln!(out, "npu_fleet_broker_connected {}", u8::from(connected));
+    out
+}
+
 /// The exposition of `boards`.
 pub fn render(boards: &[BoardView], c: Cardinality) -> String {
     let mut out = String::with_capacity(256 + boards.len() * 1024);
@@ -134,7 +147,19 @@ type Counts<'a> = (
     &'a mut BTreeMap<String, u64>,
 );
 
+/// Every `health` label of `npu_fleet_boards` (each written, 0 when no board has it).
+pub const HEALTH_WORDS: [&str; 5] = ["ok", "warn", "fail", "unknown", "other"];
+
+/// Every `link` label of `npu_fleet_boards_by_link` (each written, 0 when no board has it).
+pub const LINK_WORDS: [&str; 6] = ["online", "offline", "stale", "deaf", "unknown", "other"];
+
 fn fleet_counts(boards: &[BoardView], (health, link, firing, agents): Counts<'_>) {
+    for w in HEALTH_WORDS {
+        health.insert(w.to_string(), 0);
+    }
+    for w in LINK_WORDS {
+        link.insert(w.to_string(), 0);
+    }
     for v in boards {
         *health
             .entry(health_word(&v.row.health).to_string())

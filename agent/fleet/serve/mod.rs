@@ -7,12 +7,14 @@
 //! `/metrics` ([`http`]).
 
 pub mod api;
+pub mod broker;
 pub mod detail;
 pub mod http;
 pub mod inbox;
 pub mod metrics;
 pub mod page;
 pub mod server;
+pub mod setup;
 pub mod state;
 pub mod store;
 #[cfg(test)]
@@ -21,6 +23,8 @@ mod tests;
 mod tests_attacks;
 #[cfg(test)]
 mod tests_bounds;
+#[cfg(test)]
+mod tests_review;
 
 use super::{operator_link, runtime, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::mqtt::link::{Link, LinkEvent, LinkOptions};
@@ -42,6 +46,9 @@ pub const DEFAULT_RETENTION_DAYS: u64 = 90;
 pub const DEFAULT_MAX_UNSEALED_BOARDS: usize = 1000;
 
 pub use store::DEFAULT_ROWS_PER_BOARD;
+
+/// Boards held unless told (`--max-boards`, `max_boards` under `[serve]`).
+pub const DEFAULT_MAX_BOARDS: usize = 200_000;
 
 /// How often link states are looked at again (boards turn stale by time alone), seconds.
 pub const TICK_S: u64 = 2;
@@ -92,16 +99,16 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let store = store::make_dir(&a.state_dir)
-        .map_err(|e| {
-            format!(
-                "{}: {e} (give --state-dir DIR, or state_dir under [serve] in fleet.toml)",
-                a.state_dir.display()
-            )
-        })
-        .and_then(|()| store::Sqlite::open(&a.state_dir))
-        .map(|s| s.with_rows_per_board(a.history_rows_per_board));
-    let store = match store {
+    // The port first: a serve that cannot listen changes nothing on disk.
+    let listener = match setup::bind(a.listen) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = writeln!(err, "npu-agent: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let state = open_state(a);
+    let (_lock, store) = match state {
         Ok(s) => s,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: {e}");
@@ -127,16 +134,33 @@ pub fn serve(a: &ServeArgs, err: &mut dyn Write) -> i32 {
     let Some(rt) = runtime(err) else {
         return EXIT_USAGE;
     };
-    rt.block_on(run(a, opts, shared, err))
+    rt.block_on(run(a, opts, shared, listener, err))
+}
+
+/// The state directory made and locked for this process (the lock is held while the file is
+/// open), and the history in it.
+///
+/// Errors: the directory cannot be made, another service holds it, the database will not open.
+fn open_state(a: &ServeArgs) -> Result<(std::fs::File, store::Sqlite), String> {
+    store::make_dir(&a.state_dir).map_err(|e| {
+        format!(
+            "{}: {e} (give --state-dir DIR, or state_dir under [serve] in fleet.toml)",
+            a.state_dir.display()
+        )
+    })?;
+    let lock = setup::lock_state_dir(&a.state_dir)?;
+    let store = store::Sqlite::open(&a.state_dir)?.with_rows_per_board(a.history_rows_per_board);
+    Ok((lock, store))
 }
 
 async fn run(
     a: &ServeArgs,
     opts: LinkOptions,
     shared: Arc<http::Shared>,
+    listener: std::net::TcpListener,
     err: &mut dyn Write,
 ) -> i32 {
-    let listener = match tokio::net::TcpListener::bind(a.listen).await {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
             let _ = writeln!(err, "npu-agent: cannot listen on {}: {e}", a.listen);
@@ -191,6 +215,9 @@ async fn follow(a: &ServeArgs, mut opts: LinkOptions, shared: &Arc<http::Shared>
             return;
         }
     };
+    let mut blog = broker::BrokerLog::new(&a.op.broker);
+    lock(shared).set_broker(false, &blog.shown(), crate::action::now_unix_s());
+    opts.reconnect_max = Duration::from_secs(broker::RECONNECT_MAX_S);
     let mut link = Link::start(&opts);
     let mut tick = tokio::time::interval(Duration::from_secs(TICK_S));
     let mut last_prune: Option<Instant> = None;
@@ -199,8 +226,9 @@ async fn follow(a: &ServeArgs, mut opts: LinkOptions, shared: &Arc<http::Shared>
         tokio::select! {
             ev = link.events.recv() => match ev {
                 None => return,
-                Some(LinkEvent::Connected { .. }) => {
-                    tracing::info!("connected to the broker; subscribing to {root}/+/status");
+                Some(LinkEvent::Connected { broker, .. }) => {
+                    blog.connected(broker);
+                    lock(shared).set_broker(true, &blog.shown(), crate::action::now_unix_s());
                     let filters = [format!("{root}/+/availability"), format!("{root}/+/status")];
                     let _ = link.client.try_subscribe_many(&filters, QoS::AtMostOnce);
                 }
@@ -209,8 +237,9 @@ async fn follow(a: &ServeArgs, mut opts: LinkOptions, shared: &Arc<http::Shared>
                     opts.protocol = crate::mqtt::link::Protocol::V311;
                     link = Link::start(&opts);
                 }
-                Some(LinkEvent::Disconnected { reason, .. }) => {
-                    tracing::warn!("broker connection lost: {reason}");
+                Some(LinkEvent::Disconnected { reason, cause, retry_in_ms, .. }) => {
+                    blog.lost(&reason, &cause, retry_in_ms);
+                    lock(shared).set_broker(false, &blog.shown(), crate::action::now_unix_s());
                 }
                 Some(LinkEvent::Message { topic, payload, .. }) => {
                     inbox.push(topic, payload, crate::action::now_unix_s()).await;

@@ -48,7 +48,26 @@ pub struct Fleet {
     /// Boards that sealed a status in this run, and their link row budget: only these get
     /// link rows (availability is unsealed).
     link_rows: BTreeMap<String, Budget>,
+    /// The service's own broker link.
+    broker: Broker,
 }
+
+/// The service's own broker link as the fleet sees it: while it is down, and for
+/// [`RECONNECT_QUIET_S`] after it came back (the broker sends every retained status and
+/// availability again), no link transitions are recorded: what changed was this service's
+/// view, not the boards' links.
+#[derive(Debug, Clone, Default)]
+struct Broker {
+    /// The broker as shown (user info redacted); `None`: up.
+    down: Option<String>,
+    /// Link rows wait until this time (Unix seconds).
+    quiet_until_s: i64,
+    /// The link has been up in this run (the first connection is no reconnect).
+    was_up: bool,
+}
+
+/// Seconds after the service's broker link came back during which no link rows are written.
+pub const RECONNECT_QUIET_S: i64 = 30;
 
 /// Link rows one board may write at once (online, stale, offline in a few seconds).
 pub const LINK_ROW_BURST: u32 = 3;
@@ -117,7 +136,24 @@ impl Fleet {
             staleness,
             store_errors: 0,
             link_rows: BTreeMap::new(),
+            broker: Broker::default(),
         }
+    }
+
+    /// The service's broker link (shown as `broker`, user info redacted) went up or down at
+    /// `now_s`. While it is down, and for [`RECONNECT_QUIET_S`] after a reconnect, no link rows
+    /// are written.
+    pub fn set_broker(&mut self, up: bool, broker: &str, now_s: i64) {
+        self.broker.down = (!up).then(|| broker.to_string());
+        if up && self.broker.was_up {
+            self.broker.quiet_until_s = now_s.saturating_add(RECONNECT_QUIET_S);
+        }
+        self.broker.was_up |= up;
+    }
+
+    /// Whether the service's broker link is up.
+    pub fn broker_connected(&self) -> bool {
+        self.broker.down.is_none()
     }
 
     /// The same fleet holding at most `max_unsealed` rows (at least 1) of boards that are
@@ -247,6 +283,10 @@ impl Fleet {
         let (Some(row), Some(d)) = (self.table.get(board), self.details.get(board)) else {
             return;
         };
+        // Not while this service's own link is down or just came back.
+        if self.broker.down.is_some() || now_s < self.broker.quiet_until_s {
+            return;
+        }
         let link = self.link_of(row, now_s);
         // Only for a board that sealed a status in this run, within its budget.
         let Some(budget) = self.link_rows.get_mut(board) else {
@@ -363,12 +403,22 @@ impl Fleet {
 
     /// Notes on what the table leaves out (rows dropped, ids refused, keys not recorded).
     pub fn notes(&self) -> Vec<String> {
+        let broker = self.broker.down.as_ref().map(|b| {
+            format!(
+                "This service is not connected to the broker {b}: what is shown is as last \
+                 seen, and boards turn stale here by time alone (see the log)."
+            )
+        });
         [
+            broker,
             self.table.dropped_note(),
             self.table
                 .dropped_untrusted_note("--max-unsealed-boards, or max_unsealed_boards in [serve]"),
             self.table.refused_note(),
-            self.keys.refused_note(crate::fleet::known::MORE_BOARDS),
+            self.keys.refused_note(
+                "--accept-new-boards N, or accept_new_boards under [serve], takes more; or seed \
+                 the service's known_boards with the operator's",
+            ),
         ]
         .into_iter()
         .flatten()

@@ -77,7 +77,7 @@ fn a_flood_of_invented_board_ids_holds_only_the_unsealed_cap_and_spares_known_bo
 
 /// Serves `shared` on a free loopback port within `limits` (a current-thread runtime on its own
 /// thread, as `fleet serve` runs); returns the address.
-fn start(shared: Arc<Shared>, limits: Limits) -> SocketAddr {
+pub(super) fn start(shared: Arc<Shared>, limits: Limits) -> SocketAddr {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -94,7 +94,7 @@ fn start(shared: Arc<Shared>, limits: Limits) -> SocketAddr {
 }
 
 /// `GET path` over a fresh connection: the head (lower case) and the body.
-fn get(addr: SocketAddr, path: &str) -> (String, String) {
+pub(super) fn get(addr: SocketAddr, path: &str) -> (String, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
@@ -114,7 +114,7 @@ fn next_link(head: &str) -> Option<String> {
 }
 
 /// A fleet of `n` boards with unsealed statuses (a failing finding each), served.
-fn served_fleet(dir: &std::path::Path, n: usize) -> (Arc<Shared>, SocketAddr) {
+pub(super) fn served_fleet(dir: &std::path::Path, n: usize) -> (Arc<Shared>, SocketAddr) {
     let mut f = fleet_of(dir, n + 10, n + 10);
     for i in 0..n {
         let b = format!("b{i:05}");
