@@ -95,55 +95,7 @@ pub enum FleetAction {
 pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     match a {
         #[cfg(feature = "serve")]
-        FleetAction::Serve {
-            flags,
-            listen,
-            state_dir,
-            retention_days,
-            cardinality,
-            max_boards,
-            max_unsealed_boards,
-            history_rows_per_board,
-            accept_new_boards,
-            stale_after_s,
-        } => {
-            let Some(op) = resolve(flags, err) else {
-                return EXIT_USAGE;
-            };
-            let d = op.serve.clone();
-            let a = crate::fleet::serve::ServeArgs {
-                listen: listen
-                    .or(d.listen)
-                    .unwrap_or(crate::fleet::serve::DEFAULT_LISTEN),
-                state_dir: state_dir
-                    .or(d.state_dir)
-                    .unwrap_or_else(|| crate::fleet::serve::DEFAULT_STATE_DIR.into()),
-                retention_days: retention_days.or(d.retention_days).unwrap_or(90),
-                op,
-                cardinality: cardinality.unwrap_or(match d.metrics_boards {
-                    Some(crate::fleet::operator::MetricsBoards::Failing) => {
-                        crate::fleet::serve::metrics::Cardinality::Failing
-                    }
-                    _ => crate::fleet::serve::metrics::Cardinality::All,
-                }),
-                max_boards: max_boards
-                    .or(d.max_boards)
-                    .unwrap_or(crate::fleet::serve::DEFAULT_MAX_BOARDS)
-                    .max(1),
-                max_unsealed_boards: max_unsealed_boards
-                    .or(d.max_unsealed_boards)
-                    .unwrap_or(crate::fleet::serve::DEFAULT_MAX_UNSEALED_BOARDS),
-                history_rows_per_board: history_rows_per_board
-                    .or(d.history_rows_per_board)
-                    .unwrap_or(crate::fleet::serve::DEFAULT_ROWS_PER_BOARD),
-                accept_new_boards: accept_new_boards
-                    .or(d.accept_new_boards)
-                    .unwrap_or(crate::fleet::known::DEFAULT_NEW_PER_RUN),
-                stale_after_s: stale_after_s.or(d.stale_after),
-            };
-            let _ = out;
-            crate::fleet::serve::serve(&a, err)
-        }
+        a @ FleetAction::Serve { .. } => serve(a, err),
         FleetAction::Watch {
             flags,
             once,
@@ -212,6 +164,62 @@ pub fn fleet(a: FleetAction, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             }
         }
     }
+}
+
+/// `fleet serve`: its flags over the `[serve]` defaults of the operator's file over the built-in
+/// ones; runs the service.
+#[cfg(feature = "serve")]
+fn serve(a: FleetAction, err: &mut dyn Write) -> i32 {
+    let FleetAction::Serve {
+        flags,
+        listen,
+        state_dir,
+        retention_days,
+        cardinality,
+        max_boards,
+        max_unsealed_boards,
+        history_rows_per_board,
+        accept_new_boards,
+        stale_after_s,
+    } = a
+    else {
+        return EXIT_USAGE;
+    };
+    let Some(op) = resolve(flags, err) else {
+        return EXIT_USAGE;
+    };
+    let d = op.serve.clone();
+    let a = crate::fleet::serve::ServeArgs {
+        listen: listen
+            .or(d.listen)
+            .unwrap_or(crate::fleet::serve::DEFAULT_LISTEN),
+        state_dir: state_dir
+            .or(d.state_dir)
+            .unwrap_or_else(|| crate::fleet::serve::DEFAULT_STATE_DIR.into()),
+        retention_days: retention_days.or(d.retention_days).unwrap_or(90),
+        op,
+        cardinality: cardinality.unwrap_or(match d.metrics_boards {
+            Some(crate::fleet::operator::MetricsBoards::Failing) => {
+                crate::fleet::serve::metrics::Cardinality::Failing
+            }
+            _ => crate::fleet::serve::metrics::Cardinality::All,
+        }),
+        max_boards: max_boards
+            .or(d.max_boards)
+            .unwrap_or(crate::fleet::serve::DEFAULT_MAX_BOARDS)
+            .max(1),
+        max_unsealed_boards: max_unsealed_boards
+            .or(d.max_unsealed_boards)
+            .unwrap_or(crate::fleet::serve::DEFAULT_MAX_UNSEALED_BOARDS),
+        history_rows_per_board: history_rows_per_board
+            .or(d.history_rows_per_board)
+            .unwrap_or(crate::fleet::serve::DEFAULT_ROWS_PER_BOARD),
+        accept_new_boards: accept_new_boards
+            .or(d.accept_new_boards)
+            .unwrap_or(crate::fleet::known::DEFAULT_NEW_PER_RUN),
+        stale_after_s: stale_after_s.or(d.stale_after),
+    };
+    crate::fleet::serve::serve(&a, err)
 }
 
 /// The operator's settings for this run ([`crate::fleet::operator`]); `None` when they cannot

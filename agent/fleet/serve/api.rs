@@ -3,8 +3,8 @@
 //! A full page carries a `Link: <…>; rel="next"` header with the next page's URL; a shorter
 //! page is the last.
 
-use super::http::{not_found, now_s, off_thread, with, St, MAX_HISTORY_ROWS};
 use super::page::path_id;
+use super::shared::{not_found, now_s, off_thread, with, St, MAX_HISTORY_ROWS};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};

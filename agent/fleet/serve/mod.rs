@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod page;
 pub mod server;
 pub mod setup;
+pub mod shared;
 pub mod state;
 pub mod store;
 #[cfg(test)]
