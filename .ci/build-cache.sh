@@ -2,7 +2,7 @@
 # Sourced by the build scripts (tests/vboard/build-aarch64.sh, packaging/build-debs.sh, .ci/run):
 #   cached_build ARTIFACT CARGO_BUILD_ARGS...
 # runs `cargo build CARGO_BUILD_ARGS...` (which writes the file ARTIFACT) unless the directory
-# $NPU_AGENT_BUILD_CACHE holds ARTIFACT from a build with the same inputs, which it then copies
+# $NPUAGENT_CI_BUILD_CACHE holds ARTIFACT from a build with the same inputs, which it then copies
 # into place. The inputs (the key): every file cargo compiles into a binary (Cargo.toml,
 # Cargo.lock, .cargo/, agent/, board-profiles/, catalog/, examples/), the toolchain (rustc -vV,
 # cargo -V), RUSTFLAGS, the arguments and ARTIFACT's path below the target directory (its name in
@@ -13,7 +13,7 @@
 cached_build() {
   local artifact=$1
   shift
-  if [ -z "${NPU_AGENT_BUILD_CACHE:-}" ]; then
+  if [ -z "${NPUAGENT_CI_BUILD_CACHE:-}" ]; then
     cargo build "$@" >&2
     return
   fi
@@ -31,7 +31,7 @@ cached_build() {
     find "${inputs[@]}" -type f -print0 \
       | sort -z | xargs -0 sha256sum
   } | sha256sum | cut -c1-32)
-  cached="$NPU_AGENT_BUILD_CACHE/$name-$key"
+  cached="$NPUAGENT_CI_BUILD_CACHE/$name-$key"
   if [ -f "$cached" ]; then
     mkdir -p "$(dirname "$artifact")"
     cp "$cached" "$artifact.cache-tmp" && mv "$artifact.cache-tmp" "$artifact"
@@ -41,9 +41,9 @@ cached_build() {
   start=$(date +%s)
   cargo build "$@" >&2
   [ -f "$artifact" ] || { echo "build-cache: cargo build $* wrote no $artifact" >&2; return 1; }
-  mkdir -p "$NPU_AGENT_BUILD_CACHE"
+  mkdir -p "$NPUAGENT_CI_BUILD_CACHE"
   cp "$artifact" "$cached.tmp.$$" && mv "$cached.tmp.$$" "$cached"
   echo "build-cache: built $artifact in $(( $(date +%s) - start )) s, kept as $cached" >&2
   # shellcheck disable=SC2012 # names are ours: <artifact path with _>-<hex key>
-  ls -t "$NPU_AGENT_BUILD_CACHE/$name"-* 2>/dev/null | tail -n +4 | xargs -r rm -f
+  ls -t "$NPUAGENT_CI_BUILD_CACHE/$name"-* 2>/dev/null | tail -n +4 | xargs -r rm -f
 }

@@ -25,7 +25,7 @@ fn write_crate(dir: &Path, word: &str) {
     .unwrap();
 }
 
-/// `cached_build target/release/probe --release` in `dir`; `cache`: NPU_AGENT_BUILD_CACHE.
+/// `cached_build target/release/probe --release` in `dir`; `cache`: NPUAGENT_CI_BUILD_CACHE.
 fn cached_build(dir: &Path, cache: Option<&Path>) -> Output {
     let mut c = Command::new("bash");
     c.arg("-c")
@@ -34,9 +34,9 @@ fn cached_build(dir: &Path, cache: Option<&Path>) -> Output {
         ))
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", dir.join("target"))
-        .env_remove("NPU_AGENT_BUILD_CACHE");
+        .env_remove("NPUAGENT_CI_BUILD_CACHE");
     if let Some(cache) = cache {
-        c.env("NPU_AGENT_BUILD_CACHE", cache);
+        c.env("NPUAGENT_CI_BUILD_CACHE", cache);
     }
     let o = c.output().expect("run bash");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -115,4 +115,18 @@ fn a_build_is_kept_reused_for_the_same_inputs_and_redone_for_changed_ones() {
     assert!(!plain.contains("build-cache:"), "{plain}");
     assert_eq!(run_probe(&dir), "three");
     assert_eq!(kept(&cache).len(), 2);
+}
+
+/// The agent reads every `NPU_AGENT_*` variable as configuration and refuses one it does not
+/// know: a variable the CI script exports for the tests must not carry that prefix, or every
+/// agent the tests start fails ("unknown variable").
+#[test]
+fn the_ci_script_exports_no_variable_the_agent_reads_as_config() {
+    let run = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/run")).unwrap();
+    let bad: Vec<&str> = run
+        .lines()
+        .filter(|l| l.trim_start().starts_with("export NPU_AGENT_"))
+        .collect();
+    assert!(bad.is_empty(), "{bad:?}");
+    assert!(run.contains("export NPUAGENT_TEST_AARCH64_BIN="), "the test binary is still passed");
 }

@@ -5,7 +5,7 @@
 //! `time`). A panic in the same build configuration (examples/panic_probe.rs) must print its
 //! location and message and end by SIGABRT.
 //!
-//! The aarch64 binary: `NPU_AGENT_AARCH64_BIN` if set, else built (or found up to date) in this
+//! The aarch64 binary: `NPUAGENT_TEST_AARCH64_BIN` if set, else built (or found up to date) in this
 //! test's own target directory — see `common::aarch64_agent`. `.ci/run` builds it first.
 //! A missing tool or target fails the test when `CI` is set, and skips it with a reason otherwise.
 

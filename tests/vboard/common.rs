@@ -90,7 +90,7 @@ pub fn tools<const N: usize>(names: [&str; N], why: &str) -> Option<[PathBuf; N]
 
 /// The static aarch64 agent.
 ///
-/// `NPU_AGENT_AARCH64_BIN` names a prebuilt file (used as is). Otherwise the binary is
+/// `NPUAGENT_TEST_AARCH64_BIN` names a prebuilt file (used as is). Otherwise the binary is
 /// `<target>/aarch64-unknown-linux-musl/release/npu-agent` in this test's own target directory, and
 /// this runs `cargo build --release --locked --no-default-features --target aarch64-unknown-linux-musl` there first: a
 /// no-op of about a second when it is up to date (`.ci/run` builds it before `cargo test`, through
@@ -101,13 +101,13 @@ pub fn tools<const N: usize>(names: [&str; N], why: &str) -> Option<[PathBuf; N]
 pub fn aarch64_agent() -> Option<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let r = BIN.get_or_init(|| {
-        if let Some(p) = env::var_os("NPU_AGENT_AARCH64_BIN") {
+        if let Some(p) = env::var_os("NPUAGENT_TEST_AARCH64_BIN") {
             let p = PathBuf::from(p);
             return if p.is_file() {
                 Ok(p)
             } else {
                 Err(format!(
-                    "NPU_AGENT_AARCH64_BIN={} does not exist",
+                    "NPUAGENT_TEST_AARCH64_BIN={} does not exist",
                     p.display()
                 ))
             };
@@ -124,7 +124,7 @@ pub fn aarch64_agent() -> Option<PathBuf> {
 }
 
 /// examples/panic_probe.rs built like the static aarch64 agent (release profile, the target's link
-/// flags): `NPU_AGENT_AARCH64_PANIC_PROBE` names a prebuilt file (used as is; `.ci/run` sets it
+/// flags): `NPUAGENT_TEST_AARCH64_PANIC_PROBE` names a prebuilt file (used as is; `.ci/run` sets it
 /// and [`aarch64_agent`]'s variable to the builds it made or took from its build cache), else
 /// `cargo build --release --locked --target aarch64-unknown-linux-musl --example panic_probe` in
 /// this test's own target directory, as [`aarch64_agent`] builds.
@@ -132,13 +132,13 @@ pub fn aarch64_agent() -> Option<PathBuf> {
 pub fn aarch64_panic_probe() -> Option<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     match BIN.get_or_init(|| {
-        if let Some(p) = env::var_os("NPU_AGENT_AARCH64_PANIC_PROBE") {
+        if let Some(p) = env::var_os("NPUAGENT_TEST_AARCH64_PANIC_PROBE") {
             let p = PathBuf::from(p);
             return if p.is_file() {
                 Ok(p)
             } else {
                 Err(format!(
-                    "NPU_AGENT_AARCH64_PANIC_PROBE={} does not exist",
+                    "NPUAGENT_TEST_AARCH64_PANIC_PROBE={} does not exist",
                     p.display()
                 ))
             };
