@@ -128,5 +128,8 @@ fn the_ci_script_exports_no_variable_the_agent_reads_as_config() {
         .filter(|l| l.trim_start().starts_with("export NPU_AGENT_"))
         .collect();
     assert!(bad.is_empty(), "{bad:?}");
-    assert!(run.contains("export NPUAGENT_TEST_AARCH64_BIN="), "the test binary is still passed");
+    assert!(
+        run.contains("export NPUAGENT_TEST_AARCH64_BIN="),
+        "the test binary is still passed"
+    );
 }
