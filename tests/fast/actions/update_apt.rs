@@ -125,6 +125,18 @@ fn the_update_installs_exactly_the_asked_version_in_a_throwaway_root() {
         (p.old.as_str(), p.new.as_str(), p.cmd_id.as_str()),
         ("1.0-1", "1.1-1", "u2")
     );
+    // It names the process that started the update, which never settles it itself ...
+    assert_eq!(
+        p.agent_instance.as_deref(),
+        Some(update::process_instance())
+    );
+    assert!(update::settle_pending(&state, 1001).unwrap().is_none());
+    // ... the agent that comes back, another process, does.
+    let restarted = Pending {
+        agent_instance: Some("another-process".into()),
+        ..p
+    };
+    state.save(PENDING_FILE, &restarted).unwrap();
     let s = update::settle_pending(&state, 1001).unwrap().unwrap();
     assert!(s.ok && s.cmd_id == "u2", "{s:?}");
     assert!(
