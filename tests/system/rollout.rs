@@ -40,23 +40,39 @@ fn fleet(b1_refuses: bool) -> Option<(Broker, Vec<Board>, Vec<Agent>)> {
     Some((broker, boards, agents))
 }
 
-/// The operator pins the fleet's keys first (`fleet watch --once` records the boards first
-/// seen), then rolls out from the same home.
-fn rollout(broker: &Broker, waves: &str) -> (i32, String, String) {
+/// An operator's home whose `known_boards` holds every board online now: `fleet watch --once`
+/// records the boards first seen (in the directory beside `fleet.toml`, which the operator has).
+fn pinned_home(broker: &Broker) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
-    let home = home.path().to_str().unwrap().to_string();
-    // known_boards is kept beside fleet.toml, in a directory the operator has.
-    std::fs::create_dir_all(format!("{home}/npu-agent")).unwrap();
-    let env = [("HOME", home.as_str()), ("XDG_CONFIG_HOME", home.as_str())];
-    let url = broker.url();
-    let (code, out, err) = npu_agent(&["fleet", "watch", "--once", "--broker", &url], &env);
+    std::fs::create_dir_all(home.path().join("npu-agent")).unwrap();
+    let (code, out, err) = in_home(
+        &home,
+        &["fleet", "watch", "--once", "--broker", &broker.url()],
+    );
     assert_eq!(code, 0, "{out}{err}");
-    npu_agent(
+    home
+}
+
+/// `npu-agent ARGS` run by the operator whose home is `home`.
+fn in_home(home: &tempfile::TempDir, args: &[&str]) -> (i32, String, String) {
+    let h = home.path().to_str().unwrap();
+    npu_agent(args, &[("HOME", h), ("XDG_CONFIG_HOME", h)])
+}
+
+/// A rescan rolled out in `waves` from the home of `pinned`.
+fn send_waves(broker: &Broker, pinned: &tempfile::TempDir, waves: &str) -> (i32, String, String) {
+    let url = broker.url();
+    in_home(
+        pinned,
         &[
             "fleet", "send", "rescan", "--all", "--waves", waves, "--broker", &url, "--wait", "30",
         ],
-        &env,
     )
+}
+
+/// The operator pins the fleet's keys first, then rolls out from the same home.
+fn rollout(broker: &Broker, waves: &str) -> (i32, String, String) {
+    send_waves(broker, &pinned_home(broker), waves)
 }
 
 #[test]
@@ -121,14 +137,7 @@ fn a_board_whose_key_is_not_pinned_is_left_out_of_the_rollout() {
     let Some((broker, _boards, _agents)) = fleet(false) else {
         return;
     };
-    let home = tempfile::tempdir().unwrap();
-    let home = home.path().to_str().unwrap().to_string();
-    // known_boards is kept beside fleet.toml, in a directory the operator has.
-    std::fs::create_dir_all(format!("{home}/npu-agent")).unwrap();
-    let env = [("HOME", home.as_str()), ("XDG_CONFIG_HOME", home.as_str())];
-    let url = broker.url();
-    let (code, out, err) = npu_agent(&["fleet", "watch", "--once", "--broker", &url], &env);
-    assert_eq!(code, 0, "{out}{err}");
+    let home = pinned_home(&broker);
     // Announced after the operator pinned the fleet: a status sealed by a key of its own.
     let fake = Client::connect(broker.port, &["npu-fleet/0fake/cmd/#"]);
     let key = npu_agent::mqtt::ed25519::SigningKey::from_bytes(&[3; 32]);
@@ -137,13 +146,7 @@ fn a_board_whose_key_is_not_pinned_is_left_out_of_the_rollout() {
     let sealed = npu_agent::mqtt::board_sig::seal(&key, topic, status.to_vec());
     fake.publish(topic, &sealed, true);
     fake.publish("npu-fleet/0fake/availability", b"online", true);
-    let (code, out, err) = npu_agent(
-        &[
-            "fleet", "send", "rescan", "--all", "--waves", "10%,100%", "--broker", &url, "--wait",
-            "30",
-        ],
-        &env,
-    );
+    let (code, out, err) = send_waves(&broker, &home, "10%,100%");
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("wave 1/2: 1 board(s): b1"), "{out}");
     assert!(!out.contains("0fake"), "{out}");
